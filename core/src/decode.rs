@@ -1,0 +1,82 @@
+//! Turns raw client text into typed frames, telling apart every way input can be wrong.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::error::ErrorCode;
+use crate::limits::MAX_FRAME_BYTES;
+use crate::wire::ClientFrame;
+
+/// The frame types a client may send.
+pub const CLIENT_FRAME_TYPES: [&str; 3] = ["hello", "chat", "retry"];
+
+/// Why a frame or body could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DecodeError {
+    #[error("frame is {size} bytes; the limit is {limit}")]
+    TooLarge { size: usize, limit: usize },
+    #[error("not valid JSON: {0}")]
+    MalformedJson(String),
+    #[error("unknown frame type {0:?}; expected one of hello, chat, retry")]
+    UnknownType(String),
+    #[error("invalid frame: {0}")]
+    Invalid(String),
+}
+
+impl DecodeError {
+    /// The wire code for this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            DecodeError::TooLarge { .. } => ErrorCode::FrameTooLarge,
+            DecodeError::MalformedJson(_) => ErrorCode::MalformedJson,
+            DecodeError::UnknownType(_) => ErrorCode::UnknownFrameType,
+            DecodeError::Invalid(_) => ErrorCode::InvalidFrame,
+        }
+    }
+}
+
+/// Decodes one client frame (WebSocket text).
+pub fn decode_client_frame(text: &str) -> Result<ClientFrame, DecodeError> {
+    let value = decode_value(text.as_bytes())?;
+    match value.get("type") {
+        Some(Value::String(t)) if CLIENT_FRAME_TYPES.contains(&t.as_str()) => {}
+        Some(Value::String(t)) => return Err(DecodeError::UnknownType(t.clone())),
+        _ => return Err(DecodeError::Invalid("missing string field \"type\"".into())),
+    }
+    serde_json::from_value(value).map_err(|e| DecodeError::Invalid(e.to_string()))
+}
+
+/// Decodes a JSON body (REST) into `T`, with the same size bound and error kinds.
+pub fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    let value = decode_value(bytes)?;
+    serde_json::from_value(value).map_err(|e| DecodeError::Invalid(e.to_string()))
+}
+
+fn decode_value(bytes: &[u8]) -> Result<Value, DecodeError> {
+    if bytes.len() > MAX_FRAME_BYTES {
+        return Err(DecodeError::TooLarge { size: bytes.len(), limit: MAX_FRAME_BYTES });
+    }
+    serde_json::from_slice(bytes).map_err(|e| DecodeError::MalformedJson(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_of_bad_input_has_its_own_code() {
+        let code = |t: &str| decode_client_frame(t).unwrap_err().code();
+        assert_eq!(code("{not json"), ErrorCode::MalformedJson);
+        assert_eq!(code(r#"{"type":"shout","data":{}}"#), ErrorCode::UnknownFrameType);
+        assert_eq!(code(r#"{"data":{}}"#), ErrorCode::InvalidFrame);
+        assert_eq!(code(r#"{"type":"chat","data":{"message":5}}"#), ErrorCode::InvalidFrame);
+        let big = format!(r#"{{"type":"chat","data":{{"message":"{}"}}}}"#, "x".repeat(MAX_FRAME_BYTES));
+        assert_eq!(code(&big), ErrorCode::FrameTooLarge);
+    }
+
+    #[test]
+    fn a_good_frame_decodes() {
+        assert!(matches!(decode_client_frame(r#"{"type":"hello","data":{}}"#), Ok(ClientFrame::Hello(_))));
+    }
+}

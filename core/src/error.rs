@@ -1,0 +1,78 @@
+//! The closed set of error codes shared by the wire, the HTTP API and the widget.
+
+use serde::{Deserialize, Serialize};
+
+/// A stable, machine-readable error code. Each maps to one HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The frame or body is not valid JSON.
+    MalformedJson,
+    /// The frame's `type` is not one we know.
+    UnknownFrameType,
+    /// The JSON is well formed but a field is missing or of the wrong type.
+    InvalidFrame,
+    /// The frame or request body is larger than allowed.
+    FrameTooLarge,
+    /// The message text is empty or too long.
+    InvalidMessage,
+    /// Page context is larger than allowed (serialized bytes).
+    ContextTooLarge,
+    /// Page context has too many keys or is nested too deeply.
+    ContextInvalid,
+    /// Too many attachments, or an attachment field is too long or not allowed.
+    InvalidAttachment,
+    /// `clientMessageId` is malformed.
+    InvalidClientMessageId,
+    /// A `hello` frame must open the connection.
+    HelloRequired,
+    /// Missing or wrong session token.
+    Unauthorized,
+    /// The session or message does not exist (or is not yours).
+    NotFound,
+    /// The action does not fit the current state (e.g. retrying a reply that did not fail).
+    Conflict,
+    /// The requested model is not allowed by this server.
+    ModelNotAllowed,
+    /// The provider answered with an error.
+    ProviderError,
+    /// The provider did not answer in time.
+    ProviderTimeout,
+    /// The provider could not be reached.
+    ProviderUnavailable,
+    /// The provider or this server is rate limiting.
+    RateLimited,
+    /// The reply was cancelled because every client went away.
+    Cancelled,
+    /// Something failed inside the server; details are in its log.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The HTTP status this code maps to.
+    pub fn http_status(self) -> u16 {
+        use ErrorCode::*;
+        match self {
+            MalformedJson | UnknownFrameType | InvalidFrame | InvalidMessage | HelloRequired => 400,
+            InvalidAttachment | InvalidClientMessageId => 422,
+            FrameTooLarge | ContextTooLarge => 413,
+            ContextInvalid => 422,
+            Unauthorized => 401,
+            NotFound => 404,
+            Conflict => 409,
+            ModelNotAllowed => 403,
+            ProviderError => 502,
+            ProviderUnavailable => 503,
+            ProviderTimeout => 504,
+            RateLimited => 429,
+            Cancelled => 499,
+            Internal => 500,
+        }
+    }
+
+    /// Whether the same action may succeed when repeated.
+    pub fn retryable(self) -> bool {
+        use ErrorCode::*;
+        matches!(self, ProviderError | ProviderTimeout | ProviderUnavailable | RateLimited | Cancelled | Internal)
+    }
+}

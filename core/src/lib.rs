@@ -1,0 +1,11 @@
+//! Glassbox core: wire types and pure logic shared by the widget (wasm32) and the server.
+//! No IO, no async runtime, no framework.
+
+pub mod decode;
+pub mod error;
+pub mod limits;
+pub mod prompt;
+pub mod sync;
+pub mod wire;
+
+pub use error::ErrorCode;

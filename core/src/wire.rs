@@ -1,0 +1,356 @@
+//! Wire types spoken between the widget and the server, over WebSocket and REST/SSE.
+//!
+//! Every frame is `{"type": "...", "data": {...}}`; server frames also carry `syncId`.
+//! `docs/protocol.md` describes the protocol in prose; these types are the source of truth.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::ErrorCode;
+
+/// Opaque page context supplied by the host page: forwarded to the model as data, never interpreted.
+pub type PageContext = Map<String, Value>;
+
+/// A frame sent by the client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum ClientFrame {
+    /// First frame of every connection: opens or resumes a session.
+    Hello(Hello),
+    /// A user message.
+    Chat(ChatRequest),
+    /// Regenerate a failed assistant reply in place.
+    Retry(RetryRequest),
+}
+
+/// Opens a new session (no id) or resumes one (id + token), optionally replaying missed frames.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hello {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// The highest `syncId` this client has seen; frames after it are replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync_id: Option<u64>,
+    /// The model to reply with; must be allowed by the server. The server's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// A user message with optional page context and attachments.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatRequest {
+    /// The user-visible text, exactly as typed.
+    pub message: String,
+    /// Host page context: reaches the model as delimited data, never stored in `message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<PageContext>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+    /// Client-chosen idempotency key: the same key never creates a second message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_message_id: Option<String>,
+}
+
+/// Metadata of a file the user attached (the file itself lives wherever `url` points).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attachment {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// Asks the server to regenerate a failed assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryRequest {
+    pub message_id: String,
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    /// Stable lowercase name, as stored and sent.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            _ => None,
+        }
+    }
+}
+
+/// Lifecycle of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStatus {
+    Complete,
+    Streaming,
+    /// The reply stopped early; `content` holds what arrived and `error` says why. Retryable.
+    Failed,
+}
+
+impl MessageStatus {
+    /// Stable lowercase name, as stored and sent.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageStatus::Complete => "complete",
+            MessageStatus::Streaming => "streaming",
+            MessageStatus::Failed => "failed",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "complete" => Some(MessageStatus::Complete),
+            "streaming" => Some(MessageStatus::Streaming),
+            "failed" => Some(MessageStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// Token usage as reported by the provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// A stored chat message, as shown to the user. `content` never contains page context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatMessage {
+    pub id: String,
+    pub role: Role,
+    pub content: String,
+    pub status: MessageStatus,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_message_id: Option<String>,
+    /// For assistant messages: the user message this replies to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    /// The page context sent with a user message, kept for host display hints (seed R4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<PageContext>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<WireError>,
+}
+
+/// A typed error as sent on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Whether repeating the same action may succeed.
+    pub retryable: bool,
+    /// The message this error concerns (a failed reply), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+}
+
+impl WireError {
+    /// An error about no particular message; retryability follows the code.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), retryable: code.retryable(), message_id: None }
+    }
+
+    /// The same error, attached to a message.
+    pub fn for_message(mut self, message_id: impl Into<String>) -> Self {
+        self.message_id = Some(message_id.into());
+        self
+    }
+}
+
+/// A frame sent by the server. `sync_id` increases monotonically within a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerFrame {
+    pub sync_id: u64,
+    #[serde(flatten)]
+    pub event: ServerEvent,
+}
+
+/// What a server frame says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum ServerEvent {
+    /// Answer to `hello`: the session in use. `token` is present only when the session was just created.
+    Session(SessionInfo),
+    /// The full history, sent when a client connects fresh or is too far behind to replay.
+    Snapshot(Snapshot),
+    /// A user message was stored (or had already been stored: `duplicate`).
+    Accepted(Accepted),
+    /// An assistant reply begins (also on retry, reusing the failed message's id).
+    ReplyStart(ReplyStart),
+    /// A piece of reply text.
+    Delta(Delta),
+    /// The reply completed and is stored.
+    Done(Done),
+    /// Something failed; with `messageId` when a reply failed (its partial text is kept).
+    Error(WireError),
+}
+
+/// The session a connection works in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// The model replies come from.
+    pub model: String,
+}
+
+/// Every message of the session, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    pub messages: Vec<ChatMessage>,
+}
+
+/// A stored user message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    pub message: ChatMessage,
+    /// True when this `clientMessageId` had been stored before; no new reply is started.
+    #[serde(default)]
+    pub duplicate: bool,
+}
+
+/// Start of an assistant reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplyStart {
+    pub message_id: String,
+    pub reply_to: String,
+    pub created_at: i64,
+}
+
+/// A piece of streamed reply text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delta {
+    pub message_id: String,
+    pub text: String,
+}
+
+/// A completed reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Done {
+    pub message: ChatMessage,
+}
+
+/// Body of `POST /api/chat` (REST twin of the `chat` frame).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestChatRequest {
+    /// Existing session to post into (with `Authorization: Bearer <token>`); a new one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(flatten)]
+    pub chat: ChatRequest,
+}
+
+/// JSON answer of `POST /api/chat` without `Accept: text/event-stream`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestChatResponse {
+    pub session: SessionInfo,
+    pub message: ChatMessage,
+    /// The assistant reply; `status` is `failed` (with `error`) if the provider failed.
+    pub reply: Option<ChatMessage>,
+    #[serde(default)]
+    pub duplicate: bool,
+}
+
+/// Body of a JSON error response: `{"error": {...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: WireError,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn chat_frame_parses_the_documented_shape() {
+        let raw = json!({"type": "chat", "data": {"message": "What does this model do?",
+            "context": {"page": "pack-detail", "entity": "Illustrious-XL"},
+            "attachments": [{"name": "a.png", "mimeType": "image/png"}], "clientMessageId": "c1"}});
+        let frame: ClientFrame = serde_json::from_value(raw).unwrap();
+        let ClientFrame::Chat(chat) = frame else { panic!("not chat") };
+        assert_eq!(chat.message, "What does this model do?");
+        assert_eq!(chat.context.unwrap()["entity"], "Illustrious-XL");
+        assert_eq!(chat.attachments[0].mime_type.as_deref(), Some("image/png"));
+        assert_eq!(chat.client_message_id.as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn chat_without_context_or_attachments_is_valid() {
+        let frame: ClientFrame =
+            serde_json::from_value(json!({"type": "chat", "data": {"message": "hi"}})).unwrap();
+        assert_eq!(frame, ClientFrame::Chat(ChatRequest { message: "hi".into(), ..Default::default() }));
+    }
+
+    #[test]
+    fn server_frame_carries_sync_id_type_and_data() {
+        let frame = ServerFrame {
+            sync_id: 7,
+            event: ServerEvent::Delta(Delta { message_id: "m".into(), text: "he".into() }),
+        };
+        let v = serde_json::to_value(&frame).unwrap();
+        assert_eq!(v, json!({"syncId": 7, "type": "delta", "data": {"messageId": "m", "text": "he"}}));
+        let back: ServerFrame = serde_json::from_value(v).unwrap();
+        assert_eq!(back, frame);
+    }
+
+    #[test]
+    fn unknown_frame_type_is_rejected() {
+        assert!(serde_json::from_value::<ClientFrame>(json!({"type": "nope", "data": {}})).is_err());
+    }
+
+    #[test]
+    fn rest_request_flattens_chat_fields() {
+        let r: RestChatRequest =
+            serde_json::from_value(json!({"sessionId": "s", "message": "m", "context": {"a": 1}})).unwrap();
+        assert_eq!(r.session_id.as_deref(), Some("s"));
+        assert_eq!(r.chat.message, "m");
+        assert!(r.chat.context.is_some());
+    }
+}

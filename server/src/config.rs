@@ -1,0 +1,181 @@
+//! Server configuration, read from the environment (`GLASSBOX_*`, provider keys).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Which provider answers chat requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// Deterministic local replies; needs no key and no network.
+    Offline,
+    /// OpenAI Chat Completions or any compatible server (Ollama, vLLM, llama.cpp, OpenRouter).
+    OpenAi { api_key: Option<String>, base_url: String },
+    /// Anthropic Messages API.
+    Anthropic { api_key: String, base_url: String },
+}
+
+/// Everything the server needs to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Folder with the demo host pages (`public/`).
+    pub public_dir: PathBuf,
+    /// Folder with the built widget (`dist/`), served under `/widget/`.
+    pub widget_dir: PathBuf,
+    pub provider: ProviderKind,
+    pub model: String,
+    /// Models a client may ask for besides `model`.
+    pub allowed_models: Vec<String>,
+    pub system_prompt: Option<String>,
+    pub max_output_tokens: u32,
+    /// Longest wait for the provider's next byte.
+    pub provider_idle_timeout: Duration,
+    /// Longest a whole reply may take.
+    pub provider_total_timeout: Duration,
+    /// How long a reply keeps streaming after its session's last client left.
+    pub disconnect_grace: Duration,
+    /// Pause between words of the offline provider, so streaming is visible in the demo.
+    pub offline_delay: Duration,
+}
+
+/// A configuration value that cannot be used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("{name}={value:?} is not valid: {reason}")]
+    Invalid { name: &'static str, value: String, reason: String },
+    #[error("GLASSBOX_PROVIDER=anthropic needs ANTHROPIC_API_KEY")]
+    MissingAnthropicKey,
+}
+
+impl Config {
+    /// Reads the configuration from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Reads the configuration through `get` (tests pass a map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let addr = parse(&get, "GLASSBOX_ADDR", "127.0.0.1:8080")?;
+        let data_dir = PathBuf::from(get("GLASSBOX_DATA_DIR").unwrap_or_else(|| "data".into()));
+        let public_dir = PathBuf::from(get("GLASSBOX_PUBLIC_DIR").unwrap_or_else(|| "public".into()));
+        let widget_dir = PathBuf::from(get("GLASSBOX_WIDGET_DIR").unwrap_or_else(|| "dist".into()));
+        let openai_key = get("OPENAI_API_KEY");
+        let anthropic_key = get("ANTHROPIC_API_KEY");
+        let openai_base = get("OPENAI_BASE_URL");
+        let kind = get("GLASSBOX_PROVIDER").unwrap_or_else(|| {
+            // Zero-config: offline unless a provider is clearly configured.
+            if anthropic_key.is_some() {
+                "anthropic".into()
+            } else if openai_key.is_some() || openai_base.is_some() {
+                "openai".into()
+            } else {
+                "offline".into()
+            }
+        });
+        let provider = match kind.as_str() {
+            "offline" => ProviderKind::Offline,
+            "openai" => ProviderKind::OpenAi {
+                api_key: openai_key,
+                base_url: trim_slash(openai_base.unwrap_or_else(|| "https://api.openai.com/v1".into())),
+            },
+            "anthropic" => ProviderKind::Anthropic {
+                api_key: anthropic_key.ok_or(ConfigError::MissingAnthropicKey)?,
+                base_url: trim_slash(get("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into())),
+            },
+            other => {
+                return Err(ConfigError::Invalid {
+                    name: "GLASSBOX_PROVIDER",
+                    value: other.into(),
+                    reason: "use offline, openai or anthropic".into(),
+                });
+            }
+        };
+        let default_model = match provider {
+            ProviderKind::Offline => "offline",
+            ProviderKind::OpenAi { .. } => "gpt-4o-mini",
+            ProviderKind::Anthropic { .. } => "claude-sonnet-4-5",
+        };
+        let allowed_models = get("GLASSBOX_ALLOWED_MODELS")
+            .map(|v| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
+            .unwrap_or_default();
+        Ok(Self {
+            addr,
+            data_dir,
+            public_dir,
+            widget_dir,
+            provider,
+            model: get("GLASSBOX_MODEL").unwrap_or_else(|| default_model.into()),
+            allowed_models,
+            system_prompt: get("GLASSBOX_SYSTEM_PROMPT"),
+            max_output_tokens: parse(&get, "GLASSBOX_MAX_OUTPUT_TOKENS", "4096")?,
+            provider_idle_timeout: millis(&get, "GLASSBOX_PROVIDER_IDLE_TIMEOUT_MS", 60_000)?,
+            provider_total_timeout: millis(&get, "GLASSBOX_PROVIDER_TOTAL_TIMEOUT_MS", 600_000)?,
+            disconnect_grace: millis(&get, "GLASSBOX_DISCONNECT_GRACE_MS", 10_000)?,
+            offline_delay: millis(&get, "GLASSBOX_OFFLINE_DELAY_MS", 25)?,
+        })
+    }
+
+    /// True if a client may ask for this model.
+    pub fn model_allowed(&self, model: &str) -> bool {
+        model == self.model || self.allowed_models.iter().any(|m| m == model)
+    }
+}
+
+fn trim_slash(s: String) -> String {
+    s.trim_end_matches('/').to_owned()
+}
+
+fn parse<T: std::str::FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: &str,
+) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    let value = get(name).unwrap_or_else(|| default.into());
+    value.parse().map_err(|e: T::Err| ConfigError::Invalid { name, value, reason: e.to_string() })
+}
+
+fn millis(get: &impl Fn(&str) -> Option<String>, name: &'static str, default: u64) -> Result<Duration, ConfigError> {
+    parse::<u64>(get, name, &default.to_string()).map(Duration::from_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn no_keys_means_offline_on_localhost_8080() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.provider, ProviderKind::Offline);
+        assert_eq!(c.addr.to_string(), "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn openai_base_url_is_configurable() {
+        let c = config(&[("GLASSBOX_PROVIDER", "openai"), ("OPENAI_BASE_URL", "http://localhost:11434/v1/")]).unwrap();
+        assert_eq!(c.provider, ProviderKind::OpenAi { api_key: None, base_url: "http://localhost:11434/v1".into() });
+    }
+
+    #[test]
+    fn anthropic_without_key_is_an_error() {
+        assert!(matches!(config(&[("GLASSBOX_PROVIDER", "anthropic")]), Err(ConfigError::MissingAnthropicKey)));
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let err = config(&[("GLASSBOX_ADDR", "nowhere")]).unwrap_err().to_string();
+        assert!(err.contains("GLASSBOX_ADDR"), "{err}");
+    }
+}

@@ -1,0 +1,77 @@
+//! The server's one error enum: every failure maps to a wire error code, an HTTP status and a JSON body.
+//! Internal details are logged, never sent.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use glassbox_core::ErrorCode;
+use glassbox_core::decode::DecodeError;
+use glassbox_core::limits::InputError;
+use glassbox_core::wire::{ErrorBody, WireError};
+use thiserror::Error;
+
+use crate::providers::ProviderError;
+use crate::storage::StorageError;
+
+/// Anything that can go wrong while serving a request or a frame.
+#[derive(Debug, Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("the first frame must be a hello frame")]
+    HelloRequired,
+    #[error("missing or wrong session token")]
+    Unauthorized,
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{0}")]
+    Conflict(&'static str),
+    #[error("model {0:?} is not allowed on this server")]
+    ModelNotAllowed(String),
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    #[error("storage failed")]
+    Storage(#[from] StorageError),
+}
+
+impl AppError {
+    /// The wire code.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AppError::Decode(e) => e.code(),
+            AppError::Input(e) => e.code(),
+            AppError::HelloRequired => ErrorCode::HelloRequired,
+            AppError::Unauthorized => ErrorCode::Unauthorized,
+            AppError::NotFound(_) => ErrorCode::NotFound,
+            AppError::Conflict(_) => ErrorCode::Conflict,
+            AppError::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
+            AppError::Provider(e) => e.code(),
+            AppError::Storage(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// The error as sent to clients; internal errors are logged here and sent without detail.
+    pub fn to_wire(&self) -> WireError {
+        let message = match self {
+            AppError::Storage(e) => {
+                tracing::error!(error = %e, "storage error");
+                "internal error; see the server log".to_owned()
+            }
+            AppError::Provider(e) => {
+                tracing::warn!(error = %e, "provider error");
+                e.to_string()
+            }
+            other => other.to_string(),
+        };
+        WireError::new(self.code(), message)
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.code().http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(ErrorBody { error: self.to_wire() })).into_response()
+    }
+}

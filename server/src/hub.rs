@@ -1,0 +1,180 @@
+//! Live sessions: each has a frame numbering with a replay log, a broadcast to its connections, a lock
+//! that runs replies one at a time, and a count of attached clients that cancels a reply nobody awaits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use glassbox_core::sync::{ReplayLog, Resume};
+use glassbox_core::wire::{ServerEvent, ServerFrame};
+use tokio::sync::{broadcast, watch};
+
+/// Frames kept per session for replay to reconnecting clients.
+const REPLAY_CAPACITY: usize = 4096;
+/// Frames a slow connection may fall behind before it resumes from the replay log.
+const BROADCAST_CAPACITY: usize = 1024;
+
+/// Frame numbering plus the text of replies still streaming.
+struct LogState {
+    log: ReplayLog,
+    partial: HashMap<String, String>,
+}
+
+/// The live state of one session.
+pub struct Hub {
+    pub session_id: String,
+    log: Mutex<LogState>,
+    frames: broadcast::Sender<ServerFrame>,
+    /// Held while a reply streams: replies of one session run in order.
+    pub turn_lock: tokio::sync::Mutex<()>,
+    clients: Mutex<usize>,
+    abandoned: watch::Sender<bool>,
+    grace: Duration,
+}
+
+impl Hub {
+    fn new(session_id: String, last_sync_id: u64, grace: Duration) -> Self {
+        Self {
+            session_id,
+            log: Mutex::new(LogState { log: ReplayLog::new(last_sync_id, REPLAY_CAPACITY), partial: HashMap::new() }),
+            frames: broadcast::channel(BROADCAST_CAPACITY).0,
+            turn_lock: tokio::sync::Mutex::new(()),
+            clients: Mutex::new(0),
+            abandoned: watch::channel(false).0,
+            grace,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, LogState> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Numbers a session event, keeps it for replay and sends it to every connection.
+    pub fn publish(&self, event: ServerEvent) -> ServerFrame {
+        let mut state = self.state();
+        match &event {
+            ServerEvent::ReplyStart(r) => {
+                state.partial.insert(r.message_id.clone(), String::new());
+            }
+            ServerEvent::Delta(d) => {
+                if let Some(text) = state.partial.get_mut(&d.message_id) {
+                    text.push_str(&d.text);
+                }
+            }
+            ServerEvent::Done(d) => {
+                state.partial.remove(&d.message.id);
+            }
+            ServerEvent::Error(e) => {
+                if let Some(id) = &e.message_id {
+                    state.partial.remove(id);
+                }
+            }
+            _ => {}
+        }
+        let frame = state.log.push(event);
+        // Sent under the lock so every receiver sees frames in id order.
+        let _ = self.frames.send(frame.clone());
+        frame
+    }
+
+    /// Numbers a frame meant for one connection only.
+    pub fn private(&self, event: ServerEvent) -> ServerFrame {
+        self.state().log.number(event)
+    }
+
+    /// Reserves the id of a snapshot and returns, with it, the text streamed so far of every reply in
+    /// flight: a snapshot built from the database plus this text reflects every frame up to the id.
+    pub fn snapshot_point(&self) -> (u64, HashMap<String, String>) {
+        let mut state = self.state();
+        let id = state.log.number(ServerEvent::Snapshot(Default::default())).sync_id;
+        (id, state.partial.clone())
+    }
+
+    /// Subscribes to the session's frames.
+    pub fn subscribe(&self) -> broadcast::Receiver<ServerFrame> {
+        self.frames.subscribe()
+    }
+
+    /// What a client that has seen up to `seen` missed.
+    pub fn resume(&self, seen: u64) -> Resume {
+        self.state().log.since(seen)
+    }
+
+    /// Registers an attached client until the lease is dropped.
+    pub fn attach(self: &Arc<Self>) -> ClientLease {
+        *self.clients.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.abandoned.send_replace(false);
+        ClientLease { hub: self.clone() }
+    }
+
+    /// Resolves when no client has been attached for the grace period.
+    pub async fn abandoned(&self) {
+        let mut rx = self.abandoned.subscribe();
+        let _ = rx.wait_for(|gone| *gone).await;
+    }
+
+    fn detach(self: &Arc<Self>) {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        *clients -= 1;
+        if *clients > 0 {
+            return;
+        }
+        let hub = Arc::downgrade(self);
+        let grace = self.grace;
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            if let Some(hub) = hub.upgrade() {
+                if *hub.clients.lock().unwrap_or_else(|p| p.into_inner()) == 0 {
+                    hub.abandoned.send_replace(true);
+                }
+            }
+        });
+    }
+}
+
+/// A client attached to a session (a WebSocket, or a REST request in flight).
+pub struct ClientLease {
+    hub: Arc<Hub>,
+}
+
+impl Drop for ClientLease {
+    fn drop(&mut self) {
+        self.hub.detach();
+    }
+}
+
+/// All live sessions. A session stays live while anything holds its hub; idle ones are dropped.
+#[derive(Default)]
+pub struct Hubs {
+    live: Mutex<HashMap<String, Weak<Hub>>>,
+    /// Recently used hubs kept alive so reconnecting clients can resume from the replay log.
+    recent: Mutex<HashMap<String, (Arc<Hub>, tokio::time::Instant)>>,
+}
+
+/// How long an unused session keeps its replay log.
+const KEEP_IDLE: Duration = Duration::from_secs(15 * 60);
+
+impl Hubs {
+    /// The hub of a session, created with `last_sync_id` if it is not live.
+    pub fn get_or_create(&self, session_id: &str, last_sync_id: u64, grace: Duration) -> Arc<Hub> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let hub = match live.get(session_id).and_then(Weak::upgrade) {
+            Some(hub) => hub,
+            None => {
+                let hub = Arc::new(Hub::new(session_id.to_owned(), last_sync_id, grace));
+                live.insert(session_id.to_owned(), Arc::downgrade(&hub));
+                hub
+            }
+        };
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.insert(session_id.to_owned(), (hub.clone(), tokio::time::Instant::now()));
+        hub
+    }
+
+    /// Forgets sessions unused for a while (their state is in the database).
+    pub fn sweep(&self) {
+        let now = tokio::time::Instant::now();
+        self.recent.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, (_, used)| now - *used < KEEP_IDLE);
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, w| w.strong_count() > 0);
+    }
+}

@@ -1,0 +1,46 @@
+//! Glassbox server: WebSocket + REST chat that forwards to LLM providers, with persistence.
+
+pub mod chat;
+pub mod config;
+pub mod error;
+pub mod hub;
+pub mod providers;
+pub mod routes;
+pub mod sessions;
+pub mod state;
+pub mod storage;
+
+pub use routes::app;
+pub use state::AppState;
+
+use glassbox_core::ErrorCode;
+use glassbox_core::wire::WireError;
+
+/// Opens the store, fails replies a previous process left streaming, and builds the state.
+pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
+    let store = storage::Store::open(&config.data_dir).await?;
+    let interrupted = WireError::new(ErrorCode::Internal, "the server restarted while this reply was streaming");
+    let n = store.fail_interrupted(&interrupted).await?;
+    if n > 0 {
+        tracing::warn!(replies = n, "marked replies interrupted by a restart as failed");
+    }
+    let provider = providers::from_config(&config)?;
+    Ok(AppState::new(config, store, provider))
+}
+
+/// Serves `app(state)` on `listener` until ctrl-c, sweeping idle sessions in the background.
+pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
+    let hubs = state.hubs.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+        loop {
+            tick.tick().await;
+            hubs.sweep();
+        }
+    });
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+}

@@ -1,0 +1,176 @@
+//! Anthropic Messages API (streaming).
+
+use std::collections::BTreeMap;
+
+use async_stream::try_stream;
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use glassbox_core::prompt::{ProviderRequest, ToolCall};
+use glassbox_core::wire::Usage;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Provider, ProviderError, ProviderEvent, ProviderStream, send_checked};
+
+/// The API version header we speak.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Client for `POST {base_url}/v1/messages` with `stream: true`.
+pub struct AnthropicProvider {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: String,
+}
+
+impl AnthropicProvider {
+    /// `base_url` is the API host, e.g. `https://api.anthropic.com`.
+    pub fn new(http: reqwest::Client, base_url: String, api_key: String) -> Self {
+        Self { http, base_url, api_key }
+    }
+}
+
+/// The JSON body of a streaming Messages request.
+pub fn request_body(req: &ProviderRequest) -> Value {
+    let messages: Vec<Value> =
+        req.messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
+    let mut body = json!({
+        "model": req.model,
+        "max_tokens": req.max_output_tokens,
+        "messages": messages,
+        "stream": true,
+    });
+    if let Some(system) = &req.system {
+        body["system"] = json!(system);
+    }
+    if !req.tools.is_empty() {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+    }
+    body
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StreamEvent {
+    MessageStart { message: MessageStart },
+    ContentBlockStart { index: usize, content_block: Value },
+    ContentBlockDelta { index: usize, delta: Value },
+    ContentBlockStop { index: usize },
+    MessageDelta { delta: Value, #[serde(default)] usage: Option<Value> },
+    MessageStop,
+    Ping,
+    Error { error: Value },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct MessageStart {
+    #[serde(default)]
+    usage: Option<Value>,
+}
+
+fn tokens(v: &Option<Value>, key: &str) -> u64 {
+    v.as_ref().and_then(|u| u.get(key)).and_then(Value::as_u64).unwrap_or(0)
+}
+
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn stream(&self, request: ProviderRequest) -> ProviderStream {
+        let req = self
+            .http
+            .post(format!("{}/v1/messages", self.base_url))
+            .header("x-api-key", &self.api_key)
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .json(&request_body(&request));
+        Box::pin(try_stream! {
+            let resp = send_checked(req).await?;
+            let mut events = resp.bytes_stream().eventsource();
+            let mut tools: BTreeMap<usize, ToolCall> = BTreeMap::new();
+            let mut input_tokens = 0;
+            let mut stop_reason = None;
+            while let Some(event) = events.next().await {
+                let event = event.map_err(|e| ProviderError::Transport(e.to_string()))?;
+                let parsed: StreamEvent = serde_json::from_str(&event.data)
+                    .map_err(|e| ProviderError::Protocol(format!("{e} in {:?}", event.data)))?;
+                match parsed {
+                    StreamEvent::MessageStart { message } => input_tokens = tokens(&message.usage, "input_tokens"),
+                    StreamEvent::ContentBlockStart { index, content_block } => {
+                        if content_block.get("type").and_then(Value::as_str) == Some("tool_use") {
+                            let text = |k: &str| content_block.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+                            tools.insert(index, ToolCall { id: text("id"), name: text("name"), arguments: String::new() });
+                        }
+                    }
+                    StreamEvent::ContentBlockDelta { index, delta } => {
+                        match delta.get("type").and_then(Value::as_str) {
+                            Some("text_delta") => {
+                                if let Some(t) = delta.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                                    yield ProviderEvent::Text(t.to_owned());
+                                }
+                            }
+                            Some("input_json_delta") => {
+                                if let (Some(call), Some(part)) = (tools.get_mut(&index), delta.get("partial_json").and_then(Value::as_str)) {
+                                    call.arguments.push_str(part);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    StreamEvent::ContentBlockStop { index } => {
+                        if let Some(mut call) = tools.remove(&index) {
+                            if call.arguments.is_empty() {
+                                call.arguments = "{}".into();
+                            }
+                            yield ProviderEvent::ToolCall(call);
+                        }
+                    }
+                    StreamEvent::MessageDelta { delta, usage } => {
+                        stop_reason = delta.get("stop_reason").and_then(Value::as_str).map(str::to_owned).or(stop_reason);
+                        if usage.is_some() {
+                            yield ProviderEvent::Usage(Usage { input_tokens, output_tokens: tokens(&usage, "output_tokens") });
+                        }
+                    }
+                    StreamEvent::MessageStop => {
+                        yield ProviderEvent::Finished { reason: stop_reason.take() };
+                        return;
+                    }
+                    StreamEvent::Error { error } => {
+                        let msg = error.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| error.to_string());
+                        Err(ProviderError::Upstream(msg))?;
+                    }
+                    StreamEvent::Ping | StreamEvent::Other => {}
+                }
+            }
+            Err(ProviderError::Truncated)?;
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glassbox_core::prompt::PromptMessage;
+    use glassbox_core::wire::Role;
+
+    #[test]
+    fn system_is_top_level_and_max_tokens_is_set() {
+        let req = ProviderRequest {
+            model: "claude".into(),
+            system: Some("sys".into()),
+            messages: vec![PromptMessage { role: Role::User, content: "hi".into() }],
+            tools: vec![],
+            max_output_tokens: 1234,
+        };
+        let body = request_body(&req);
+        assert_eq!(body["system"], "sys");
+        assert_eq!(body["max_tokens"], 1234);
+        assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+        assert!(body.get("tools").is_none());
+    }
+}

@@ -1,0 +1,184 @@
+//! OpenAI Chat Completions (streaming), also spoken by Ollama, vLLM, llama.cpp server and OpenRouter.
+
+use std::collections::BTreeMap;
+
+use async_stream::try_stream;
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use glassbox_core::prompt::{ProviderRequest, ToolCall};
+use glassbox_core::wire::Usage;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Provider, ProviderError, ProviderEvent, ProviderStream, send_checked};
+
+/// Client for `POST {base_url}/chat/completions` with `stream: true`.
+pub struct OpenAiProvider {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+}
+
+impl OpenAiProvider {
+    /// `base_url` is the API root, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
+    pub fn new(http: reqwest::Client, base_url: String, api_key: Option<String>) -> Self {
+        Self { http, base_url, api_key }
+    }
+}
+
+/// The JSON body of a streaming Chat Completions request.
+pub fn request_body(req: &ProviderRequest) -> Value {
+    let mut messages = Vec::with_capacity(req.messages.len() + 1);
+    if let Some(system) = &req.system {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    for m in &req.messages {
+        messages.push(json!({"role": m.role.as_str(), "content": m.content}));
+    }
+    let mut body = json!({
+        "model": req.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    if !req.tools.is_empty() {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+            .collect();
+    }
+    body
+}
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<ChunkUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: ChoiceDelta,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct ChoiceDelta {
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCallFragment>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallFragment {
+    #[serde(default)]
+    index: usize,
+    id: Option<String>,
+    function: Option<FunctionFragment>,
+}
+
+#[derive(Deserialize)]
+struct FunctionFragment {
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ChunkUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn stream(&self, request: ProviderRequest) -> ProviderStream {
+        let mut req = self.http.post(format!("{}/chat/completions", self.base_url)).json(&request_body(&request));
+        if let Some(key) = &self.api_key {
+            req = req.bearer_auth(key);
+        }
+        Box::pin(try_stream! {
+            let resp = send_checked(req).await?;
+            let mut events = resp.bytes_stream().eventsource();
+            // Tool calls arrive in fragments keyed by index; they are complete at finish.
+            let mut tools: BTreeMap<usize, ToolCall> = BTreeMap::new();
+            let mut finish: Option<Option<String>> = None;
+            while let Some(event) = events.next().await {
+                let event = event.map_err(|e| ProviderError::Transport(e.to_string()))?;
+                if event.data.trim() == "[DONE]" {
+                    for (_, call) in std::mem::take(&mut tools) {
+                        yield ProviderEvent::ToolCall(call);
+                    }
+                    yield ProviderEvent::Finished { reason: finish.clone().flatten() };
+                    return;
+                }
+                let chunk: Chunk = serde_json::from_str(&event.data)
+                    .map_err(|e| ProviderError::Protocol(format!("{e} in {:?}", event.data)))?;
+                if let Some(err) = chunk.error {
+                    let msg = err.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| err.to_string());
+                    Err(ProviderError::Upstream(msg))?;
+                }
+                if let Some(u) = chunk.usage {
+                    yield ProviderEvent::Usage(Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens });
+                }
+                for choice in chunk.choices {
+                    if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
+                        yield ProviderEvent::Text(text);
+                    }
+                    for frag in choice.delta.tool_calls {
+                        let call = tools.entry(frag.index).or_insert_with(|| ToolCall { id: String::new(), name: String::new(), arguments: String::new() });
+                        if let Some(id) = frag.id { call.id = id; }
+                        if let Some(f) = frag.function {
+                            if let Some(n) = f.name { call.name.push_str(&n); }
+                            if let Some(a) = f.arguments { call.arguments.push_str(&a); }
+                        }
+                    }
+                    if choice.finish_reason.is_some() {
+                        finish = Some(choice.finish_reason);
+                    }
+                }
+            }
+            // Some compatible servers end the stream without [DONE] after a finish_reason.
+            match finish {
+                Some(reason) => {
+                    for (_, call) in tools {
+                        yield ProviderEvent::ToolCall(call);
+                    }
+                    yield ProviderEvent::Finished { reason };
+                }
+                None => Err(ProviderError::Truncated)?,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glassbox_core::prompt::{PromptMessage, ToolDefinition};
+    use glassbox_core::wire::Role;
+
+    #[test]
+    fn system_prompt_comes_first_and_tools_use_function_shape() {
+        let req = ProviderRequest {
+            model: "gpt-4o".into(),
+            system: Some("sys".into()),
+            messages: vec![PromptMessage { role: Role::User, content: "hi".into() }],
+            tools: vec![ToolDefinition { name: "t".into(), description: "d".into(), parameters: json!({"type": "object"}) }],
+            max_output_tokens: 100,
+        };
+        let body = request_body(&req);
+        assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
+        assert_eq!(body["messages"][1], json!({"role": "user", "content": "hi"}));
+        assert_eq!(body["tools"][0]["function"]["name"], "t");
+        assert_eq!(body["stream"], true);
+    }
+}

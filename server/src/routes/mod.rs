@@ -1,0 +1,40 @@
+//! The HTTP surface: `app(state)` builds the router that `main` serves and tests call.
+
+mod extract;
+mod health;
+mod rest;
+mod ws;
+
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::routing::{get, post};
+use tower_http::compression::CompressionLayer;
+use tower_http::cors::{Any, CorsLayer};
+use tower_http::services::{ServeDir, ServeFile};
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::state::AppState;
+
+/// The whole application router.
+pub fn app(state: AppState) -> Router {
+    let widget = Router::new()
+        .fallback_service(ServeDir::new(&state.config.widget_dir))
+        // Revalidate every load: a rebuilt widget is picked up at once, an unchanged one costs a 304.
+        .layer(SetResponseHeaderLayer::overriding(header::CACHE_CONTROL, HeaderValue::from_static("no-cache")));
+    let public = ServeDir::new(&state.config.public_dir)
+        .fallback(ServeFile::new(state.config.public_dir.join("index.html")));
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/ws", get(ws::upgrade))
+        .route("/api/chat", post(rest::chat))
+        .route("/api/sessions", post(rest::create_session))
+        .route("/api/sessions/{id}", get(rest::session_messages))
+        .nest("/widget", widget)
+        .fallback_service(public)
+        .layer(CompressionLayer::new())
+        // Sessions are guarded by bearer tokens, never cookies, so any origin may embed the widget.
+        .layer(CorsLayer::new().allow_origin(Any).allow_methods(Any).allow_headers(Any))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

@@ -1,0 +1,166 @@
+//! REST: `POST /api/chat` (SSE or JSON), `POST /api/sessions`, `GET /api/sessions/{id}`.
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use glassbox_core::wire::{
+    ChatMessage, RestChatRequest, RestChatResponse, ServerEvent, ServerFrame, SessionInfo,
+};
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use super::extract::{BearerToken, JsonBody};
+use crate::chat::Submitted;
+use crate::error::AppError;
+use crate::hub::ClientLease;
+use crate::state::AppState;
+
+/// `POST /api/sessions`: a new session and its token (shown once).
+pub async fn create_session(State(state): State<AppState>) -> Result<Json<SessionInfo>, AppError> {
+    Ok(Json(state.open_session(None, None, None).await?.info))
+}
+
+/// Messages of a session.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMessages {
+    session_id: String,
+    messages: Vec<ChatMessage>,
+}
+
+/// `GET /api/sessions/{id}` with `Authorization: Bearer <token>`: every message, oldest first.
+pub async fn session_messages(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+) -> Result<Json<SessionMessages>, AppError> {
+    let session = state.open_session(Some(&id), token.as_deref(), None).await?;
+    let messages = state.store.messages(&session.info.session_id).await?;
+    Ok(Json(SessionMessages { session_id: session.info.session_id, messages }))
+}
+
+/// `POST /api/chat`: stores the message and answers with the reply, streamed as SSE when the client
+/// sends `Accept: text/event-stream`, else as one JSON document once the reply is finished.
+pub async fn chat(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    BearerToken(token): BearerToken,
+    JsonBody(body): JsonBody<RestChatRequest>,
+) -> Result<Response, AppError> {
+    let session = state.open_session(body.session_id.as_deref(), token.as_deref(), None).await?;
+    let lease = session.hub.attach();
+    let frames = session.hub.subscribe();
+    let submitted = state.submit(&session.hub, &session.info.model, body.chat).await?;
+    let wants_sse = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if wants_sse {
+        return Ok(sse_reply(session.info, submitted, frames, lease).into_response());
+    }
+    let reply = match &submitted.reply_id {
+        Some(reply_id) => {
+            wait_for_end(frames, reply_id).await;
+            state.store.message(&session.info.session_id, reply_id).await?
+        }
+        None => None,
+    };
+    drop(lease);
+    Ok(Json(RestChatResponse {
+        session: session.info,
+        message: submitted.message,
+        reply,
+        duplicate: submitted.duplicate,
+    })
+    .into_response())
+}
+
+/// True for the frame that ends reply `reply_id`.
+fn ends_reply(frame: &ServerFrame, reply_id: &str) -> bool {
+    match &frame.event {
+        ServerEvent::Done(d) => d.message.id == reply_id,
+        ServerEvent::Error(e) => e.message_id.as_deref() == Some(reply_id),
+        _ => false,
+    }
+}
+
+/// True for frames about reply `reply_id`.
+fn concerns_reply(frame: &ServerFrame, reply_id: &str) -> bool {
+    match &frame.event {
+        ServerEvent::ReplyStart(r) => r.message_id == reply_id,
+        ServerEvent::Delta(d) => d.message_id == reply_id,
+        _ => ends_reply(frame, reply_id),
+    }
+}
+
+async fn wait_for_end(mut frames: broadcast::Receiver<ServerFrame>, reply_id: &str) {
+    loop {
+        match frames.recv().await {
+            Ok(f) if ends_reply(&f, reply_id) => return,
+            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+fn sse_event(frame: &ServerFrame) -> Event {
+    let name = match &frame.event {
+        ServerEvent::Session(_) => "session",
+        ServerEvent::Snapshot(_) => "snapshot",
+        ServerEvent::Accepted(_) => "accepted",
+        ServerEvent::ReplyStart(_) => "reply_start",
+        ServerEvent::Delta(_) => "delta",
+        ServerEvent::Done(_) => "done",
+        ServerEvent::Error(_) => "error",
+    };
+    Event::default()
+        .event(name)
+        .id(frame.sync_id.to_string())
+        .json_data(frame)
+        .unwrap_or_else(|_| Event::default().event("error"))
+}
+
+fn sse_reply(
+    info: SessionInfo,
+    submitted: Submitted,
+    mut frames: broadcast::Receiver<ServerFrame>,
+    lease: ClientLease,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let stream = async_stream::stream! {
+        // Held while the client listens: if it goes away, the reply is cancelled after the grace period.
+        let _lease = lease;
+        let mut accepted_seen = false;
+        let reply_id = submitted.reply_id.clone().unwrap_or_default();
+        yield Ok(sse_event(&ServerFrame { sync_id: 0, event: ServerEvent::Session(info) }));
+        loop {
+            let frame = match frames.recv().await {
+                Ok(f) => f,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(skipped = n, "SSE client lagged");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            };
+            let mine = match &frame.event {
+                ServerEvent::Accepted(a) => !accepted_seen && a.message.id == submitted.message.id,
+                _ => submitted.reply_id.is_some() && concerns_reply(&frame, &reply_id),
+            };
+            if !mine {
+                continue;
+            }
+            if matches!(frame.event, ServerEvent::Accepted(_)) {
+                accepted_seen = true;
+            }
+            yield Ok(sse_event(&frame));
+            if submitted.duplicate || ends_reply(&frame, &reply_id) {
+                break;
+            }
+        }
+    };
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}

@@ -1,0 +1,240 @@
+//! `GET /ws`: the chat WebSocket. The first frame is `hello`; then `chat` and `retry` frames. Every
+//! server frame carries a sync id; a client reconnecting with its last one gets what it missed.
+//!
+//! Bad frames (malformed, unknown type, oversize, invalid) are answered with a typed `error` frame and
+//! the socket stays open; nothing is stored for them.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use futures::{Sink, SinkExt, Stream, StreamExt};
+use glassbox_core::decode::{DecodeError, decode_client_frame};
+use glassbox_core::limits::MAX_FRAME_BYTES;
+use glassbox_core::sync::Resume;
+use glassbox_core::wire::{ClientFrame, Hello, ServerEvent, ServerFrame, Snapshot};
+use tokio::sync::broadcast;
+
+use crate::error::AppError;
+use crate::hub::{ClientLease, Hub};
+use crate::state::AppState;
+
+/// Frames above this size close the socket at the protocol level; between `MAX_FRAME_BYTES` and this
+/// they get a typed `frame_too_large` error and the socket stays open.
+const HARD_FRAME_LIMIT: usize = 1024 * 1024;
+
+/// Upgrades to a WebSocket.
+pub async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+    ws.max_message_size(HARD_FRAME_LIMIT).max_frame_size(HARD_FRAME_LIMIT).on_upgrade(move |socket: WebSocket| {
+        let (sink, stream) = socket.split();
+        serve(state, sink, stream)
+    })
+}
+
+/// The socket closed (or failed); the connection ends.
+struct Closed;
+
+/// A connection inside a session: its outgoing side and what it has sent.
+struct Attached {
+    hub: Arc<Hub>,
+    model: String,
+    frames: broadcast::Receiver<ServerFrame>,
+    last_sent: u64,
+    _lease: ClientLease,
+}
+
+/// Serves one connection. Generic over the socket halves so tests can drive it with channels.
+pub async fn serve<W, R>(state: AppState, mut sink: W, mut stream: R)
+where
+    W: Sink<Message> + Unpin,
+    R: Stream<Item = Result<Message, axum::Error>> + Unpin,
+{
+    let mut attached: Option<Attached> = None;
+    loop {
+        let incoming = match attached.as_mut() {
+            None => stream.next().await,
+            Some(a) => tokio::select! {
+                m = stream.next() => m,
+                f = a.frames.recv() => {
+                    let sent = match f {
+                        Ok(frame) => forward(&mut sink, a, frame).await,
+                        Err(broadcast::error::RecvError::Lagged(_)) => catch_up(&state, &mut sink, a).await,
+                        Err(broadcast::error::RecvError::Closed) => Err(Closed),
+                    };
+                    if sent.is_err() { return; }
+                    continue;
+                }
+            },
+        };
+        let text = match incoming {
+            Some(Ok(Message::Text(t))) => t,
+            Some(Ok(Message::Binary(b))) => match String::from_utf8(b.to_vec()) {
+                Ok(t) => t.into(),
+                Err(_) => {
+                    let err = AppError::Decode(DecodeError::MalformedJson("binary frame is not UTF-8".into()));
+                    if send_error(&mut sink, attached.as_mut(), err).await.is_err() { return; }
+                    continue;
+                }
+            },
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+            Some(Ok(_)) => continue, // ping/pong are answered by the library
+        };
+        let result = match decode_client_frame(&text) {
+            Err(e) => Err(AppError::from(e)),
+            Ok(frame) => handle(&state, &mut sink, &mut attached, frame).await,
+        };
+        if let Err(err) = result {
+            if send_error(&mut sink, attached.as_mut(), err).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+async fn handle<W: Sink<Message> + Unpin>(
+    state: &AppState,
+    sink: &mut W,
+    attached: &mut Option<Attached>,
+    frame: ClientFrame,
+) -> Result<(), AppError> {
+    match (frame, attached.as_ref()) {
+        (ClientFrame::Hello(hello), None) => {
+            let a = hello_to_session(state, sink, hello).await?;
+            *attached = Some(a);
+            Ok(())
+        }
+        (ClientFrame::Hello(_), Some(_)) => Err(AppError::Conflict("this connection already joined a session")),
+        (_, None) => Err(AppError::HelloRequired),
+        (ClientFrame::Chat(req), Some(a)) => state.submit(&a.hub, &a.model, req).await.map(|_| ()),
+        (ClientFrame::Retry(r), Some(a)) => state.retry(&a.hub, &a.model, &r.message_id).await,
+    }
+}
+
+/// Opens the session, answers `session`, then replays missed frames or sends a snapshot.
+async fn hello_to_session<W: Sink<Message> + Unpin>(
+    state: &AppState,
+    sink: &mut W,
+    hello: Hello,
+) -> Result<Attached, AppError> {
+    let open = state.open_session(hello.session_id.as_deref(), hello.token.as_deref(), hello.model.as_deref()).await?;
+    // Subscribe before looking back, so nothing falls between replay and live frames.
+    let mut a = Attached {
+        frames: open.hub.subscribe(),
+        _lease: open.hub.attach(),
+        hub: open.hub,
+        model: open.info.model.clone(),
+        last_sent: 0,
+    };
+    let session = a.hub.private(ServerEvent::Session(open.info));
+    send_private(sink, &mut a, session).await.map_err(|_| AppError::Conflict("socket closed"))?;
+    let resumed = match hello.last_sync_id {
+        Some(seen) => match a.hub.resume(seen) {
+            Resume::Frames(frames) => {
+                for f in frames {
+                    forward(sink, &mut a, f).await.map_err(|_| AppError::Conflict("socket closed"))?;
+                }
+                true
+            }
+            Resume::Snapshot => false,
+        },
+        None => false,
+    };
+    if !resumed {
+        send_snapshot(state, sink, &mut a).await?;
+    }
+    Ok(a)
+}
+
+/// Sends the full history, numbered so that it reflects every frame up to its own id.
+async fn send_snapshot<W: Sink<Message> + Unpin>(state: &AppState, sink: &mut W, a: &mut Attached) -> Result<(), AppError> {
+    let (sync_id, partial) = a.hub.snapshot_point();
+    let mut messages = state.store.messages(&a.hub.session_id).await?;
+    for m in &mut messages {
+        if let Some(text) = partial.get(&m.id) {
+            m.content = text.clone();
+        }
+    }
+    let frame = ServerFrame { sync_id, event: ServerEvent::Snapshot(Snapshot { messages }) };
+    // Frames numbered before the snapshot are already reflected in it.
+    drain_before(sink, a, sync_id, false).await.map_err(|_| AppError::Conflict("socket closed"))?;
+    send(sink, &frame).await.map_err(|_| AppError::Conflict("socket closed"))?;
+    a.last_sent = sync_id;
+    Ok(())
+}
+
+/// Sends a session frame unless this connection already has it.
+async fn forward<W: Sink<Message> + Unpin>(sink: &mut W, a: &mut Attached, frame: ServerFrame) -> Result<(), Closed> {
+    if frame.sync_id <= a.last_sent {
+        return Ok(());
+    }
+    send(sink, &frame).await?;
+    a.last_sent = frame.sync_id;
+    Ok(())
+}
+
+/// Sends a connection-only frame in id order: session frames numbered before it go first.
+async fn send_private<W: Sink<Message> + Unpin>(sink: &mut W, a: &mut Attached, frame: ServerFrame) -> Result<(), Closed> {
+    let later = drain_before(sink, a, frame.sync_id, true).await?;
+    send(sink, &frame).await?;
+    a.last_sent = frame.sync_id;
+    for f in later {
+        forward(sink, a, f).await?;
+    }
+    Ok(())
+}
+
+/// Takes every queued session frame; those numbered before `id` are sent (or skipped if `!send_them`),
+/// the rest are returned to be sent after the frame numbered `id`.
+async fn drain_before<W: Sink<Message> + Unpin>(
+    sink: &mut W,
+    a: &mut Attached,
+    id: u64,
+    send_them: bool,
+) -> Result<Vec<ServerFrame>, Closed> {
+    let mut later = Vec::new();
+    loop {
+        match a.frames.try_recv() {
+            Ok(f) if f.sync_id < id => {
+                if send_them {
+                    forward(sink, a, f).await?;
+                }
+            }
+            Ok(f) => later.push(f),
+            Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+            Err(_) => return Ok(later),
+        }
+    }
+}
+
+/// After falling behind the broadcast, replays from the log (or sends a snapshot).
+async fn catch_up<W: Sink<Message> + Unpin>(state: &AppState, sink: &mut W, a: &mut Attached) -> Result<(), Closed> {
+    match a.hub.resume(a.last_sent) {
+        Resume::Frames(frames) => {
+            for f in frames {
+                forward(sink, a, f).await?;
+            }
+            Ok(())
+        }
+        Resume::Snapshot => send_snapshot(state, sink, a).await.map_err(|_| Closed),
+    }
+}
+
+async fn send_error<W: Sink<Message> + Unpin>(sink: &mut W, attached: Option<&mut Attached>, err: AppError) -> Result<(), Closed> {
+    let event = ServerEvent::Error(err.to_wire());
+    match attached {
+        Some(a) => {
+            let frame = a.hub.private(event);
+            send_private(sink, a, frame).await
+        }
+        // Before hello there is no session to number frames in.
+        None => send(sink, &ServerFrame { sync_id: 0, event }).await,
+    }
+}
+
+async fn send<W: Sink<Message> + Unpin>(sink: &mut W, frame: &ServerFrame) -> Result<(), Closed> {
+    let text = serde_json::to_string(frame).map_err(|_| Closed)?;
+    sink.send(Message::Text(text.into())).await.map_err(|_| Closed)
+}
+
+const _: () = assert!(MAX_FRAME_BYTES < HARD_FRAME_LIMIT);

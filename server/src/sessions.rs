@@ -1,0 +1,97 @@
+//! Session creation and access: unguessable ids, a token issued once, only its hash stored.
+
+use std::sync::Arc;
+
+use glassbox_core::wire::SessionInfo;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+use crate::error::AppError;
+use crate::hub::Hub;
+use crate::state::AppState;
+
+/// A session opened by a client.
+pub struct OpenSession {
+    pub hub: Arc<Hub>,
+    pub info: SessionInfo,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A fresh unguessable id (122 random bits).
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+fn hash_token(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Compares without an early exit, so timing says nothing about where the inputs differ.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl AppState {
+    /// Opens a session: a new one when `id` is `None`, else an existing one whose token must match.
+    /// `model` is the model the client asks for, if any.
+    pub async fn open_session(
+        &self,
+        id: Option<&str>,
+        token: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<OpenSession, AppError> {
+        let model = match model {
+            Some(m) if !self.config.model_allowed(m) => return Err(AppError::ModelNotAllowed(m.to_owned())),
+            Some(m) => m.to_owned(),
+            None => self.config.model.clone(),
+        };
+        let grace = self.config.disconnect_grace;
+        match id {
+            None => {
+                let id = new_id();
+                let mut raw = [0u8; 32];
+                rand::rng().fill_bytes(&mut raw);
+                let token = hex::encode(raw);
+                self.store.create_session(&id, &hash_token(&token), now_ms()).await?;
+                let hub = self.hubs.get_or_create(&id, 0, grace);
+                Ok(OpenSession { hub, info: SessionInfo { session_id: id, token: Some(token), model } })
+            }
+            Some(id) => {
+                let token = token.ok_or(AppError::Unauthorized)?;
+                // Unknown ids and wrong tokens look the same to the caller.
+                let row = self.store.session(id).await?.ok_or(AppError::Unauthorized)?;
+                if !same_bytes(row.token_hash.as_bytes(), hash_token(token).as_bytes()) {
+                    return Err(AppError::Unauthorized);
+                }
+                let hub = self.hubs.get_or_create(id, row.sync_seq, grace);
+                Ok(OpenSession { hub, info: SessionInfo { session_id: id.to_owned(), token: None, model } })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison_needs_equal_bytes() {
+        assert!(same_bytes(b"abc", b"abc"));
+        assert!(!same_bytes(b"abc", b"abd"));
+        assert!(!same_bytes(b"abc", b"ab"));
+    }
+
+    #[test]
+    fn ids_are_32_hex_chars_and_differ() {
+        let (a, b) = (new_id(), new_id());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,24 @@
+//! Shared application state handed to every handler.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::hub::Hubs;
+use crate::providers::Provider;
+use crate::storage::Store;
+
+/// Everything handlers need; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub provider: Arc<dyn Provider>,
+    pub hubs: Arc<Hubs>,
+}
+
+impl AppState {
+    /// State over an opened store and a provider.
+    pub fn new(config: Config, store: Store, provider: Arc<dyn Provider>) -> Self {
+        Self { config: Arc::new(config), store, provider, hubs: Arc::new(Hubs::default()) }
+    }
+}

@@ -1,0 +1,275 @@
+//! Persistence of sessions and messages. Handlers call these methods and never write SQL; the SQL here
+//! is portable (no SQLite-only syntax) so a PostgreSQL pool can stand behind the same methods.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use glassbox_core::wire::{Attachment, ChatMessage, MessageStatus, PageContext, Role, Usage, WireError};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+use thiserror::Error;
+
+/// A storage failure.
+#[derive(Debug, Error)]
+pub enum StorageError {
+    #[error("cannot create data dir {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored row is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// A stored session's credentials and sync position.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub token_hash: String,
+    pub sync_seq: u64,
+}
+
+/// A user message about to be stored.
+#[derive(Debug, Clone)]
+pub struct NewUserMessage<'a> {
+    pub id: &'a str,
+    pub content: &'a str,
+    pub client_message_id: Option<&'a str>,
+    pub context: Option<&'a PageContext>,
+    pub attachments: &'a [Attachment],
+    pub created_at: i64,
+}
+
+/// The final state of a reply.
+#[derive(Debug, Clone)]
+pub struct ReplyOutcome<'a> {
+    pub content: &'a str,
+    pub status: MessageStatus,
+    pub usage: Option<Usage>,
+    pub error: Option<&'a WireError>,
+}
+
+/// The message store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, client_message_id, reply_to, \
+     context_json, attachments_json, usage_json, error_json";
+
+impl Store {
+    /// Opens (creating if needed) `glassbox.db` in `data_dir`, in WAL mode, and applies migrations.
+    pub async fn open(data_dir: &Path) -> Result<Self, StorageError> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|source| StorageError::DataDir { path: data_dir.display().to_string(), source })?;
+        let url = format!("sqlite://{}", data_dir.join("glassbox.db").display());
+        let options = SqliteConnectOptions::from_str(&url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new().max_connections(4).connect_with(options).await?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// Marks replies left `streaming` by a previous process as failed, so they can be retried.
+    pub async fn fail_interrupted(&self, error: &WireError) -> Result<u64, StorageError> {
+        let res = sqlx::query("UPDATE messages SET status = ?, error_json = ? WHERE status = ?")
+            .bind(MessageStatus::Failed.as_str())
+            .bind(to_json(error))
+            .bind(MessageStatus::Streaming.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(res.rows_affected())
+    }
+
+    /// Stores a new session.
+    pub async fn create_session(&self, id: &str, token_hash: &str, now: i64) -> Result<(), StorageError> {
+        sqlx::query("INSERT INTO sessions (id, token_hash, created_at, sync_seq) VALUES (?, ?, ?, 0)")
+            .bind(id)
+            .bind(token_hash)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Looks a session up.
+    pub async fn session(&self, id: &str) -> Result<Option<SessionRow>, StorageError> {
+        let row = sqlx::query("SELECT token_hash, sync_seq FROM sessions WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(SessionRow { token_hash: r.try_get("token_hash")?, sync_seq: r.try_get::<i64, _>("sync_seq")? as u64 })
+        })
+        .transpose()
+    }
+
+    /// Records the highest sync id of a durable event (never lowers it).
+    pub async fn advance_sync_seq(&self, session_id: &str, sync_id: u64) -> Result<(), StorageError> {
+        sqlx::query("UPDATE sessions SET sync_seq = ? WHERE id = ? AND sync_seq < ?")
+            .bind(sync_id as i64)
+            .bind(session_id)
+            .bind(sync_id as i64)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Stores a user message. If its `client_message_id` was stored before, returns that message and
+    /// `true` instead of storing a second one.
+    pub async fn insert_user_message(
+        &self,
+        session_id: &str,
+        m: &NewUserMessage<'_>,
+    ) -> Result<(ChatMessage, bool), StorageError> {
+        let inserted = sqlx::query(
+            "INSERT INTO messages (id, session_id, seq, role, content, status, client_message_id, reply_to, \
+             context_json, attachments_json, created_at) \
+             SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, NULL, ?, ?, ? FROM messages WHERE session_id = ? \
+             ON CONFLICT (session_id, client_message_id) DO NOTHING",
+        )
+        .bind(m.id)
+        .bind(session_id)
+        .bind(Role::User.as_str())
+        .bind(m.content)
+        .bind(MessageStatus::Complete.as_str())
+        .bind(m.client_message_id)
+        .bind(m.context.map(to_json))
+        .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
+        .bind(m.created_at)
+        .bind(session_id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1;
+        let stored = match (inserted, m.client_message_id) {
+            (true, _) | (false, None) => self.message(session_id, m.id).await?,
+            (false, Some(cid)) => self.message_by_client_id(session_id, cid).await?,
+        };
+        let stored = stored.ok_or_else(|| StorageError::Corrupt(format!("message {} vanished", m.id)))?;
+        Ok((stored, !inserted))
+    }
+
+    /// Stores an empty, streaming assistant message that replies to `reply_to`.
+    pub async fn insert_reply(
+        &self,
+        session_id: &str,
+        id: &str,
+        reply_to: &str,
+        created_at: i64,
+    ) -> Result<ChatMessage, StorageError> {
+        sqlx::query(
+            "INSERT INTO messages (id, session_id, seq, role, content, status, reply_to, created_at) \
+             SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, '', ?, ?, ? FROM messages WHERE session_id = ?",
+        )
+        .bind(id)
+        .bind(session_id)
+        .bind(Role::Assistant.as_str())
+        .bind(MessageStatus::Streaming.as_str())
+        .bind(reply_to)
+        .bind(created_at)
+        .bind(session_id)
+        .execute(&self.pool)
+        .await?;
+        self.message(session_id, id).await?.ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
+    }
+
+    /// Resets a failed reply to empty and streaming, for a retry.
+    pub async fn restart_reply(&self, session_id: &str, id: &str) -> Result<bool, StorageError> {
+        let res = sqlx::query(
+            "UPDATE messages SET content = '', status = ?, error_json = NULL, usage_json = NULL \
+             WHERE session_id = ? AND id = ? AND role = ? AND status = ?",
+        )
+        .bind(MessageStatus::Streaming.as_str())
+        .bind(session_id)
+        .bind(id)
+        .bind(Role::Assistant.as_str())
+        .bind(MessageStatus::Failed.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    /// Stores the final state of a reply and returns it.
+    pub async fn finish_reply(
+        &self,
+        session_id: &str,
+        id: &str,
+        outcome: ReplyOutcome<'_>,
+    ) -> Result<ChatMessage, StorageError> {
+        sqlx::query(
+            "UPDATE messages SET content = ?, status = ?, usage_json = ?, error_json = ? WHERE session_id = ? AND id = ?",
+        )
+        .bind(outcome.content)
+        .bind(outcome.status.as_str())
+        .bind(outcome.usage.as_ref().map(to_json))
+        .bind(outcome.error.map(to_json))
+        .bind(session_id)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        self.message(session_id, id).await?.ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
+    }
+
+    /// Every message of a session, oldest first.
+    pub async fn messages(&self, session_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
+        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq");
+        let rows = sqlx::query(&sql).bind(session_id).fetch_all(&self.pool).await?;
+        rows.iter().map(message_from_row).collect()
+    }
+
+    /// The messages of a session up to and including `last_id`, oldest first.
+    pub async fn history_through(&self, session_id: &str, last_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
+        let sql = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? \
+             AND seq <= (SELECT seq FROM messages WHERE session_id = ? AND id = ?) ORDER BY seq"
+        );
+        let rows = sqlx::query(&sql).bind(session_id).bind(session_id).bind(last_id).fetch_all(&self.pool).await?;
+        rows.iter().map(message_from_row).collect()
+    }
+
+    /// One message of a session.
+    pub async fn message(&self, session_id: &str, id: &str) -> Result<Option<ChatMessage>, StorageError> {
+        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND id = ?");
+        let row = sqlx::query(&sql).bind(session_id).bind(id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(message_from_row).transpose()
+    }
+
+    async fn message_by_client_id(&self, session_id: &str, cid: &str) -> Result<Option<ChatMessage>, StorageError> {
+        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND client_message_id = ?");
+        let row = sqlx::query(&sql).bind(session_id).bind(cid).fetch_optional(&self.pool).await?;
+        row.as_ref().map(message_from_row).transpose()
+    }
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(col: &str, raw: Option<String>) -> Result<Option<T>, StorageError> {
+    raw.map(|s| serde_json::from_str(&s).map_err(|e| StorageError::Corrupt(format!("{col}: {e}")))).transpose()
+}
+
+fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
+    let role: String = r.try_get("role")?;
+    let status: String = r.try_get("status")?;
+    Ok(ChatMessage {
+        id: r.try_get("id")?,
+        role: Role::parse(&role).ok_or_else(|| StorageError::Corrupt(format!("role {role:?}")))?,
+        content: r.try_get("content")?,
+        status: MessageStatus::parse(&status).ok_or_else(|| StorageError::Corrupt(format!("status {status:?}")))?,
+        created_at: r.try_get("created_at")?,
+        client_message_id: r.try_get("client_message_id")?,
+        reply_to: r.try_get("reply_to")?,
+        context: from_json("context_json", r.try_get("context_json")?)?,
+        attachments: from_json("attachments_json", r.try_get("attachments_json")?)?.unwrap_or_default(),
+        usage: from_json("usage_json", r.try_get("usage_json")?)?,
+        error: from_json("error_json", r.try_get("error_json")?)?,
+    })
+}
