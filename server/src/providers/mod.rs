@@ -89,8 +89,8 @@ pub trait Provider: Send + Sync {
 pub fn from_config(config: &Config) -> Result<Arc<dyn Provider>, reqwest::Error> {
     let http = || {
         reqwest::Client::builder()
+            // Idle and total timeouts are enforced per reply by the chat turn, for every provider alike.
             .connect_timeout(Duration::from_secs(10))
-            .read_timeout(config.provider_idle_timeout)
             .build()
     };
     Ok(match &config.provider {

@@ -1,5 +1,6 @@
 //! `GET /ws`: the chat WebSocket. The first frame is `hello`; then `chat` and `retry` frames. Every
-//! server frame carries a sync id; a client reconnecting with its last one gets what it missed.
+//! server frame carries a sync id; a client reconnecting with its last one gets the frames it missed,
+//! then the `session` frame (or, when the gap is too old, `session` then a `snapshot`).
 //!
 //! Bad frames (malformed, unknown type, oversize, invalid) are answered with a typed `error` frame and
 //! the socket stays open; nothing is stored for them.
@@ -126,21 +127,20 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
         model: open.info.model.clone(),
         last_sent: 0,
     };
-    let session = a.hub.private(ServerEvent::Session(open.info));
-    send_private(sink, &mut a, session).await.map_err(|_| AppError::Conflict("socket closed"))?;
-    let resumed = match hello.last_sync_id {
-        Some(seen) => match a.hub.resume(seen) {
-            Resume::Frames(frames) => {
-                for f in frames {
-                    forward(sink, &mut a, f).await.map_err(|_| AppError::Conflict("socket closed"))?;
-                }
-                true
-            }
-            Resume::Snapshot => false,
-        },
-        None => false,
+    let resume = match hello.last_sync_id {
+        Some(seen) => a.hub.resume(seen),
+        None => Resume::Snapshot,
     };
-    if !resumed {
+    let closed = |_| AppError::Conflict("socket closed");
+    // Missed frames first (their ids are lower), then the session frame that ends the catch-up.
+    if let Resume::Frames(frames) = &resume {
+        for f in frames {
+            forward(sink, &mut a, f.clone()).await.map_err(closed)?;
+        }
+    }
+    let session = a.hub.private(ServerEvent::Session(open.info));
+    send_private(sink, &mut a, session).await.map_err(closed)?;
+    if resume == Resume::Snapshot {
         send_snapshot(state, sink, &mut a).await?;
     }
     Ok(a)

@@ -1,0 +1,296 @@
+//! A fake LLM provider on a real loopback port, speaking the real streaming wire formats of OpenAI
+//! Chat Completions (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`).
+//!
+//! Its behaviour can be switched while it runs: reply normally, call a tool, answer an HTTP error,
+//! stall mid-stream, cut the connection mid-stream, or send an in-stream error event. Every request
+//! body is recorded so tests can assert on what reached the provider.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures::Stream;
+use serde_json::{Value, json};
+
+/// What the fake provider does with the next requests.
+#[derive(Debug, Clone)]
+pub enum Behaviour {
+    /// Streams these text chunks, `delay` apart, then finishes with usage.
+    Reply { chunks: Vec<String>, delay: Duration },
+    /// Streams `text`, then a tool call whose arguments arrive in `argument_parts`.
+    ToolCall { text: String, name: String, argument_parts: Vec<String> },
+    /// Answers this HTTP status with a JSON error body.
+    Status { status: u16, message: String },
+    /// Streams the first `after` chunks of `chunks`, then sends nothing more and never ends.
+    Stall { chunks: Vec<String>, after: usize },
+    /// Streams the first `after` chunks of `chunks`, then drops the connection.
+    Cut { chunks: Vec<String>, after: usize },
+    /// Streams the first `after` chunks of `chunks`, then an in-stream error event.
+    ErrorEvent { chunks: Vec<String>, after: usize, message: String },
+}
+
+impl Behaviour {
+    /// A normal reply of these chunks with no delay.
+    pub fn reply(chunks: &[&str]) -> Self {
+        Behaviour::Reply { chunks: chunks.iter().map(|c| c.to_string()).collect(), delay: Duration::ZERO }
+    }
+}
+
+/// A request the fake provider received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// `openai` or `anthropic`.
+    pub api: &'static str,
+    pub body: Value,
+    /// The `Authorization` or `x-api-key` header value.
+    pub key: Option<String>,
+}
+
+struct Shared {
+    behaviour: Mutex<Behaviour>,
+    requests: Mutex<Vec<Recorded>>,
+    record: bool,
+}
+
+/// A running fake provider.
+#[derive(Clone)]
+pub struct FakeProvider {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl FakeProvider {
+    /// Starts on a free loopback port, recording requests.
+    pub async fn start(behaviour: Behaviour) -> std::io::Result<Self> {
+        Self::start_with(behaviour, true).await
+    }
+
+    /// Starts on a free loopback port; `record` keeps request bodies (off for benchmarks).
+    pub async fn start_with(behaviour: Behaviour, record: bool) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared { behaviour: Mutex::new(behaviour), requests: Mutex::default(), record });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(openai))
+            .route("/v1/messages", post(anthropic))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { addr, shared })
+    }
+
+    /// Base URL for an OpenAI-compatible client (`…/v1`).
+    pub fn openai_base(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Base URL for an Anthropic client (host only).
+    pub fn anthropic_base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Changes what the next requests get.
+    pub fn set(&self, behaviour: Behaviour) {
+        *self.shared.behaviour.lock().unwrap_or_else(|p| p.into_inner()) = behaviour;
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+fn record(shared: &Shared, api: &'static str, headers: &HeaderMap, body: &Bytes) -> Result<(Behaviour, Value), Response> {
+    let body: Value = serde_json::from_slice(body)
+        .map_err(|e| (StatusCode::BAD_REQUEST, format!("bad json: {e}")).into_response())?;
+    if shared.record {
+        let key = headers
+            .get(header::AUTHORIZATION)
+            .or_else(|| headers.get("x-api-key"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        shared.requests.lock().unwrap_or_else(|p| p.into_inner()).push(Recorded { api, body: body.clone(), key });
+    }
+    let behaviour = shared.behaviour.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    Ok((behaviour, body))
+}
+
+/// Counts words of every message, as a deterministic stand-in for prompt tokens.
+fn prompt_words(body: &Value) -> u64 {
+    let mut n = 0;
+    if let Some(s) = body.get("system").and_then(Value::as_str) {
+        n += s.split_whitespace().count();
+    }
+    for m in body.get("messages").and_then(Value::as_array).into_iter().flatten() {
+        n += m.get("content").and_then(Value::as_str).map_or(0, |c| c.split_whitespace().count());
+    }
+    n as u64
+}
+
+/// One SSE piece of the stream, or a step that is not data.
+enum Piece {
+    Data(String),
+    Sleep(Duration),
+    Stall,
+    Cut,
+}
+
+fn sse(pieces: Vec<Piece>) -> Response {
+    let stream = body_stream(pieces);
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn body_stream(pieces: Vec<Piece>) -> impl Stream<Item = Result<Bytes, std::io::Error>> {
+    async_stream::stream! {
+        for piece in pieces {
+            match piece {
+                Piece::Data(d) => yield Ok(Bytes::from(d)),
+                Piece::Sleep(d) => tokio::time::sleep(d).await,
+                Piece::Stall => futures::future::pending::<()>().await,
+                Piece::Cut => {
+                    // Let what was sent reach the client before the connection drops, as on a real network.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    yield Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "cut by fake provider"));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn error_response(status: u16, message: &str, kind: &str) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, axum::Json(json!({"type": "error", "error": {"type": kind, "message": message}}))).into_response()
+}
+
+/// Text chunks of a behaviour and what follows them.
+fn plan(b: &Behaviour) -> (Vec<String>, Option<Piece>, Option<String>) {
+    match b {
+        Behaviour::Reply { chunks, .. } => (chunks.clone(), None, None),
+        Behaviour::ToolCall { text, .. } => (vec![text.clone()], None, None),
+        Behaviour::Stall { chunks, after } => (chunks.iter().take(*after).cloned().collect(), Some(Piece::Stall), None),
+        Behaviour::Cut { chunks, after } => (chunks.iter().take(*after).cloned().collect(), Some(Piece::Cut), None),
+        Behaviour::ErrorEvent { chunks, after, message } => {
+            (chunks.iter().take(*after).cloned().collect(), None, Some(message.clone()))
+        }
+        Behaviour::Status { .. } => (vec![], None, None),
+    }
+}
+
+async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let (behaviour, body) = match record(&shared, "openai", &headers, &body) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    if let Behaviour::Status { status, message } = &behaviour {
+        return error_response(*status, message, "server_error");
+    }
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("fake").to_owned();
+    let chunk = |delta: Value, finish: Value| {
+        let c = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        Piece::Data(format!("data: {c}\n\n"))
+    };
+    let delay = match &behaviour {
+        Behaviour::Reply { delay, .. } => *delay,
+        _ => Duration::ZERO,
+    };
+    let (texts, tail, error) = plan(&behaviour);
+    let mut pieces = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    for t in &texts {
+        if !delay.is_zero() {
+            pieces.push(Piece::Sleep(delay));
+        }
+        pieces.push(chunk(json!({"content": t}), Value::Null));
+    }
+    if let Some(tail) = tail {
+        pieces.push(tail);
+        return sse(pieces);
+    }
+    if let Some(message) = error {
+        pieces.push(Piece::Data(format!("data: {}\n\n", json!({"error": {"message": message, "type": "server_error"}}))));
+        return sse(pieces);
+    }
+    let mut finish = "stop";
+    if let Behaviour::ToolCall { name, argument_parts, .. } = &behaviour {
+        pieces.push(chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_fake_1", "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            Value::Null,
+        ));
+        for part in argument_parts {
+            pieces.push(chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}), Value::Null));
+        }
+        finish = "tool_calls";
+    }
+    pieces.push(chunk(json!({}), json!(finish)));
+    let usage = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [],
+        "usage": {"prompt_tokens": prompt_words(&body), "completion_tokens": texts.len(), "total_tokens": prompt_words(&body) + texts.len() as u64}});
+    pieces.push(Piece::Data(format!("data: {usage}\n\n")));
+    pieces.push(Piece::Data("data: [DONE]\n\n".into()));
+    sse(pieces)
+}
+
+async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let (behaviour, body) = match record(&shared, "anthropic", &headers, &body) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    if let Behaviour::Status { status, message } = &behaviour {
+        return error_response(*status, message, "api_error");
+    }
+    let event = |name: &str, data: Value| Piece::Data(format!("event: {name}\ndata: {data}\n\n"));
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("fake").to_owned();
+    let delay = match &behaviour {
+        Behaviour::Reply { delay, .. } => *delay,
+        _ => Duration::ZERO,
+    };
+    let (texts, tail, error) = plan(&behaviour);
+    let mut pieces = vec![
+        event("message_start", json!({"type": "message_start", "message": {"id": "msg_fake", "type": "message", "role": "assistant",
+            "content": [], "model": model, "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": prompt_words(&body), "output_tokens": 1}}})),
+        event("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+        event("ping", json!({"type": "ping"})),
+    ];
+    for t in &texts {
+        if !delay.is_zero() {
+            pieces.push(Piece::Sleep(delay));
+        }
+        pieces.push(event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}})));
+    }
+    if let Some(tail) = tail {
+        pieces.push(tail);
+        return sse(pieces);
+    }
+    if let Some(message) = error {
+        pieces.push(event("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": message}})));
+        return sse(pieces);
+    }
+    pieces.push(event("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+    let mut stop = "end_turn";
+    if let Behaviour::ToolCall { name, argument_parts, .. } = &behaviour {
+        pieces.push(event("content_block_start", json!({"type": "content_block_start", "index": 1,
+            "content_block": {"type": "tool_use", "id": "toolu_fake_1", "name": name, "input": {}}})));
+        for part in argument_parts {
+            pieces.push(event("content_block_delta", json!({"type": "content_block_delta", "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": part}})));
+        }
+        pieces.push(event("content_block_stop", json!({"type": "content_block_stop", "index": 1})));
+        stop = "tool_use";
+    }
+    pieces.push(event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+        "usage": {"output_tokens": texts.len()}})));
+    pieces.push(event("message_stop", json!({"type": "message_stop"})));
+    sse(pieces)
+}

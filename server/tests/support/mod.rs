@@ -1,0 +1,165 @@
+//! Test harness: a real server on a loopback port, wired to the fake provider, with WS/REST helpers.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use glassbox_core::wire::{ServerEvent, ServerFrame};
+use glassbox_fake_provider::{Behaviour, FakeProvider};
+use glassbox_server::config::Config;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub fake: FakeProvider,
+    pub http: reqwest::Client,
+    _data: tempfile::TempDir,
+}
+
+/// Which wire format the server speaks to the fake provider.
+#[derive(Clone, Copy)]
+pub enum Api {
+    OpenAi,
+    Anthropic,
+}
+
+impl TestServer {
+    pub async fn start(api: Api, behaviour: Behaviour) -> Self {
+        Self::start_with(api, behaviour, &[]).await
+    }
+
+    pub async fn start_with(api: Api, behaviour: Behaviour, extra: &[(&str, &str)]) -> Self {
+        let fake = FakeProvider::start(behaviour).await.expect("fake provider");
+        let data = tempfile::tempdir().expect("tempdir");
+        let mut vars: HashMap<String, String> = HashMap::new();
+        vars.insert("GLASSBOX_ADDR".into(), "127.0.0.1:0".into());
+        vars.insert("GLASSBOX_DATA_DIR".into(), data.path().display().to_string());
+        match api {
+            Api::OpenAi => {
+                vars.insert("GLASSBOX_PROVIDER".into(), "openai".into());
+                vars.insert("OPENAI_API_KEY".into(), "sk-test-openai".into());
+                vars.insert("OPENAI_BASE_URL".into(), fake.openai_base());
+            }
+            Api::Anthropic => {
+                vars.insert("GLASSBOX_PROVIDER".into(), "anthropic".into());
+                vars.insert("ANTHROPIC_API_KEY".into(), "sk-test-anthropic".into());
+                vars.insert("ANTHROPIC_BASE_URL".into(), fake.anthropic_base());
+            }
+        }
+        vars.insert("GLASSBOX_PROVIDER_IDLE_TIMEOUT_MS".into(), "500".into());
+        vars.insert("GLASSBOX_DISCONNECT_GRACE_MS".into(), "5000".into());
+        for (k, v) in extra {
+            vars.insert(k.to_string(), v.to_string());
+        }
+        let config = Config::from_lookup(|k| vars.get(k).cloned()).expect("config");
+        let state = glassbox_server::build_state(config).await.expect("state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, glassbox_server::app(state)).await;
+        });
+        Self { addr, fake, http: reqwest::Client::new(), _data: data }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub async fn ws(&self) -> Ws {
+        let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws", self.addr)).await.expect("ws connect");
+        Ws { socket }
+    }
+
+    /// Messages of a session via REST.
+    pub async fn messages(&self, session: &str, token: &str) -> Vec<Value> {
+        let resp = self.http.get(self.url(&format!("/api/sessions/{session}"))).bearer_auth(token).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let body: Value = resp.json().await.unwrap();
+        body["messages"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+pub struct Ws {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl Ws {
+    pub async fn send(&mut self, v: Value) {
+        self.socket.send(Message::Text(v.to_string().into())).await.expect("ws send");
+    }
+
+    pub async fn send_raw(&mut self, text: String) {
+        self.socket.send(Message::Text(text.into())).await.expect("ws send");
+    }
+
+    /// The next server frame, as typed value and raw JSON (fails after 10 s).
+    pub async fn next(&mut self) -> (ServerFrame, Value) {
+        loop {
+            let msg = tokio::time::timeout(Duration::from_secs(10), self.socket.next())
+                .await
+                .expect("timed out waiting for a frame")
+                .expect("socket ended")
+                .expect("socket error");
+            if let Message::Text(t) = msg {
+                let raw: Value = serde_json::from_str(&t).expect("server sent JSON");
+                let frame: ServerFrame = serde_json::from_value(raw.clone()).expect("server frame");
+                return (frame, raw);
+            }
+        }
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.socket.close(None).await;
+    }
+
+    /// Sends hello for a new session; returns (session id, token, frames after session).
+    pub async fn hello_new(&mut self) -> (String, String) {
+        self.send(json!({"type": "hello", "data": {}})).await;
+        let (f, _) = self.next().await;
+        let ServerEvent::Session(info) = f.event else { panic!("expected session, got {f:?}") };
+        let (snap, _) = self.next().await;
+        assert!(matches!(snap.event, ServerEvent::Snapshot(_)), "expected snapshot, got {snap:?}");
+        (info.session_id, info.token.expect("new session has a token"))
+    }
+
+    /// Reads frames until the reply ends; returns all frames read.
+    pub async fn until_reply_ends(&mut self) -> Vec<ServerFrame> {
+        let mut frames = vec![];
+        loop {
+            let (f, _) = self.next().await;
+            let end = matches!(&f.event, ServerEvent::Done(_))
+                || matches!(&f.event, ServerEvent::Error(e) if e.message_id.is_some());
+            frames.push(f);
+            if end {
+                return frames;
+            }
+        }
+    }
+}
+
+/// The concatenated delta text of frames.
+pub fn delta_text(frames: &[ServerFrame]) -> String {
+    frames
+        .iter()
+        .filter_map(|f| match &f.event {
+            ServerEvent::Delta(d) => Some(d.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Sync ids strictly increase.
+pub fn assert_increasing(frames: &[ServerFrame]) {
+    for w in frames.windows(2) {
+        assert!(w[0].sync_id < w[1].sync_id, "sync ids not increasing: {} then {}", w[0].sync_id, w[1].sync_id);
+    }
+}
+
+pub fn chunks(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
