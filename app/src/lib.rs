@@ -1,0 +1,55 @@
+//! The Glassbox chat widget's Leptos application: a chat client over WebSocket and the components that
+//! show it. The `widget` crate mounts it into a shadow root; nothing here knows about custom elements.
+
+pub mod client;
+pub mod components;
+pub mod config;
+mod dom;
+mod session_store;
+
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+
+pub use client::{ChatClient, ConnectionStatus, SendError};
+pub use config::{Theme, WidgetConfig};
+
+/// A mounted chat widget. Dropping it unmounts the view and closes the connection.
+pub struct ChatHandle {
+    client: ChatClient,
+    theme: RwSignal<Theme>,
+    _view: leptos::mount::UnmountHandle<leptos::tachys::view::any_view::AnyViewState>,
+}
+
+impl ChatHandle {
+    /// The chat client, for the host API (send, page context).
+    pub fn client(&self) -> ChatClient {
+        self.client
+    }
+
+    /// Switches the colour theme.
+    pub fn set_theme(&self, theme: Theme) {
+        self.theme.set(theme);
+    }
+}
+
+impl Drop for ChatHandle {
+    fn drop(&mut self) {
+        self.client.stop();
+    }
+}
+
+/// Mounts the chat into `container` (inside the host's shadow root); `host` receives DOM events.
+pub fn mount(container: web_sys::HtmlElement, host: web_sys::HtmlElement, config: WidgetConfig) -> ChatHandle {
+    let slot: std::rc::Rc<std::cell::Cell<Option<(ChatClient, RwSignal<Theme>)>>> = Default::default();
+    let out = slot.clone();
+    let host_target: web_sys::EventTarget = host.unchecked_into();
+    let view = leptos::mount::mount_to(container, move || {
+        let theme = RwSignal::new(config.theme);
+        let client = ChatClient::new(config, host_target);
+        out.set(Some((client, theme)));
+        client.connect();
+        view! { <components::chat_panel::ChatPanel client=client theme=theme /> }.into_any()
+    });
+    let (client, theme) = slot.take().expect("mount_to runs its closure before returning");
+    ChatHandle { client, theme, _view: view }
+}

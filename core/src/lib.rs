@@ -4,8 +4,10 @@
 pub mod decode;
 pub mod error;
 pub mod limits;
+pub mod markdown;
 pub mod prompt;
 pub mod sync;
+pub mod transcript;
 pub mod wire;
 
 pub use error::ErrorCode;

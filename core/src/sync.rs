@@ -78,7 +78,11 @@ impl SyncCursor {
     }
 
     /// True if the frame is new and should be applied; records it.
+    /// Frames numbered 0 come before any session exists and are always applied.
     pub fn accept(&mut self, frame: &ServerFrame) -> bool {
+        if frame.sync_id == 0 {
+            return true;
+        }
         // A snapshot resets the cursor: after a server restart ids may start lower.
         if matches!(frame.event, ServerEvent::Snapshot(_)) {
             self.last_seen = Some(frame.sync_id);

@@ -178,12 +178,15 @@ pub struct WireError {
     /// The message this error concerns (a failed reply), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    /// The `clientMessageId` of the chat frame that was refused, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_message_id: Option<String>,
 }
 
 impl WireError {
     /// An error about no particular message; retryability follows the code.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), retryable: code.retryable(), message_id: None }
+        Self { code, message: message.into(), retryable: code.retryable(), message_id: None, client_message_id: None }
     }
 
     /// The same error, attached to a message.

@@ -74,7 +74,7 @@ where
                 Ok(t) => t.into(),
                 Err(_) => {
                     let err = AppError::Decode(DecodeError::MalformedJson("binary frame is not UTF-8".into()));
-                    if send_error(&mut sink, attached.as_mut(), err).await.is_err() { return; }
+                    if send_error(&mut sink, attached.as_mut(), err, None).await.is_err() { return; }
                     continue;
                 }
             },
@@ -86,7 +86,8 @@ where
             Ok(frame) => handle(&state, &mut sink, &mut attached, frame).await,
         };
         if let Err(err) = result {
-            if send_error(&mut sink, attached.as_mut(), err).await.is_err() {
+            let cid = client_message_id_of(&text);
+            if send_error(&mut sink, attached.as_mut(), err, cid).await.is_err() {
                 return;
             }
         }
@@ -220,8 +221,22 @@ async fn catch_up<W: Sink<Message> + Unpin>(state: &AppState, sink: &mut W, a: &
     }
 }
 
-async fn send_error<W: Sink<Message> + Unpin>(sink: &mut W, attached: Option<&mut Attached>, err: AppError) -> Result<(), Closed> {
-    let event = ServerEvent::Error(err.to_wire());
+/// The `clientMessageId` of a refused frame, if it can be read, so the client can mark that message.
+fn client_message_id_of(text: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let cid = value.pointer("/data/clientMessageId")?.as_str()?;
+    (cid.len() <= glassbox_core::limits::MAX_CLIENT_MESSAGE_ID).then(|| cid.to_owned())
+}
+
+async fn send_error<W: Sink<Message> + Unpin>(
+    sink: &mut W,
+    attached: Option<&mut Attached>,
+    err: AppError,
+    client_message_id: Option<String>,
+) -> Result<(), Closed> {
+    let mut wire = err.to_wire();
+    wire.client_message_id = client_message_id;
+    let event = ServerEvent::Error(wire);
     match attached {
         Some(a) => {
             let frame = a.hub.private(event);

@@ -1,0 +1,355 @@
+//! The widget's connection to the server: a WebSocket that says `hello`, applies server frames to the
+//! transcript, re-sends unconfirmed messages after reconnecting, and reconnects with backoff, resuming
+//! from the last sync id it saw.
+
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+
+use glassbox_core::ErrorCode;
+use glassbox_core::limits::{InputError, validate_chat};
+use glassbox_core::transcript::Transcript;
+use glassbox_core::wire::{
+    Attachment, ChatRequest, ClientFrame, Hello, PageContext, RetryRequest, ServerEvent, ServerFrame,
+};
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
+use web_sys::{CloseEvent, MessageEvent, WebSocket};
+
+use crate::config::WidgetConfig;
+use crate::session_store::{self, StoredSession};
+
+/// Where the connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionStatus {
+    Connecting,
+    Connected,
+    /// Waiting to reconnect, in this many seconds.
+    Reconnecting { in_secs: u32 },
+    /// Stopped (the widget was removed).
+    Stopped,
+}
+
+/// Why a message could not be sent.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SendError {
+    #[error(transparent)]
+    Invalid(#[from] InputError),
+    #[error("attachments or context are not valid JSON of the right shape: {0}")]
+    BadArgument(String),
+}
+
+impl SendError {
+    /// The wire code, the same the server would answer.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            SendError::Invalid(e) => e.code(),
+            SendError::BadArgument(_) => ErrorCode::InvalidFrame,
+        }
+    }
+}
+
+/// A handle to the chat client. `Copy`, so views and event handlers can hold it.
+#[derive(Clone, Copy)]
+pub struct ChatClient {
+    inner: StoredValue<Rc<Inner>, LocalStorage>,
+    /// The conversation as shown.
+    pub transcript: RwSignal<Transcript>,
+    /// The connection state.
+    pub status: RwSignal<ConnectionStatus>,
+}
+
+struct Inner {
+    config: WidgetConfig,
+    host: web_sys::EventTarget,
+    transcript: RwSignal<Transcript>,
+    status: RwSignal<ConnectionStatus>,
+    socket: RefCell<Option<Socket>>,
+    /// True once the server answered `hello` on the current socket.
+    joined: Cell<bool>,
+    attempt: Cell<u32>,
+    stopped: Cell<bool>,
+    page_context: RefCell<Option<PageContext>>,
+    reconnect_timer: RefCell<Option<gloo_timers::callback::Timeout>>,
+    countdown: RefCell<Option<gloo_timers::callback::Interval>>,
+}
+
+/// An open WebSocket with its event handlers (kept alive as long as the socket).
+struct Socket {
+    ws: WebSocket,
+    _on_open: Closure<dyn FnMut()>,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_close: Closure<dyn FnMut(CloseEvent)>,
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        self.ws.set_onopen(None);
+        self.ws.set_onmessage(None);
+        self.ws.set_onclose(None);
+        let _ = self.ws.close();
+    }
+}
+
+/// Delay before reconnect attempt `n` (0-based): 0.5 s doubling to 30 s, with up to 30% jitter.
+fn backoff_ms(attempt: u32) -> u32 {
+    let base = 500u32.saturating_mul(1 << attempt.min(6)).min(30_000);
+    let jitter = (js_sys::Math::random() * 0.3 * f64::from(base)) as u32;
+    base + jitter
+}
+
+fn new_client_message_id() -> String {
+    web_sys::window()
+        .and_then(|w| w.crypto().ok())
+        .map(|c| c.random_uuid())
+        .unwrap_or_else(|| format!("m{}", (js_sys::Math::random() * 1e15) as u64))
+}
+
+impl ChatClient {
+    /// A client for `config`; events for the host page are dispatched on `host`. Call `connect` next.
+    pub fn new(config: WidgetConfig, host: web_sys::EventTarget) -> Self {
+        let transcript = RwSignal::new(Transcript::default());
+        let status = RwSignal::new(ConnectionStatus::Connecting);
+        let inner = Rc::new(Inner {
+            config,
+            host,
+            transcript,
+            status,
+            socket: RefCell::new(None),
+            joined: Cell::new(false),
+            attempt: Cell::new(0),
+            stopped: Cell::new(false),
+            page_context: RefCell::new(None),
+            reconnect_timer: RefCell::new(None),
+            countdown: RefCell::new(None),
+        });
+        Self { inner: StoredValue::new_local(inner), transcript, status }
+    }
+
+    fn inner(&self) -> Option<Rc<Inner>> {
+        self.inner.try_get_value()
+    }
+
+    /// Opens the WebSocket.
+    pub fn connect(&self) {
+        if let Some(inner) = self.inner() {
+            Inner::open(&inner);
+        }
+    }
+
+    /// Closes the connection for good.
+    pub fn stop(&self) {
+        if let Some(inner) = self.inner() {
+            inner.stopped.set(true);
+            inner.reconnect_timer.borrow_mut().take();
+            inner.countdown.borrow_mut().take();
+            inner.socket.borrow_mut().take();
+            let _ = self.status.try_set(ConnectionStatus::Stopped);
+        }
+    }
+
+    /// Sets the page context sent with later messages (`None` clears it).
+    pub fn set_page_context(&self, context: Option<PageContext>) -> Result<(), SendError> {
+        if let Some(ctx) = &context {
+            glassbox_core::limits::validate_context(ctx)?;
+        }
+        if let Some(inner) = self.inner() {
+            *inner.page_context.borrow_mut() = context;
+        }
+        Ok(())
+    }
+
+    /// Sends a user message. `context` overrides the page context for this message only.
+    /// The message shows at once; it is delivered when connected and re-sent after a reconnect.
+    pub fn send(&self, text: &str, attachments: Vec<Attachment>, context: Option<PageContext>) -> Result<(), SendError> {
+        let Some(inner) = self.inner() else { return Ok(()) };
+        let context = context.or_else(|| inner.page_context.borrow().clone());
+        let request = ChatRequest {
+            message: text.to_owned(),
+            context,
+            attachments,
+            client_message_id: Some(new_client_message_id()),
+        };
+        validate_chat(&request)?;
+        self.transcript.update(|t| t.add_pending(request.clone()));
+        if inner.joined.get() {
+            inner.send_frame(&ClientFrame::Chat(request));
+        }
+        Ok(())
+    }
+
+    /// Asks the server to regenerate a failed reply.
+    pub fn retry(&self, message_id: &str) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::Retry(RetryRequest { message_id: message_id.to_owned() }));
+        }
+    }
+
+    /// Drops a message the server refused.
+    pub fn dismiss(&self, client_message_id: &str) {
+        self.transcript.update(|t| t.dismiss_pending(client_message_id));
+    }
+
+    /// Hides the notice banner.
+    pub fn clear_notice(&self) {
+        self.transcript.update(|t| t.notice = None);
+    }
+
+    /// Reconnects now instead of waiting for the backoff.
+    pub fn reconnect_now(&self) {
+        if let Some(inner) = self.inner() {
+            inner.reconnect_timer.borrow_mut().take();
+            inner.countdown.borrow_mut().take();
+            Inner::open(&inner);
+        }
+    }
+}
+
+impl Inner {
+    fn open(this: &Rc<Self>) {
+        if this.stopped.get() {
+            return;
+        }
+        this.socket.borrow_mut().take();
+        this.joined.set(false);
+        this.status.set(ConnectionStatus::Connecting);
+        let ws = match WebSocket::new(&this.config.ws_url()) {
+            Ok(ws) => ws,
+            Err(_) => return Self::schedule_reconnect(this),
+        };
+        let weak = Rc::downgrade(this);
+        let on_open = Closure::<dyn FnMut()>::new({
+            let weak = weak.clone();
+            move || {
+                if let Some(inner) = weak.upgrade() {
+                    inner.say_hello();
+                }
+            }
+        });
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new({
+            let weak = weak.clone();
+            move |ev: MessageEvent| {
+                let (Some(inner), Some(text)) = (weak.upgrade(), ev.data().as_string()) else { return };
+                match serde_json::from_str::<ServerFrame>(&text) {
+                    Ok(frame) => Inner::on_frame(&inner, frame),
+                    Err(e) => leptos::logging::warn!("glassbox: unreadable frame from server: {e}"),
+                }
+            }
+        });
+        let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_ev: CloseEvent| {
+            if let Some(inner) = weak.upgrade() {
+                inner.joined.set(false);
+                // Dropping the socket here would free this closure while it runs; the next open replaces it.
+                Self::schedule_reconnect(&inner);
+            }
+        });
+        ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+        ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+        *this.socket.borrow_mut() = Some(Socket { ws, _on_open: on_open, _on_message: on_message, _on_close: on_close });
+    }
+
+    fn schedule_reconnect(this: &Rc<Self>) {
+        if this.stopped.get() {
+            return;
+        }
+        let attempt = this.attempt.get();
+        this.attempt.set(attempt + 1);
+        let delay = backoff_ms(attempt);
+        let mut left = delay.div_ceil(1000);
+        this.status.set(ConnectionStatus::Reconnecting { in_secs: left });
+        let status = this.status;
+        *this.countdown.borrow_mut() = Some(gloo_timers::callback::Interval::new(1000, move || {
+            left = left.saturating_sub(1);
+            if let Some(ConnectionStatus::Reconnecting { .. }) = status.try_get_untracked() {
+                let _ = status.try_set(ConnectionStatus::Reconnecting { in_secs: left });
+            }
+        }));
+        let weak: Weak<Self> = Rc::downgrade(this);
+        *this.reconnect_timer.borrow_mut() = Some(gloo_timers::callback::Timeout::new(delay, move || {
+            if let Some(inner) = weak.upgrade() {
+                inner.countdown.borrow_mut().take();
+                Inner::open(&inner);
+            }
+        }));
+    }
+
+    fn say_hello(&self) {
+        let stored = session_store::load(&self.config.server, &self.config.session);
+        let last_sync_id = match &stored {
+            Some(s) if self.transcript.with_untracked(|t| t.session_id.as_deref() == Some(s.session_id.as_str())) => {
+                self.transcript.with_untracked(|t| t.last_sync_id())
+            }
+            _ => None,
+        };
+        self.send_frame(&ClientFrame::Hello(Hello {
+            session_id: stored.as_ref().map(|s| s.session_id.clone()),
+            token: stored.map(|s| s.token),
+            last_sync_id,
+            model: self.config.model.clone(),
+        }));
+    }
+
+    fn send_frame(&self, frame: &ClientFrame) {
+        let socket = self.socket.borrow();
+        let (Some(socket), Ok(text)) = (socket.as_ref(), serde_json::to_string(frame)) else { return };
+        if socket.ws.ready_state() == WebSocket::OPEN {
+            let _ = socket.ws.send_with_str(&text);
+        }
+    }
+
+    fn on_frame(this: &Rc<Self>, frame: ServerFrame) {
+        match &frame.event {
+            // Before joining, an unauthorized answer means the stored session is gone: start a new one.
+            ServerEvent::Error(e) if !this.joined.get() && matches!(e.code, ErrorCode::Unauthorized | ErrorCode::NotFound) => {
+                session_store::clear(&this.config.server, &this.config.session);
+                this.transcript.update(|t| t.reset());
+                this.say_hello();
+                return;
+            }
+            ServerEvent::Session(info) => {
+                if let Some(token) = &info.token {
+                    session_store::save(&this.config.server, &this.config.session, &StoredSession {
+                        session_id: info.session_id.clone(),
+                        token: token.clone(),
+                    });
+                }
+                if this.transcript.with_untracked(|t| t.session_id.as_ref().is_some_and(|s| s != &info.session_id)) {
+                    this.transcript.update(|t| t.reset());
+                }
+            }
+            _ => {}
+        }
+        let finished = match &frame.event {
+            ServerEvent::Done(d) => Some(d.message.clone()),
+            _ => None,
+        };
+        this.transcript.update(|t| {
+            t.apply(&frame);
+        });
+        if let ServerEvent::Session(_) = frame.event {
+            this.joined.set(true);
+            this.attempt.set(0);
+            this.status.set(ConnectionStatus::Connected);
+            for request in this.transcript.with_untracked(|t| t.unsent()) {
+                this.send_frame(&ClientFrame::Chat(request));
+            }
+        }
+        if let Some(message) = finished {
+            this.notify_host("glassbox:reply", &message);
+        }
+    }
+
+    /// Dispatches a DOM event on the host element with `detail` as a JS object.
+    fn notify_host<T: serde::Serialize>(&self, name: &str, detail: &T) {
+        let Ok(json) = serde_json::to_string(detail) else { return };
+        let Ok(value) = js_sys::JSON::parse(&json) else { return };
+        let init = web_sys::CustomEventInit::new();
+        init.set_detail(&value);
+        init.set_bubbles(true);
+        init.set_composed(true);
+        if let Ok(event) = web_sys::CustomEvent::new_with_event_init_dict(name, &init) {
+            let _ = self.host.dispatch_event(&event);
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! One message: a user bubble (plain text, as typed) or an assistant reply (markdown), with its state:
+//! streaming, failed with Retry, or complete with the provider's token usage.
+
+use glassbox_core::wire::{MessageStatus, Role};
+use leptos::prelude::*;
+
+use super::markdown_view::MarkdownView;
+use crate::client::ChatClient;
+
+/// A stored message, looked up by id in the transcript.
+#[component]
+pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
+    let transcript = client.transcript;
+    let message = {
+        let id = id.clone();
+        Memo::new(move |_| transcript.with(|t| t.find(&id).cloned()))
+    };
+    let role = move || message.with(|m| m.as_ref().map_or(Role::User, |m| m.role));
+    let status = move || message.with(|m| m.as_ref().map_or(MessageStatus::Complete, |m| m.status));
+    let content = Signal::derive(move || message.with(|m| m.as_ref().map(|m| m.content.clone()).unwrap_or_default()));
+    let error = move || message.with(|m| m.as_ref().and_then(|m| m.error.clone()));
+    let usage = move || message.with(|m| m.as_ref().and_then(|m| m.usage));
+    let retry_id = id.clone();
+    view! {
+        <div
+            class="gb-message"
+            class:gb-user=move || role() == Role::User
+            class:gb-assistant=move || role() == Role::Assistant
+            data-message-id=id
+            data-role=move || role().as_str()
+            data-status=move || status().as_str()
+        >
+            <div class="gb-bubble">
+                {move || match role() {
+                    Role::User => view! { <div class="gb-plain">{content}</div> }.into_any(),
+                    Role::Assistant => view! { <MarkdownView text=content /> }.into_any(),
+                }}
+                <Show when=move || status() == MessageStatus::Streaming>
+                    <span class="gb-typing" aria-label="Reply in progress">
+                        <span></span>
+                        <span></span>
+                        <span></span>
+                    </span>
+                </Show>
+            </div>
+            {move || {
+                error()
+                    .map(|e| {
+                        let retry_id = retry_id.clone();
+                        view! {
+                            <div class="gb-error" role="alert" data-code=format!("{:?}", e.code)>
+                                <span class="gb-error-text">{e.message}</span>
+                                <Show when=move || e.retryable>
+                                    {
+                                        let retry_id = retry_id.clone();
+                                        view! {
+                                            <button class="gb-retry" on:click=move |_| client.retry(&retry_id)>
+                                                "Retry"
+                                            </button>
+                                        }
+                                    }
+                                </Show>
+                            </div>
+                        }
+                    })
+            }}
+            {move || {
+                usage()
+                    .map(|u| {
+                        view! {
+                            <div class="gb-meta" title="Tokens as reported by the provider">
+                                {format!("{} in · {} out tokens", u.input_tokens, u.output_tokens)}
+                            </div>
+                        }
+                    })
+            }}
+        </div>
+    }
+}
+
+/// A user message not yet confirmed by the server: "sending", or refused with the reason.
+#[component]
+pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoView {
+    let transcript = client.transcript;
+    let pending = {
+        let cid = client_message_id.clone();
+        Memo::new(move |_| transcript.with(|t| t.pending.iter().find(|p| p.client_message_id() == cid).cloned()))
+    };
+    let text = move || pending.with(|p| p.as_ref().map(|p| p.request.message.clone()).unwrap_or_default());
+    let error = move || pending.with(|p| p.as_ref().and_then(|p| p.error.clone()));
+    let cid = client_message_id.clone();
+    view! {
+        <div
+            class="gb-message gb-user gb-pending"
+            data-client-message-id=client_message_id
+            data-status=move || if error().is_some() { "refused" } else { "sending" }
+        >
+            <div class="gb-bubble">
+                <div class="gb-plain">{text}</div>
+            </div>
+            {move || {
+                let cid = cid.clone();
+                match error() {
+                    Some(e) => {
+                        view! {
+                            <div class="gb-error" role="alert" data-code=format!("{:?}", e.code)>
+                                <span class="gb-error-text">{e.message}</span>
+                                <button class="gb-link-button" on:click=move |_| client.dismiss(&cid)>
+                                    "Dismiss"
+                                </button>
+                            </div>
+                        }
+                            .into_any()
+                    }
+                    None => view! { <div class="gb-meta">"Sending…"</div> }.into_any(),
+                }
+            }}
+        </div>
+    }
+}

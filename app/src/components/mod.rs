@@ -1,0 +1,7 @@
+//! The widget's components, one per file, named for what the user sees.
+
+pub mod chat_panel;
+pub mod composer;
+pub mod connection_status;
+pub mod markdown_view;
+pub mod message_view;
