@@ -1,0 +1,93 @@
+//! The embedding shell: what `glassbox-chat.js` (the `<glassbox-chat>` custom element) calls.
+//! It converts JS values at the boundary and delegates everything else to `glassbox-app`.
+
+use glassbox_app::{ChatHandle, Theme, WidgetConfig};
+use glassbox_core::wire::{Attachment, PageContext};
+use wasm_bindgen::prelude::*;
+
+/// One mounted widget, owned by its custom element.
+#[wasm_bindgen]
+pub struct GlassboxWidget {
+    handle: Option<ChatHandle>,
+}
+
+/// Options read from the element's attributes.
+#[derive(serde::Deserialize)]
+struct Options {
+    server: String,
+    #[serde(default)]
+    session: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    theme: Option<String>,
+}
+
+fn js_error(code: &str, message: impl std::fmt::Display) -> JsValue {
+    let err = js_sys::Error::new(&message.to_string());
+    err.set_name(&format!("GlassboxError[{code}]"));
+    let _ = js_sys::Reflect::set(&err, &"code".into(), &code.into());
+    err.into()
+}
+
+fn code_name(code: glassbox_core::ErrorCode) -> String {
+    serde_json::to_value(code).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// Reads an optional JS object argument as `T` (undefined and null mean `None`).
+fn optional<T: serde::de::DeserializeOwned>(value: JsValue, what: &str) -> Result<Option<T>, JsValue> {
+    if value.is_undefined() || value.is_null() {
+        return Ok(None);
+    }
+    serde_wasm_bindgen::from_value(value).map(Some).map_err(|e| js_error("invalid_frame", format!("{what}: {e}")))
+}
+
+#[wasm_bindgen]
+impl GlassboxWidget {
+    /// Mounts the chat into `container` (inside `host`'s shadow root).
+    #[wasm_bindgen(constructor)]
+    pub fn new(host: web_sys::HtmlElement, container: web_sys::HtmlElement, options: JsValue) -> Result<GlassboxWidget, JsValue> {
+        console_error_panic_hook::set_once();
+        let options: Options =
+            serde_wasm_bindgen::from_value(options).map_err(|e| js_error("invalid_frame", format!("options: {e}")))?;
+        let config = WidgetConfig {
+            server: options.server,
+            session: options.session.filter(|s| !s.is_empty()).unwrap_or_else(|| "default".into()),
+            model: options.model.filter(|m| !m.is_empty()),
+            theme: Theme::parse(options.theme.as_deref()),
+        };
+        Ok(GlassboxWidget { handle: Some(glassbox_app::mount(container, host, config)) })
+    }
+
+    /// Sends a message as the user: `attachments` is an array of `{name, mimeType?, size?, url?}`,
+    /// `context` an object forwarded to the model as page data (defaults to `setPageContext`'s).
+    /// Throws an error with a `code` (the server's error codes) when the input is refused.
+    #[wasm_bindgen(js_name = sendMessage)]
+    pub fn send_message(&self, text: String, attachments: JsValue, context: JsValue) -> Result<(), JsValue> {
+        let Some(handle) = &self.handle else { return Err(js_error("conflict", "widget is unmounted")) };
+        let attachments: Vec<Attachment> = optional(attachments, "attachments")?.unwrap_or_default();
+        let context: Option<PageContext> = optional(context, "context")?;
+        handle.client().send(&text, attachments, context).map_err(|e| js_error(&code_name(e.code()), e))
+    }
+
+    /// Sets the page context sent with every later message (`null` clears it).
+    #[wasm_bindgen(js_name = setPageContext)]
+    pub fn set_page_context(&self, context: JsValue) -> Result<(), JsValue> {
+        let Some(handle) = &self.handle else { return Err(js_error("conflict", "widget is unmounted")) };
+        let context: Option<PageContext> = optional(context, "context")?;
+        handle.client().set_page_context(context).map_err(|e| js_error(&code_name(e.code()), e))
+    }
+
+    /// Switches the theme: "light", "dark" or "auto".
+    #[wasm_bindgen(js_name = setTheme)]
+    pub fn set_theme(&self, theme: Option<String>) {
+        if let Some(handle) = &self.handle {
+            handle.set_theme(Theme::parse(theme.as_deref()));
+        }
+    }
+
+    /// Closes the connection and removes the view.
+    pub fn unmount(&mut self) {
+        self.handle.take();
+    }
+}

@@ -1,1 +1,40 @@
-fn main(){}
+//! `cargo xtask <command>`: build, serve, test and bench Glassbox. The only place that shells out.
+//! Everything a command needs that is missing (wasm target, wasm-bindgen CLI, binaryen, Chromium) is
+//! installed here, once, and said out loud.
+
+mod build;
+mod run;
+mod tools;
+
+use anyhow::{Result, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+  build            build the widget into dist/ (wasm32, wasm-bindgen, wasm-opt -Oz)
+  serve            build what is needed and run the server with the demo page (GLASSBOX_* env applies)
+  test             run every test: unit, server integration, and the headless-Chromium end-to-end test
+  bench gateway    added latency of our server vs the fake provider directly, plus widget payload size
+  setup            install the build and test tools (done automatically by the commands above)
+";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["build"] => build::widget().map(|_| ()),
+        ["serve"] => run::serve(),
+        ["test"] => run::test(),
+        ["bench", "gateway"] => run::bench_gateway(),
+        ["bench", other] => bail!("unknown benchmark {other:?}; available: gateway\n\n{USAGE}"),
+        ["setup"] => {
+            tools::wasm_toolchain()?;
+            tools::browser()?;
+            Ok(())
+        }
+        _ => {
+            eprint!("{USAGE}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,98 @@
+// <glassbox-chat>: the Glassbox chat widget as a custom element with an open shadow root.
+//
+//   <script type="module" src="https://YOUR-SERVER/widget/glassbox-chat.js"></script>
+//   <glassbox-chat server="https://YOUR-SERVER" session="support" theme="auto"></glassbox-chat>
+//
+// Attributes: server (defaults to the origin this script came from), session (names the conversation
+// slot kept in localStorage), model, theme (light | dark | auto).
+// Methods: sendMessage(text, attachments?, context?), setPageContext(obj).
+// Events: "glassbox:reply" (detail: the finished reply message).
+import init, { GlassboxWidget } from './glassbox_widget.js';
+
+const here = new URL('.', import.meta.url);
+const ready = init({ module_or_path: new URL('glassbox_widget_bg.wasm', here) });
+const defaultServer = new URL('..', here).href.replace(/\/$/, '');
+
+class GlassboxChat extends HTMLElement {
+  static observedAttributes = ['server', 'session', 'model', 'theme'];
+
+  #widget = null;
+  #container = null;
+  #pageContext = undefined;
+  #mounting = null;
+
+  connectedCallback() {
+    if (!this.shadowRoot) {
+      const root = this.attachShadow({ mode: 'open' });
+      const style = document.createElement('link');
+      style.rel = 'stylesheet';
+      style.href = new URL('glassbox.css', here).href;
+      this.#container = document.createElement('div');
+      this.#container.className = 'gb-host';
+      root.append(style, this.#container);
+    }
+    this.#mount();
+  }
+
+  disconnectedCallback() {
+    this.#unmount();
+  }
+
+  attributeChangedCallback(name, oldValue, newValue) {
+    if (oldValue === newValue || !this.#widget) return;
+    if (name === 'theme') {
+      this.#widget.setTheme(newValue);
+    } else {
+      // A different server, session slot or model is a different conversation.
+      this.#unmount();
+      this.#mount();
+    }
+  }
+
+  /** Sends a message; `context` is page data for the model, never shown in the message. */
+  async sendMessage(text, attachments, context) {
+    await this.#mount();
+    this.#live().sendMessage(String(text), attachments ?? null, context ?? null);
+  }
+
+  /** Sets the page context sent with every later message; `null` clears it. */
+  async setPageContext(context) {
+    this.#pageContext = context ?? null;
+    await this.#mount();
+    this.#live().setPageContext(this.#pageContext);
+  }
+
+  #live() {
+    if (!this.#widget) throw new Error('<glassbox-chat> is not in the document');
+    return this.#widget;
+  }
+
+  #mount() {
+    if (this.#widget) return Promise.resolve();
+    if (!this.#mounting) {
+      this.#mounting = ready.then(() => {
+        if (this.#widget || !this.isConnected) return;
+        this.#widget = new GlassboxWidget(this, this.#container, {
+          server: this.getAttribute('server') || defaultServer,
+          session: this.getAttribute('session') || 'default',
+          model: this.getAttribute('model') || null,
+          theme: this.getAttribute('theme') || 'auto',
+        });
+        if (this.#pageContext !== undefined) this.#widget.setPageContext(this.#pageContext);
+      }).finally(() => { this.#mounting = null; });
+    }
+    return this.#mounting;
+  }
+
+  #unmount() {
+    if (this.#widget) {
+      this.#widget.unmount();
+      this.#widget.free();
+      this.#widget = null;
+    }
+  }
+}
+
+if (!customElements.get('glassbox-chat')) {
+  customElements.define('glassbox-chat', GlassboxChat);
+}

@@ -1,0 +1,128 @@
+//! Finds or installs the tools the build and tests need, pinned to the versions the project uses.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// Cargo's target directory (honours `CARGO_TARGET_DIR`).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+}
+
+/// Where installed tools live, outside the clone so every checkout reuses them.
+pub fn tools_dir() -> PathBuf {
+    let base = std::env::var_os("GLASSBOX_TOOLS_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+        home.join(".cache/glassbox/tools")
+    });
+    base
+}
+
+/// Prints a step the way every command does.
+pub fn say(msg: impl AsRef<str>) {
+    eprintln!("xtask: {}", msg.as_ref());
+}
+
+/// Runs a command, failing with its name if it fails.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("cannot start {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn output(cmd: &mut Command) -> Option<String> {
+    let out = cmd.output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The version of a package in Cargo.lock.
+pub fn locked_version(package: &str) -> Result<String> {
+    let lock = std::fs::read_to_string(root().join("Cargo.lock")).context("reading Cargo.lock")?;
+    let needle = format!("name = \"{package}\"\nversion = \"");
+    let start = lock.find(&needle).with_context(|| format!("{package} is not in Cargo.lock"))? + needle.len();
+    let end = lock[start..].find('"').context("malformed Cargo.lock")?;
+    Ok(lock[start..start + end].to_owned())
+}
+
+/// Makes sure the wasm target, the wasm-bindgen CLI (the lock's version) and binaryen are present.
+/// Returns the paths of `wasm-bindgen` and `wasm-opt`.
+pub fn wasm_toolchain() -> Result<(PathBuf, PathBuf)> {
+    let installed = output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
+    if !installed.lines().any(|l| l.trim() == "wasm32-unknown-unknown") {
+        say("installing the wasm32-unknown-unknown target (rustup)");
+        run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
+    }
+    Ok((wasm_bindgen()?, wasm_opt()?))
+}
+
+fn wasm_bindgen() -> Result<PathBuf> {
+    let version = locked_version("wasm-bindgen")?;
+    let bin = tools_dir().join("bin/wasm-bindgen");
+    let has = |p: &Path| {
+        output(Command::new(p).arg("--version")).is_some_and(|v| v.split_whitespace().nth(1) == Some(version.as_str()))
+    };
+    if has(&bin) {
+        return Ok(bin);
+    }
+    say(format!("installing wasm-bindgen-cli {version} into {} (once; takes several minutes)", tools_dir().display()));
+    // Not --locked: the CLI's own lock pins a crate version the registry no longer serves.
+    run(Command::new("cargo").args(["install", "wasm-bindgen-cli", "--version", &version, "--root"]).arg(tools_dir()))?;
+    if !has(&bin) {
+        bail!("wasm-bindgen {version} was installed but {} does not report that version", bin.display());
+    }
+    Ok(bin)
+}
+
+fn wasm_opt() -> Result<PathBuf> {
+    let npm_dir = tools_dir().join("npm");
+    let bin = npm_dir.join("node_modules/.bin/wasm-opt");
+    let lock = root().join("xtask/npm/package-lock.json");
+    let wanted = std::fs::read(&lock).context("reading xtask/npm/package-lock.json")?;
+    let have = std::fs::read(npm_dir.join("package-lock.json")).unwrap_or_default();
+    if bin.exists() && have == wanted {
+        return Ok(bin);
+    }
+    say("installing binaryen (wasm-opt) from npm, pinned by xtask/npm/package-lock.json");
+    std::fs::create_dir_all(&npm_dir)?;
+    std::fs::copy(root().join("xtask/npm/package.json"), npm_dir.join("package.json"))?;
+    std::fs::write(npm_dir.join("package-lock.json"), &wanted)?;
+    run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&npm_dir))?;
+    Ok(bin)
+}
+
+/// Makes sure Debian's Chromium and ChromeDriver are installed (headless browser tests).
+pub fn browser() -> Result<(PathBuf, PathBuf)> {
+    let chromium = PathBuf::from("/usr/bin/chromium");
+    let driver = PathBuf::from("/usr/bin/chromedriver");
+    if chromium.exists() && driver.exists() {
+        return Ok((chromium, driver));
+    }
+    say("installing Debian's chromium and chromium-driver (apt-get)");
+    let sudo: &[&str] = if is_root() { &[] } else { &["sudo"] };
+    let apt = |args: &[&str]| {
+        let mut all: Vec<&str> = sudo.to_vec();
+        all.push("apt-get");
+        all.extend_from_slice(args);
+        let mut cmd = Command::new(all[0]);
+        cmd.args(&all[1..]).env("DEBIAN_FRONTEND", "noninteractive");
+        run(&mut cmd)
+    };
+    apt(&["update", "-qq"])?;
+    apt(&["install", "-y", "-qq", "chromium", "chromium-driver"])?;
+    if !(chromium.exists() && driver.exists()) {
+        bail!("chromium or chromedriver is still missing after apt-get install");
+    }
+    Ok((chromium, driver))
+}
+
+fn is_root() -> bool {
+    output(Command::new("id").arg("-u")).is_some_and(|u| u.trim() == "0")
+}
