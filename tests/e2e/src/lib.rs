@@ -1,0 +1,107 @@
+//! Helpers for end-to-end tests and benchmarks: a real Glassbox server on a loopback port, and a
+//! headless Chromium driven over WebDriver (Debian's `chromium` + `chromedriver`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use glassbox_server::config::Config;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn env_path(key: &str, default: PathBuf) -> PathBuf {
+    std::env::var_os(key).map(PathBuf::from).unwrap_or(default)
+}
+
+/// A server running in this process, with its data in a temporary directory.
+pub struct Server {
+    pub addr: SocketAddr,
+    _data: tempfile::TempDir,
+}
+
+/// Starts the server with `vars` as its environment (plus a temp data dir and the built widget).
+pub async fn start_server(vars: &[(&str, &str)]) -> Result<Server> {
+    let widget_dir = env_path("GLASSBOX_E2E_WIDGET_DIR", root().join("dist"));
+    if !widget_dir.join("glassbox_widget_bg.wasm").exists() {
+        bail!("the widget is not built in {}; run `cargo xtask test`", widget_dir.display());
+    }
+    let public_dir = env_path("GLASSBOX_E2E_PUBLIC_DIR", root().join("public"));
+    let data = tempfile::tempdir()?;
+    let mut all: Vec<(String, String)> = vec![
+        ("GLASSBOX_DATA_DIR".into(), data.path().display().to_string()),
+        ("GLASSBOX_WIDGET_DIR".into(), widget_dir.display().to_string()),
+        ("GLASSBOX_PUBLIC_DIR".into(), public_dir.display().to_string()),
+    ];
+    all.extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let config = Config::from_lookup(|k| all.iter().rev().find(|(key, _)| key == k).map(|(_, v)| v.clone()))?;
+    let state = glassbox_server::build_state(config).await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum_serve(listener, state).await;
+    });
+    Ok(Server { addr, _data: data })
+}
+
+async fn axum_serve(listener: tokio::net::TcpListener, state: glassbox_server::AppState) -> std::io::Result<()> {
+    glassbox_server::serve(listener, state).await
+}
+
+/// A chromedriver process, killed on drop.
+pub struct Driver {
+    pub url: String,
+    child: Child,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts chromedriver on a free loopback port and waits until it listens.
+pub async fn start_driver() -> Result<Driver> {
+    let driver = env_path("GLASSBOX_E2E_CHROMEDRIVER", PathBuf::from("/usr/bin/chromedriver"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let child = Command::new(&driver)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {} (run `cargo xtask test`, which installs it)", driver.display()))?;
+    let driver = Driver { url: format!("http://127.0.0.1:{port}"), child };
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return Ok(driver);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("chromedriver did not start listening on port {port}")
+}
+
+/// A headless Chromium session with a fresh profile.
+pub async fn browser(driver: &Driver, profile: &Path) -> Result<fantoccini::Client> {
+    let chromium = env_path("GLASSBOX_E2E_CHROMIUM", PathBuf::from("/usr/bin/chromium"));
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": chromium,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1200,800",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    // chromedriver listens on plain HTTP on loopback: no TLS stack needed.
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    Ok(fantoccini::ClientBuilder::new(connector).capabilities(caps).connect(&driver.url).await?)
+}

@@ -1,0 +1,138 @@
+//! The demo page in headless Chromium: send a message, watch the reply stream in, reload and find the
+//! history restored; page context reaches the model but never the message; the host JS API works.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use fantoccini::elements::{Element, ElementRef};
+use fantoccini::{Client, Locator};
+use glassbox_e2e::{browser, start_driver, start_server};
+use serde_json::{Value, json};
+
+/// Runs `script` in the page until it returns something truthy; returns that value.
+async fn wait_for(client: &Client, what: &str, script: &str) -> Result<Value> {
+    let start = Instant::now();
+    loop {
+        let v = client.execute(script, vec![]).await?;
+        if !(v.is_null() || v == json!(false) || v == json!("") || v == json!(0)) {
+            return Ok(v);
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// An element inside the widget's shadow root.
+async fn shadow_element(client: &Client, selector: &str) -> Result<Element> {
+    let script = format!("return document.querySelector('glassbox-chat').shadowRoot.querySelector({selector:?});");
+    let v = client.execute(&script, vec![]).await?;
+    let Some(id) = v.as_object().and_then(|o| o.values().next()).and_then(Value::as_str) else {
+        bail!("no element {selector} in the widget: {v}");
+    };
+    Ok(Element::from_element_id(client.clone(), ElementRef::from(id.to_owned())))
+}
+
+const MESSAGES: &str = "return [...document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-message-id]')]
+    .map(m => ({id: m.dataset.messageId, role: m.dataset.role, status: m.dataset.status, text: m.querySelector('.gb-bubble').textContent}));";
+
+const CONNECTED: &str =
+    "const r = document.querySelector('glassbox-chat')?.shadowRoot; return !!r?.querySelector('.gb-status[data-state=connected]');";
+
+#[tokio::test]
+async fn demo_page_chat_streams_and_history_survives_reload() -> Result<()> {
+    let server = start_server(&[("GLASSBOX_PROVIDER", "offline"), ("GLASSBOX_OFFLINE_DELAY_MS", "15")]).await?;
+    let driver = start_driver().await?;
+    let profile = tempfile::tempdir()?;
+    let client = browser(&driver, profile.path()).await?;
+    let result = scenario(&client, &format!("http://{}/", server.addr)).await;
+    if result.is_err() {
+        if let Ok(png) = client.screenshot().await {
+            let path = std::env::temp_dir().join("glassbox-e2e-failure.png");
+            let _ = std::fs::write(&path, png);
+            eprintln!("screenshot of the failure: {}", path.display());
+        }
+    }
+    client.close().await?;
+    result
+}
+
+async fn scenario(client: &Client, url: &str) -> Result<()> {
+    client.goto(url).await?;
+    wait_for(client, "the widget to connect", CONNECTED).await?;
+
+    // The host page sets page context through the element's API when a "page" is picked.
+    client.find(Locator::Css("button[data-page=pack-detail]")).await?.click().await?;
+
+    let typed = "What does <b>this</b> model do?";
+    let input = shadow_element(client, "textarea.gb-input").await?;
+    input.send_keys(typed).await?;
+    input.send_keys("\u{E007}").await?; // Enter sends
+
+    // The reply streams: we see it unfinished with some text before it completes.
+    let streaming = "return JSON.stringify([...document.querySelector('glassbox-chat').shadowRoot
+        .querySelectorAll('.gb-message[data-role=assistant][data-status=streaming]')].map(m => m.textContent.length))";
+    let partial = wait_for(client, "a streaming reply with text", &format!("const l = JSON.parse((() => {{ {streaming} }})()); return l.some(n => n > 0);")).await;
+    assert!(partial.is_ok(), "never saw the reply while it streamed");
+    wait_for(client, "the reply to complete", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
+
+    let messages = client.execute(MESSAGES, vec![]).await?;
+    let messages = messages.as_array().cloned().unwrap_or_default();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[0]["text"], typed, "the user's text is shown exactly, as text");
+    let reply = messages[1]["text"].as_str().unwrap_or_default().to_owned();
+    assert!(reply.contains("I received 1 message (1 from you)"), "{reply}");
+    for key in ["entity", "entityType", "page", "pathname"] {
+        assert!(reply.contains(key), "the model got page-context key {key}: {reply}");
+    }
+    assert!(!messages[0]["text"].as_str().unwrap_or_default().contains("Illustrious"), "context stays out of the message");
+    let injected = client
+        .execute("return document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-bubble b').length", vec![])
+        .await?;
+    assert_eq!(injected, json!(0), "markup typed by the user is never rendered as HTML");
+    let rendered = client
+        .execute("return document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-assistant .gb-markdown strong, .gb-assistant .gb-markdown blockquote').length", vec![])
+        .await?;
+    assert!(rendered.as_u64().unwrap_or(0) >= 2, "the reply's markdown is rendered as elements");
+
+    // Reload: the same session comes back with the same messages.
+    client.refresh().await?;
+    wait_for(client, "the widget to reconnect", CONNECTED).await?;
+    wait_for(client, "history to be restored", "const n = document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-message-id]').length; return n === 2;").await?;
+    let restored = client.execute(MESSAGES, vec![]).await?;
+    let restored = restored.as_array().cloned().unwrap_or_default();
+    for (before, after) in messages.iter().zip(&restored) {
+        assert_eq!(before["id"], after["id"]);
+        assert_eq!(before["text"], after["text"]);
+    }
+
+    // The host page can send with its own context, and gets typed errors for bad input.
+    let outcome = client
+        .execute_async(
+            "const [done] = arguments; const chat = document.querySelector('glassbox-chat');
+             let deep = 'leaf'; for (let i = 0; i < 9; i++) deep = {n: deep};
+             chat.sendMessage('too deep', null, {deep}).then(() => done('accepted'), e => done(e.code));",
+            vec![],
+        )
+        .await?;
+    assert_eq!(outcome, json!("context_invalid"));
+    client
+        .execute("document.querySelector('glassbox-chat').sendMessage('from the host', null, {page: 'cart'});", vec![])
+        .await?;
+    wait_for(client, "the host's message to be answered", "return document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 2;").await?;
+    let all = client.execute(MESSAGES, vec![]).await?;
+    let all = all.as_array().cloned().unwrap_or_default();
+    assert_eq!(all.len(), 4);
+    assert_eq!(all[2]["text"], "from the host");
+    let second_reply = all[3]["text"].as_str().unwrap_or_default();
+    assert!(second_reply.contains("I received 3 messages (2 from you)"), "{second_reply}");
+    assert!(second_reply.contains("keys page."), "per-message context overrides the page context: {second_reply}");
+
+    // Leave a picture of the finished conversation for people to look at.
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("glassbox-demo.png");
+    std::fs::write(&shot, client.screenshot().await?)?;
+    eprintln!("screenshot: {}", shot.display());
+    Ok(())
+}
