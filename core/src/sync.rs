@@ -27,7 +27,7 @@ pub struct ReplayLog {
 impl ReplayLog {
     /// A log whose next frame gets `last_id + 1`, keeping at most `capacity` frames.
     pub fn new(last_id: u64, capacity: usize) -> Self {
-        Self { last_id, forgotten_up_to: last_id, frames: VecDeque::with_capacity(capacity.min(1024)), capacity: capacity.max(1) }
+        Self { last_id, forgotten_up_to: last_id, frames: VecDeque::new(), capacity: capacity.max(1) }
     }
 
     /// The id of the newest frame numbered so far.

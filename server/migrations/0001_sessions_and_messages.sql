@@ -2,9 +2,7 @@
 CREATE TABLE sessions (
     id          TEXT PRIMARY KEY,
     token_hash  TEXT NOT NULL,
-    created_at  BIGINT NOT NULL,
-    -- Highest sync id given to a durable event of this session.
-    sync_seq    BIGINT NOT NULL DEFAULT 0
+    created_at  BIGINT NOT NULL
 );
 
 CREATE TABLE messages (

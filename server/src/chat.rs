@@ -70,8 +70,7 @@ impl AppState {
         }
         let reply = self.store.insert_reply(session_id, &new_id(), &message.id, now_ms()).await?;
         hub.publish(ServerEvent::Accepted(Accepted { message: message.clone(), duplicate: false }));
-        let start = hub.publish(reply_start(&reply));
-        self.store.advance_sync_seq(session_id, start.sync_id).await?;
+        hub.publish(reply_start(&reply));
         self.spawn_turn(hub.clone(), model.to_owned(), message.id.clone(), reply.id.clone());
         Ok(Submitted { message, duplicate: false, reply_id: Some(reply.id) })
     }
@@ -87,8 +86,7 @@ impl AppState {
         if !self.store.restart_reply(session_id, message_id).await? {
             return Err(AppError::Conflict("only a failed reply can be retried"));
         }
-        let start = hub.publish(reply_start(&reply));
-        self.store.advance_sync_seq(session_id, start.sync_id).await?;
+        hub.publish(reply_start(&reply));
         self.spawn_turn(hub.clone(), model.to_owned(), reply_to, reply.id);
         Ok(())
     }
@@ -130,11 +128,10 @@ impl AppState {
             .store
             .finish_reply(session_id, reply_id, ReplyOutcome { content: &content, status, usage, error: error.as_ref() })
             .await?;
-        let frame = match error {
+        match error {
             Some(e) => hub.publish(ServerEvent::Error(e)),
             None => hub.publish(ServerEvent::Done(Done { message: stored })),
         };
-        self.store.advance_sync_seq(session_id, frame.sync_id).await?;
         Ok(())
     }
 

@@ -11,8 +11,9 @@ use tokio::sync::{broadcast, watch};
 
 /// Frames kept per session for replay to reconnecting clients.
 const REPLAY_CAPACITY: usize = 4096;
-/// Frames a slow connection may fall behind before it resumes from the replay log.
-const BROADCAST_CAPACITY: usize = 1024;
+/// Frames a slow connection may fall behind before it resumes from the replay log. The channel
+/// allocates every slot up front, so it stays small and carries shared pointers.
+const BROADCAST_CAPACITY: usize = 256;
 
 /// Frame numbering plus the text of replies still streaming.
 struct LogState {
@@ -24,7 +25,7 @@ struct LogState {
 pub struct Hub {
     pub session_id: String,
     log: Mutex<LogState>,
-    frames: broadcast::Sender<ServerFrame>,
+    frames: broadcast::Sender<Arc<ServerFrame>>,
     /// Held while a reply streams: replies of one session run in order.
     pub turn_lock: tokio::sync::Mutex<()>,
     clients: Mutex<usize>,
@@ -73,7 +74,7 @@ impl Hub {
         }
         let frame = state.log.push(event);
         // Sent under the lock so every receiver sees frames in id order.
-        let _ = self.frames.send(frame.clone());
+        let _ = self.frames.send(Arc::new(frame.clone()));
         frame
     }
 
@@ -91,7 +92,7 @@ impl Hub {
     }
 
     /// Subscribes to the session's frames.
-    pub fn subscribe(&self) -> broadcast::Receiver<ServerFrame> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<ServerFrame>> {
         self.frames.subscribe()
     }
 
@@ -151,17 +152,28 @@ pub struct Hubs {
     recent: Mutex<HashMap<String, (Arc<Hub>, tokio::time::Instant)>>,
 }
 
+/// Microseconds since the Unix epoch: below 2^53 (exact in JavaScript numbers) until the year 2255.
+fn first_sync_id() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
 /// How long an unused session keeps its replay log.
-const KEEP_IDLE: Duration = Duration::from_secs(15 * 60);
+const KEEP_IDLE: Duration = Duration::from_secs(120);
 
 impl Hubs {
-    /// The hub of a session, created with `last_sync_id` if it is not live.
-    pub fn get_or_create(&self, session_id: &str, last_sync_id: u64, grace: Duration) -> Arc<Hub> {
+    /// The hub of a session, created if it is not live.
+    ///
+    /// A new hub numbers frames from the current time in microseconds, so ids keep increasing across
+    /// server restarts without storing them (a client whose id is ahead of ours gets a snapshot anyway).
+    pub fn get_or_create(&self, session_id: &str, grace: Duration) -> Arc<Hub> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let hub = match live.get(session_id).and_then(Weak::upgrade) {
             Some(hub) => hub,
             None => {
-                let hub = Arc::new(Hub::new(session_id.to_owned(), last_sync_id, grace));
+                let hub = Arc::new(Hub::new(session_id.to_owned(), first_sync_id(), grace));
                 live.insert(session_id.to_owned(), Arc::downgrade(&hub));
                 hub
             }

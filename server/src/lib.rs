@@ -13,6 +13,7 @@ pub mod storage;
 pub use routes::app;
 pub use state::AppState;
 
+use axum::serve::ListenerExt;
 use glassbox_core::ErrorCode;
 use glassbox_core::wire::WireError;
 
@@ -37,6 +38,11 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
             tick.tick().await;
             hubs.sweep();
         }
+    });
+    // Replies stream as many small writes: without TCP_NODELAY, Nagle's algorithm and delayed ACKs
+    // hold each one back for up to 40 ms.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
     });
     axum::serve(listener, app(state))
         .with_graceful_shutdown(async {

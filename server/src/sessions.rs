@@ -60,7 +60,7 @@ impl AppState {
                 rand::rng().fill_bytes(&mut raw);
                 let token = hex::encode(raw);
                 self.store.create_session(&id, &hash_token(&token), now_ms()).await?;
-                let hub = self.hubs.get_or_create(&id, 0, grace);
+                let hub = self.hubs.get_or_create(&id, grace);
                 Ok(OpenSession { hub, info: SessionInfo { session_id: id, token: Some(token), model } })
             }
             Some(id) => {
@@ -70,7 +70,7 @@ impl AppState {
                 if !same_bytes(row.token_hash.as_bytes(), hash_token(token).as_bytes()) {
                     return Err(AppError::Unauthorized);
                 }
-                let hub = self.hubs.get_or_create(id, row.sync_seq, grace);
+                let hub = self.hubs.get_or_create(id, grace);
                 Ok(OpenSession { hub, info: SessionInfo { session_id: id.to_owned(), token: None, model } })
             }
         }

@@ -1,6 +1,7 @@
 //! REST: `POST /api/chat` (SSE or JSON), `POST /api/sessions`, `GET /api/sessions/{id}`.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -98,7 +99,7 @@ fn concerns_reply(frame: &ServerFrame, reply_id: &str) -> bool {
     }
 }
 
-async fn wait_for_end(mut frames: broadcast::Receiver<ServerFrame>, reply_id: &str) {
+async fn wait_for_end(mut frames: broadcast::Receiver<Arc<ServerFrame>>, reply_id: &str) {
     loop {
         match frames.recv().await {
             Ok(f) if ends_reply(&f, reply_id) => return,
@@ -128,7 +129,7 @@ fn sse_event(frame: &ServerFrame) -> Event {
 fn sse_reply(
     info: SessionInfo,
     submitted: Submitted,
-    mut frames: broadcast::Receiver<ServerFrame>,
+    mut frames: broadcast::Receiver<Arc<ServerFrame>>,
     lease: ClientLease,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = async_stream::stream! {

@@ -40,7 +40,7 @@ struct Closed;
 struct Attached {
     hub: Arc<Hub>,
     model: String,
-    frames: broadcast::Receiver<ServerFrame>,
+    frames: broadcast::Receiver<Arc<ServerFrame>>,
     last_sent: u64,
     _lease: ClientLease,
 }
@@ -59,7 +59,7 @@ where
                 m = stream.next() => m,
                 f = a.frames.recv() => {
                     let sent = match f {
-                        Ok(frame) => forward(&mut sink, a, frame).await,
+                        Ok(frame) => forward(&mut sink, a, &frame).await,
                         Err(broadcast::error::RecvError::Lagged(_)) => catch_up(&state, &mut sink, a).await,
                         Err(broadcast::error::RecvError::Closed) => Err(Closed),
                     };
@@ -136,7 +136,7 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
     // Missed frames first (their ids are lower), then the session frame that ends the catch-up.
     if let Resume::Frames(frames) = &resume {
         for f in frames {
-            forward(sink, &mut a, f.clone()).await.map_err(closed)?;
+            forward(sink, &mut a, f).await.map_err(closed)?;
         }
     }
     let session = a.hub.private(ServerEvent::Session(open.info));
@@ -165,11 +165,11 @@ async fn send_snapshot<W: Sink<Message> + Unpin>(state: &AppState, sink: &mut W,
 }
 
 /// Sends a session frame unless this connection already has it.
-async fn forward<W: Sink<Message> + Unpin>(sink: &mut W, a: &mut Attached, frame: ServerFrame) -> Result<(), Closed> {
+async fn forward<W: Sink<Message> + Unpin>(sink: &mut W, a: &mut Attached, frame: &ServerFrame) -> Result<(), Closed> {
     if frame.sync_id <= a.last_sent {
         return Ok(());
     }
-    send(sink, &frame).await?;
+    send(sink, frame).await?;
     a.last_sent = frame.sync_id;
     Ok(())
 }
@@ -180,7 +180,7 @@ async fn send_private<W: Sink<Message> + Unpin>(sink: &mut W, a: &mut Attached, 
     send(sink, &frame).await?;
     a.last_sent = frame.sync_id;
     for f in later {
-        forward(sink, a, f).await?;
+        forward(sink, a, &f).await?;
     }
     Ok(())
 }
@@ -192,13 +192,13 @@ async fn drain_before<W: Sink<Message> + Unpin>(
     a: &mut Attached,
     id: u64,
     send_them: bool,
-) -> Result<Vec<ServerFrame>, Closed> {
+) -> Result<Vec<Arc<ServerFrame>>, Closed> {
     let mut later = Vec::new();
     loop {
         match a.frames.try_recv() {
             Ok(f) if f.sync_id < id => {
                 if send_them {
-                    forward(sink, a, f).await?;
+                    forward(sink, a, &f).await?;
                 }
             }
             Ok(f) => later.push(f),
@@ -212,7 +212,7 @@ async fn drain_before<W: Sink<Message> + Unpin>(
 async fn catch_up<W: Sink<Message> + Unpin>(state: &AppState, sink: &mut W, a: &mut Attached) -> Result<(), Closed> {
     match a.hub.resume(a.last_sent) {
         Resume::Frames(frames) => {
-            for f in frames {
+            for f in &frames {
                 forward(sink, a, f).await?;
             }
             Ok(())

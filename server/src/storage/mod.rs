@@ -23,11 +23,10 @@ pub enum StorageError {
     Corrupt(String),
 }
 
-/// A stored session's credentials and sync position.
+/// A stored session's credentials.
 #[derive(Debug, Clone)]
 pub struct SessionRow {
     pub token_hash: String,
-    pub sync_seq: u64,
 }
 
 /// A user message about to be stored.
@@ -50,10 +49,12 @@ pub struct ReplyOutcome<'a> {
     pub error: Option<&'a WireError>,
 }
 
-/// The message store.
+/// The message store. Writes go through one connection (SQLite has one writer at a time; queueing in
+/// the pool is fairer and faster than SQLite's busy-wait sleeps), reads through a small read-only pool.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: SqlitePool,
+    writer: SqlitePool,
+    reader: SqlitePool,
 }
 
 const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, client_message_id, reply_to, \
@@ -71,9 +72,10 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        let pool = SqlitePoolOptions::new().max_connections(4).connect_with(options).await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Self { pool })
+        let writer = SqlitePoolOptions::new().max_connections(1).connect_with(options.clone()).await?;
+        sqlx::migrate!("./migrations").run(&writer).await?;
+        let reader = SqlitePoolOptions::new().max_connections(4).connect_with(options.read_only(true)).await?;
+        Ok(Self { writer, reader })
     }
 
     /// Marks replies left `streaming` by a previous process as failed, so they can be retried.
@@ -82,43 +84,29 @@ impl Store {
             .bind(MessageStatus::Failed.as_str())
             .bind(to_json(error))
             .bind(MessageStatus::Streaming.as_str())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(res.rows_affected())
     }
 
     /// Stores a new session.
     pub async fn create_session(&self, id: &str, token_hash: &str, now: i64) -> Result<(), StorageError> {
-        sqlx::query("INSERT INTO sessions (id, token_hash, created_at, sync_seq) VALUES (?, ?, ?, 0)")
+        sqlx::query("INSERT INTO sessions (id, token_hash, created_at) VALUES (?, ?, ?)")
             .bind(id)
             .bind(token_hash)
             .bind(now)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
 
     /// Looks a session up.
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>, StorageError> {
-        let row = sqlx::query("SELECT token_hash, sync_seq FROM sessions WHERE id = ?")
+        let row = sqlx::query("SELECT token_hash FROM sessions WHERE id = ?")
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reader)
             .await?;
-        row.map(|r| {
-            Ok(SessionRow { token_hash: r.try_get("token_hash")?, sync_seq: r.try_get::<i64, _>("sync_seq")? as u64 })
-        })
-        .transpose()
-    }
-
-    /// Records the highest sync id of a durable event (never lowers it).
-    pub async fn advance_sync_seq(&self, session_id: &str, sync_id: u64) -> Result<(), StorageError> {
-        sqlx::query("UPDATE sessions SET sync_seq = ? WHERE id = ? AND sync_seq < ?")
-            .bind(sync_id as i64)
-            .bind(session_id)
-            .bind(sync_id as i64)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        row.map(|r| Ok(SessionRow { token_hash: r.try_get("token_hash")? })).transpose()
     }
 
     /// Stores a user message. If its `client_message_id` was stored before, returns that message and
@@ -128,32 +116,32 @@ impl Store {
         session_id: &str,
         m: &NewUserMessage<'_>,
     ) -> Result<(ChatMessage, bool), StorageError> {
-        let inserted = sqlx::query(
+        let sql = format!(
             "INSERT INTO messages (id, session_id, seq, role, content, status, client_message_id, reply_to, \
              context_json, attachments_json, created_at) \
              SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, NULL, ?, ?, ? FROM messages WHERE session_id = ? \
-             ON CONFLICT (session_id, client_message_id) DO NOTHING",
-        )
-        .bind(m.id)
-        .bind(session_id)
-        .bind(Role::User.as_str())
-        .bind(m.content)
-        .bind(MessageStatus::Complete.as_str())
-        .bind(m.client_message_id)
-        .bind(m.context.map(to_json))
-        .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
-        .bind(m.created_at)
-        .bind(session_id)
-        .execute(&self.pool)
-        .await?
-        .rows_affected()
-            == 1;
-        let stored = match (inserted, m.client_message_id) {
-            (true, _) | (false, None) => self.message(session_id, m.id).await?,
-            (false, Some(cid)) => self.message_by_client_id(session_id, cid).await?,
-        };
-        let stored = stored.ok_or_else(|| StorageError::Corrupt(format!("message {} vanished", m.id)))?;
-        Ok((stored, !inserted))
+             ON CONFLICT (session_id, client_message_id) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
+        );
+        let inserted = sqlx::query(&sql)
+            .bind(m.id)
+            .bind(session_id)
+            .bind(Role::User.as_str())
+            .bind(m.content)
+            .bind(MessageStatus::Complete.as_str())
+            .bind(m.client_message_id)
+            .bind(m.context.map(to_json))
+            .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
+            .bind(m.created_at)
+            .bind(session_id)
+            .fetch_optional(&self.writer)
+            .await?;
+        if let Some(row) = inserted {
+            return Ok((message_from_row(&row)?, false));
+        }
+        let cid = m.client_message_id.ok_or_else(|| StorageError::Corrupt(format!("message {} not inserted", m.id)))?;
+        let stored = self.message_by_client_id(session_id, cid).await?;
+        let stored = stored.ok_or_else(|| StorageError::Corrupt(format!("message {cid} vanished")))?;
+        Ok((stored, true))
     }
 
     /// Stores an empty, streaming assistant message that replies to `reply_to`.
@@ -164,20 +152,22 @@ impl Store {
         reply_to: &str,
         created_at: i64,
     ) -> Result<ChatMessage, StorageError> {
-        sqlx::query(
+        let sql = format!(
             "INSERT INTO messages (id, session_id, seq, role, content, status, reply_to, created_at) \
-             SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, '', ?, ?, ? FROM messages WHERE session_id = ?",
-        )
-        .bind(id)
-        .bind(session_id)
-        .bind(Role::Assistant.as_str())
-        .bind(MessageStatus::Streaming.as_str())
-        .bind(reply_to)
-        .bind(created_at)
-        .bind(session_id)
-        .execute(&self.pool)
-        .await?;
-        self.message(session_id, id).await?.ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
+             SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, '', ?, ?, ? FROM messages WHERE session_id = ? \
+             RETURNING {MESSAGE_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(session_id)
+            .bind(Role::Assistant.as_str())
+            .bind(MessageStatus::Streaming.as_str())
+            .bind(reply_to)
+            .bind(created_at)
+            .bind(session_id)
+            .fetch_one(&self.writer)
+            .await?;
+        message_from_row(&row)
     }
 
     /// Resets a failed reply to empty and streaming, for a retry.
@@ -191,7 +181,7 @@ impl Store {
         .bind(id)
         .bind(Role::Assistant.as_str())
         .bind(MessageStatus::Failed.as_str())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(res.rows_affected() == 1)
     }
@@ -203,24 +193,26 @@ impl Store {
         id: &str,
         outcome: ReplyOutcome<'_>,
     ) -> Result<ChatMessage, StorageError> {
-        sqlx::query(
-            "UPDATE messages SET content = ?, status = ?, usage_json = ?, error_json = ? WHERE session_id = ? AND id = ?",
-        )
-        .bind(outcome.content)
-        .bind(outcome.status.as_str())
-        .bind(outcome.usage.as_ref().map(to_json))
-        .bind(outcome.error.map(to_json))
-        .bind(session_id)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        self.message(session_id, id).await?.ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
+        let sql = format!(
+            "UPDATE messages SET content = ?, status = ?, usage_json = ?, error_json = ? \
+             WHERE session_id = ? AND id = ? RETURNING {MESSAGE_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(outcome.content)
+            .bind(outcome.status.as_str())
+            .bind(outcome.usage.as_ref().map(to_json))
+            .bind(outcome.error.map(to_json))
+            .bind(session_id)
+            .bind(id)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.as_ref().map(message_from_row).transpose()?.ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
     }
 
     /// Every message of a session, oldest first.
     pub async fn messages(&self, session_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
         let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq");
-        let rows = sqlx::query(&sql).bind(session_id).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(&sql).bind(session_id).fetch_all(&self.reader).await?;
         rows.iter().map(message_from_row).collect()
     }
 
@@ -230,20 +222,20 @@ impl Store {
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? \
              AND seq <= (SELECT seq FROM messages WHERE session_id = ? AND id = ?) ORDER BY seq"
         );
-        let rows = sqlx::query(&sql).bind(session_id).bind(session_id).bind(last_id).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(&sql).bind(session_id).bind(session_id).bind(last_id).fetch_all(&self.reader).await?;
         rows.iter().map(message_from_row).collect()
     }
 
     /// One message of a session.
     pub async fn message(&self, session_id: &str, id: &str) -> Result<Option<ChatMessage>, StorageError> {
         let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND id = ?");
-        let row = sqlx::query(&sql).bind(session_id).bind(id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(&sql).bind(session_id).bind(id).fetch_optional(&self.reader).await?;
         row.as_ref().map(message_from_row).transpose()
     }
 
     async fn message_by_client_id(&self, session_id: &str, cid: &str) -> Result<Option<ChatMessage>, StorageError> {
         let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND client_message_id = ?");
-        let row = sqlx::query(&sql).bind(session_id).bind(cid).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(&sql).bind(session_id).bind(cid).fetch_optional(&self.reader).await?;
         row.as_ref().map(message_from_row).transpose()
     }
 }

@@ -61,7 +61,7 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         tokio::spawn(async move {
-            let _ = axum::serve(listener, glassbox_server::app(state)).await;
+            let _ = glassbox_server::serve(listener, state).await;
         });
         Self { addr, fake, http: reqwest::Client::new(), _data: data }
     }
