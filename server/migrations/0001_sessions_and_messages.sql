@@ -22,5 +22,4 @@ CREATE TABLE messages (
     UNIQUE (session_id, seq),
     UNIQUE (session_id, client_message_id)
 );
-
-CREATE INDEX messages_by_session ON messages (session_id, seq);
+-- UNIQUE (session_id, seq) is also the index that lists a session's messages in order.

@@ -1,8 +1,9 @@
 //! `serve`, `test` and `bench`: each builds what it needs first.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 
 use crate::build;
 use crate::tools::{browser, root, run, say};
@@ -26,12 +27,56 @@ pub fn test() -> Result<()> {
     say("running all tests (cargo test --workspace)");
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root())
-        .args(["test", "--workspace"])
+        .args(["test", "--workspace", "--no-fail-fast", "--lib", "--bins", "--tests"])
         .env("GLASSBOX_E2E_WIDGET_DIR", &dist)
         .env("GLASSBOX_E2E_PUBLIC_DIR", root().join("public"))
         .env("GLASSBOX_E2E_CHROMIUM", chromium)
-        .env("GLASSBOX_E2E_CHROMEDRIVER", driver);
-    run(&mut cmd)
+        .env("GLASSBOX_E2E_CHROMEDRIVER", driver)
+        .stdout(Stdio::piped());
+    let mut child = cmd.spawn().context("starting cargo test")?;
+    let mut totals = TestTotals::default();
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines() {
+            let line = line?;
+            println!("{line}");
+            totals.add(&line);
+        }
+    }
+    let status = child.wait()?;
+    // One closing line for the whole run, summed over every test binary.
+    println!("tests: {} passed, {} failed, {} skipped", totals.passed, totals.failed, totals.ignored);
+    if !status.success() {
+        bail!("cargo test failed ({status})");
+    }
+    if totals.passed == 0 {
+        bail!("no test ran");
+    }
+    Ok(())
+}
+
+/// Sums the `test result:` lines of cargo test.
+#[derive(Default)]
+struct TestTotals {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl TestTotals {
+    fn add(&mut self, line: &str) {
+        let Some(rest) = line.strip_prefix("test result: ") else { return };
+        for part in rest.split(';') {
+            let mut words = part.split_whitespace().rev();
+            let (Some(kind), Some(n)) = (words.next(), words.next()) else { continue };
+            let Ok(n) = n.parse::<u64>() else { continue };
+            match kind {
+                "passed" => self.passed += n,
+                "failed" => self.failed += n,
+                "ignored" => self.ignored += n,
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Measures the gateway's added latency and the widget's payload.

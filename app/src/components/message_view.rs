@@ -1,7 +1,7 @@
 //! One message: a user bubble (plain text, as typed) or an assistant reply (markdown), with its state:
 //! streaming, failed with Retry, or complete with the provider's token usage.
 
-use glassbox_core::wire::{MessageStatus, Role};
+use glassbox_core::wire::{Attachment, MessageStatus, Role};
 use leptos::prelude::*;
 
 use super::markdown_view::MarkdownView;
@@ -20,6 +20,7 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
     let content = Signal::derive(move || message.with(|m| m.as_ref().map(|m| m.content.clone()).unwrap_or_default()));
     let error = move || message.with(|m| m.as_ref().and_then(|m| m.error.clone()));
     let usage = move || message.with(|m| m.as_ref().and_then(|m| m.usage));
+    let attachments = move || message.with(|m| m.as_ref().map(|m| m.attachments.clone()).unwrap_or_default());
     let retry_id = id.clone();
     view! {
         <div
@@ -35,6 +36,7 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
                     Role::User => view! { <div class="gb-plain">{content}</div> }.into_any(),
                     Role::Assistant => view! { <MarkdownView text=content /> }.into_any(),
                 }}
+                <AttachmentList attachments=Signal::derive(attachments) />
                 <Show when=move || status() == MessageStatus::Streaming>
                     <span class="gb-typing" aria-label="Reply in progress">
                         <span></span>
@@ -75,6 +77,42 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
                     })
             }}
         </div>
+    }
+}
+
+/// The files attached to a message, as chips; a chip links to the file when it has an http(s) URL.
+#[component]
+fn AttachmentList(#[prop(into)] attachments: Signal<Vec<Attachment>>) -> impl IntoView {
+    view! {
+        <Show when=move || attachments.with(|a| !a.is_empty())>
+            <ul class="gb-attachments">
+                {move || {
+                    attachments
+                        .get()
+                        .into_iter()
+                        .map(|a| {
+                            let label = a.name.clone();
+                            let href = a.url.clone().filter(|u| glassbox_core::markdown::safe_href(u));
+                            view! {
+                                <li class="gb-attachment" title=a.mime_type.clone().unwrap_or_default()>
+                                    {match href {
+                                        Some(href) => {
+                                            view! {
+                                                <a href=href target="_blank" rel="noopener noreferrer nofollow">
+                                                    {label}
+                                                </a>
+                                            }
+                                                .into_any()
+                                        }
+                                        None => view! { <span>{label}</span> }.into_any(),
+                                    }}
+                                </li>
+                            }
+                        })
+                        .collect_view()
+                }}
+            </ul>
+        </Show>
     }
 }
 

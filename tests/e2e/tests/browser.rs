@@ -7,6 +7,7 @@ use anyhow::{Result, bail};
 use fantoccini::elements::{Element, ElementRef};
 use fantoccini::{Client, Locator};
 use glassbox_e2e::{browser, start_driver, start_server};
+use glassbox_fake_provider::{Behaviour, FakeProvider};
 use serde_json::{Value, json};
 
 /// Runs `script` in the page until it returns something truthy; returns that value.
@@ -35,21 +36,24 @@ async fn shadow_element(client: &Client, selector: &str) -> Result<Element> {
 }
 
 const MESSAGES: &str = "return [...document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-message-id]')]
-    .map(m => ({id: m.dataset.messageId, role: m.dataset.role, status: m.dataset.status, text: m.querySelector('.gb-bubble').textContent}));";
+    .map(m => ({id: m.dataset.messageId, role: m.dataset.role, status: m.dataset.status, text: m.querySelector('.gb-plain, .gb-markdown')?.textContent ?? ''}));";
 
 const CONNECTED: &str =
     "const r = document.querySelector('glassbox-chat')?.shadowRoot; return !!r?.querySelector('.gb-status[data-state=connected]');";
 
-#[tokio::test]
-async fn demo_page_chat_streams_and_history_survives_reload() -> Result<()> {
-    let server = start_server(&[("GLASSBOX_PROVIDER", "offline"), ("GLASSBOX_OFFLINE_DELAY_MS", "15")]).await?;
+/// Runs `scenario` in a fresh headless Chromium on `url`; saves a screenshot if it fails.
+async fn in_browser<F, Fut>(url: String, name: &str, scenario: F) -> Result<()>
+where
+    F: FnOnce(Client, String) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
     let driver = start_driver().await?;
     let profile = tempfile::tempdir()?;
     let client = browser(&driver, profile.path()).await?;
-    let result = scenario(&client, &format!("http://{}/", server.addr)).await;
+    let result = scenario(client.clone(), url).await;
     if result.is_err() {
         if let Ok(png) = client.screenshot().await {
-            let path = std::env::temp_dir().join("glassbox-e2e-failure.png");
+            let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-failure.png"));
             let _ = std::fs::write(&path, png);
             eprintln!("screenshot of the failure: {}", path.display());
         }
@@ -58,7 +62,51 @@ async fn demo_page_chat_streams_and_history_survives_reload() -> Result<()> {
     result
 }
 
-async fn scenario(client: &Client, url: &str) -> Result<()> {
+async fn send_from_composer(client: &Client, text: &str) -> Result<()> {
+    let input = shadow_element(client, "textarea.gb-input").await?;
+    input.send_keys(text).await?;
+    input.send_keys("\u{E007}").await?; // Enter sends
+    Ok(())
+}
+
+#[tokio::test]
+async fn demo_page_chat_streams_and_history_survives_reload() -> Result<()> {
+    let server = start_server(&[("GLASSBOX_PROVIDER", "offline"), ("GLASSBOX_OFFLINE_DELAY_MS", "15")]).await?;
+    in_browser(format!("http://{}/", server.addr), "demo", |client, url| async move { demo(&client, &url).await }).await
+}
+
+#[tokio::test]
+async fn a_provider_failure_offers_retry_which_completes_the_same_reply() -> Result<()> {
+    let fake = FakeProvider::start(Behaviour::Cut { chunks: vec!["Partial ".into(), "answer".into()], after: 1 }).await?;
+    let base = fake.openai_base();
+    let server =
+        start_server(&[("GLASSBOX_PROVIDER", "openai"), ("OPENAI_API_KEY", "sk-e2e"), ("OPENAI_BASE_URL", &base)]).await?;
+    in_browser(format!("http://{}/", server.addr), "retry", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        send_from_composer(&client, "hello").await?;
+        wait_for(&client, "the failed reply with a Retry button", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=failed] .gb-retry');").await?;
+        let failed = client.execute(MESSAGES, vec![]).await?;
+        assert_eq!(failed[1]["text"], "Partial", "the partial reply stays visible");
+        let alert = client
+            .execute("return document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-error').dataset.code;", vec![])
+            .await?;
+        assert_eq!(alert, json!("ProviderError"));
+
+        fake.set(Behaviour::reply(&["Full ", "answer."]));
+        shadow_element(&client, ".gb-retry").await?.click().await?;
+        wait_for(&client, "the retried reply to complete", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
+        let done = client.execute(MESSAGES, vec![]).await?;
+        let done = done.as_array().cloned().unwrap_or_default();
+        assert_eq!(done.len(), 2, "retry replaced the failed reply, no duplicate: {done:?}");
+        assert_eq!(done[1]["id"], failed[1]["id"]);
+        assert_eq!(done[1]["text"], "Full answer.");
+        Ok(())
+    })
+    .await
+}
+
+async fn demo(client: &Client, url: &str) -> Result<()> {
     client.goto(url).await?;
     wait_for(client, "the widget to connect", CONNECTED).await?;
 
@@ -66,9 +114,7 @@ async fn scenario(client: &Client, url: &str) -> Result<()> {
     client.find(Locator::Css("button[data-page=pack-detail]")).await?.click().await?;
 
     let typed = "What does <b>this</b> model do?";
-    let input = shadow_element(client, "textarea.gb-input").await?;
-    input.send_keys(typed).await?;
-    input.send_keys("\u{E007}").await?; // Enter sends
+    send_from_composer(client, typed).await?;
 
     // The reply streams: we see it unfinished with some text before it completes.
     let streaming = "return JSON.stringify([...document.querySelector('glassbox-chat').shadowRoot
@@ -119,7 +165,11 @@ async fn scenario(client: &Client, url: &str) -> Result<()> {
         .await?;
     assert_eq!(outcome, json!("context_invalid"));
     client
-        .execute("document.querySelector('glassbox-chat').sendMessage('from the host', null, {page: 'cart'});", vec![])
+        .execute(
+            "document.querySelector('glassbox-chat').sendMessage('from the host',
+                [{name: 'report.pdf', mimeType: 'application/pdf', url: 'https://example.com/report.pdf'}], {page: 'cart'});",
+            vec![],
+        )
         .await?;
     wait_for(client, "the host's message to be answered", "return document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 2;").await?;
     let all = client.execute(MESSAGES, vec![]).await?;
@@ -129,6 +179,10 @@ async fn scenario(client: &Client, url: &str) -> Result<()> {
     let second_reply = all[3]["text"].as_str().unwrap_or_default();
     assert!(second_reply.contains("I received 3 messages (2 from you)"), "{second_reply}");
     assert!(second_reply.contains("keys page."), "per-message context overrides the page context: {second_reply}");
+    let chip = client
+        .execute("const a = document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-attachment a'); return a && [a.textContent, a.getAttribute('href')];", vec![])
+        .await?;
+    assert_eq!(chip, json!(["report.pdf", "https://example.com/report.pdf"]));
 
     // Leave a picture of the finished conversation for people to look at.
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("glassbox-demo.png");
