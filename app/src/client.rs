@@ -9,7 +9,8 @@ use glassbox_core::ErrorCode;
 use glassbox_core::limits::{InputError, validate_chat};
 use glassbox_core::transcript::Transcript;
 use glassbox_core::wire::{
-    Attachment, ChatRequest, ClientFrame, Hello, PageContext, RetryRequest, ServerEvent, ServerFrame,
+    Attachment, ChatRequest, ClientFrame, Hello, PageContext, RetryRequest, ServerEvent,
+    ServerFrame,
 };
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -25,7 +26,9 @@ pub enum ConnectionStatus {
     Connecting,
     Connected,
     /// Waiting to reconnect, in this many seconds.
-    Reconnecting { in_secs: u32 },
+    Reconnecting {
+        in_secs: u32,
+    },
     /// Stopped (the widget was removed).
     Stopped,
 }
@@ -123,7 +126,11 @@ impl ChatClient {
             reconnect_timer: RefCell::new(None),
             countdown: RefCell::new(None),
         });
-        Self { inner: StoredValue::new_local(inner), transcript, status }
+        Self {
+            inner: StoredValue::new_local(inner),
+            transcript,
+            status,
+        }
     }
 
     fn inner(&self) -> Option<Rc<Inner>> {
@@ -161,8 +168,15 @@ impl ChatClient {
 
     /// Sends a user message. `context` overrides the page context for this message only.
     /// The message shows at once; it is delivered when connected and re-sent after a reconnect.
-    pub fn send(&self, text: &str, attachments: Vec<Attachment>, context: Option<PageContext>) -> Result<(), SendError> {
-        let Some(inner) = self.inner() else { return Ok(()) };
+    pub fn send(
+        &self,
+        text: &str,
+        attachments: Vec<Attachment>,
+        context: Option<PageContext>,
+    ) -> Result<(), SendError> {
+        let Some(inner) = self.inner() else {
+            return Ok(());
+        };
         let context = context.or_else(|| inner.page_context.borrow().clone());
         let request = ChatRequest {
             message: text.to_owned(),
@@ -181,13 +195,16 @@ impl ChatClient {
     /// Asks the server to regenerate a failed reply.
     pub fn retry(&self, message_id: &str) {
         if let Some(inner) = self.inner() {
-            inner.send_frame(&ClientFrame::Retry(RetryRequest { message_id: message_id.to_owned() }));
+            inner.send_frame(&ClientFrame::Retry(RetryRequest {
+                message_id: message_id.to_owned(),
+            }));
         }
     }
 
     /// Drops a message the server refused.
     pub fn dismiss(&self, client_message_id: &str) {
-        self.transcript.update(|t| t.dismiss_pending(client_message_id));
+        self.transcript
+            .update(|t| t.dismiss_pending(client_message_id));
     }
 
     /// Hides the notice banner.
@@ -229,7 +246,9 @@ impl Inner {
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new({
             let weak = weak.clone();
             move |ev: MessageEvent| {
-                let (Some(inner), Some(text)) = (weak.upgrade(), ev.data().as_string()) else { return };
+                let (Some(inner), Some(text)) = (weak.upgrade(), ev.data().as_string()) else {
+                    return;
+                };
                 match serde_json::from_str::<ServerFrame>(&text) {
                     Ok(frame) => Inner::on_frame(&inner, frame),
                     Err(e) => leptos::logging::warn!("glassbox: unreadable frame from server: {e}"),
@@ -246,7 +265,12 @@ impl Inner {
         ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
         ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
-        *this.socket.borrow_mut() = Some(Socket { ws, _on_open: on_open, _on_message: on_message, _on_close: on_close });
+        *this.socket.borrow_mut() = Some(Socket {
+            ws,
+            _on_open: on_open,
+            _on_message: on_message,
+            _on_close: on_close,
+        });
     }
 
     fn schedule_reconnect(this: &Rc<Self>) {
@@ -257,27 +281,34 @@ impl Inner {
         this.attempt.set(attempt + 1);
         let delay = backoff_ms(attempt);
         let mut left = delay.div_ceil(1000);
-        this.status.set(ConnectionStatus::Reconnecting { in_secs: left });
+        this.status
+            .set(ConnectionStatus::Reconnecting { in_secs: left });
         let status = this.status;
-        *this.countdown.borrow_mut() = Some(gloo_timers::callback::Interval::new(1000, move || {
-            left = left.saturating_sub(1);
-            if let Some(ConnectionStatus::Reconnecting { .. }) = status.try_get_untracked() {
-                let _ = status.try_set(ConnectionStatus::Reconnecting { in_secs: left });
-            }
-        }));
+        *this.countdown.borrow_mut() =
+            Some(gloo_timers::callback::Interval::new(1000, move || {
+                left = left.saturating_sub(1);
+                if let Some(ConnectionStatus::Reconnecting { .. }) = status.try_get_untracked() {
+                    let _ = status.try_set(ConnectionStatus::Reconnecting { in_secs: left });
+                }
+            }));
         let weak: Weak<Self> = Rc::downgrade(this);
-        *this.reconnect_timer.borrow_mut() = Some(gloo_timers::callback::Timeout::new(delay, move || {
-            if let Some(inner) = weak.upgrade() {
-                inner.countdown.borrow_mut().take();
-                Inner::open(&inner);
-            }
-        }));
+        *this.reconnect_timer.borrow_mut() =
+            Some(gloo_timers::callback::Timeout::new(delay, move || {
+                if let Some(inner) = weak.upgrade() {
+                    inner.countdown.borrow_mut().take();
+                    Inner::open(&inner);
+                }
+            }));
     }
 
     fn say_hello(&self) {
         let stored = session_store::load(&self.config.server, &self.config.session);
         let last_sync_id = match &stored {
-            Some(s) if self.transcript.with_untracked(|t| t.session_id.as_deref() == Some(s.session_id.as_str())) => {
+            Some(s)
+                if self
+                    .transcript
+                    .with_untracked(|t| t.session_id.as_deref() == Some(s.session_id.as_str())) =>
+            {
                 self.transcript.with_untracked(|t| t.last_sync_id())
             }
             _ => None,
@@ -292,7 +323,9 @@ impl Inner {
 
     fn send_frame(&self, frame: &ClientFrame) {
         let socket = self.socket.borrow();
-        let (Some(socket), Ok(text)) = (socket.as_ref(), serde_json::to_string(frame)) else { return };
+        let (Some(socket), Ok(text)) = (socket.as_ref(), serde_json::to_string(frame)) else {
+            return;
+        };
         if socket.ws.ready_state() == WebSocket::OPEN {
             let _ = socket.ws.send_with_str(&text);
         }
@@ -301,7 +334,10 @@ impl Inner {
     fn on_frame(this: &Rc<Self>, frame: ServerFrame) {
         match &frame.event {
             // Before joining, an unauthorized answer means the stored session is gone: start a new one.
-            ServerEvent::Error(e) if !this.joined.get() && matches!(e.code, ErrorCode::Unauthorized | ErrorCode::NotFound) => {
+            ServerEvent::Error(e)
+                if !this.joined.get()
+                    && matches!(e.code, ErrorCode::Unauthorized | ErrorCode::NotFound) =>
+            {
                 session_store::clear(&this.config.server, &this.config.session);
                 this.transcript.update(|t| t.reset());
                 this.say_hello();
@@ -309,12 +345,18 @@ impl Inner {
             }
             ServerEvent::Session(info) => {
                 if let Some(token) = &info.token {
-                    session_store::save(&this.config.server, &this.config.session, &StoredSession {
-                        session_id: info.session_id.clone(),
-                        token: token.clone(),
-                    });
+                    session_store::save(
+                        &this.config.server,
+                        &this.config.session,
+                        &StoredSession {
+                            session_id: info.session_id.clone(),
+                            token: token.clone(),
+                        },
+                    );
                 }
-                if this.transcript.with_untracked(|t| t.session_id.as_ref().is_some_and(|s| s != &info.session_id)) {
+                if this.transcript.with_untracked(|t| {
+                    t.session_id.as_ref().is_some_and(|s| s != &info.session_id)
+                }) {
                     this.transcript.update(|t| t.reset());
                 }
             }
@@ -342,8 +384,12 @@ impl Inner {
 
     /// Dispatches a DOM event on the host element with `detail` as a JS object.
     fn notify_host<T: serde::Serialize>(&self, name: &str, detail: &T) {
-        let Ok(json) = serde_json::to_string(detail) else { return };
-        let Ok(value) = js_sys::JSON::parse(&json) else { return };
+        let Ok(json) = serde_json::to_string(detail) else {
+            return;
+        };
+        let Ok(value) = js_sys::JSON::parse(&json) else {
+            return;
+        };
         let init = web_sys::CustomEventInit::new();
         init.set_detail(&value);
         init.set_bubbles(true);

@@ -63,8 +63,16 @@ mod tests {
 
     #[test]
     fn ws_url_follows_the_scheme() {
-        let c = |s: &str| WidgetConfig { server: s.into(), session: "default".into(), model: None, theme: Theme::Auto };
+        let c = |s: &str| WidgetConfig {
+            server: s.into(),
+            session: "default".into(),
+            model: None,
+            theme: Theme::Auto,
+        };
         assert_eq!(c("https://x.org/").ws_url(), "wss://x.org/ws");
-        assert_eq!(c("http://127.0.0.1:8080").ws_url(), "ws://127.0.0.1:8080/ws");
+        assert_eq!(
+            c("http://127.0.0.1:8080").ws_url(),
+            "ws://127.0.0.1:8080/ws"
+        );
     }
 }

@@ -6,13 +6,21 @@ use wasm_bindgen::JsValue;
 use web_sys::{Document, Node};
 
 /// Appends `nodes` under `parent`.
-pub fn append_markdown(document: &Document, parent: &Node, nodes: &[MdNode]) -> Result<(), JsValue> {
+pub fn append_markdown(
+    document: &Document,
+    parent: &Node,
+    nodes: &[MdNode],
+) -> Result<(), JsValue> {
     for node in nodes {
         match node {
             MdNode::Text(t) => {
                 parent.append_child(&document.create_text_node(t))?;
             }
-            MdNode::Element { tag, attrs, children } => {
+            MdNode::Element {
+                tag,
+                attrs,
+                children,
+            } => {
                 let el = document.create_element(tag)?;
                 for (name, value) in attrs {
                     el.set_attribute(name, value)?;

@@ -39,8 +39,13 @@ impl Drop for ChatHandle {
 }
 
 /// Mounts the chat into `container` (inside the host's shadow root); `host` receives DOM events.
-pub fn mount(container: web_sys::HtmlElement, host: web_sys::HtmlElement, config: WidgetConfig) -> ChatHandle {
-    let slot: std::rc::Rc<std::cell::Cell<Option<(ChatClient, RwSignal<Theme>)>>> = Default::default();
+pub fn mount(
+    container: web_sys::HtmlElement,
+    host: web_sys::HtmlElement,
+    config: WidgetConfig,
+) -> ChatHandle {
+    // The client and theme are created inside the mount (they belong to its reactive owner) and handed out.
+    let slot = std::rc::Rc::new(std::cell::Cell::new(None));
     let out = slot.clone();
     let host_target: web_sys::EventTarget = host.unchecked_into();
     let view = leptos::mount::mount_to(container, move || {
@@ -50,6 +55,12 @@ pub fn mount(container: web_sys::HtmlElement, host: web_sys::HtmlElement, config
         client.connect();
         view! { <components::chat_panel::ChatPanel client=client theme=theme /> }.into_any()
     });
-    let (client, theme) = slot.take().expect("mount_to runs its closure before returning");
-    ChatHandle { client, theme, _view: view }
+    let (client, theme) = slot
+        .take()
+        .expect("mount_to runs its closure before returning");
+    ChatHandle {
+        client,
+        theme,
+        _view: view,
+    }
 }

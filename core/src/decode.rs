@@ -55,7 +55,10 @@ pub fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> 
 
 fn decode_value(bytes: &[u8]) -> Result<Value, DecodeError> {
     if bytes.len() > MAX_FRAME_BYTES {
-        return Err(DecodeError::TooLarge { size: bytes.len(), limit: MAX_FRAME_BYTES });
+        return Err(DecodeError::TooLarge {
+            size: bytes.len(),
+            limit: MAX_FRAME_BYTES,
+        });
     }
     serde_json::from_slice(bytes).map_err(|e| DecodeError::MalformedJson(e.to_string()))
 }
@@ -68,15 +71,27 @@ mod tests {
     fn each_kind_of_bad_input_has_its_own_code() {
         let code = |t: &str| decode_client_frame(t).unwrap_err().code();
         assert_eq!(code("{not json"), ErrorCode::MalformedJson);
-        assert_eq!(code(r#"{"type":"shout","data":{}}"#), ErrorCode::UnknownFrameType);
+        assert_eq!(
+            code(r#"{"type":"shout","data":{}}"#),
+            ErrorCode::UnknownFrameType
+        );
         assert_eq!(code(r#"{"data":{}}"#), ErrorCode::InvalidFrame);
-        assert_eq!(code(r#"{"type":"chat","data":{"message":5}}"#), ErrorCode::InvalidFrame);
-        let big = format!(r#"{{"type":"chat","data":{{"message":"{}"}}}}"#, "x".repeat(MAX_FRAME_BYTES));
+        assert_eq!(
+            code(r#"{"type":"chat","data":{"message":5}}"#),
+            ErrorCode::InvalidFrame
+        );
+        let big = format!(
+            r#"{{"type":"chat","data":{{"message":"{}"}}}}"#,
+            "x".repeat(MAX_FRAME_BYTES)
+        );
         assert_eq!(code(&big), ErrorCode::FrameTooLarge);
     }
 
     #[test]
     fn a_good_frame_decodes() {
-        assert!(matches!(decode_client_frame(r#"{"type":"hello","data":{}}"#), Ok(ClientFrame::Hello(_))));
+        assert!(matches!(
+            decode_client_frame(r#"{"type":"hello","data":{}}"#),
+            Ok(ClientFrame::Hello(_))
+        ));
     }
 }

@@ -73,6 +73,14 @@ impl ErrorCode {
     /// Whether the same action may succeed when repeated.
     pub fn retryable(self) -> bool {
         use ErrorCode::*;
-        matches!(self, ProviderError | ProviderTimeout | ProviderUnavailable | RateLimited | Cancelled | Internal)
+        matches!(
+            self,
+            ProviderError
+                | ProviderTimeout
+                | ProviderUnavailable
+                | RateLimited
+                | Cancelled
+                | Internal
+        )
     }
 }

@@ -42,7 +42,9 @@ pub enum InputError {
     TooManyAttachments(usize),
     #[error("attachment {index}: {reason}")]
     BadAttachment { index: usize, reason: &'static str },
-    #[error("clientMessageId must be 1–{MAX_CLIENT_MESSAGE_ID} characters of A–Z, a–z, 0–9, '-', '_'")]
+    #[error(
+        "clientMessageId must be 1–{MAX_CLIENT_MESSAGE_ID} characters of A–Z, a–z, 0–9, '-', '_'"
+    )]
     BadClientMessageId,
 }
 
@@ -52,8 +54,12 @@ impl InputError {
         match self {
             InputError::EmptyMessage | InputError::MessageTooLong(_) => ErrorCode::InvalidMessage,
             InputError::ContextTooLarge(_) => ErrorCode::ContextTooLarge,
-            InputError::ContextTooManyKeys(_) | InputError::ContextTooDeep(_) => ErrorCode::ContextInvalid,
-            InputError::TooManyAttachments(_) | InputError::BadAttachment { .. } => ErrorCode::InvalidAttachment,
+            InputError::ContextTooManyKeys(_) | InputError::ContextTooDeep(_) => {
+                ErrorCode::ContextInvalid
+            }
+            InputError::TooManyAttachments(_) | InputError::BadAttachment { .. } => {
+                ErrorCode::InvalidAttachment
+            }
             InputError::BadClientMessageId => ErrorCode::InvalidClientMessageId,
         }
     }
@@ -86,7 +92,9 @@ pub fn validate_context(ctx: &PageContext) -> Result<(), InputError> {
     if ctx.len() > MAX_CONTEXT_KEYS {
         return Err(InputError::ContextTooManyKeys(ctx.len()));
     }
-    let size = serde_json::to_string(ctx).map(|s| s.len()).unwrap_or(usize::MAX);
+    let size = serde_json::to_string(ctx)
+        .map(|s| s.len())
+        .unwrap_or(usize::MAX);
     if size > MAX_CONTEXT_BYTES {
         return Err(InputError::ContextTooLarge(size));
     }
@@ -111,7 +119,10 @@ fn validate_attachments(list: &[Attachment]) -> Result<(), InputError> {
         if a.name.trim().is_empty() || a.name.len() > MAX_ATTACHMENT_FIELD {
             return bad("name must be 1–256 bytes");
         }
-        if a.mime_type.as_ref().is_some_and(|m| m.len() > MAX_ATTACHMENT_FIELD) {
+        if a.mime_type
+            .as_ref()
+            .is_some_and(|m| m.len() > MAX_ATTACHMENT_FIELD)
+        {
             return bad("mimeType is longer than 256 bytes");
         }
         if let Some(url) = &a.url {
@@ -129,8 +140,14 @@ fn validate_attachments(list: &[Attachment]) -> Result<(), InputError> {
 fn validate_client_message_id(id: &str) -> Result<(), InputError> {
     let ok = !id.is_empty()
         && id.len() <= MAX_CLIENT_MESSAGE_ID
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if ok { Ok(()) } else { Err(InputError::BadClientMessageId) }
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(InputError::BadClientMessageId)
+    }
 }
 
 #[cfg(test)]
@@ -148,14 +165,23 @@ mod tests {
 
     #[test]
     fn accepts_a_normal_request() {
-        assert_eq!(validate_chat(&chat("hello", json!({"page": "home"}))), Ok(()));
+        assert_eq!(
+            validate_chat(&chat("hello", json!({"page": "home"}))),
+            Ok(())
+        );
     }
 
     #[test]
     fn rejects_blank_and_oversize_messages() {
-        assert_eq!(validate_chat(&chat("  \n", Value::Null)), Err(InputError::EmptyMessage));
+        assert_eq!(
+            validate_chat(&chat("  \n", Value::Null)),
+            Err(InputError::EmptyMessage)
+        );
         let long = "x".repeat(MAX_MESSAGE_BYTES + 1);
-        assert_eq!(validate_chat(&chat(&long, Value::Null)).unwrap_err().code(), ErrorCode::InvalidMessage);
+        assert_eq!(
+            validate_chat(&chat(&long, Value::Null)).unwrap_err().code(),
+            ErrorCode::InvalidMessage
+        );
     }
 
     #[test]
@@ -174,7 +200,10 @@ mod tests {
         }
         assert!(validate_context(&m).is_ok());
         m.insert("one-more".into(), json!(1));
-        assert_eq!(validate_context(&m), Err(InputError::ContextTooManyKeys(33)));
+        assert_eq!(
+            validate_context(&m),
+            Err(InputError::ContextTooManyKeys(33))
+        );
         assert_eq!(InputError::ContextTooManyKeys(33).code().http_status(), 422);
     }
 
@@ -187,7 +216,10 @@ mod tests {
         }
         assert!(validate_context(v.as_object().unwrap()).is_ok());
         let v9 = json!({ "n": v });
-        assert_eq!(validate_context(v9.as_object().unwrap()), Err(InputError::ContextTooDeep(9)));
+        assert_eq!(
+            validate_context(v9.as_object().unwrap()),
+            Err(InputError::ContextTooDeep(9))
+        );
     }
 
     #[test]
@@ -199,7 +231,10 @@ mod tests {
             size: None,
             url: Some("javascript:alert(1)".into()),
         }];
-        assert_eq!(validate_chat(&req).unwrap_err().code(), ErrorCode::InvalidAttachment);
+        assert_eq!(
+            validate_chat(&req).unwrap_err().code(),
+            ErrorCode::InvalidAttachment
+        );
     }
 
     #[test]

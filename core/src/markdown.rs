@@ -9,8 +9,19 @@ use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, T
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MdNode {
     Text(String),
-    Element { tag: &'static str, attrs: Vec<(&'static str, String)>, children: Vec<MdNode> },
+    Element {
+        tag: &'static str,
+        attrs: Vec<(&'static str, String)>,
+        children: Vec<MdNode>,
+    },
 }
+
+/// An element being built: its tag (None: keep only the children), attributes and children so far.
+type Open = (
+    Option<&'static str>,
+    Vec<(&'static str, String)>,
+    Vec<MdNode>,
+);
 
 /// True if a link target may be followed: http, https or mailto only.
 pub fn safe_href(href: &str) -> bool {
@@ -20,8 +31,9 @@ pub fn safe_href(href: &str) -> bool {
 
 /// Parses markdown (CommonMark + tables, strikethrough, task lists) into nodes.
 pub fn parse(text: &str) -> Vec<MdNode> {
-    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
-    let mut stack: Vec<(Option<&'static str>, Vec<(&'static str, String)>, Vec<MdNode>)> = vec![(None, vec![], vec![])];
+    let options =
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let mut stack: Vec<Open> = vec![(None, vec![], vec![])];
     let mut in_table_head = false;
     for event in Parser::new_ext(text, options) {
         match event {
@@ -36,7 +48,9 @@ pub fn parse(text: &str) -> Vec<MdNode> {
                 if matches!(end, TagEnd::TableHead) {
                     in_table_head = false;
                 }
-                let Some((name, attrs, children)) = stack.pop() else { continue };
+                let Some((name, attrs, children)) = stack.pop() else {
+                    continue;
+                };
                 let parent = match stack.last_mut() {
                     Some(p) => &mut p.2,
                     None => continue,
@@ -46,13 +60,23 @@ pub fn parse(text: &str) -> Vec<MdNode> {
                     None => parent.extend(children), // unsafe link or image: keep its text only
                 }
             }
-            Event::Text(t) | Event::Html(t) | Event::InlineHtml(t) => push(&mut stack, MdNode::Text(t.into_string())),
-            Event::Code(t) => push(&mut stack, el("code", vec![], vec![MdNode::Text(t.into_string())])),
-            Event::InlineMath(t) | Event::DisplayMath(t) => push(&mut stack, MdNode::Text(t.into_string())),
+            Event::Text(t) | Event::Html(t) | Event::InlineHtml(t) => {
+                push(&mut stack, MdNode::Text(t.into_string()))
+            }
+            Event::Code(t) => push(
+                &mut stack,
+                el("code", vec![], vec![MdNode::Text(t.into_string())]),
+            ),
+            Event::InlineMath(t) | Event::DisplayMath(t) => {
+                push(&mut stack, MdNode::Text(t.into_string()))
+            }
             Event::SoftBreak => push(&mut stack, MdNode::Text("\n".into())),
             Event::HardBreak => push(&mut stack, el("br", vec![], vec![])),
             Event::Rule => push(&mut stack, el("hr", vec![], vec![])),
-            Event::TaskListMarker(done) => push(&mut stack, MdNode::Text(if done { "☑ " } else { "☐ " }.into())),
+            Event::TaskListMarker(done) => push(
+                &mut stack,
+                MdNode::Text(if done { "☑ " } else { "☐ " }.into()),
+            ),
             Event::FootnoteReference(t) => push(&mut stack, MdNode::Text(format!("[{t}]"))),
         }
     }
@@ -60,10 +84,14 @@ pub fn parse(text: &str) -> Vec<MdNode> {
 }
 
 fn el(tag: &'static str, attrs: Vec<(&'static str, String)>, children: Vec<MdNode>) -> MdNode {
-    MdNode::Element { tag, attrs, children }
+    MdNode::Element {
+        tag,
+        attrs,
+        children,
+    }
 }
 
-fn push(stack: &mut [(Option<&'static str>, Vec<(&'static str, String)>, Vec<MdNode>)], node: MdNode) {
+fn push(stack: &mut [Open], node: MdNode) {
     if let Some(top) = stack.last_mut() {
         top.2.push(node);
     }
@@ -88,7 +116,11 @@ fn open(tag: &Tag<'_>, in_table_head: bool) -> (Option<&'static str>, Vec<(&'sta
                 CodeBlockKind::Fenced(l) => l.split_whitespace().next().unwrap_or("").to_owned(),
                 CodeBlockKind::Indented => String::new(),
             };
-            let attrs = if lang.is_empty() { vec![] } else { vec![("data-lang", lang)] };
+            let attrs = if lang.is_empty() {
+                vec![]
+            } else {
+                vec![("data-lang", lang)]
+            };
             (Some("pre"), attrs)
         }
         Tag::List(Some(start)) if *start != 1 => (Some("ol"), vec![("start", start.to_string())]),
@@ -98,7 +130,9 @@ fn open(tag: &Tag<'_>, in_table_head: bool) -> (Option<&'static str>, Vec<(&'sta
         Tag::Emphasis => plain("em"),
         Tag::Strong => plain("strong"),
         Tag::Strikethrough => plain("del"),
-        Tag::Link { dest_url, title, .. } if safe_href(dest_url) => {
+        Tag::Link {
+            dest_url, title, ..
+        } if safe_href(dest_url) => {
             let mut attrs = vec![
                 ("href", dest_url.to_string()),
                 ("rel", "noopener noreferrer nofollow".to_owned()),
@@ -127,7 +161,12 @@ fn open(tag: &Tag<'_>, in_table_head: bool) -> (Option<&'static str>, Vec<(&'sta
 }
 
 /// Wraps children in their element; code blocks get an inner `<code>`, table heads a row.
-fn wrap(tag: &'static str, attrs: Vec<(&'static str, String)>, children: Vec<MdNode>, end: &TagEnd) -> MdNode {
+fn wrap(
+    tag: &'static str,
+    attrs: Vec<(&'static str, String)>,
+    children: Vec<MdNode>,
+    end: &TagEnd,
+) -> MdNode {
     match (tag, end) {
         ("pre", TagEnd::CodeBlock) => el("pre", attrs, vec![el("code", vec![], children)]),
         ("thead", _) => el("thead", attrs, vec![el("tr", vec![], children)]),
@@ -145,7 +184,14 @@ mod tests {
 
     #[test]
     fn emphasis_and_paragraphs() {
-        assert_eq!(parse("Hello **world**"), vec![el("p", vec![], vec![text("Hello "), el("strong", vec![], vec![text("world")])])]);
+        assert_eq!(
+            parse("Hello **world**"),
+            vec![el(
+                "p",
+                vec![],
+                vec![text("Hello "), el("strong", vec![], vec![text("world")])]
+            )]
+        );
     }
 
     #[test]
@@ -159,17 +205,26 @@ mod tests {
 
     #[test]
     fn only_http_https_mailto_links_survive() {
-        let nodes = parse("[a](https://x.org) [b](javascript:alert(1)) [c](mailto:me@x.org) [d](data:text/html,hi)");
-        let MdNode::Element { children, .. } = &nodes[0] else { panic!() };
+        let nodes = parse(
+            "[a](https://x.org) [b](javascript:alert(1)) [c](mailto:me@x.org) [d](data:text/html,hi)",
+        );
+        let MdNode::Element { children, .. } = &nodes[0] else {
+            panic!()
+        };
         let links: Vec<_> = children
             .iter()
             .filter_map(|n| match n {
-                MdNode::Element { tag: "a", attrs, .. } => Some(attrs[0].1.clone()),
+                MdNode::Element {
+                    tag: "a", attrs, ..
+                } => Some(attrs[0].1.clone()),
                 _ => None,
             })
             .collect();
         assert_eq!(links, ["https://x.org", "mailto:me@x.org"]);
-        assert!(format!("{children:?}").contains("Text(\"b\")"), "unsafe link keeps its text");
+        assert!(
+            format!("{children:?}").contains("Text(\"b\")"),
+            "unsafe link keeps its text"
+        );
     }
 
     #[test]
@@ -184,13 +239,20 @@ mod tests {
         let nodes = parse("```rust\nfn main() {}\n```");
         assert_eq!(
             nodes,
-            vec![el("pre", vec![("data-lang", "rust".into())], vec![el("code", vec![], vec![text("fn main() {}\n")])])]
+            vec![el(
+                "pre",
+                vec![("data-lang", "rust".into())],
+                vec![el("code", vec![], vec![text("fn main() {}\n")])]
+            )]
         );
     }
 
     #[test]
     fn tables_have_header_cells() {
         let s = format!("{:?}", parse("| a | b |\n|---|---|\n| 1 | 2 |"));
-        assert!(s.contains("tag: \"th\"") && s.contains("tag: \"td\""), "{s}");
+        assert!(
+            s.contains("tag: \"th\"") && s.contains("tag: \"td\""),
+            "{s}"
+        );
     }
 }

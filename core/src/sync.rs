@@ -27,7 +27,12 @@ pub struct ReplayLog {
 impl ReplayLog {
     /// A log whose next frame gets `last_id + 1`, keeping at most `capacity` frames.
     pub fn new(last_id: u64, capacity: usize) -> Self {
-        Self { last_id, forgotten_up_to: last_id, frames: VecDeque::new(), capacity: capacity.max(1) }
+        Self {
+            last_id,
+            forgotten_up_to: last_id,
+            frames: VecDeque::new(),
+            capacity: capacity.max(1),
+        }
     }
 
     /// The id of the newest frame numbered so far.
@@ -38,10 +43,10 @@ impl ReplayLog {
     /// Numbers an event and keeps it for replay.
     pub fn push(&mut self, event: ServerEvent) -> ServerFrame {
         let frame = self.number(event);
-        if self.frames.len() == self.capacity {
-            if let Some(evicted) = self.frames.pop_front() {
-                self.forgotten_up_to = evicted.sync_id;
-            }
+        if self.frames.len() == self.capacity
+            && let Some(evicted) = self.frames.pop_front()
+        {
+            self.forgotten_up_to = evicted.sync_id;
         }
         self.frames.push_back(frame.clone());
         frame
@@ -50,7 +55,10 @@ impl ReplayLog {
     /// Numbers an event meant for one connection only (not replayed to others).
     pub fn number(&mut self, event: ServerEvent) -> ServerFrame {
         self.last_id += 1;
-        ServerFrame { sync_id: self.last_id, event }
+        ServerFrame {
+            sync_id: self.last_id,
+            event,
+        }
     }
 
     /// What a client that has seen everything up to `seen` needs.
@@ -61,7 +69,13 @@ impl ReplayLog {
         if seen < self.forgotten_up_to {
             return Resume::Snapshot;
         }
-        Resume::Frames(self.frames.iter().filter(|f| f.sync_id > seen).cloned().collect())
+        Resume::Frames(
+            self.frames
+                .iter()
+                .filter(|f| f.sync_id > seen)
+                .cloned()
+                .collect(),
+        )
     }
 }
 
@@ -104,7 +118,10 @@ mod tests {
     use crate::wire::{Delta, Snapshot};
 
     fn delta(t: &str) -> ServerEvent {
-        ServerEvent::Delta(Delta { message_id: "m".into(), text: t.into() })
+        ServerEvent::Delta(Delta {
+            message_id: "m".into(),
+            text: t.into(),
+        })
     }
 
     fn ids(r: Resume) -> Vec<u64> {
@@ -154,7 +171,10 @@ mod tests {
     #[test]
     fn cursor_drops_replayed_duplicates_and_resets_on_snapshot() {
         let mut c = SyncCursor::default();
-        let f = |id, e| ServerFrame { sync_id: id, event: e };
+        let f = |id, e| ServerFrame {
+            sync_id: id,
+            event: e,
+        };
         assert!(c.accept(&f(5, delta("x"))));
         assert!(!c.accept(&f(5, delta("x"))));
         assert!(!c.accept(&f(4, delta("y"))));

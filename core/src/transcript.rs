@@ -2,7 +2,9 @@
 //! applying server frames. The widget renders it; it holds no IO so it is tested natively.
 
 use crate::sync::SyncCursor;
-use crate::wire::{ChatMessage, ChatRequest, MessageStatus, Role, ServerEvent, ServerFrame, WireError};
+use crate::wire::{
+    ChatMessage, ChatRequest, MessageStatus, Role, ServerEvent, ServerFrame, WireError,
+};
 
 /// A user message not yet confirmed by the server.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,7 +17,10 @@ pub struct Pending {
 impl Pending {
     /// The idempotency key (always set for pending messages).
     pub fn client_message_id(&self) -> &str {
-        self.request.client_message_id.as_deref().unwrap_or_default()
+        self.request
+            .client_message_id
+            .as_deref()
+            .unwrap_or_default()
     }
 }
 
@@ -38,22 +43,32 @@ impl Transcript {
 
     /// Adds a message the user just sent; it shows as sending until the server accepts it.
     pub fn add_pending(&mut self, request: ChatRequest) {
-        self.pending.push(Pending { request, error: None });
+        self.pending.push(Pending {
+            request,
+            error: None,
+        });
     }
 
     /// Requests to (re-)send after connecting: pending ones without a final refusal.
     pub fn unsent(&self) -> Vec<ChatRequest> {
-        self.pending.iter().filter(|p| p.error.as_ref().is_none_or(|e| e.retryable)).map(|p| p.request.clone()).collect()
+        self.pending
+            .iter()
+            .filter(|p| p.error.as_ref().is_none_or(|e| e.retryable))
+            .map(|p| p.request.clone())
+            .collect()
     }
 
     /// Drops a refused pending message.
     pub fn dismiss_pending(&mut self, client_message_id: &str) {
-        self.pending.retain(|p| p.client_message_id() != client_message_id);
+        self.pending
+            .retain(|p| p.client_message_id() != client_message_id);
     }
 
     /// True while any reply is streaming.
     pub fn replying(&self) -> bool {
-        self.messages.iter().any(|m| m.status == MessageStatus::Streaming)
+        self.messages
+            .iter()
+            .any(|m| m.status == MessageStatus::Streaming)
     }
 
     /// A message by id.
@@ -64,7 +79,10 @@ impl Transcript {
     /// Forgets everything (a new session).
     pub fn reset(&mut self) {
         let pending = std::mem::take(&mut self.pending);
-        *self = Transcript { pending, ..Default::default() };
+        *self = Transcript {
+            pending,
+            ..Default::default()
+        };
     }
 
     /// Applies a server frame; returns false if it was already applied (a replayed duplicate).
@@ -78,8 +96,13 @@ impl Transcript {
             }
             ServerEvent::Snapshot(s) => {
                 self.messages = s.messages.clone();
-                let stored: Vec<&str> = self.messages.iter().filter_map(|m| m.client_message_id.as_deref()).collect();
-                self.pending.retain(|p| !stored.contains(&p.client_message_id()));
+                let stored: Vec<&str> = self
+                    .messages
+                    .iter()
+                    .filter_map(|m| m.client_message_id.as_deref())
+                    .collect();
+                self.pending
+                    .retain(|p| !stored.contains(&p.client_message_id()));
             }
             ServerEvent::Accepted(a) => {
                 if let Some(cid) = &a.message.client_message_id {
@@ -89,7 +112,13 @@ impl Transcript {
             }
             ServerEvent::ReplyStart(r) => {
                 let message = match self.find(&r.message_id) {
-                    Some(old) => ChatMessage { content: String::new(), status: MessageStatus::Streaming, error: None, usage: None, ..old.clone() },
+                    Some(old) => ChatMessage {
+                        content: String::new(),
+                        status: MessageStatus::Streaming,
+                        error: None,
+                        usage: None,
+                        ..old.clone()
+                    },
                     None => ChatMessage {
                         id: r.message_id.clone(),
                         role: Role::Assistant,
@@ -118,18 +147,21 @@ impl Transcript {
     }
 
     fn apply_error(&mut self, e: &WireError) {
-        if let Some(id) = &e.message_id {
-            if let Some(m) = self.messages.iter_mut().find(|m| &m.id == id) {
-                m.status = MessageStatus::Failed;
-                m.error = Some(e.clone());
-                return;
-            }
+        if let Some(id) = &e.message_id
+            && let Some(m) = self.messages.iter_mut().find(|m| &m.id == id)
+        {
+            m.status = MessageStatus::Failed;
+            m.error = Some(e.clone());
+            return;
         }
-        if let Some(cid) = &e.client_message_id {
-            if let Some(p) = self.pending.iter_mut().find(|p| p.client_message_id() == cid) {
-                p.error = Some(e.clone());
-                return;
-            }
+        if let Some(cid) = &e.client_message_id
+            && let Some(p) = self
+                .pending
+                .iter_mut()
+                .find(|p| p.client_message_id() == cid)
+        {
+            p.error = Some(e.clone());
+            return;
         }
         self.notice = Some(e.clone());
     }
@@ -169,7 +201,11 @@ mod tests {
     }
 
     fn request(text: &str, cid: &str) -> ChatRequest {
-        ChatRequest { message: text.into(), client_message_id: Some(cid.into()), ..Default::default() }
+        ChatRequest {
+            message: text.into(),
+            client_message_id: Some(cid.into()),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -177,13 +213,45 @@ mod tests {
         let mut t = Transcript::default();
         t.add_pending(request("hi", "c1"));
         assert_eq!(t.unsent().len(), 1);
-        t.apply(&frame(1, ServerEvent::Session(SessionInfo { session_id: "s".into(), token: None, model: "m".into() })));
-        t.apply(&frame(2, ServerEvent::Accepted(Accepted { message: user("u1", "hi", "c1"), duplicate: false })));
+        t.apply(&frame(
+            1,
+            ServerEvent::Session(SessionInfo {
+                session_id: "s".into(),
+                token: None,
+                model: "m".into(),
+            }),
+        ));
+        t.apply(&frame(
+            2,
+            ServerEvent::Accepted(Accepted {
+                message: user("u1", "hi", "c1"),
+                duplicate: false,
+            }),
+        ));
         assert!(t.pending.is_empty());
-        t.apply(&frame(3, ServerEvent::ReplyStart(ReplyStart { message_id: "a1".into(), reply_to: "u1".into(), created_at: 2 })));
+        t.apply(&frame(
+            3,
+            ServerEvent::ReplyStart(ReplyStart {
+                message_id: "a1".into(),
+                reply_to: "u1".into(),
+                created_at: 2,
+            }),
+        ));
         assert!(t.replying());
-        t.apply(&frame(4, ServerEvent::Delta(Delta { message_id: "a1".into(), text: "Hel".into() })));
-        t.apply(&frame(5, ServerEvent::Delta(Delta { message_id: "a1".into(), text: "lo".into() })));
+        t.apply(&frame(
+            4,
+            ServerEvent::Delta(Delta {
+                message_id: "a1".into(),
+                text: "Hel".into(),
+            }),
+        ));
+        t.apply(&frame(
+            5,
+            ServerEvent::Delta(Delta {
+                message_id: "a1".into(),
+                text: "lo".into(),
+            }),
+        ));
         assert_eq!(t.find("a1").unwrap().content, "Hello");
         let mut done = t.find("a1").unwrap().clone();
         done.status = MessageStatus::Complete;
@@ -196,8 +264,21 @@ mod tests {
     #[test]
     fn replayed_frames_are_not_applied_twice() {
         let mut t = Transcript::default();
-        t.apply(&frame(3, ServerEvent::ReplyStart(ReplyStart { message_id: "a".into(), reply_to: "u".into(), created_at: 0 })));
-        let d = frame(4, ServerEvent::Delta(Delta { message_id: "a".into(), text: "x".into() }));
+        t.apply(&frame(
+            3,
+            ServerEvent::ReplyStart(ReplyStart {
+                message_id: "a".into(),
+                reply_to: "u".into(),
+                created_at: 0,
+            }),
+        ));
+        let d = frame(
+            4,
+            ServerEvent::Delta(Delta {
+                message_id: "a".into(),
+                text: "x".into(),
+            }),
+        );
         assert!(t.apply(&d));
         assert!(!t.apply(&d));
         assert_eq!(t.find("a").unwrap().content, "x");
@@ -206,14 +287,43 @@ mod tests {
     #[test]
     fn failed_reply_keeps_partial_text_and_retry_restarts_it() {
         let mut t = Transcript::default();
-        t.apply(&frame(1, ServerEvent::ReplyStart(ReplyStart { message_id: "a".into(), reply_to: "u".into(), created_at: 0 })));
-        t.apply(&frame(2, ServerEvent::Delta(Delta { message_id: "a".into(), text: "part".into() })));
-        t.apply(&frame(3, ServerEvent::Error(WireError::new(ErrorCode::ProviderError, "cut").for_message("a"))));
+        t.apply(&frame(
+            1,
+            ServerEvent::ReplyStart(ReplyStart {
+                message_id: "a".into(),
+                reply_to: "u".into(),
+                created_at: 0,
+            }),
+        ));
+        t.apply(&frame(
+            2,
+            ServerEvent::Delta(Delta {
+                message_id: "a".into(),
+                text: "part".into(),
+            }),
+        ));
+        t.apply(&frame(
+            3,
+            ServerEvent::Error(WireError::new(ErrorCode::ProviderError, "cut").for_message("a")),
+        ));
         let m = t.find("a").unwrap();
-        assert_eq!((m.status, m.content.as_str()), (MessageStatus::Failed, "part"));
-        t.apply(&frame(4, ServerEvent::ReplyStart(ReplyStart { message_id: "a".into(), reply_to: "u".into(), created_at: 0 })));
+        assert_eq!(
+            (m.status, m.content.as_str()),
+            (MessageStatus::Failed, "part")
+        );
+        t.apply(&frame(
+            4,
+            ServerEvent::ReplyStart(ReplyStart {
+                message_id: "a".into(),
+                reply_to: "u".into(),
+                created_at: 0,
+            }),
+        ));
         let m = t.find("a").unwrap();
-        assert_eq!((m.status, m.content.as_str(), m.error.is_none()), (MessageStatus::Streaming, "", true));
+        assert_eq!(
+            (m.status, m.content.as_str(), m.error.is_none()),
+            (MessageStatus::Streaming, "", true)
+        );
         assert_eq!(t.messages.len(), 1);
     }
 
@@ -224,7 +334,10 @@ mod tests {
         let mut e = WireError::new(ErrorCode::ContextTooLarge, "too big");
         e.client_message_id = Some("c9".into());
         t.apply(&frame(7, ServerEvent::Error(e)));
-        assert_eq!(t.pending[0].error.as_ref().unwrap().code, ErrorCode::ContextTooLarge);
+        assert_eq!(
+            t.pending[0].error.as_ref().unwrap().code,
+            ErrorCode::ContextTooLarge
+        );
         assert!(t.unsent().is_empty(), "a final refusal is not re-sent");
         assert!(t.notice.is_none());
     }
@@ -234,7 +347,12 @@ mod tests {
         let mut t = Transcript::default();
         t.add_pending(request("hi", "c1"));
         t.add_pending(request("later", "c2"));
-        t.apply(&frame(9, ServerEvent::Snapshot(Snapshot { messages: vec![user("u1", "hi", "c1")] })));
+        t.apply(&frame(
+            9,
+            ServerEvent::Snapshot(Snapshot {
+                messages: vec![user("u1", "hi", "c1")],
+            }),
+        ));
         assert_eq!(t.messages.len(), 1);
         assert_eq!(t.pending.len(), 1);
         assert_eq!(t.pending[0].client_message_id(), "c2");

@@ -186,7 +186,13 @@ pub struct WireError {
 impl WireError {
     /// An error about no particular message; retryability follows the code.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), retryable: code.retryable(), message_id: None, client_message_id: None }
+        Self {
+            code,
+            message: message.into(),
+            retryable: code.retryable(),
+            message_id: None,
+            client_message_id: None,
+        }
     }
 
     /// The same error, attached to a message.
@@ -317,7 +323,9 @@ mod tests {
             "context": {"page": "pack-detail", "entity": "Illustrious-XL"},
             "attachments": [{"name": "a.png", "mimeType": "image/png"}], "clientMessageId": "c1"}});
         let frame: ClientFrame = serde_json::from_value(raw).unwrap();
-        let ClientFrame::Chat(chat) = frame else { panic!("not chat") };
+        let ClientFrame::Chat(chat) = frame else {
+            panic!("not chat")
+        };
         assert_eq!(chat.message, "What does this model do?");
         assert_eq!(chat.context.unwrap()["entity"], "Illustrious-XL");
         assert_eq!(chat.attachments[0].mime_type.as_deref(), Some("image/png"));
@@ -328,30 +336,45 @@ mod tests {
     fn chat_without_context_or_attachments_is_valid() {
         let frame: ClientFrame =
             serde_json::from_value(json!({"type": "chat", "data": {"message": "hi"}})).unwrap();
-        assert_eq!(frame, ClientFrame::Chat(ChatRequest { message: "hi".into(), ..Default::default() }));
+        assert_eq!(
+            frame,
+            ClientFrame::Chat(ChatRequest {
+                message: "hi".into(),
+                ..Default::default()
+            })
+        );
     }
 
     #[test]
     fn server_frame_carries_sync_id_type_and_data() {
         let frame = ServerFrame {
             sync_id: 7,
-            event: ServerEvent::Delta(Delta { message_id: "m".into(), text: "he".into() }),
+            event: ServerEvent::Delta(Delta {
+                message_id: "m".into(),
+                text: "he".into(),
+            }),
         };
         let v = serde_json::to_value(&frame).unwrap();
-        assert_eq!(v, json!({"syncId": 7, "type": "delta", "data": {"messageId": "m", "text": "he"}}));
+        assert_eq!(
+            v,
+            json!({"syncId": 7, "type": "delta", "data": {"messageId": "m", "text": "he"}})
+        );
         let back: ServerFrame = serde_json::from_value(v).unwrap();
         assert_eq!(back, frame);
     }
 
     #[test]
     fn unknown_frame_type_is_rejected() {
-        assert!(serde_json::from_value::<ClientFrame>(json!({"type": "nope", "data": {}})).is_err());
+        assert!(
+            serde_json::from_value::<ClientFrame>(json!({"type": "nope", "data": {}})).is_err()
+        );
     }
 
     #[test]
     fn rest_request_flattens_chat_fields() {
         let r: RestChatRequest =
-            serde_json::from_value(json!({"sessionId": "s", "message": "m", "context": {"a": 1}})).unwrap();
+            serde_json::from_value(json!({"sessionId": "s", "message": "m", "context": {"a": 1}}))
+                .unwrap();
         assert_eq!(r.session_id.as_deref(), Some("s"));
         assert_eq!(r.chat.message, "m");
         assert!(r.chat.context.is_some());

@@ -8,7 +8,8 @@ use glassbox_core::ErrorCode;
 use glassbox_core::limits::validate_chat;
 use glassbox_core::prompt::{RequestOptions, build_request};
 use glassbox_core::wire::{
-    Accepted, ChatMessage, ChatRequest, Delta, Done, MessageStatus, ReplyStart, Role, ServerEvent, Usage, WireError,
+    Accepted, ChatMessage, ChatRequest, Delta, Done, MessageStatus, ReplyStart, Role, ServerEvent,
+    Usage, WireError,
 };
 
 use crate::error::AppError;
@@ -39,9 +40,10 @@ impl TurnFailure {
     fn to_wire(&self) -> WireError {
         match self {
             TurnFailure::Provider(e) => AppError::Provider(e.clone()).to_wire(),
-            TurnFailure::Abandoned => {
-                WireError::new(ErrorCode::Cancelled, "the reply was stopped because every client disconnected")
-            }
+            TurnFailure::Abandoned => WireError::new(
+                ErrorCode::Cancelled,
+                "the reply was stopped because every client disconnected",
+            ),
         }
     }
 }
@@ -49,36 +51,75 @@ impl TurnFailure {
 impl AppState {
     /// Validates and stores a user message, then starts its reply in the background.
     /// Nothing is stored when validation fails.
-    pub async fn submit(&self, hub: &Arc<Hub>, model: &str, req: ChatRequest) -> Result<Submitted, AppError> {
+    pub async fn submit(
+        &self,
+        hub: &Arc<Hub>,
+        model: &str,
+        req: ChatRequest,
+    ) -> Result<Submitted, AppError> {
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
         let id = new_id();
         let (message, duplicate) = self
             .store
-            .insert_user_message(session_id, &NewUserMessage {
-                id: &id,
-                content: &req.message,
-                client_message_id: req.client_message_id.as_deref(),
-                context: req.context.as_ref(),
-                attachments: &req.attachments,
-                created_at: now_ms(),
-            })
+            .insert_user_message(
+                session_id,
+                &NewUserMessage {
+                    id: &id,
+                    content: &req.message,
+                    client_message_id: req.client_message_id.as_deref(),
+                    context: req.context.as_ref(),
+                    attachments: &req.attachments,
+                    created_at: now_ms(),
+                },
+            )
             .await?;
         if duplicate {
-            hub.publish(ServerEvent::Accepted(Accepted { message: message.clone(), duplicate: true }));
-            return Ok(Submitted { message, duplicate, reply_id: None });
+            hub.publish(ServerEvent::Accepted(Accepted {
+                message: message.clone(),
+                duplicate: true,
+            }));
+            return Ok(Submitted {
+                message,
+                duplicate,
+                reply_id: None,
+            });
         }
-        let reply = self.store.insert_reply(session_id, &new_id(), &message.id, now_ms()).await?;
-        hub.publish(ServerEvent::Accepted(Accepted { message: message.clone(), duplicate: false }));
+        let reply = self
+            .store
+            .insert_reply(session_id, &new_id(), &message.id, now_ms())
+            .await?;
+        hub.publish(ServerEvent::Accepted(Accepted {
+            message: message.clone(),
+            duplicate: false,
+        }));
         hub.publish(reply_start(&reply));
-        self.spawn_turn(hub.clone(), model.to_owned(), message.id.clone(), reply.id.clone());
-        Ok(Submitted { message, duplicate: false, reply_id: Some(reply.id) })
+        self.spawn_turn(
+            hub.clone(),
+            model.to_owned(),
+            message.id.clone(),
+            reply.id.clone(),
+        );
+        Ok(Submitted {
+            message,
+            duplicate: false,
+            reply_id: Some(reply.id),
+        })
     }
 
     /// Regenerates a failed reply in place (same message id).
-    pub async fn retry(&self, hub: &Arc<Hub>, model: &str, message_id: &str) -> Result<(), AppError> {
+    pub async fn retry(
+        &self,
+        hub: &Arc<Hub>,
+        model: &str,
+        message_id: &str,
+    ) -> Result<(), AppError> {
         let session_id = hub.session_id.as_str();
-        let reply = self.store.message(session_id, message_id).await?.ok_or(AppError::NotFound("message"))?;
+        let reply = self
+            .store
+            .message(session_id, message_id)
+            .await?
+            .ok_or(AppError::NotFound("message"))?;
         let reply_to = match (&reply.role, &reply.reply_to) {
             (Role::Assistant, Some(to)) => to.clone(),
             _ => return Err(AppError::Conflict("only assistant replies can be retried")),
@@ -95,38 +136,75 @@ impl AppState {
         let state = self.clone();
         tokio::spawn(async move {
             let _in_order = hub.turn_lock.lock().await;
-            if let Err(e) = state.run_turn(&hub, &model, &user_message_id, &reply_id).await {
+            if let Err(e) = state
+                .run_turn(&hub, &model, &user_message_id, &reply_id)
+                .await
+            {
                 let wire = e.to_wire().for_message(&reply_id);
                 hub.publish(ServerEvent::Error(wire));
             }
         });
     }
 
-    async fn run_turn(&self, hub: &Hub, model: &str, user_message_id: &str, reply_id: &str) -> Result<(), AppError> {
+    async fn run_turn(
+        &self,
+        hub: &Hub,
+        model: &str,
+        user_message_id: &str,
+        reply_id: &str,
+    ) -> Result<(), AppError> {
         let session_id = hub.session_id.as_str();
-        let history = self.store.history_through(session_id, user_message_id).await?;
+        let history = self
+            .store
+            .history_through(session_id, user_message_id)
+            .await?;
         let context = history.last().and_then(|m| m.context.clone());
-        let request = build_request(&history, RequestOptions {
-            model,
-            system_prompt: self.config.system_prompt.as_deref(),
-            page_context: context.as_ref(),
-            tools: vec![],
-            max_output_tokens: self.config.max_output_tokens,
-        });
+        let request = build_request(
+            &history,
+            RequestOptions {
+                model,
+                system_prompt: self.config.system_prompt.as_deref(),
+                page_context: context.as_ref(),
+                tools: vec![],
+                max_output_tokens: self.config.max_output_tokens,
+            },
+        );
         let mut content = String::new();
         let mut usage = None;
         let result = tokio::select! {
             r = self.stream_reply(hub, reply_id, request, &mut content, &mut usage) => r.map_err(TurnFailure::Provider),
             _ = hub.abandoned() => Err(TurnFailure::Abandoned),
         };
-        let error = result.as_ref().err().map(|f| f.to_wire().for_message(reply_id));
+        let error = result
+            .as_ref()
+            .err()
+            .map(|f| f.to_wire().for_message(reply_id));
         if let Err(failure) = &result {
-            tracing::warn!(session = session_id, reply = reply_id, ?failure, kept = content.len(), "reply failed");
+            tracing::warn!(
+                session = session_id,
+                reply = reply_id,
+                ?failure,
+                kept = content.len(),
+                "reply failed"
+            );
         }
-        let status = if error.is_some() { MessageStatus::Failed } else { MessageStatus::Complete };
+        let status = if error.is_some() {
+            MessageStatus::Failed
+        } else {
+            MessageStatus::Complete
+        };
         let stored = self
             .store
-            .finish_reply(session_id, reply_id, ReplyOutcome { content: &content, status, usage, error: error.as_ref() })
+            .finish_reply(
+                session_id,
+                reply_id,
+                ReplyOutcome {
+                    content: &content,
+                    status,
+                    usage,
+                    error: error.as_ref(),
+                },
+            )
             .await?;
         match error {
             Some(e) => hub.publish(ServerEvent::Error(e)),
@@ -149,9 +227,15 @@ impl AppState {
         let deadline = tokio::time::Instant::now() + total;
         let mut stream = self.provider.stream(request);
         loop {
-            let next = tokio::time::timeout_at(deadline.min(tokio::time::Instant::now() + idle), stream.next()).await;
+            let next = tokio::time::timeout_at(
+                deadline.min(tokio::time::Instant::now() + idle),
+                stream.next(),
+            )
+            .await;
             let event = match next {
-                Err(_) if tokio::time::Instant::now() >= deadline => return Err(ProviderError::TotalTimeout(total)),
+                Err(_) if tokio::time::Instant::now() >= deadline => {
+                    return Err(ProviderError::TotalTimeout(total));
+                }
                 Err(_) => return Err(ProviderError::IdleTimeout(idle)),
                 Ok(None) => return Err(ProviderError::Truncated),
                 Ok(Some(event)) => event?,
@@ -159,7 +243,10 @@ impl AppState {
             match event {
                 ProviderEvent::Text(text) => {
                     content.push_str(&text);
-                    hub.publish(ServerEvent::Delta(Delta { message_id: reply_id.to_owned(), text }));
+                    hub.publish(ServerEvent::Delta(Delta {
+                        message_id: reply_id.to_owned(),
+                        text,
+                    }));
                 }
                 ProviderEvent::Usage(u) => *usage = Some(u),
                 ProviderEvent::ToolCall(call) => {

@@ -12,7 +12,10 @@ pub enum ProviderKind {
     /// Deterministic local replies; needs no key and no network.
     Offline,
     /// OpenAI Chat Completions or any compatible server (Ollama, vLLM, llama.cpp, OpenRouter).
-    OpenAi { api_key: Option<String>, base_url: String },
+    OpenAi {
+        api_key: Option<String>,
+        base_url: String,
+    },
     /// Anthropic Messages API.
     Anthropic { api_key: String, base_url: String },
 }
@@ -46,7 +49,11 @@ pub struct Config {
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("{name}={value:?} is not valid: {reason}")]
-    Invalid { name: &'static str, value: String, reason: String },
+    Invalid {
+        name: &'static str,
+        value: String,
+        reason: String,
+    },
     #[error("GLASSBOX_PROVIDER=anthropic needs ANTHROPIC_API_KEY")]
     MissingAnthropicKey,
 }
@@ -61,7 +68,8 @@ impl Config {
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let addr = parse(&get, "GLASSBOX_ADDR", "127.0.0.1:8080")?;
         let data_dir = PathBuf::from(get("GLASSBOX_DATA_DIR").unwrap_or_else(|| "data".into()));
-        let public_dir = PathBuf::from(get("GLASSBOX_PUBLIC_DIR").unwrap_or_else(|| "public".into()));
+        let public_dir =
+            PathBuf::from(get("GLASSBOX_PUBLIC_DIR").unwrap_or_else(|| "public".into()));
         let widget_dir = PathBuf::from(get("GLASSBOX_WIDGET_DIR").unwrap_or_else(|| "dist".into()));
         let openai_key = get("OPENAI_API_KEY");
         let anthropic_key = get("ANTHROPIC_API_KEY");
@@ -80,11 +88,15 @@ impl Config {
             "offline" => ProviderKind::Offline,
             "openai" => ProviderKind::OpenAi {
                 api_key: openai_key,
-                base_url: trim_slash(openai_base.unwrap_or_else(|| "https://api.openai.com/v1".into())),
+                base_url: trim_slash(
+                    openai_base.unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                ),
             },
             "anthropic" => ProviderKind::Anthropic {
                 api_key: anthropic_key.ok_or(ConfigError::MissingAnthropicKey)?,
-                base_url: trim_slash(get("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into())),
+                base_url: trim_slash(
+                    get("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into()),
+                ),
             },
             other => {
                 return Err(ConfigError::Invalid {
@@ -100,7 +112,12 @@ impl Config {
             ProviderKind::Anthropic { .. } => "claude-sonnet-4-5",
         };
         let allowed_models = get("GLASSBOX_ALLOWED_MODELS")
-            .map(|v| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
+            .map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
             .unwrap_or_default();
         Ok(Self {
             addr,
@@ -138,10 +155,18 @@ where
     T::Err: std::fmt::Display,
 {
     let value = get(name).unwrap_or_else(|| default.into());
-    value.parse().map_err(|e: T::Err| ConfigError::Invalid { name, value, reason: e.to_string() })
+    value.parse().map_err(|e: T::Err| ConfigError::Invalid {
+        name,
+        value,
+        reason: e.to_string(),
+    })
 }
 
-fn millis(get: &impl Fn(&str) -> Option<String>, name: &'static str, default: u64) -> Result<Duration, ConfigError> {
+fn millis(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: u64,
+) -> Result<Duration, ConfigError> {
     parse::<u64>(get, name, &default.to_string()).map(Duration::from_millis)
 }
 
@@ -151,7 +176,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::from_lookup(|k| map.get(k).cloned())
     }
 
@@ -164,18 +192,33 @@ mod tests {
 
     #[test]
     fn openai_base_url_is_configurable() {
-        let c = config(&[("GLASSBOX_PROVIDER", "openai"), ("OPENAI_BASE_URL", "http://localhost:11434/v1/")]).unwrap();
-        assert_eq!(c.provider, ProviderKind::OpenAi { api_key: None, base_url: "http://localhost:11434/v1".into() });
+        let c = config(&[
+            ("GLASSBOX_PROVIDER", "openai"),
+            ("OPENAI_BASE_URL", "http://localhost:11434/v1/"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.provider,
+            ProviderKind::OpenAi {
+                api_key: None,
+                base_url: "http://localhost:11434/v1".into()
+            }
+        );
     }
 
     #[test]
     fn anthropic_without_key_is_an_error() {
-        assert!(matches!(config(&[("GLASSBOX_PROVIDER", "anthropic")]), Err(ConfigError::MissingAnthropicKey)));
+        assert!(matches!(
+            config(&[("GLASSBOX_PROVIDER", "anthropic")]),
+            Err(ConfigError::MissingAnthropicKey)
+        ));
     }
 
     #[test]
     fn bad_values_name_the_variable() {
-        let err = config(&[("GLASSBOX_ADDR", "nowhere")]).unwrap_err().to_string();
+        let err = config(&[("GLASSBOX_ADDR", "nowhere")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("GLASSBOX_ADDR"), "{err}");
     }
 }

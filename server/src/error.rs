@@ -71,7 +71,14 @@ impl AppError {
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code().http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(ErrorBody { error: self.to_wire() })).into_response()
+        let status = StatusCode::from_u16(self.code().http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (
+            status,
+            Json(ErrorBody {
+                error: self.to_wire(),
+            }),
+        )
+            .into_response()
     }
 }

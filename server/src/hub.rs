@@ -37,7 +37,10 @@ impl Hub {
     fn new(session_id: String, last_sync_id: u64, grace: Duration) -> Self {
         Self {
             session_id,
-            log: Mutex::new(LogState { log: ReplayLog::new(last_sync_id, REPLAY_CAPACITY), partial: HashMap::new() }),
+            log: Mutex::new(LogState {
+                log: ReplayLog::new(last_sync_id, REPLAY_CAPACITY),
+                partial: HashMap::new(),
+            }),
             frames: broadcast::channel(BROADCAST_CAPACITY).0,
             turn_lock: tokio::sync::Mutex::new(()),
             clients: Mutex::new(0),
@@ -87,7 +90,10 @@ impl Hub {
     /// flight: a snapshot built from the database plus this text reflects every frame up to the id.
     pub fn snapshot_point(&self) -> (u64, HashMap<String, String>) {
         let mut state = self.state();
-        let id = state.log.number(ServerEvent::Snapshot(Default::default())).sync_id;
+        let id = state
+            .log
+            .number(ServerEvent::Snapshot(Default::default()))
+            .sync_id;
         (id, state.partial.clone())
     }
 
@@ -124,10 +130,10 @@ impl Hub {
         let grace = self.grace;
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
-            if let Some(hub) = hub.upgrade() {
-                if *hub.clients.lock().unwrap_or_else(|p| p.into_inner()) == 0 {
-                    hub.abandoned.send_replace(true);
-                }
+            if let Some(hub) = hub.upgrade()
+                && *hub.clients.lock().unwrap_or_else(|p| p.into_inner()) == 0
+            {
+                hub.abandoned.send_replace(true);
             }
         });
     }
@@ -179,14 +185,23 @@ impl Hubs {
             }
         };
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        recent.insert(session_id.to_owned(), (hub.clone(), tokio::time::Instant::now()));
+        recent.insert(
+            session_id.to_owned(),
+            (hub.clone(), tokio::time::Instant::now()),
+        );
         hub
     }
 
     /// Forgets sessions unused for a while (their state is in the database).
     pub fn sweep(&self) {
         let now = tokio::time::Instant::now();
-        self.recent.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, (_, used)| now - *used < KEEP_IDLE);
-        self.live.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, w| w.strong_count() > 0);
+        self.recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, (_, used)| now - *used < KEEP_IDLE);
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, w| w.strong_count() > 0);
     }
 }

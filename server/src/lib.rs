@@ -20,10 +20,16 @@ use glassbox_core::wire::WireError;
 /// Opens the store, fails replies a previous process left streaming, and builds the state.
 pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
     let store = storage::Store::open(&config.data_dir).await?;
-    let interrupted = WireError::new(ErrorCode::Internal, "the server restarted while this reply was streaming");
+    let interrupted = WireError::new(
+        ErrorCode::Internal,
+        "the server restarted while this reply was streaming",
+    );
     let n = store.fail_interrupted(&interrupted).await?;
     if n > 0 {
-        tracing::warn!(replies = n, "marked replies interrupted by a restart as failed");
+        tracing::warn!(
+            replies = n,
+            "marked replies interrupted by a restart as failed"
+        );
     }
     let provider = providers::from_config(&config)?;
     Ok(AppState::new(config, store, provider))

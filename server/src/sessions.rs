@@ -48,7 +48,9 @@ impl AppState {
         model: Option<&str>,
     ) -> Result<OpenSession, AppError> {
         let model = match model {
-            Some(m) if !self.config.model_allowed(m) => return Err(AppError::ModelNotAllowed(m.to_owned())),
+            Some(m) if !self.config.model_allowed(m) => {
+                return Err(AppError::ModelNotAllowed(m.to_owned()));
+            }
             Some(m) => m.to_owned(),
             None => self.config.model.clone(),
         };
@@ -59,19 +61,39 @@ impl AppState {
                 let mut raw = [0u8; 32];
                 rand::rng().fill_bytes(&mut raw);
                 let token = hex::encode(raw);
-                self.store.create_session(&id, &hash_token(&token), now_ms()).await?;
+                self.store
+                    .create_session(&id, &hash_token(&token), now_ms())
+                    .await?;
                 let hub = self.hubs.get_or_create(&id, grace);
-                Ok(OpenSession { hub, info: SessionInfo { session_id: id, token: Some(token), model } })
+                Ok(OpenSession {
+                    hub,
+                    info: SessionInfo {
+                        session_id: id,
+                        token: Some(token),
+                        model,
+                    },
+                })
             }
             Some(id) => {
                 let token = token.ok_or(AppError::Unauthorized)?;
                 // Unknown ids and wrong tokens look the same to the caller.
-                let row = self.store.session(id).await?.ok_or(AppError::Unauthorized)?;
+                let row = self
+                    .store
+                    .session(id)
+                    .await?
+                    .ok_or(AppError::Unauthorized)?;
                 if !same_bytes(row.token_hash.as_bytes(), hash_token(token).as_bytes()) {
                     return Err(AppError::Unauthorized);
                 }
                 let hub = self.hubs.get_or_create(id, grace);
-                Ok(OpenSession { hub, info: SessionInfo { session_id: id.to_owned(), token: None, model } })
+                Ok(OpenSession {
+                    hub,
+                    info: SessionInfo {
+                        session_id: id.to_owned(),
+                        token: None,
+                        model,
+                    },
+                })
             }
         }
     }

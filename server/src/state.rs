@@ -19,6 +19,11 @@ pub struct AppState {
 impl AppState {
     /// State over an opened store and a provider.
     pub fn new(config: Config, store: Store, provider: Arc<dyn Provider>) -> Self {
-        Self { config: Arc::new(config), store, provider, hubs: Arc::new(Hubs::default()) }
+        Self {
+            config: Arc::new(config),
+            store,
+            provider,
+            hubs: Arc::new(Hubs::default()),
+        }
     }
 }

@@ -11,7 +11,10 @@ fn request() -> ProviderRequest {
     ProviderRequest {
         model: "test-model".into(),
         system: Some("system text".into()),
-        messages: vec![PromptMessage { role: Role::User, content: "weather in Paris?".into() }],
+        messages: vec![PromptMessage {
+            role: Role::User,
+            content: "weather in Paris?".into(),
+        }],
         tools: vec![ToolDefinition {
             name: "get_weather".into(),
             description: "Current weather".into(),
@@ -30,7 +33,10 @@ fn tool_behaviour() -> Behaviour {
 }
 
 async fn collect(p: &dyn Provider) -> Vec<ProviderEvent> {
-    p.stream(request()).map(|e| e.expect("provider event")).collect().await
+    p.stream(request())
+        .map(|e| e.expect("provider event"))
+        .collect()
+        .await
 }
 
 fn assert_tool_stream(events: &[ProviderEvent], id: &str) {
@@ -41,19 +47,32 @@ fn assert_tool_stream(events: &[ProviderEvent], id: &str) {
     });
     assert_eq!(
         call,
-        Some(ToolCall { id: id.into(), name: "get_weather".into(), arguments: r#"{"city": "Paris"}"#.into() })
+        Some(ToolCall {
+            id: id.into(),
+            name: "get_weather".into(),
+            arguments: r#"{"city": "Paris"}"#.into()
+        })
     );
     assert!(events.iter().any(|e| matches!(e, ProviderEvent::Usage(_))));
-    assert!(matches!(events.last(), Some(ProviderEvent::Finished { .. })));
+    assert!(matches!(
+        events.last(),
+        Some(ProviderEvent::Finished { .. })
+    ));
 }
 
 #[tokio::test]
 async fn openai_streams_tool_calls_assembled_from_fragments() {
     let fake = FakeProvider::start(tool_behaviour()).await.unwrap();
-    let p = OpenAiProvider::new(reqwest::Client::new(), fake.openai_base(), Some("sk-o".into()));
+    let p = OpenAiProvider::new(
+        reqwest::Client::new(),
+        fake.openai_base(),
+        Some("sk-o".into()),
+    );
     let events = collect(&p).await;
     assert_tool_stream(&events, "call_fake_1");
-    assert!(matches!(events.last(), Some(ProviderEvent::Finished { reason: Some(r) }) if r == "tool_calls"));
+    assert!(
+        matches!(events.last(), Some(ProviderEvent::Finished { reason: Some(r) }) if r == "tool_calls")
+    );
     let sent = &fake.requests()[0];
     assert_eq!(sent.key.as_deref(), Some("Bearer sk-o"));
     assert_eq!(sent.body["tools"][0]["type"], "function");
@@ -66,7 +85,9 @@ async fn anthropic_streams_tool_use_blocks() {
     let p = AnthropicProvider::new(reqwest::Client::new(), fake.anthropic_base(), "sk-a".into());
     let events = collect(&p).await;
     assert_tool_stream(&events, "toolu_fake_1");
-    assert!(matches!(events.last(), Some(ProviderEvent::Finished { reason: Some(r) }) if r == "tool_use"));
+    assert!(
+        matches!(events.last(), Some(ProviderEvent::Finished { reason: Some(r) }) if r == "tool_use")
+    );
     let sent = &fake.requests()[0];
     assert_eq!(sent.key.as_deref(), Some("sk-a"));
     assert_eq!(sent.body["tools"][0]["input_schema"]["type"], "object");

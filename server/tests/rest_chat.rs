@@ -23,7 +23,10 @@ async fn json_chat_creates_a_session_and_returns_the_finished_reply() {
     assert_eq!(body["reply"]["status"], "complete");
     let session = body["session"]["sessionId"].as_str().unwrap();
     let token = body["session"]["token"].as_str().unwrap();
-    let system = server.fake.requests()[0].body["messages"][0]["content"].as_str().unwrap().to_owned();
+    let system = server.fake.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(system.contains(r#"{"page":"settings"}"#), "{system}");
 
     // The session continues with its token; the model sees the earlier turn.
@@ -55,10 +58,28 @@ async fn sse_chat_streams_frames_as_events() {
         .text()
         .await
         .unwrap();
-    let events: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
-    assert_eq!(events, ["session", "accepted", "reply_start", "delta", "delta", "delta", "done"], "{text}");
-    let datas: Vec<Value> =
-        text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
+    let events: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "session",
+            "accepted",
+            "reply_start",
+            "delta",
+            "delta",
+            "delta",
+            "done"
+        ],
+        "{text}"
+    );
+    let datas: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
     assert_eq!(datas[1]["data"]["message"]["content"], "stream please");
     assert_eq!(datas[6]["data"]["message"]["content"], "ABC");
 }
@@ -66,39 +87,111 @@ async fn sse_chat_streams_frames_as_events() {
 #[tokio::test]
 async fn bounds_are_enforced_with_typed_errors_and_nothing_is_stored() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["x"])).await;
-    let created: Value = server.http.post(server.url("/api/sessions")).send().await.unwrap().json().await.unwrap();
+    let created: Value = server
+        .http
+        .post(server.url("/api/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let session = created["sessionId"].as_str().unwrap();
     let token = created["token"].as_str().unwrap();
-    let many: serde_json::Map<String, Value> = (0..33).map(|i| (format!("k{i}"), json!(i))).collect();
+    let many: serde_json::Map<String, Value> =
+        (0..33).map(|i| (format!("k{i}"), json!(i))).collect();
     let cases = [
-        (json!({"sessionId": session, "message": "hi", "context": {"blob": "z".repeat(9000)}}), 413, "context_too_large"),
-        (json!({"sessionId": session, "message": "hi", "context": many}), 422, "context_invalid"),
-        (json!({"sessionId": session, "message": ""}), 400, "invalid_message"),
-        (json!({"sessionId": session, "message": "x".repeat(70_000)}), 413, "frame_too_large"),
+        (
+            json!({"sessionId": session, "message": "hi", "context": {"blob": "z".repeat(9000)}}),
+            413,
+            "context_too_large",
+        ),
+        (
+            json!({"sessionId": session, "message": "hi", "context": many}),
+            422,
+            "context_invalid",
+        ),
+        (
+            json!({"sessionId": session, "message": ""}),
+            400,
+            "invalid_message",
+        ),
+        (
+            json!({"sessionId": session, "message": "x".repeat(70_000)}),
+            413,
+            "frame_too_large",
+        ),
     ];
     for (body, status, code) in cases {
-        let resp = server.http.post(server.url("/api/chat")).bearer_auth(token).json(&body).send().await.unwrap();
+        let resp = server
+            .http
+            .post(server.url("/api/chat"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status().as_u16(), status);
         let err: Value = resp.json().await.unwrap();
         assert_eq!(err["error"]["code"], code);
     }
-    let resp = server.http.post(server.url("/api/chat")).body("{oops").send().await.unwrap();
+    let resp = server
+        .http
+        .post(server.url("/api/chat"))
+        .body("{oops")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 400);
-    assert_eq!(resp.json::<Value>().await.unwrap()["error"]["code"], "malformed_json");
+    assert_eq!(
+        resp.json::<Value>().await.unwrap()["error"]["code"],
+        "malformed_json"
+    );
     assert!(server.messages(session, token).await.is_empty());
-    assert!(server.fake.requests().is_empty(), "the provider was never called");
+    assert!(
+        server.fake.requests().is_empty(),
+        "the provider was never called"
+    );
 }
 
 #[tokio::test]
 async fn a_session_is_reachable_only_with_its_token() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["x"])).await;
-    let created: Value = server.http.post(server.url("/api/sessions")).send().await.unwrap().json().await.unwrap();
+    let created: Value = server
+        .http
+        .post(server.url("/api/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let session = created["sessionId"].as_str().unwrap();
     let url = server.url(&format!("/api/sessions/{session}"));
     assert_eq!(server.http.get(&url).send().await.unwrap().status(), 401);
-    assert_eq!(server.http.get(&url).bearer_auth("wrong").send().await.unwrap().status(), 401);
+    assert_eq!(
+        server
+            .http
+            .get(&url)
+            .bearer_auth("wrong")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
     let other = server.url("/api/sessions/0123456789abcdef0123456789abcdef");
-    assert_eq!(server.http.get(&other).bearer_auth("wrong").send().await.unwrap().status(), 401);
+    assert_eq!(
+        server
+            .http
+            .get(&other)
+            .bearer_auth("wrong")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
     let post = server
         .http
         .post(server.url("/api/chat"))
@@ -108,14 +201,36 @@ async fn a_session_is_reachable_only_with_its_token() {
         .await
         .unwrap();
     assert_eq!(post.status(), 401);
-    let ok = server.http.get(&url).bearer_auth(created["token"].as_str().unwrap()).send().await.unwrap();
+    let ok = server
+        .http
+        .get(&url)
+        .bearer_auth(created["token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
 }
 
 #[tokio::test]
 async fn a_failed_reply_is_reported_in_the_json_answer() {
-    let server = TestServer::start(Api::OpenAi, Behaviour::Cut { chunks: vec!["half".into(), "rest".into()], after: 1 }).await;
-    let body: Value = server.http.post(server.url("/api/chat")).json(&json!({"message": "hi"})).send().await.unwrap().json().await.unwrap();
+    let server = TestServer::start(
+        Api::OpenAi,
+        Behaviour::Cut {
+            chunks: vec!["half".into(), "rest".into()],
+            after: 1,
+        },
+    )
+    .await;
+    let body: Value = server
+        .http
+        .post(server.url("/api/chat"))
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(body["reply"]["status"], "failed");
     assert_eq!(body["reply"]["content"], "half");
     assert_eq!(body["reply"]["error"]["retryable"], true);
@@ -124,7 +239,15 @@ async fn a_failed_reply_is_reported_in_the_json_answer() {
 #[tokio::test]
 async fn healthz_reports_provider_and_model() {
     let server = TestServer::start(Api::Anthropic, Behaviour::reply(&["x"])).await;
-    let body: Value = server.http.get(server.url("/healthz")).send().await.unwrap().json().await.unwrap();
+    let body: Value = server
+        .http
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(body["status"], "ok");
     assert_eq!(body["provider"], "anthropic");
 }
@@ -134,7 +257,10 @@ async fn offline_provider_needs_no_key_and_states_what_it_received() {
     let server = TestServer::start_with(
         Api::OpenAi,
         Behaviour::reply(&["unused"]),
-        &[("GLASSBOX_PROVIDER", "offline"), ("GLASSBOX_OFFLINE_DELAY_MS", "0")],
+        &[
+            ("GLASSBOX_PROVIDER", "offline"),
+            ("GLASSBOX_OFFLINE_DELAY_MS", "0"),
+        ],
     )
     .await;
     let body: Value = server
@@ -148,7 +274,10 @@ async fn offline_provider_needs_no_key_and_states_what_it_received() {
         .await
         .unwrap();
     let reply = body["reply"]["content"].as_str().unwrap();
-    assert!(reply.contains("I received 1 message (1 from you)"), "{reply}");
+    assert!(
+        reply.contains("I received 1 message (1 from you)"),
+        "{reply}"
+    );
     assert!(reply.contains("`page`, `user`"), "{reply}");
     assert!(server.fake.requests().is_empty());
 }

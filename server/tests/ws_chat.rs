@@ -20,11 +20,15 @@ async fn context_reaches_provider_but_never_message_content(api: Api) {
         .await;
     let frames = ws.until_reply_ends().await;
     assert_increasing(&frames);
-    let ServerEvent::Accepted(accepted) = &frames[0].event else { panic!("first frame {:?}", frames[0]) };
+    let ServerEvent::Accepted(accepted) = &frames[0].event else {
+        panic!("first frame {:?}", frames[0])
+    };
     assert_eq!(accepted.message.content, "What does this model do?");
     assert!(matches!(frames[1].event, ServerEvent::ReplyStart(_)));
     assert_eq!(delta_text(&frames), "Hello from the model.");
-    let ServerEvent::Done(done) = &frames.last().unwrap().event else { panic!("last frame") };
+    let ServerEvent::Done(done) = &frames.last().unwrap().event else {
+        panic!("last frame")
+    };
     assert_eq!(done.message.content, "Hello from the model.");
     assert_eq!(done.message.status, MessageStatus::Complete);
     assert!(done.message.usage.is_some(), "usage reported");
@@ -37,8 +41,17 @@ async fn context_reaches_provider_but_never_message_content(api: Api) {
         Api::OpenAi => body["messages"][0]["content"].as_str().unwrap().to_owned(),
         Api::Anthropic => body["system"].as_str().unwrap().to_owned(),
     };
-    let inner = system.split(CONTEXT_OPEN).nth(1).unwrap().split(CONTEXT_CLOSE).next().unwrap();
-    assert_eq!(serde_json::from_str::<Value>(inner.trim()).unwrap(), context);
+    let inner = system
+        .split(CONTEXT_OPEN)
+        .nth(1)
+        .unwrap()
+        .split(CONTEXT_CLOSE)
+        .next()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(inner.trim()).unwrap(),
+        context
+    );
     let user_turn = body["messages"].as_array().unwrap().last().unwrap();
     assert_eq!(user_turn["content"], "What does this model do?");
     // The API key went to the provider from the server.
@@ -51,7 +64,10 @@ async fn context_reaches_provider_but_never_message_content(api: Api) {
     assert_eq!(stored[0]["context"], context);
     assert_eq!(stored[1]["content"], "Hello from the model.");
     for m in &stored {
-        assert!(!m["content"].as_str().unwrap().contains("Illustrious"), "context leaked into {m}");
+        assert!(
+            !m["content"].as_str().unwrap().contains("Illustrious"),
+            "context leaked into {m}"
+        );
     }
 }
 
@@ -70,10 +86,14 @@ async fn without_context_the_provider_gets_no_context_segment() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["ok"])).await;
     let mut ws = server.ws().await;
     ws.hello_new().await;
-    ws.send(json!({"type": "chat", "data": {"message": "plain"}})).await;
+    ws.send(json!({"type": "chat", "data": {"message": "plain"}}))
+        .await;
     ws.until_reply_ends().await;
     let body = &server.fake.requests()[0].body;
-    assert_eq!(body["messages"], json!([{"role": "user", "content": "plain"}]));
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": "plain"}])
+    );
 }
 
 #[tokio::test]
@@ -86,7 +106,9 @@ async fn resending_a_client_message_id_never_creates_a_second_message() {
     ws.until_reply_ends().await;
     ws.send(frame).await;
     let (f, _) = ws.next().await;
-    let ServerEvent::Accepted(a) = f.event else { panic!("expected accepted, got {f:?}") };
+    let ServerEvent::Accepted(a) = f.event else {
+        panic!("expected accepted, got {f:?}")
+    };
     assert!(a.duplicate);
     assert_eq!(server.messages(&session, &token).await.len(), 2);
     assert_eq!(server.fake.requests().len(), 1);
@@ -97,9 +119,13 @@ async fn bad_frames_get_typed_errors_and_the_socket_stays_open() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["fine"])).await;
     let mut ws = server.ws().await;
 
-    ws.send(json!({"type": "chat", "data": {"message": "too early"}})).await;
+    ws.send(json!({"type": "chat", "data": {"message": "too early"}}))
+        .await;
     let (f, raw) = ws.next().await;
-    assert!(matches!(f.event, ServerEvent::Error(ref e) if e.code == ErrorCode::HelloRequired), "{raw}");
+    assert!(
+        matches!(f.event, ServerEvent::Error(ref e) if e.code == ErrorCode::HelloRequired),
+        "{raw}"
+    );
 
     let (session, token) = ws.hello_new().await;
     let big_context = json!({"blob": "x".repeat(9 * 1024)});
@@ -107,16 +133,38 @@ async fn bad_frames_get_typed_errors_and_the_socket_stays_open() {
     for _ in 0..9 {
         deep = json!({ "n": deep });
     }
-    let many: serde_json::Map<String, Value> = (0..33).map(|i| (format!("k{i}"), json!(i))).collect();
+    let many: serde_json::Map<String, Value> =
+        (0..33).map(|i| (format!("k{i}"), json!(i))).collect();
     let cases: Vec<(String, ErrorCode)> = vec![
         ("{not json".into(), ErrorCode::MalformedJson),
-        (json!({"type": "shout", "data": {}}).to_string(), ErrorCode::UnknownFrameType),
-        (json!({"type": "chat", "data": {"message": 42}}).to_string(), ErrorCode::InvalidFrame),
-        (json!({"type": "chat", "data": {"message": "y".repeat(70 * 1024)}}).to_string(), ErrorCode::FrameTooLarge),
-        (json!({"type": "chat", "data": {"message": "hi", "context": big_context}}).to_string(), ErrorCode::ContextTooLarge),
-        (json!({"type": "chat", "data": {"message": "hi", "context": deep}}).to_string(), ErrorCode::ContextInvalid),
-        (json!({"type": "chat", "data": {"message": "hi", "context": many}}).to_string(), ErrorCode::ContextInvalid),
-        (json!({"type": "chat", "data": {"message": "   "}}).to_string(), ErrorCode::InvalidMessage),
+        (
+            json!({"type": "shout", "data": {}}).to_string(),
+            ErrorCode::UnknownFrameType,
+        ),
+        (
+            json!({"type": "chat", "data": {"message": 42}}).to_string(),
+            ErrorCode::InvalidFrame,
+        ),
+        (
+            json!({"type": "chat", "data": {"message": "y".repeat(70 * 1024)}}).to_string(),
+            ErrorCode::FrameTooLarge,
+        ),
+        (
+            json!({"type": "chat", "data": {"message": "hi", "context": big_context}}).to_string(),
+            ErrorCode::ContextTooLarge,
+        ),
+        (
+            json!({"type": "chat", "data": {"message": "hi", "context": deep}}).to_string(),
+            ErrorCode::ContextInvalid,
+        ),
+        (
+            json!({"type": "chat", "data": {"message": "hi", "context": many}}).to_string(),
+            ErrorCode::ContextInvalid,
+        ),
+        (
+            json!({"type": "chat", "data": {"message": "   "}}).to_string(),
+            ErrorCode::InvalidMessage,
+        ),
     ];
     let mut last_id = 0;
     for (text, code) in cases {
@@ -129,10 +177,14 @@ async fn bad_frames_get_typed_errors_and_the_socket_stays_open() {
         assert!(f.sync_id > last_id);
         last_id = f.sync_id;
     }
-    assert!(server.messages(&session, &token).await.is_empty(), "nothing stored for bad frames");
+    assert!(
+        server.messages(&session, &token).await.is_empty(),
+        "nothing stored for bad frames"
+    );
 
     // The same socket still works.
-    ws.send(json!({"type": "chat", "data": {"message": "now a good one"}})).await;
+    ws.send(json!({"type": "chat", "data": {"message": "now a good one"}}))
+        .await;
     let frames = ws.until_reply_ends().await;
     assert_eq!(delta_text(&frames), "fine");
     assert_eq!(server.messages(&session, &token).await.len(), 2);
@@ -144,22 +196,30 @@ async fn a_wrong_token_cannot_open_a_session() {
     let mut ws = server.ws().await;
     let (session, _token) = ws.hello_new().await;
     let mut other = server.ws().await;
-    other.send(json!({"type": "hello", "data": {"sessionId": session, "token": "0".repeat(64)}})).await;
+    other
+        .send(json!({"type": "hello", "data": {"sessionId": session, "token": "0".repeat(64)}}))
+        .await;
     let (f, _) = other.next().await;
     assert!(matches!(f.event, ServerEvent::Error(ref e) if e.code == ErrorCode::Unauthorized));
 }
 
 #[tokio::test]
 async fn reconnecting_with_the_last_sync_id_replays_what_was_missed() {
-    let words = chunks(&["one ", "two ", "three ", "four ", "five ", "six ", "seven ", "eight"]);
+    let words = chunks(&[
+        "one ", "two ", "three ", "four ", "five ", "six ", "seven ", "eight",
+    ]);
     let server = TestServer::start(
         Api::OpenAi,
-        Behaviour::Reply { chunks: words.clone(), delay: Duration::from_millis(60) },
+        Behaviour::Reply {
+            chunks: words.clone(),
+            delay: Duration::from_millis(60),
+        },
     )
     .await;
     let mut ws = server.ws().await;
     let (session, token) = ws.hello_new().await;
-    ws.send(json!({"type": "chat", "data": {"message": "count"}})).await;
+    ws.send(json!({"type": "chat", "data": {"message": "count"}}))
+        .await;
     let mut seen = vec![];
     while delta_text(&seen).split_whitespace().count() < 2 {
         seen.push(ws.next().await.0);
@@ -171,54 +231,90 @@ async fn reconnecting_with_the_last_sync_id_replays_what_was_missed() {
     let mut ws = server.ws().await;
     ws.send(json!({"type": "hello", "data": {"sessionId": session, "token": token, "lastSyncId": last}})).await;
     let rest = ws.until_reply_ends().await;
-    assert!(rest.iter().all(|f| f.sync_id > last), "only missed frames are replayed");
-    assert!(rest.iter().any(|f| matches!(f.event, ServerEvent::Session(ref s) if s.token.is_none())));
-    assert!(!rest.iter().any(|f| matches!(f.event, ServerEvent::Snapshot(_))));
+    assert!(
+        rest.iter().all(|f| f.sync_id > last),
+        "only missed frames are replayed"
+    );
+    assert!(
+        rest.iter()
+            .any(|f| matches!(f.event, ServerEvent::Session(ref s) if s.token.is_none()))
+    );
+    assert!(
+        !rest
+            .iter()
+            .any(|f| matches!(f.event, ServerEvent::Snapshot(_)))
+    );
     assert_increasing(&rest);
-    assert_eq!(format!("{}{}", delta_text(&seen), delta_text(&rest)), words.concat());
+    assert_eq!(
+        format!("{}{}", delta_text(&seen), delta_text(&rest)),
+        words.concat()
+    );
 
     // A fresh connection without a sync id gets the history as a snapshot.
     let mut ws = server.ws().await;
-    ws.send(json!({"type": "hello", "data": {"sessionId": session, "token": token}})).await;
+    ws.send(json!({"type": "hello", "data": {"sessionId": session, "token": token}}))
+        .await;
     ws.next().await;
     let (snap, _) = ws.next().await;
-    let ServerEvent::Snapshot(s) = snap.event else { panic!("expected snapshot") };
+    let ServerEvent::Snapshot(s) = snap.event else {
+        panic!("expected snapshot")
+    };
     assert_eq!(s.messages.len(), 2);
     assert_eq!(s.messages[1].content, words.concat());
 }
 
-async fn failure_mid_stream_keeps_partial_reply_and_retry_completes_it(api: Api, failing: Behaviour, code: ErrorCode) {
+async fn failure_mid_stream_keeps_partial_reply_and_retry_completes_it(
+    api: Api,
+    failing: Behaviour,
+    code: ErrorCode,
+) {
     let server = TestServer::start(api, failing).await;
     let mut ws = server.ws().await;
     let (session, token) = ws.hello_new().await;
-    ws.send(json!({"type": "chat", "data": {"message": "tell me"}})).await;
+    ws.send(json!({"type": "chat", "data": {"message": "tell me"}}))
+        .await;
     let frames = ws.until_reply_ends().await;
-    let ServerEvent::Error(err) = &frames.last().unwrap().event else { panic!("expected error") };
+    let ServerEvent::Error(err) = &frames.last().unwrap().event else {
+        panic!("expected error")
+    };
     assert_eq!(err.code, code);
     assert!(err.retryable);
     let reply_id = err.message_id.clone().unwrap();
     assert_eq!(delta_text(&frames), "Part one, ");
 
     let stored = server.messages(&session, &token).await;
-    assert_eq!(stored.len(), 2, "user message and partial reply are both kept");
+    assert_eq!(
+        stored.len(),
+        2,
+        "user message and partial reply are both kept"
+    );
     assert_eq!(stored[0]["content"], "tell me");
     assert_eq!(stored[1]["status"], "failed");
     assert_eq!(stored[1]["content"], "Part one, ");
-    assert_eq!(stored[1]["error"]["code"], serde_json::to_value(code).unwrap());
+    assert_eq!(
+        stored[1]["error"]["code"],
+        serde_json::to_value(code).unwrap()
+    );
 
     server.fake.set(Behaviour::reply(&["Whole ", "answer."]));
-    ws.send(json!({"type": "retry", "data": {"messageId": reply_id}})).await;
+    ws.send(json!({"type": "retry", "data": {"messageId": reply_id}}))
+        .await;
     let frames = ws.until_reply_ends().await;
     assert!(matches!(&frames[0].event, ServerEvent::ReplyStart(r) if r.message_id == reply_id));
     assert_eq!(delta_text(&frames), "Whole answer.");
     let stored = server.messages(&session, &token).await;
-    assert_eq!(stored.len(), 2, "retry reuses the failed message: no duplicate");
+    assert_eq!(
+        stored.len(),
+        2,
+        "retry reuses the failed message: no duplicate"
+    );
     assert_eq!(stored[1]["status"], "complete");
     assert_eq!(stored[1]["content"], "Whole answer.");
     assert!(stored[1].get("error").is_none());
 
     // A complete reply cannot be retried.
-    ws.send(json!({"type": "retry", "data": {"messageId": reply_id}})).await;
+    ws.send(json!({"type": "retry", "data": {"messageId": reply_id}}))
+        .await;
     let (f, _) = ws.next().await;
     assert!(matches!(f.event, ServerEvent::Error(ref e) if e.code == ErrorCode::Conflict));
 }
@@ -231,7 +327,10 @@ fn partial() -> Vec<String> {
 async fn openai_cut_mid_stream() {
     failure_mid_stream_keeps_partial_reply_and_retry_completes_it(
         Api::OpenAi,
-        Behaviour::Cut { chunks: partial(), after: 1 },
+        Behaviour::Cut {
+            chunks: partial(),
+            after: 1,
+        },
         ErrorCode::ProviderError,
     )
     .await;
@@ -241,7 +340,10 @@ async fn openai_cut_mid_stream() {
 async fn anthropic_cut_mid_stream() {
     failure_mid_stream_keeps_partial_reply_and_retry_completes_it(
         Api::Anthropic,
-        Behaviour::Cut { chunks: partial(), after: 1 },
+        Behaviour::Cut {
+            chunks: partial(),
+            after: 1,
+        },
         ErrorCode::ProviderError,
     )
     .await;
@@ -251,7 +353,10 @@ async fn anthropic_cut_mid_stream() {
 async fn openai_stall_times_out() {
     failure_mid_stream_keeps_partial_reply_and_retry_completes_it(
         Api::OpenAi,
-        Behaviour::Stall { chunks: partial(), after: 1 },
+        Behaviour::Stall {
+            chunks: partial(),
+            after: 1,
+        },
         ErrorCode::ProviderTimeout,
     )
     .await;
@@ -261,7 +366,11 @@ async fn openai_stall_times_out() {
 async fn anthropic_error_event_mid_stream() {
     failure_mid_stream_keeps_partial_reply_and_retry_completes_it(
         Api::Anthropic,
-        Behaviour::ErrorEvent { chunks: partial(), after: 1, message: "Overloaded".into() },
+        Behaviour::ErrorEvent {
+            chunks: partial(),
+            after: 1,
+            message: "Overloaded".into(),
+        },
         ErrorCode::ProviderError,
     )
     .await;
@@ -269,17 +378,34 @@ async fn anthropic_error_event_mid_stream() {
 
 #[tokio::test]
 async fn provider_http_errors_map_to_typed_codes() {
-    for (status, code) in [(500, ErrorCode::ProviderUnavailable), (429, ErrorCode::RateLimited), (401, ErrorCode::ProviderError)] {
-        let server = TestServer::start(Api::OpenAi, Behaviour::Status { status, message: "nope".into() }).await;
+    for (status, code) in [
+        (500, ErrorCode::ProviderUnavailable),
+        (429, ErrorCode::RateLimited),
+        (401, ErrorCode::ProviderError),
+    ] {
+        let server = TestServer::start(
+            Api::OpenAi,
+            Behaviour::Status {
+                status,
+                message: "nope".into(),
+            },
+        )
+        .await;
         let mut ws = server.ws().await;
         let (session, token) = ws.hello_new().await;
-        ws.send(json!({"type": "chat", "data": {"message": "hi"}})).await;
+        ws.send(json!({"type": "chat", "data": {"message": "hi"}}))
+            .await;
         let frames = ws.until_reply_ends().await;
-        let ServerEvent::Error(e) = &frames.last().unwrap().event else { panic!() };
+        let ServerEvent::Error(e) = &frames.last().unwrap().event else {
+            panic!()
+        };
         assert_eq!(e.code, code, "HTTP {status}");
         assert!(e.message.contains("nope"));
         let stored = server.messages(&session, &token).await;
-        assert_eq!(stored[0]["content"], "hi", "the user message was stored before the provider call");
+        assert_eq!(
+            stored[0]["content"], "hi",
+            "the user message was stored before the provider call"
+        );
     }
 }
 
@@ -287,13 +413,20 @@ async fn provider_http_errors_map_to_typed_codes() {
 async fn a_reply_nobody_waits_for_is_cancelled_and_kept_as_failed() {
     let server = TestServer::start_with(
         Api::OpenAi,
-        Behaviour::Stall { chunks: partial(), after: 1 },
-        &[("GLASSBOX_DISCONNECT_GRACE_MS", "50"), ("GLASSBOX_PROVIDER_IDLE_TIMEOUT_MS", "30000")],
+        Behaviour::Stall {
+            chunks: partial(),
+            after: 1,
+        },
+        &[
+            ("GLASSBOX_DISCONNECT_GRACE_MS", "50"),
+            ("GLASSBOX_PROVIDER_IDLE_TIMEOUT_MS", "30000"),
+        ],
     )
     .await;
     let mut ws = server.ws().await;
     let (session, token) = ws.hello_new().await;
-    ws.send(json!({"type": "chat", "data": {"message": "hi"}})).await;
+    ws.send(json!({"type": "chat", "data": {"message": "hi"}}))
+        .await;
     while !matches!(ws.next().await.0.event, ServerEvent::Delta(_)) {}
     ws.close().await;
     let mut stored = vec![];
@@ -315,10 +448,12 @@ async fn two_connections_of_one_session_both_see_the_reply() {
     let mut a = server.ws().await;
     let (session, token) = a.hello_new().await;
     let mut b = server.ws().await;
-    b.send(json!({"type": "hello", "data": {"sessionId": session, "token": token}})).await;
+    b.send(json!({"type": "hello", "data": {"sessionId": session, "token": token}}))
+        .await;
     b.next().await;
     b.next().await; // snapshot
-    a.send(json!({"type": "chat", "data": {"message": "hi"}})).await;
+    a.send(json!({"type": "chat", "data": {"message": "hi"}}))
+        .await;
     assert_eq!(delta_text(&a.until_reply_ends().await), "shared");
     assert_eq!(delta_text(&b.until_reply_ends().await), "shared");
 }

@@ -31,51 +31,84 @@ fn js_error(code: &str, message: impl std::fmt::Display) -> JsValue {
 }
 
 fn code_name(code: glassbox_core::ErrorCode) -> String {
-    serde_json::to_value(code).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+    serde_json::to_value(code)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// Reads an optional JS object argument as `T` (undefined and null mean `None`).
-fn optional<T: serde::de::DeserializeOwned>(value: JsValue, what: &str) -> Result<Option<T>, JsValue> {
+fn optional<T: serde::de::DeserializeOwned>(
+    value: JsValue,
+    what: &str,
+) -> Result<Option<T>, JsValue> {
     if value.is_undefined() || value.is_null() {
         return Ok(None);
     }
-    serde_wasm_bindgen::from_value(value).map(Some).map_err(|e| js_error("invalid_frame", format!("{what}: {e}")))
+    serde_wasm_bindgen::from_value(value)
+        .map(Some)
+        .map_err(|e| js_error("invalid_frame", format!("{what}: {e}")))
 }
 
 #[wasm_bindgen]
 impl GlassboxWidget {
     /// Mounts the chat into `container` (inside `host`'s shadow root).
     #[wasm_bindgen(constructor)]
-    pub fn new(host: web_sys::HtmlElement, container: web_sys::HtmlElement, options: JsValue) -> Result<GlassboxWidget, JsValue> {
+    pub fn new(
+        host: web_sys::HtmlElement,
+        container: web_sys::HtmlElement,
+        options: JsValue,
+    ) -> Result<GlassboxWidget, JsValue> {
         console_error_panic_hook::set_once();
-        let options: Options =
-            serde_wasm_bindgen::from_value(options).map_err(|e| js_error("invalid_frame", format!("options: {e}")))?;
+        let options: Options = serde_wasm_bindgen::from_value(options)
+            .map_err(|e| js_error("invalid_frame", format!("options: {e}")))?;
         let config = WidgetConfig {
             server: options.server,
-            session: options.session.filter(|s| !s.is_empty()).unwrap_or_else(|| "default".into()),
+            session: options
+                .session
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "default".into()),
             model: options.model.filter(|m| !m.is_empty()),
             theme: Theme::parse(options.theme.as_deref()),
         };
-        Ok(GlassboxWidget { handle: Some(glassbox_app::mount(container, host, config)) })
+        Ok(GlassboxWidget {
+            handle: Some(glassbox_app::mount(container, host, config)),
+        })
     }
 
     /// Sends a message as the user: `attachments` is an array of `{name, mimeType?, size?, url?}`,
     /// `context` an object forwarded to the model as page data (defaults to `setPageContext`'s).
     /// Throws an error with a `code` (the server's error codes) when the input is refused.
     #[wasm_bindgen(js_name = sendMessage)]
-    pub fn send_message(&self, text: String, attachments: JsValue, context: JsValue) -> Result<(), JsValue> {
-        let Some(handle) = &self.handle else { return Err(js_error("conflict", "widget is unmounted")) };
-        let attachments: Vec<Attachment> = optional(attachments, "attachments")?.unwrap_or_default();
+    pub fn send_message(
+        &self,
+        text: String,
+        attachments: JsValue,
+        context: JsValue,
+    ) -> Result<(), JsValue> {
+        let Some(handle) = &self.handle else {
+            return Err(js_error("conflict", "widget is unmounted"));
+        };
+        let attachments: Vec<Attachment> =
+            optional(attachments, "attachments")?.unwrap_or_default();
         let context: Option<PageContext> = optional(context, "context")?;
-        handle.client().send(&text, attachments, context).map_err(|e| js_error(&code_name(e.code()), e))
+        handle
+            .client()
+            .send(&text, attachments, context)
+            .map_err(|e| js_error(&code_name(e.code()), e))
     }
 
     /// Sets the page context sent with every later message (`null` clears it).
     #[wasm_bindgen(js_name = setPageContext)]
     pub fn set_page_context(&self, context: JsValue) -> Result<(), JsValue> {
-        let Some(handle) = &self.handle else { return Err(js_error("conflict", "widget is unmounted")) };
+        let Some(handle) = &self.handle else {
+            return Err(js_error("conflict", "widget is unmounted"));
+        };
         let context: Option<PageContext> = optional(context, "context")?;
-        handle.client().set_page_context(context).map_err(|e| js_error(&code_name(e.code()), e))
+        handle
+            .client()
+            .set_page_context(context)
+            .map_err(|e| js_error(&code_name(e.code()), e))
     }
 
     /// Switches the theme: "light", "dark" or "auto".

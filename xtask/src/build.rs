@@ -34,7 +34,14 @@ pub fn widget() -> Result<PathBuf> {
     } else {
         say("running wasm-bindgen");
         run(Command::new(&wasm_bindgen)
-            .args(["--target", "web", "--no-typescript", "--out-name", "glassbox_widget", "--out-dir"])
+            .args([
+                "--target",
+                "web",
+                "--no-typescript",
+                "--out-name",
+                "glassbox_widget",
+                "--out-dir",
+            ])
             .arg(&dist)
             .arg(&raw))?;
         say("running wasm-opt -Oz");
@@ -52,8 +59,12 @@ pub fn widget() -> Result<PathBuf> {
             .arg("-o")
             .arg(&out_wasm))?;
     }
-    for (from, to) in [("widget/js/glassbox-chat.js", "glassbox-chat.js"), ("style/glassbox.css", "glassbox.css")] {
-        std::fs::copy(root().join(from), dist.join(to)).with_context(|| format!("copying {from}"))?;
+    for (from, to) in [
+        ("widget/js/glassbox-chat.js", "glassbox-chat.js"),
+        ("style/glassbox.css", "glassbox.css"),
+    ] {
+        std::fs::copy(root().join(from), dist.join(to))
+            .with_context(|| format!("copying {from}"))?;
     }
     say(format!("widget ready in {}", dist.display()));
     Ok(dist)

@@ -13,10 +13,24 @@ pub fn serve() -> Result<()> {
     let dist = build::widget()?;
     say("starting the server (Ctrl-C stops it)");
     let mut cmd = Command::new("cargo");
-    cmd.current_dir(root()).args(["run", "--package", "glassbox-server", "--bin", "glassbox-server"]);
+    cmd.current_dir(root()).args([
+        "run",
+        "--package",
+        "glassbox-server",
+        "--bin",
+        "glassbox-server",
+    ]);
     set_default(&mut cmd, "GLASSBOX_WIDGET_DIR", dist.display().to_string());
-    set_default(&mut cmd, "GLASSBOX_PUBLIC_DIR", root().join("public").display().to_string());
-    set_default(&mut cmd, "GLASSBOX_DATA_DIR", root().join("data").display().to_string());
+    set_default(
+        &mut cmd,
+        "GLASSBOX_PUBLIC_DIR",
+        root().join("public").display().to_string(),
+    );
+    set_default(
+        &mut cmd,
+        "GLASSBOX_DATA_DIR",
+        root().join("data").display().to_string(),
+    );
     run(&mut cmd)
 }
 
@@ -27,7 +41,14 @@ pub fn test() -> Result<()> {
     say("running all tests (cargo test --workspace)");
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root())
-        .args(["test", "--workspace", "--no-fail-fast", "--lib", "--bins", "--tests"])
+        .args([
+            "test",
+            "--workspace",
+            "--no-fail-fast",
+            "--lib",
+            "--bins",
+            "--tests",
+        ])
         .env("GLASSBOX_E2E_WIDGET_DIR", &dist)
         .env("GLASSBOX_E2E_PUBLIC_DIR", root().join("public"))
         .env("GLASSBOX_E2E_CHROMIUM", chromium)
@@ -44,7 +65,10 @@ pub fn test() -> Result<()> {
     }
     let status = child.wait()?;
     // One closing line for the whole run, summed over every test binary.
-    println!("tests: {} passed, {} failed, {} skipped", totals.passed, totals.failed, totals.ignored);
+    println!(
+        "tests: {} passed, {} failed, {} skipped",
+        totals.passed, totals.failed, totals.ignored
+    );
     if !status.success() {
         bail!("cargo test failed ({status})");
     }
@@ -64,10 +88,14 @@ struct TestTotals {
 
 impl TestTotals {
     fn add(&mut self, line: &str) {
-        let Some(rest) = line.strip_prefix("test result: ") else { return };
+        let Some(rest) = line.strip_prefix("test result: ") else {
+            return;
+        };
         for part in rest.split(';') {
             let mut words = part.split_whitespace().rev();
-            let (Some(kind), Some(n)) = (words.next(), words.next()) else { continue };
+            let (Some(kind), Some(n)) = (words.next(), words.next()) else {
+                continue;
+            };
             let Ok(n) = n.parse::<u64>() else { continue };
             match kind {
                 "passed" => self.passed += n,
@@ -85,7 +113,15 @@ pub fn bench_gateway() -> Result<()> {
     say("building and running the gateway benchmark (release)");
     run(Command::new("cargo")
         .current_dir(root())
-        .args(["run", "--release", "--package", "glassbox-e2e", "--bin", "gateway-bench", "--"])
+        .args([
+            "run",
+            "--release",
+            "--package",
+            "glassbox-e2e",
+            "--bin",
+            "gateway-bench",
+            "--",
+        ])
         .arg(dist))
 }
 

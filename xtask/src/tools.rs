@@ -7,21 +7,29 @@ use anyhow::{Context, Result, bail};
 
 /// The repository root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 /// Cargo's target directory (honours `CARGO_TARGET_DIR`).
 pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
 }
 
 /// Where installed tools live, outside the clone so every checkout reuses them.
 pub fn tools_dir() -> PathBuf {
-    let base = std::env::var_os("GLASSBOX_TOOLS_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
-        home.join(".cache/glassbox/tools")
-    });
-    base
+    std::env::var_os("GLASSBOX_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/tmp"));
+            home.join(".cache/glassbox/tools")
+        })
 }
 
 /// Prints a step the way every command does.
@@ -31,7 +39,9 @@ pub fn say(msg: impl AsRef<str>) {
 
 /// Runs a command, failing with its name if it fails.
 pub fn run(cmd: &mut Command) -> Result<()> {
-    let status = cmd.status().with_context(|| format!("cannot start {cmd:?}"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {cmd:?}"))?;
     if !status.success() {
         bail!("{cmd:?} failed with {status}");
     }
@@ -40,14 +50,19 @@ pub fn run(cmd: &mut Command) -> Result<()> {
 
 fn output(cmd: &mut Command) -> Option<String> {
     let out = cmd.output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The version of a package in Cargo.lock.
 pub fn locked_version(package: &str) -> Result<String> {
     let lock = std::fs::read_to_string(root().join("Cargo.lock")).context("reading Cargo.lock")?;
     let needle = format!("name = \"{package}\"\nversion = \"");
-    let start = lock.find(&needle).with_context(|| format!("{package} is not in Cargo.lock"))? + needle.len();
+    let start = lock
+        .find(&needle)
+        .with_context(|| format!("{package} is not in Cargo.lock"))?
+        + needle.len();
     let end = lock[start..].find('"').context("malformed Cargo.lock")?;
     Ok(lock[start..start + end].to_owned())
 }
@@ -55,8 +70,12 @@ pub fn locked_version(package: &str) -> Result<String> {
 /// Makes sure the wasm target, the wasm-bindgen CLI (the lock's version) and binaryen are present.
 /// Returns the paths of `wasm-bindgen` and `wasm-opt`.
 pub fn wasm_toolchain() -> Result<(PathBuf, PathBuf)> {
-    let installed = output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
-    if !installed.lines().any(|l| l.trim() == "wasm32-unknown-unknown") {
+    let installed =
+        output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
+    if !installed
+        .lines()
+        .any(|l| l.trim() == "wasm32-unknown-unknown")
+    {
         say("installing the wasm32-unknown-unknown target (rustup)");
         run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
     }
@@ -67,16 +86,31 @@ fn wasm_bindgen() -> Result<PathBuf> {
     let version = locked_version("wasm-bindgen")?;
     let bin = tools_dir().join("bin/wasm-bindgen");
     let has = |p: &Path| {
-        output(Command::new(p).arg("--version")).is_some_and(|v| v.split_whitespace().nth(1) == Some(version.as_str()))
+        output(Command::new(p).arg("--version"))
+            .is_some_and(|v| v.split_whitespace().nth(1) == Some(version.as_str()))
     };
     if has(&bin) {
         return Ok(bin);
     }
-    say(format!("installing wasm-bindgen-cli {version} into {} (once; takes several minutes)", tools_dir().display()));
+    say(format!(
+        "installing wasm-bindgen-cli {version} into {} (once; takes several minutes)",
+        tools_dir().display()
+    ));
     // Not --locked: the CLI's own lock pins a crate version the registry no longer serves.
-    run(Command::new("cargo").args(["install", "wasm-bindgen-cli", "--version", &version, "--root"]).arg(tools_dir()))?;
+    run(Command::new("cargo")
+        .args([
+            "install",
+            "wasm-bindgen-cli",
+            "--version",
+            &version,
+            "--root",
+        ])
+        .arg(tools_dir()))?;
     if !has(&bin) {
-        bail!("wasm-bindgen {version} was installed but {} does not report that version", bin.display());
+        bail!(
+            "wasm-bindgen {version} was installed but {} does not report that version",
+            bin.display()
+        );
     }
     Ok(bin)
 }
@@ -92,9 +126,14 @@ fn wasm_opt() -> Result<PathBuf> {
     }
     say("installing binaryen (wasm-opt) from npm, pinned by xtask/npm/package-lock.json");
     std::fs::create_dir_all(&npm_dir)?;
-    std::fs::copy(root().join("xtask/npm/package.json"), npm_dir.join("package.json"))?;
+    std::fs::copy(
+        root().join("xtask/npm/package.json"),
+        npm_dir.join("package.json"),
+    )?;
     std::fs::write(npm_dir.join("package-lock.json"), &wanted)?;
-    run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&npm_dir))?;
+    run(Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&npm_dir))?;
     Ok(bin)
 }
 

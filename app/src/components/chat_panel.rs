@@ -14,9 +14,16 @@ use crate::config::Theme;
 pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>) -> impl IntoView {
     let transcript = client.transcript;
     let list: NodeRef<Div> = NodeRef::new();
-    let message_ids = move || transcript.with(|t| t.messages.iter().map(|m| m.id.clone()).collect::<Vec<_>>());
-    let pending_ids =
-        move || transcript.with(|t| t.pending.iter().map(|p| p.client_message_id().to_owned()).collect::<Vec<_>>());
+    let message_ids =
+        move || transcript.with(|t| t.messages.iter().map(|m| m.id.clone()).collect::<Vec<_>>());
+    let pending_ids = move || {
+        transcript.with(|t| {
+            t.pending
+                .iter()
+                .map(|p| p.client_message_id().to_owned())
+                .collect::<Vec<_>>()
+        })
+    };
     let empty = move || transcript.with(|t| t.messages.is_empty() && t.pending.is_empty());
 
     // Keep the newest message in view while the user is at the bottom of the list.

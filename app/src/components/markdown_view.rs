@@ -11,7 +11,9 @@ pub fn MarkdownView(#[prop(into)] text: Signal<String>) -> impl IntoView {
     let target: NodeRef<Div> = NodeRef::new();
     Effect::new(move |_| {
         let source = text.get();
-        let (Some(el), Some(document)) = (target.get(), web_sys::window().and_then(|w| w.document())) else {
+        let (Some(el), Some(document)) =
+            (target.get(), web_sys::window().and_then(|w| w.document()))
+        else {
             return;
         };
         el.set_text_content(None);

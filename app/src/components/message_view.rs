@@ -17,10 +17,18 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
     };
     let role = move || message.with(|m| m.as_ref().map_or(Role::User, |m| m.role));
     let status = move || message.with(|m| m.as_ref().map_or(MessageStatus::Complete, |m| m.status));
-    let content = Signal::derive(move || message.with(|m| m.as_ref().map(|m| m.content.clone()).unwrap_or_default()));
+    let content = Signal::derive(move || {
+        message.with(|m| m.as_ref().map(|m| m.content.clone()).unwrap_or_default())
+    });
     let error = move || message.with(|m| m.as_ref().and_then(|m| m.error.clone()));
     let usage = move || message.with(|m| m.as_ref().and_then(|m| m.usage));
-    let attachments = move || message.with(|m| m.as_ref().map(|m| m.attachments.clone()).unwrap_or_default());
+    let attachments = move || {
+        message.with(|m| {
+            m.as_ref()
+                .map(|m| m.attachments.clone())
+                .unwrap_or_default()
+        })
+    };
     let retry_id = id.clone();
     view! {
         <div
@@ -122,9 +130,22 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
     let transcript = client.transcript;
     let pending = {
         let cid = client_message_id.clone();
-        Memo::new(move |_| transcript.with(|t| t.pending.iter().find(|p| p.client_message_id() == cid).cloned()))
+        Memo::new(move |_| {
+            transcript.with(|t| {
+                t.pending
+                    .iter()
+                    .find(|p| p.client_message_id() == cid)
+                    .cloned()
+            })
+        })
     };
-    let text = move || pending.with(|p| p.as_ref().map(|p| p.request.message.clone()).unwrap_or_default());
+    let text = move || {
+        pending.with(|p| {
+            p.as_ref()
+                .map(|p| p.request.message.clone())
+                .unwrap_or_default()
+        })
+    };
     let error = move || pending.with(|p| p.as_ref().and_then(|p| p.error.clone()));
     let cid = client_message_id.clone();
     view! {

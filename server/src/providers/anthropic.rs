@@ -25,14 +25,21 @@ pub struct AnthropicProvider {
 impl AnthropicProvider {
     /// `base_url` is the API host, e.g. `https://api.anthropic.com`.
     pub fn new(http: reqwest::Client, base_url: String, api_key: String) -> Self {
-        Self { http, base_url, api_key }
+        Self {
+            http,
+            base_url,
+            api_key,
+        }
     }
 }
 
 /// The JSON body of a streaming Messages request.
 pub fn request_body(req: &ProviderRequest) -> Value {
-    let messages: Vec<Value> =
-        req.messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
+    let messages: Vec<Value> = req
+        .messages
+        .iter()
+        .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+        .collect();
     let mut body = json!({
         "model": req.model,
         "max_tokens": req.max_output_tokens,
@@ -55,14 +62,30 @@ pub fn request_body(req: &ProviderRequest) -> Value {
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum StreamEvent {
-    MessageStart { message: MessageStart },
-    ContentBlockStart { index: usize, content_block: Value },
-    ContentBlockDelta { index: usize, delta: Value },
-    ContentBlockStop { index: usize },
-    MessageDelta { delta: Value, #[serde(default)] usage: Option<Value> },
+    MessageStart {
+        message: MessageStart,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: Value,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: Value,
+    },
+    ContentBlockStop {
+        index: usize,
+    },
+    MessageDelta {
+        delta: Value,
+        #[serde(default)]
+        usage: Option<Value>,
+    },
     MessageStop,
     Ping,
-    Error { error: Value },
+    Error {
+        error: Value,
+    },
     #[serde(other)]
     Other,
 }
@@ -74,7 +97,10 @@ struct MessageStart {
 }
 
 fn tokens(v: &Option<Value>, key: &str) -> u64 {
-    v.as_ref().and_then(|u| u.get(key)).and_then(Value::as_u64).unwrap_or(0)
+    v.as_ref()
+        .and_then(|u| u.get(key))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 impl Provider for AnthropicProvider {
@@ -163,7 +189,10 @@ mod tests {
         let req = ProviderRequest {
             model: "claude".into(),
             system: Some("sys".into()),
-            messages: vec![PromptMessage { role: Role::User, content: "hi".into() }],
+            messages: vec![PromptMessage {
+                role: Role::User,
+                content: "hi".into(),
+            }],
             tools: vec![],
             max_output_tokens: 1234,
         };

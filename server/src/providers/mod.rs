@@ -58,9 +58,13 @@ impl ProviderError {
     pub fn code(&self) -> ErrorCode {
         match self {
             ProviderError::Status { status: 429, .. } => ErrorCode::RateLimited,
-            ProviderError::Status { status, .. } if *status >= 500 => ErrorCode::ProviderUnavailable,
+            ProviderError::Status { status, .. } if *status >= 500 => {
+                ErrorCode::ProviderUnavailable
+            }
             ProviderError::Unreachable(_) => ErrorCode::ProviderUnavailable,
-            ProviderError::IdleTimeout(_) | ProviderError::TotalTimeout(_) => ErrorCode::ProviderTimeout,
+            ProviderError::IdleTimeout(_) | ProviderError::TotalTimeout(_) => {
+                ErrorCode::ProviderTimeout
+            }
             _ => ErrorCode::ProviderError,
         }
     }
@@ -95,12 +99,16 @@ pub fn from_config(config: &Config) -> Result<Arc<dyn Provider>, reqwest::Error>
     };
     Ok(match &config.provider {
         ProviderKind::Offline => Arc::new(OfflineProvider::new(config.offline_delay)),
-        ProviderKind::OpenAi { api_key, base_url } => {
-            Arc::new(OpenAiProvider::new(http()?, base_url.clone(), api_key.clone()))
-        }
-        ProviderKind::Anthropic { api_key, base_url } => {
-            Arc::new(AnthropicProvider::new(http()?, base_url.clone(), api_key.clone()))
-        }
+        ProviderKind::OpenAi { api_key, base_url } => Arc::new(OpenAiProvider::new(
+            http()?,
+            base_url.clone(),
+            api_key.clone(),
+        )),
+        ProviderKind::Anthropic { api_key, base_url } => Arc::new(AnthropicProvider::new(
+            http()?,
+            base_url.clone(),
+            api_key.clone(),
+        )),
     })
 }
 
@@ -112,7 +120,10 @@ async fn send_checked(req: reqwest::RequestBuilder) -> Result<reqwest::Response,
         return Ok(resp);
     }
     let body = resp.text().await.unwrap_or_default();
-    Err(ProviderError::Status { status: status.as_u16(), message: upstream_message(&body) })
+    Err(ProviderError::Status {
+        status: status.as_u16(),
+        message: upstream_message(&body),
+    })
 }
 
 /// The human part of a provider error body (`{"error": {"message": ...}}` in both formats).
@@ -120,7 +131,11 @@ fn upstream_message(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let msg = parsed
         .as_ref()
-        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("error")).or_else(|| v.get("message")))
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("error"))
+                .or_else(|| v.get("message"))
+        })
         .and_then(|m| m.as_str().map(str::to_owned));
     let mut msg = msg.unwrap_or_else(|| body.to_owned());
     msg.truncate(msg.floor_char_boundary(300));

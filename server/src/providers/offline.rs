@@ -34,12 +34,22 @@ pub fn reply_text(req: &ProviderRequest) -> String {
         Some(_) => "Page context came with it, but it was empty.".to_owned(),
         None => "No page context came with it.".to_owned(),
     };
-    let last = req.messages.iter().rev().find(|m| m.role == Role::User).map(|m| m.content.as_str()).unwrap_or("");
+    let last = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.content.as_str())
+        .unwrap_or("");
     let mut quoted: String = last.chars().take(200).collect();
     if quoted.len() < last.len() {
         quoted.push('…');
     }
-    let quote = quoted.lines().map(|l| format!("> {l}")).collect::<Vec<_>>().join("\n");
+    let quote = quoted
+        .lines()
+        .map(|l| format!("> {l}"))
+        .collect::<Vec<_>>()
+        .join("\n");
     format!(
         "**Offline reply** (no model is configured). I received {total} message{} ({from_user} from you). \
          {context_line}\n\nYour last message:\n\n{quote}\n\nSet `GLASSBOX_PROVIDER` and an API key to talk to a real model.",
@@ -49,7 +59,11 @@ pub fn reply_text(req: &ProviderRequest) -> String {
 
 /// The top-level keys of the page-context segment in a system prompt, if there is one.
 fn context_keys(system: &str) -> Option<Vec<String>> {
-    let inner = system.split_once(CONTEXT_OPEN)?.1.split_once(CONTEXT_CLOSE)?.0;
+    let inner = system
+        .split_once(CONTEXT_OPEN)?
+        .1
+        .split_once(CONTEXT_CLOSE)?
+        .0;
     match serde_json::from_str::<Value>(inner.trim()).ok()? {
         Value::Object(map) => Some(map.keys().cloned().collect()),
         _ => None,
@@ -89,15 +103,27 @@ mod tests {
             model: "offline".into(),
             system: Some(page_context_segment(ctx.as_object().unwrap())),
             messages: vec![
-                PromptMessage { role: Role::User, content: "one".into() },
-                PromptMessage { role: Role::Assistant, content: "two".into() },
-                PromptMessage { role: Role::User, content: "Change the theme".into() },
+                PromptMessage {
+                    role: Role::User,
+                    content: "one".into(),
+                },
+                PromptMessage {
+                    role: Role::Assistant,
+                    content: "two".into(),
+                },
+                PromptMessage {
+                    role: Role::User,
+                    content: "Change the theme".into(),
+                },
             ],
             tools: vec![],
             max_output_tokens: 10,
         };
         let text = reply_text(&req);
-        assert!(text.contains("I received 3 messages (2 from you)"), "{text}");
+        assert!(
+            text.contains("I received 3 messages (2 from you)"),
+            "{text}"
+        );
         assert!(text.contains("keys `entity`, `page`"), "{text}");
         assert!(text.contains("> Change the theme"), "{text}");
     }

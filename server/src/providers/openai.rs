@@ -22,7 +22,11 @@ pub struct OpenAiProvider {
 impl OpenAiProvider {
     /// `base_url` is the API root, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
     pub fn new(http: reqwest::Client, base_url: String, api_key: Option<String>) -> Self {
-        Self { http, base_url, api_key }
+        Self {
+            http,
+            base_url,
+            api_key,
+        }
     }
 }
 
@@ -101,7 +105,10 @@ impl Provider for OpenAiProvider {
     }
 
     fn stream(&self, request: ProviderRequest) -> ProviderStream {
-        let mut req = self.http.post(format!("{}/chat/completions", self.base_url)).json(&request_body(&request));
+        let mut req = self
+            .http
+            .post(format!("{}/chat/completions", self.base_url))
+            .json(&request_body(&request));
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
         }
@@ -171,13 +178,26 @@ mod tests {
         let req = ProviderRequest {
             model: "gpt-4o".into(),
             system: Some("sys".into()),
-            messages: vec![PromptMessage { role: Role::User, content: "hi".into() }],
-            tools: vec![ToolDefinition { name: "t".into(), description: "d".into(), parameters: json!({"type": "object"}) }],
+            messages: vec![PromptMessage {
+                role: Role::User,
+                content: "hi".into(),
+            }],
+            tools: vec![ToolDefinition {
+                name: "t".into(),
+                description: "d".into(),
+                parameters: json!({"type": "object"}),
+            }],
             max_output_tokens: 100,
         };
         let body = request_body(&req);
-        assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
-        assert_eq!(body["messages"][1], json!({"role": "user", "content": "hi"}));
+        assert_eq!(
+            body["messages"][0],
+            json!({"role": "system", "content": "sys"})
+        );
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "user", "content": "hi"})
+        );
         assert_eq!(body["tools"][0]["function"]["name"], "t");
         assert_eq!(body["stream"], true);
     }

@@ -18,7 +18,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     async fn from_request(req: Request, _state: &S) -> Result<Self, AppError> {
         let bytes = axum::body::to_bytes(req.into_body(), MAX_FRAME_BYTES)
             .await
-            .map_err(|_| DecodeError::TooLarge { size: MAX_FRAME_BYTES + 1, limit: MAX_FRAME_BYTES })?;
+            .map_err(|_| DecodeError::TooLarge {
+                size: MAX_FRAME_BYTES + 1,
+                limit: MAX_FRAME_BYTES,
+            })?;
         Ok(JsonBody(decode_body(&bytes)?))
     }
 }
@@ -30,7 +33,9 @@ impl<S: Send + Sync> FromRequestParts<S> for BearerToken {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, AppError> {
-        let Some(value) = parts.headers.get(AUTHORIZATION) else { return Ok(BearerToken(None)) };
+        let Some(value) = parts.headers.get(AUTHORIZATION) else {
+            return Ok(BearerToken(None));
+        };
         let token = value
             .to_str()
             .ok()

@@ -21,7 +21,10 @@ pub fn app(state: AppState) -> Router {
     let widget = Router::new()
         .fallback_service(ServeDir::new(&state.config.widget_dir))
         // Revalidate every load: a rebuilt widget is picked up at once, an unchanged one costs a 304.
-        .layer(SetResponseHeaderLayer::overriding(header::CACHE_CONTROL, HeaderValue::from_static("no-cache")));
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        ));
     let public = ServeDir::new(&state.config.public_dir)
         .fallback(ServeFile::new(state.config.public_dir.join("index.html")));
     Router::new()
@@ -34,7 +37,12 @@ pub fn app(state: AppState) -> Router {
         .fallback_service(public)
         .layer(CompressionLayer::new())
         // Sessions are guarded by bearer tokens, never cookies, so any origin may embed the widget.
-        .layer(CorsLayer::new().allow_origin(Any).allow_methods(Any).allow_headers(Any))
+        .layer(
+            CorsLayer::new()
+                .allow_origin(Any)
+                .allow_methods(Any)
+                .allow_headers(Any),
+        )
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -40,9 +40,14 @@ pub async fn session_messages(
     Path(id): Path<String>,
     BearerToken(token): BearerToken,
 ) -> Result<Json<SessionMessages>, AppError> {
-    let session = state.open_session(Some(&id), token.as_deref(), None).await?;
+    let session = state
+        .open_session(Some(&id), token.as_deref(), None)
+        .await?;
     let messages = state.store.messages(&session.info.session_id).await?;
-    Ok(Json(SessionMessages { session_id: session.info.session_id, messages }))
+    Ok(Json(SessionMessages {
+        session_id: session.info.session_id,
+        messages,
+    }))
 }
 
 /// `POST /api/chat`: stores the message and answers with the reply, streamed as SSE when the client
@@ -53,10 +58,14 @@ pub async fn chat(
     BearerToken(token): BearerToken,
     JsonBody(body): JsonBody<RestChatRequest>,
 ) -> Result<Response, AppError> {
-    let session = state.open_session(body.session_id.as_deref(), token.as_deref(), None).await?;
+    let session = state
+        .open_session(body.session_id.as_deref(), token.as_deref(), None)
+        .await?;
     let lease = session.hub.attach();
     let frames = session.hub.subscribe();
-    let submitted = state.submit(&session.hub, &session.info.model, body.chat).await?;
+    let submitted = state
+        .submit(&session.hub, &session.info.model, body.chat)
+        .await?;
     let wants_sse = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -67,7 +76,10 @@ pub async fn chat(
     let reply = match &submitted.reply_id {
         Some(reply_id) => {
             wait_for_end(frames, reply_id).await;
-            state.store.message(&session.info.session_id, reply_id).await?
+            state
+                .store
+                .message(&session.info.session_id, reply_id)
+                .await?
         }
         None => None,
     };

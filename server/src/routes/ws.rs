@@ -27,10 +27,12 @@ const HARD_FRAME_LIMIT: usize = 1024 * 1024;
 
 /// Upgrades to a WebSocket.
 pub async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
-    ws.max_message_size(HARD_FRAME_LIMIT).max_frame_size(HARD_FRAME_LIMIT).on_upgrade(move |socket: WebSocket| {
-        let (sink, stream) = socket.split();
-        serve(state, sink, stream)
-    })
+    ws.max_message_size(HARD_FRAME_LIMIT)
+        .max_frame_size(HARD_FRAME_LIMIT)
+        .on_upgrade(move |socket: WebSocket| {
+            let (sink, stream) = socket.split();
+            serve(state, sink, stream)
+        })
 }
 
 /// The socket closed (or failed); the connection ends.
@@ -73,8 +75,15 @@ where
             Some(Ok(Message::Binary(b))) => match String::from_utf8(b.to_vec()) {
                 Ok(t) => t.into(),
                 Err(_) => {
-                    let err = AppError::Decode(DecodeError::MalformedJson("binary frame is not UTF-8".into()));
-                    if send_error(&mut sink, attached.as_mut(), err, None).await.is_err() { return; }
+                    let err = AppError::Decode(DecodeError::MalformedJson(
+                        "binary frame is not UTF-8".into(),
+                    ));
+                    if send_error(&mut sink, attached.as_mut(), err, None)
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
                     continue;
                 }
             },
@@ -87,7 +96,10 @@ where
         };
         if let Err(err) = result {
             let cid = client_message_id_of(&text);
-            if send_error(&mut sink, attached.as_mut(), err, cid).await.is_err() {
+            if send_error(&mut sink, attached.as_mut(), err, cid)
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -106,7 +118,9 @@ async fn handle<W: Sink<Message> + Unpin>(
             *attached = Some(a);
             Ok(())
         }
-        (ClientFrame::Hello(_), Some(_)) => Err(AppError::Conflict("this connection already joined a session")),
+        (ClientFrame::Hello(_), Some(_)) => Err(AppError::Conflict(
+            "this connection already joined a session",
+        )),
         (_, None) => Err(AppError::HelloRequired),
         (ClientFrame::Chat(req), Some(a)) => state.submit(&a.hub, &a.model, req).await.map(|_| ()),
         (ClientFrame::Retry(r), Some(a)) => state.retry(&a.hub, &a.model, &r.message_id).await,
@@ -119,7 +133,13 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
     sink: &mut W,
     hello: Hello,
 ) -> Result<Attached, AppError> {
-    let open = state.open_session(hello.session_id.as_deref(), hello.token.as_deref(), hello.model.as_deref()).await?;
+    let open = state
+        .open_session(
+            hello.session_id.as_deref(),
+            hello.token.as_deref(),
+            hello.model.as_deref(),
+        )
+        .await?;
     // Subscribe before looking back, so nothing falls between replay and live frames.
     let mut a = Attached {
         frames: open.hub.subscribe(),
@@ -148,7 +168,11 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
 }
 
 /// Sends the full history, numbered so that it reflects every frame up to its own id.
-async fn send_snapshot<W: Sink<Message> + Unpin>(state: &AppState, sink: &mut W, a: &mut Attached) -> Result<(), AppError> {
+async fn send_snapshot<W: Sink<Message> + Unpin>(
+    state: &AppState,
+    sink: &mut W,
+    a: &mut Attached,
+) -> Result<(), AppError> {
     let (sync_id, partial) = a.hub.snapshot_point();
     let mut messages = state.store.messages(&a.hub.session_id).await?;
     for m in &mut messages {
@@ -156,16 +180,27 @@ async fn send_snapshot<W: Sink<Message> + Unpin>(state: &AppState, sink: &mut W,
             m.content = text.clone();
         }
     }
-    let frame = ServerFrame { sync_id, event: ServerEvent::Snapshot(Snapshot { messages }) };
+    let frame = ServerFrame {
+        sync_id,
+        event: ServerEvent::Snapshot(Snapshot { messages }),
+    };
     // Frames numbered before the snapshot are already reflected in it.
-    drain_before(sink, a, sync_id, false).await.map_err(|_| AppError::Conflict("socket closed"))?;
-    send(sink, &frame).await.map_err(|_| AppError::Conflict("socket closed"))?;
+    drain_before(sink, a, sync_id, false)
+        .await
+        .map_err(|_| AppError::Conflict("socket closed"))?;
+    send(sink, &frame)
+        .await
+        .map_err(|_| AppError::Conflict("socket closed"))?;
     a.last_sent = sync_id;
     Ok(())
 }
 
 /// Sends a session frame unless this connection already has it.
-async fn forward<W: Sink<Message> + Unpin>(sink: &mut W, a: &mut Attached, frame: &ServerFrame) -> Result<(), Closed> {
+async fn forward<W: Sink<Message> + Unpin>(
+    sink: &mut W,
+    a: &mut Attached,
+    frame: &ServerFrame,
+) -> Result<(), Closed> {
     if frame.sync_id <= a.last_sent {
         return Ok(());
     }
@@ -175,7 +210,11 @@ async fn forward<W: Sink<Message> + Unpin>(sink: &mut W, a: &mut Attached, frame
 }
 
 /// Sends a connection-only frame in id order: session frames numbered before it go first.
-async fn send_private<W: Sink<Message> + Unpin>(sink: &mut W, a: &mut Attached, frame: ServerFrame) -> Result<(), Closed> {
+async fn send_private<W: Sink<Message> + Unpin>(
+    sink: &mut W,
+    a: &mut Attached,
+    frame: ServerFrame,
+) -> Result<(), Closed> {
     let later = drain_before(sink, a, frame.sync_id, true).await?;
     send(sink, &frame).await?;
     a.last_sent = frame.sync_id;
@@ -209,7 +248,11 @@ async fn drain_before<W: Sink<Message> + Unpin>(
 }
 
 /// After falling behind the broadcast, replays from the log (or sends a snapshot).
-async fn catch_up<W: Sink<Message> + Unpin>(state: &AppState, sink: &mut W, a: &mut Attached) -> Result<(), Closed> {
+async fn catch_up<W: Sink<Message> + Unpin>(
+    state: &AppState,
+    sink: &mut W,
+    a: &mut Attached,
+) -> Result<(), Closed> {
     match a.hub.resume(a.last_sent) {
         Resume::Frames(frames) => {
             for f in &frames {
@@ -249,7 +292,9 @@ async fn send_error<W: Sink<Message> + Unpin>(
 
 async fn send<W: Sink<Message> + Unpin>(sink: &mut W, frame: &ServerFrame) -> Result<(), Closed> {
     let text = serde_json::to_string(frame).map_err(|_| Closed)?;
-    sink.send(Message::Text(text.into())).await.map_err(|_| Closed)
+    sink.send(Message::Text(text.into()))
+        .await
+        .map_err(|_| Closed)
 }
 
 const _: () = assert!(MAX_FRAME_BYTES < HARD_FRAME_LIMIT);

@@ -5,8 +5,12 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use glassbox_core::wire::{Attachment, ChatMessage, MessageStatus, PageContext, Role, Usage, WireError};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use glassbox_core::wire::{
+    Attachment, ChatMessage, MessageStatus, PageContext, Role, Usage, WireError,
+};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
 use sqlx::{Row, SqlitePool};
 use thiserror::Error;
 
@@ -14,7 +18,10 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum StorageError {
     #[error("cannot create data dir {path}: {source}")]
-    DataDir { path: String, source: std::io::Error },
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     #[error("migration failed: {0}")]
@@ -63,8 +70,10 @@ const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, client_mes
 impl Store {
     /// Opens (creating if needed) `glassbox.db` in `data_dir`, in WAL mode, and applies migrations.
     pub async fn open(data_dir: &Path) -> Result<Self, StorageError> {
-        std::fs::create_dir_all(data_dir)
-            .map_err(|source| StorageError::DataDir { path: data_dir.display().to_string(), source })?;
+        std::fs::create_dir_all(data_dir).map_err(|source| StorageError::DataDir {
+            path: data_dir.display().to_string(),
+            source,
+        })?;
         let url = format!("sqlite://{}", data_dir.join("glassbox.db").display());
         let options = SqliteConnectOptions::from_str(&url)?
             .create_if_missing(true)
@@ -72,9 +81,15 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        let writer = SqlitePoolOptions::new().max_connections(1).connect_with(options.clone()).await?;
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await?;
         sqlx::migrate!("./migrations").run(&writer).await?;
-        let reader = SqlitePoolOptions::new().max_connections(4).connect_with(options.read_only(true)).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.read_only(true))
+            .await?;
         Ok(Self { writer, reader })
     }
 
@@ -90,7 +105,12 @@ impl Store {
     }
 
     /// Stores a new session.
-    pub async fn create_session(&self, id: &str, token_hash: &str, now: i64) -> Result<(), StorageError> {
+    pub async fn create_session(
+        &self,
+        id: &str,
+        token_hash: &str,
+        now: i64,
+    ) -> Result<(), StorageError> {
         sqlx::query("INSERT INTO sessions (id, token_hash, created_at) VALUES (?, ?, ?)")
             .bind(id)
             .bind(token_hash)
@@ -106,7 +126,12 @@ impl Store {
             .bind(id)
             .fetch_optional(&self.reader)
             .await?;
-        row.map(|r| Ok(SessionRow { token_hash: r.try_get("token_hash")? })).transpose()
+        row.map(|r| {
+            Ok(SessionRow {
+                token_hash: r.try_get("token_hash")?,
+            })
+        })
+        .transpose()
     }
 
     /// Stores a user message. If its `client_message_id` was stored before, returns that message and
@@ -138,9 +163,12 @@ impl Store {
         if let Some(row) = inserted {
             return Ok((message_from_row(&row)?, false));
         }
-        let cid = m.client_message_id.ok_or_else(|| StorageError::Corrupt(format!("message {} not inserted", m.id)))?;
+        let cid = m
+            .client_message_id
+            .ok_or_else(|| StorageError::Corrupt(format!("message {} not inserted", m.id)))?;
         let stored = self.message_by_client_id(session_id, cid).await?;
-        let stored = stored.ok_or_else(|| StorageError::Corrupt(format!("message {cid} vanished")))?;
+        let stored =
+            stored.ok_or_else(|| StorageError::Corrupt(format!("message {cid} vanished")))?;
         Ok((stored, true))
     }
 
@@ -206,36 +234,70 @@ impl Store {
             .bind(id)
             .fetch_optional(&self.writer)
             .await?;
-        row.as_ref().map(message_from_row).transpose()?.ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
+        row.as_ref()
+            .map(message_from_row)
+            .transpose()?
+            .ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
     }
 
     /// Every message of a session, oldest first.
     pub async fn messages(&self, session_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
-        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq");
-        let rows = sqlx::query(&sql).bind(session_id).fetch_all(&self.reader).await?;
+        let sql =
+            format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq");
+        let rows = sqlx::query(&sql)
+            .bind(session_id)
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter().map(message_from_row).collect()
     }
 
     /// The messages of a session up to and including `last_id`, oldest first.
-    pub async fn history_through(&self, session_id: &str, last_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
+    pub async fn history_through(
+        &self,
+        session_id: &str,
+        last_id: &str,
+    ) -> Result<Vec<ChatMessage>, StorageError> {
         let sql = format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? \
              AND seq <= (SELECT seq FROM messages WHERE session_id = ? AND id = ?) ORDER BY seq"
         );
-        let rows = sqlx::query(&sql).bind(session_id).bind(session_id).bind(last_id).fetch_all(&self.reader).await?;
+        let rows = sqlx::query(&sql)
+            .bind(session_id)
+            .bind(session_id)
+            .bind(last_id)
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter().map(message_from_row).collect()
     }
 
     /// One message of a session.
-    pub async fn message(&self, session_id: &str, id: &str) -> Result<Option<ChatMessage>, StorageError> {
+    pub async fn message(
+        &self,
+        session_id: &str,
+        id: &str,
+    ) -> Result<Option<ChatMessage>, StorageError> {
         let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND id = ?");
-        let row = sqlx::query(&sql).bind(session_id).bind(id).fetch_optional(&self.reader).await?;
+        let row = sqlx::query(&sql)
+            .bind(session_id)
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
         row.as_ref().map(message_from_row).transpose()
     }
 
-    async fn message_by_client_id(&self, session_id: &str, cid: &str) -> Result<Option<ChatMessage>, StorageError> {
-        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND client_message_id = ?");
-        let row = sqlx::query(&sql).bind(session_id).bind(cid).fetch_optional(&self.reader).await?;
+    async fn message_by_client_id(
+        &self,
+        session_id: &str,
+        cid: &str,
+    ) -> Result<Option<ChatMessage>, StorageError> {
+        let sql = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND client_message_id = ?"
+        );
+        let row = sqlx::query(&sql)
+            .bind(session_id)
+            .bind(cid)
+            .fetch_optional(&self.reader)
+            .await?;
         row.as_ref().map(message_from_row).transpose()
     }
 }
@@ -244,8 +306,12 @@ fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
-fn from_json<T: serde::de::DeserializeOwned>(col: &str, raw: Option<String>) -> Result<Option<T>, StorageError> {
-    raw.map(|s| serde_json::from_str(&s).map_err(|e| StorageError::Corrupt(format!("{col}: {e}")))).transpose()
+fn from_json<T: serde::de::DeserializeOwned>(
+    col: &str,
+    raw: Option<String>,
+) -> Result<Option<T>, StorageError> {
+    raw.map(|s| serde_json::from_str(&s).map_err(|e| StorageError::Corrupt(format!("{col}: {e}"))))
+        .transpose()
 }
 
 fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
@@ -255,12 +321,14 @@ fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
         id: r.try_get("id")?,
         role: Role::parse(&role).ok_or_else(|| StorageError::Corrupt(format!("role {role:?}")))?,
         content: r.try_get("content")?,
-        status: MessageStatus::parse(&status).ok_or_else(|| StorageError::Corrupt(format!("status {status:?}")))?,
+        status: MessageStatus::parse(&status)
+            .ok_or_else(|| StorageError::Corrupt(format!("status {status:?}")))?,
         created_at: r.try_get("created_at")?,
         client_message_id: r.try_get("client_message_id")?,
         reply_to: r.try_get("reply_to")?,
         context: from_json("context_json", r.try_get("context_json")?)?,
-        attachments: from_json("attachments_json", r.try_get("attachments_json")?)?.unwrap_or_default(),
+        attachments: from_json("attachments_json", r.try_get("attachments_json")?)?
+            .unwrap_or_default(),
         usage: from_json("usage_json", r.try_get("usage_json")?)?,
         error: from_json("error_json", r.try_get("error_json")?)?,
     })

@@ -38,7 +38,10 @@ impl TestServer {
         let data = tempfile::tempdir().expect("tempdir");
         let mut vars: HashMap<String, String> = HashMap::new();
         vars.insert("GLASSBOX_ADDR".into(), "127.0.0.1:0".into());
-        vars.insert("GLASSBOX_DATA_DIR".into(), data.path().display().to_string());
+        vars.insert(
+            "GLASSBOX_DATA_DIR".into(),
+            data.path().display().to_string(),
+        );
         match api {
             Api::OpenAi => {
                 vars.insert("GLASSBOX_PROVIDER".into(), "openai".into());
@@ -58,12 +61,19 @@ impl TestServer {
         }
         let config = Config::from_lookup(|k| vars.get(k).cloned()).expect("config");
         let state = glassbox_server::build_state(config).await.expect("state");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         tokio::spawn(async move {
             let _ = glassbox_server::serve(listener, state).await;
         });
-        Self { addr, fake, http: reqwest::Client::new(), _data: data }
+        Self {
+            addr,
+            fake,
+            http: reqwest::Client::new(),
+            _data: data,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -71,13 +81,21 @@ impl TestServer {
     }
 
     pub async fn ws(&self) -> Ws {
-        let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws", self.addr)).await.expect("ws connect");
+        let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws", self.addr))
+            .await
+            .expect("ws connect");
         Ws { socket }
     }
 
     /// Messages of a session via REST.
     pub async fn messages(&self, session: &str, token: &str) -> Vec<Value> {
-        let resp = self.http.get(self.url(&format!("/api/sessions/{session}"))).bearer_auth(token).send().await.unwrap();
+        let resp = self
+            .http
+            .get(self.url(&format!("/api/sessions/{session}")))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 200);
         let body: Value = resp.json().await.unwrap();
         body["messages"].as_array().cloned().unwrap_or_default()
@@ -90,11 +108,17 @@ pub struct Ws {
 
 impl Ws {
     pub async fn send(&mut self, v: Value) {
-        self.socket.send(Message::Text(v.to_string().into())).await.expect("ws send");
+        self.socket
+            .send(Message::Text(v.to_string().into()))
+            .await
+            .expect("ws send");
     }
 
     pub async fn send_raw(&mut self, text: String) {
-        self.socket.send(Message::Text(text.into())).await.expect("ws send");
+        self.socket
+            .send(Message::Text(text.into()))
+            .await
+            .expect("ws send");
     }
 
     /// The next server frame, as typed value and raw JSON (fails after 10 s).
@@ -121,10 +145,18 @@ impl Ws {
     pub async fn hello_new(&mut self) -> (String, String) {
         self.send(json!({"type": "hello", "data": {}})).await;
         let (f, _) = self.next().await;
-        let ServerEvent::Session(info) = f.event else { panic!("expected session, got {f:?}") };
+        let ServerEvent::Session(info) = f.event else {
+            panic!("expected session, got {f:?}")
+        };
         let (snap, _) = self.next().await;
-        assert!(matches!(snap.event, ServerEvent::Snapshot(_)), "expected snapshot, got {snap:?}");
-        (info.session_id, info.token.expect("new session has a token"))
+        assert!(
+            matches!(snap.event, ServerEvent::Snapshot(_)),
+            "expected snapshot, got {snap:?}"
+        );
+        (
+            info.session_id,
+            info.token.expect("new session has a token"),
+        )
     }
 
     /// Reads frames until the reply ends; returns all frames read.
@@ -156,7 +188,12 @@ pub fn delta_text(frames: &[ServerFrame]) -> String {
 /// Sync ids strictly increase.
 pub fn assert_increasing(frames: &[ServerFrame]) {
     for w in frames.windows(2) {
-        assert!(w[0].sync_id < w[1].sync_id, "sync ids not increasing: {} then {}", w[0].sync_id, w[1].sync_id);
+        assert!(
+            w[0].sync_id < w[1].sync_id,
+            "sync ids not increasing: {} then {}",
+            w[0].sync_id,
+            w[1].sync_id
+        );
     }
 }
 

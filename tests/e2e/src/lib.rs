@@ -28,17 +28,34 @@ pub struct Server {
 pub async fn start_server(vars: &[(&str, &str)]) -> Result<Server> {
     let widget_dir = env_path("GLASSBOX_E2E_WIDGET_DIR", root().join("dist"));
     if !widget_dir.join("glassbox_widget_bg.wasm").exists() {
-        bail!("the widget is not built in {}; run `cargo xtask test`", widget_dir.display());
+        bail!(
+            "the widget is not built in {}; run `cargo xtask test`",
+            widget_dir.display()
+        );
     }
     let public_dir = env_path("GLASSBOX_E2E_PUBLIC_DIR", root().join("public"));
     let data = tempfile::tempdir()?;
     let mut all: Vec<(String, String)> = vec![
-        ("GLASSBOX_DATA_DIR".into(), data.path().display().to_string()),
-        ("GLASSBOX_WIDGET_DIR".into(), widget_dir.display().to_string()),
-        ("GLASSBOX_PUBLIC_DIR".into(), public_dir.display().to_string()),
+        (
+            "GLASSBOX_DATA_DIR".into(),
+            data.path().display().to_string(),
+        ),
+        (
+            "GLASSBOX_WIDGET_DIR".into(),
+            widget_dir.display().to_string(),
+        ),
+        (
+            "GLASSBOX_PUBLIC_DIR".into(),
+            public_dir.display().to_string(),
+        ),
     ];
     all.extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let config = Config::from_lookup(|k| all.iter().rev().find(|(key, _)| key == k).map(|(_, v)| v.clone()))?;
+    let config = Config::from_lookup(|k| {
+        all.iter()
+            .rev()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    })?;
     let state = glassbox_server::build_state(config).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -48,7 +65,10 @@ pub async fn start_server(vars: &[(&str, &str)]) -> Result<Server> {
     Ok(Server { addr, _data: data })
 }
 
-async fn axum_serve(listener: tokio::net::TcpListener, state: glassbox_server::AppState) -> std::io::Result<()> {
+async fn axum_serve(
+    listener: tokio::net::TcpListener,
+    state: glassbox_server::AppState,
+) -> std::io::Result<()> {
     glassbox_server::serve(listener, state).await
 }
 
@@ -67,17 +87,33 @@ impl Drop for Driver {
 
 /// Starts chromedriver on a free loopback port and waits until it listens.
 pub async fn start_driver() -> Result<Driver> {
-    let driver = env_path("GLASSBOX_E2E_CHROMEDRIVER", PathBuf::from("/usr/bin/chromedriver"));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let driver = env_path(
+        "GLASSBOX_E2E_CHROMEDRIVER",
+        PathBuf::from("/usr/bin/chromedriver"),
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let child = Command::new(&driver)
         .arg(format!("--port={port}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .with_context(|| format!("starting {} (run `cargo xtask test`, which installs it)", driver.display()))?;
-    let driver = Driver { url: format!("http://127.0.0.1:{port}"), child };
+        .with_context(|| {
+            format!(
+                "starting {} (run `cargo xtask test`, which installs it)",
+                driver.display()
+            )
+        })?;
+    let driver = Driver {
+        url: format!("http://127.0.0.1:{port}"),
+        child,
+    };
     for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             return Ok(driver);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -103,5 +139,8 @@ pub async fn browser(driver: &Driver, profile: &Path) -> Result<fantoccini::Clie
     );
     // chromedriver listens on plain HTTP on loopback: no TLS stack needed.
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    Ok(fantoccini::ClientBuilder::new(connector).capabilities(caps).connect(&driver.url).await?)
+    Ok(fantoccini::ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await?)
 }

@@ -27,19 +27,27 @@ async fn wait_for(client: &Client, what: &str, script: &str) -> Result<Value> {
 
 /// An element inside the widget's shadow root.
 async fn shadow_element(client: &Client, selector: &str) -> Result<Element> {
-    let script = format!("return document.querySelector('glassbox-chat').shadowRoot.querySelector({selector:?});");
+    let script = format!(
+        "return document.querySelector('glassbox-chat').shadowRoot.querySelector({selector:?});"
+    );
     let v = client.execute(&script, vec![]).await?;
-    let Some(id) = v.as_object().and_then(|o| o.values().next()).and_then(Value::as_str) else {
+    let Some(id) = v
+        .as_object()
+        .and_then(|o| o.values().next())
+        .and_then(Value::as_str)
+    else {
         bail!("no element {selector} in the widget: {v}");
     };
-    Ok(Element::from_element_id(client.clone(), ElementRef::from(id.to_owned())))
+    Ok(Element::from_element_id(
+        client.clone(),
+        ElementRef::from(id.to_owned()),
+    ))
 }
 
 const MESSAGES: &str = "return [...document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-message-id]')]
     .map(m => ({id: m.dataset.messageId, role: m.dataset.role, status: m.dataset.status, text: m.querySelector('.gb-plain, .gb-markdown')?.textContent ?? ''}));";
 
-const CONNECTED: &str =
-    "const r = document.querySelector('glassbox-chat')?.shadowRoot; return !!r?.querySelector('.gb-status[data-state=connected]');";
+const CONNECTED: &str = "const r = document.querySelector('glassbox-chat')?.shadowRoot; return !!r?.querySelector('.gb-status[data-state=connected]');";
 
 /// Runs `scenario` in a fresh headless Chromium on `url`; saves a screenshot if it fails.
 async fn in_browser<F, Fut>(url: String, name: &str, scenario: F) -> Result<()>
@@ -51,12 +59,13 @@ where
     let profile = tempfile::tempdir()?;
     let client = browser(&driver, profile.path()).await?;
     let result = scenario(client.clone(), url).await;
-    if result.is_err() {
-        if let Ok(png) = client.screenshot().await {
-            let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-failure.png"));
-            let _ = std::fs::write(&path, png);
-            eprintln!("screenshot of the failure: {}", path.display());
-        }
+    if result.is_err()
+        && let Ok(png) = client.screenshot().await
+    {
+        let path =
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-failure.png"));
+        let _ = std::fs::write(&path, png);
+        eprintln!("screenshot of the failure: {}", path.display());
     }
     client.close().await?;
     result
@@ -71,16 +80,33 @@ async fn send_from_composer(client: &Client, text: &str) -> Result<()> {
 
 #[tokio::test]
 async fn demo_page_chat_streams_and_history_survives_reload() -> Result<()> {
-    let server = start_server(&[("GLASSBOX_PROVIDER", "offline"), ("GLASSBOX_OFFLINE_DELAY_MS", "15")]).await?;
-    in_browser(format!("http://{}/", server.addr), "demo", |client, url| async move { demo(&client, &url).await }).await
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "15"),
+    ])
+    .await?;
+    in_browser(
+        format!("http://{}/", server.addr),
+        "demo",
+        |client, url| async move { demo(&client, &url).await },
+    )
+    .await
 }
 
 #[tokio::test]
 async fn a_provider_failure_offers_retry_which_completes_the_same_reply() -> Result<()> {
-    let fake = FakeProvider::start(Behaviour::Cut { chunks: vec!["Partial ".into(), "answer".into()], after: 1 }).await?;
+    let fake = FakeProvider::start(Behaviour::Cut {
+        chunks: vec!["Partial ".into(), "answer".into()],
+        after: 1,
+    })
+    .await?;
     let base = fake.openai_base();
-    let server =
-        start_server(&[("GLASSBOX_PROVIDER", "openai"), ("OPENAI_API_KEY", "sk-e2e"), ("OPENAI_BASE_URL", &base)]).await?;
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "sk-e2e"),
+        ("OPENAI_BASE_URL", &base),
+    ])
+    .await?;
     in_browser(format!("http://{}/", server.addr), "retry", |client, url| async move {
         client.goto(&url).await?;
         wait_for(&client, "the widget to connect", CONNECTED).await?;
@@ -111,7 +137,11 @@ async fn demo(client: &Client, url: &str) -> Result<()> {
     wait_for(client, "the widget to connect", CONNECTED).await?;
 
     // The host page sets page context through the element's API when a "page" is picked.
-    client.find(Locator::Css("button[data-page=pack-detail]")).await?.click().await?;
+    client
+        .find(Locator::Css("button[data-page=pack-detail]"))
+        .await?
+        .click()
+        .await?;
 
     let typed = "What does <b>this</b> model do?";
     send_from_composer(client, typed).await?;
@@ -119,7 +149,12 @@ async fn demo(client: &Client, url: &str) -> Result<()> {
     // The reply streams: we see it unfinished with some text before it completes.
     let streaming = "return JSON.stringify([...document.querySelector('glassbox-chat').shadowRoot
         .querySelectorAll('.gb-message[data-role=assistant][data-status=streaming]')].map(m => m.textContent.length))";
-    let partial = wait_for(client, "a streaming reply with text", &format!("const l = JSON.parse((() => {{ {streaming} }})()); return l.some(n => n > 0);")).await;
+    let partial = wait_for(
+        client,
+        "a streaming reply with text",
+        &format!("const l = JSON.parse((() => {{ {streaming} }})()); return l.some(n => n > 0);"),
+    )
+    .await;
     assert!(partial.is_ok(), "never saw the reply while it streamed");
     wait_for(client, "the reply to complete", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
 
@@ -127,21 +162,43 @@ async fn demo(client: &Client, url: &str) -> Result<()> {
     let messages = messages.as_array().cloned().unwrap_or_default();
     assert_eq!(messages.len(), 2, "{messages:?}");
     assert_eq!(messages[0]["role"], "user");
-    assert_eq!(messages[0]["text"], typed, "the user's text is shown exactly, as text");
+    assert_eq!(
+        messages[0]["text"], typed,
+        "the user's text is shown exactly, as text"
+    );
     let reply = messages[1]["text"].as_str().unwrap_or_default().to_owned();
-    assert!(reply.contains("I received 1 message (1 from you)"), "{reply}");
+    assert!(
+        reply.contains("I received 1 message (1 from you)"),
+        "{reply}"
+    );
     for key in ["entity", "entityType", "page", "pathname"] {
-        assert!(reply.contains(key), "the model got page-context key {key}: {reply}");
+        assert!(
+            reply.contains(key),
+            "the model got page-context key {key}: {reply}"
+        );
     }
-    assert!(!messages[0]["text"].as_str().unwrap_or_default().contains("Illustrious"), "context stays out of the message");
+    assert!(
+        !messages[0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Illustrious"),
+        "context stays out of the message"
+    );
     let injected = client
         .execute("return document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-bubble b').length", vec![])
         .await?;
-    assert_eq!(injected, json!(0), "markup typed by the user is never rendered as HTML");
+    assert_eq!(
+        injected,
+        json!(0),
+        "markup typed by the user is never rendered as HTML"
+    );
     let rendered = client
         .execute("return document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-assistant .gb-markdown strong, .gb-assistant .gb-markdown blockquote').length", vec![])
         .await?;
-    assert!(rendered.as_u64().unwrap_or(0) >= 2, "the reply's markdown is rendered as elements");
+    assert!(
+        rendered.as_u64().unwrap_or(0) >= 2,
+        "the reply's markdown is rendered as elements"
+    );
 
     // Reload: the same session comes back with the same messages.
     client.refresh().await?;
@@ -177,12 +234,21 @@ async fn demo(client: &Client, url: &str) -> Result<()> {
     assert_eq!(all.len(), 4);
     assert_eq!(all[2]["text"], "from the host");
     let second_reply = all[3]["text"].as_str().unwrap_or_default();
-    assert!(second_reply.contains("I received 3 messages (2 from you)"), "{second_reply}");
-    assert!(second_reply.contains("keys page."), "per-message context overrides the page context: {second_reply}");
+    assert!(
+        second_reply.contains("I received 3 messages (2 from you)"),
+        "{second_reply}"
+    );
+    assert!(
+        second_reply.contains("keys page."),
+        "per-message context overrides the page context: {second_reply}"
+    );
     let chip = client
         .execute("const a = document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-attachment a'); return a && [a.textContent, a.getAttribute('href')];", vec![])
         .await?;
-    assert_eq!(chip, json!(["report.pdf", "https://example.com/report.pdf"]));
+    assert_eq!(
+        chip,
+        json!(["report.pdf", "https://example.com/report.pdf"])
+    );
 
     // Leave a picture of the finished conversation for people to look at.
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("glassbox-demo.png");

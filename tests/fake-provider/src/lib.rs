@@ -23,9 +23,16 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone)]
 pub enum Behaviour {
     /// Streams these text chunks, `delay` apart, then finishes with usage.
-    Reply { chunks: Vec<String>, delay: Duration },
+    Reply {
+        chunks: Vec<String>,
+        delay: Duration,
+    },
     /// Streams `text`, then a tool call whose arguments arrive in `argument_parts`.
-    ToolCall { text: String, name: String, argument_parts: Vec<String> },
+    ToolCall {
+        text: String,
+        name: String,
+        argument_parts: Vec<String>,
+    },
     /// Answers this HTTP status with a JSON error body.
     Status { status: u16, message: String },
     /// Streams the first `after` chunks of `chunks`, then sends nothing more and never ends.
@@ -33,13 +40,20 @@ pub enum Behaviour {
     /// Streams the first `after` chunks of `chunks`, then drops the connection.
     Cut { chunks: Vec<String>, after: usize },
     /// Streams the first `after` chunks of `chunks`, then an in-stream error event.
-    ErrorEvent { chunks: Vec<String>, after: usize, message: String },
+    ErrorEvent {
+        chunks: Vec<String>,
+        after: usize,
+        message: String,
+    },
 }
 
 impl Behaviour {
     /// A normal reply of these chunks with no delay.
     pub fn reply(chunks: &[&str]) -> Self {
-        Behaviour::Reply { chunks: chunks.iter().map(|c| c.to_string()).collect(), delay: Duration::ZERO }
+        Behaviour::Reply {
+            chunks: chunks.iter().map(|c| c.to_string()).collect(),
+            delay: Duration::ZERO,
+        }
     }
 }
 
@@ -74,7 +88,11 @@ impl FakeProvider {
 
     /// Starts on a free loopback port; `record` keeps request bodies (off for benchmarks).
     pub async fn start_with(behaviour: Behaviour, record: bool) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared { behaviour: Mutex::new(behaviour), requests: Mutex::default(), record });
+        let shared = Arc::new(Shared {
+            behaviour: Mutex::new(behaviour),
+            requests: Mutex::default(),
+            record,
+        });
         let app = Router::new()
             .route("/v1/chat/completions", post(openai))
             .route("/v1/messages", post(anthropic))
@@ -103,27 +121,53 @@ impl FakeProvider {
 
     /// Changes what the next requests get.
     pub fn set(&self, behaviour: Behaviour) {
-        *self.shared.behaviour.lock().unwrap_or_else(|p| p.into_inner()) = behaviour;
+        *self
+            .shared
+            .behaviour
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = behaviour;
     }
 
     /// Every request received so far.
     pub fn requests(&self) -> Vec<Recorded> {
-        self.shared.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
-fn record(shared: &Shared, api: &'static str, headers: &HeaderMap, body: &Bytes) -> Result<(Behaviour, Value), Response> {
-    let body: Value = serde_json::from_slice(body)
-        .map_err(|e| (StatusCode::BAD_REQUEST, format!("bad json: {e}")).into_response())?;
+fn record(
+    shared: &Shared,
+    api: &'static str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<(Behaviour, Value), Box<Response>> {
+    let body: Value = serde_json::from_slice(body).map_err(|e| {
+        Box::new((StatusCode::BAD_REQUEST, format!("bad json: {e}")).into_response())
+    })?;
     if shared.record {
         let key = headers
             .get(header::AUTHORIZATION)
             .or_else(|| headers.get("x-api-key"))
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        shared.requests.lock().unwrap_or_else(|p| p.into_inner()).push(Recorded { api, body: body.clone(), key });
+        shared
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Recorded {
+                api,
+                body: body.clone(),
+                key,
+            });
     }
-    let behaviour = shared.behaviour.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let behaviour = shared
+        .behaviour
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     Ok((behaviour, body))
 }
 
@@ -133,8 +177,16 @@ fn prompt_words(body: &Value) -> u64 {
     if let Some(s) = body.get("system").and_then(Value::as_str) {
         n += s.split_whitespace().count();
     }
-    for m in body.get("messages").and_then(Value::as_array).into_iter().flatten() {
-        n += m.get("content").and_then(Value::as_str).map_or(0, |c| c.split_whitespace().count());
+    for m in body
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        n += m
+            .get("content")
+            .and_then(Value::as_str)
+            .map_or(0, |c| c.split_whitespace().count());
     }
     n as u64
 }
@@ -176,7 +228,11 @@ fn body_stream(pieces: Vec<Piece>) -> impl Stream<Item = Result<Bytes, std::io::
 
 fn error_response(status: u16, message: &str, kind: &str) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, axum::Json(json!({"type": "error", "error": {"type": kind, "message": message}}))).into_response()
+    (
+        status,
+        axum::Json(json!({"type": "error", "error": {"type": kind, "message": message}})),
+    )
+        .into_response()
 }
 
 /// Text chunks of a behaviour and what follows them.
@@ -184,11 +240,25 @@ fn plan(b: &Behaviour) -> (Vec<String>, Option<Piece>, Option<String>) {
     match b {
         Behaviour::Reply { chunks, .. } => (chunks.clone(), None, None),
         Behaviour::ToolCall { text, .. } => (vec![text.clone()], None, None),
-        Behaviour::Stall { chunks, after } => (chunks.iter().take(*after).cloned().collect(), Some(Piece::Stall), None),
-        Behaviour::Cut { chunks, after } => (chunks.iter().take(*after).cloned().collect(), Some(Piece::Cut), None),
-        Behaviour::ErrorEvent { chunks, after, message } => {
-            (chunks.iter().take(*after).cloned().collect(), None, Some(message.clone()))
-        }
+        Behaviour::Stall { chunks, after } => (
+            chunks.iter().take(*after).cloned().collect(),
+            Some(Piece::Stall),
+            None,
+        ),
+        Behaviour::Cut { chunks, after } => (
+            chunks.iter().take(*after).cloned().collect(),
+            Some(Piece::Cut),
+            None,
+        ),
+        Behaviour::ErrorEvent {
+            chunks,
+            after,
+            message,
+        } => (
+            chunks.iter().take(*after).cloned().collect(),
+            None,
+            Some(message.clone()),
+        ),
         Behaviour::Status { .. } => (vec![], None, None),
     }
 }
@@ -196,12 +266,16 @@ fn plan(b: &Behaviour) -> (Vec<String>, Option<Piece>, Option<String>) {
 async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let (behaviour, body) = match record(&shared, "openai", &headers, &body) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if let Behaviour::Status { status, message } = &behaviour {
         return error_response(*status, message, "server_error");
     }
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("fake").to_owned();
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("fake")
+        .to_owned();
     let chunk = |delta: Value, finish: Value| {
         let c = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
@@ -212,7 +286,10 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         _ => Duration::ZERO,
     };
     let (texts, tail, error) = plan(&behaviour);
-    let mut pieces = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    let mut pieces = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
     for t in &texts {
         if !delay.is_zero() {
             pieces.push(Piece::Sleep(delay));
@@ -224,17 +301,28 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         return sse(pieces);
     }
     if let Some(message) = error {
-        pieces.push(Piece::Data(format!("data: {}\n\n", json!({"error": {"message": message, "type": "server_error"}}))));
+        pieces.push(Piece::Data(format!(
+            "data: {}\n\n",
+            json!({"error": {"message": message, "type": "server_error"}})
+        )));
         return sse(pieces);
     }
     let mut finish = "stop";
-    if let Behaviour::ToolCall { name, argument_parts, .. } = &behaviour {
+    if let Behaviour::ToolCall {
+        name,
+        argument_parts,
+        ..
+    } = &behaviour
+    {
         pieces.push(chunk(
             json!({"tool_calls": [{"index": 0, "id": "call_fake_1", "type": "function", "function": {"name": name, "arguments": ""}}]}),
             Value::Null,
         ));
         for part in argument_parts {
-            pieces.push(chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}), Value::Null));
+            pieces.push(chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}),
+                Value::Null,
+            ));
         }
         finish = "tool_calls";
     }
@@ -249,23 +337,33 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
 async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let (behaviour, body) = match record(&shared, "anthropic", &headers, &body) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if let Behaviour::Status { status, message } = &behaviour {
         return error_response(*status, message, "api_error");
     }
     let event = |name: &str, data: Value| Piece::Data(format!("event: {name}\ndata: {data}\n\n"));
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("fake").to_owned();
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("fake")
+        .to_owned();
     let delay = match &behaviour {
         Behaviour::Reply { delay, .. } => *delay,
         _ => Duration::ZERO,
     };
     let (texts, tail, error) = plan(&behaviour);
     let mut pieces = vec![
-        event("message_start", json!({"type": "message_start", "message": {"id": "msg_fake", "type": "message", "role": "assistant",
+        event(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_fake", "type": "message", "role": "assistant",
             "content": [], "model": model, "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": prompt_words(&body), "output_tokens": 1}}})),
-        event("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+            "usage": {"input_tokens": prompt_words(&body), "output_tokens": 1}}}),
+        ),
+        event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
         event("ping", json!({"type": "ping"})),
     ];
     for t in &texts {
@@ -279,23 +377,43 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
         return sse(pieces);
     }
     if let Some(message) = error {
-        pieces.push(event("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": message}})));
+        pieces.push(event(
+            "error",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}),
+        ));
         return sse(pieces);
     }
-    pieces.push(event("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+    pieces.push(event(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
     let mut stop = "end_turn";
-    if let Behaviour::ToolCall { name, argument_parts, .. } = &behaviour {
+    if let Behaviour::ToolCall {
+        name,
+        argument_parts,
+        ..
+    } = &behaviour
+    {
         pieces.push(event("content_block_start", json!({"type": "content_block_start", "index": 1,
             "content_block": {"type": "tool_use", "id": "toolu_fake_1", "name": name, "input": {}}})));
         for part in argument_parts {
-            pieces.push(event("content_block_delta", json!({"type": "content_block_delta", "index": 1,
-                "delta": {"type": "input_json_delta", "partial_json": part}})));
+            pieces.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": part}}),
+            ));
         }
-        pieces.push(event("content_block_stop", json!({"type": "content_block_stop", "index": 1})));
+        pieces.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 1}),
+        ));
         stop = "tool_use";
     }
-    pieces.push(event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
-        "usage": {"output_tokens": texts.len()}})));
+    pieces.push(event(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+        "usage": {"output_tokens": texts.len()}}),
+    ));
     pieces.push(event("message_stop", json!({"type": "message_stop"})));
     sse(pieces)
 }

@@ -18,12 +18,26 @@ const WARMUP: usize = 500;
 #[tokio::main]
 async fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
-    let dist = PathBuf::from(args.next().context("usage: gateway-bench <dist-dir> [requests] [concurrency]")?);
-    let requests: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(10_000);
+    let dist = PathBuf::from(
+        args.next()
+            .context("usage: gateway-bench <dist-dir> [requests] [concurrency]")?,
+    );
+    let requests: usize = args
+        .next()
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(10_000);
     let concurrency: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(16);
 
     let chunks: Vec<String> = (0..16).map(|i| format!("word{i} ")).collect();
-    let fake = FakeProvider::start_with(Behaviour::Reply { chunks, delay: Duration::ZERO }, false).await?;
+    let fake = FakeProvider::start_with(
+        Behaviour::Reply {
+            chunks,
+            delay: Duration::ZERO,
+        },
+        false,
+    )
+    .await?;
     // SAFETY: set before any other thread reads the environment; the server only needs the path.
     unsafe { std::env::set_var("GLASSBOX_E2E_WIDGET_DIR", &dist) };
     let base = fake.openai_base();
@@ -33,7 +47,9 @@ async fn main() -> Result<()> {
         ("OPENAI_BASE_URL", &base),
     ])
     .await?;
-    let http = reqwest::Client::builder().pool_max_idle_per_host(concurrency * 2).build()?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency * 2)
+        .build()?;
 
     let direct_url = format!("{base}/chat/completions");
     let direct_body = json!({"model": "bench", "stream": true, "stream_options": {"include_usage": true},
@@ -41,20 +57,72 @@ async fn main() -> Result<()> {
     let ours_url = format!("http://{}/api/chat", server.addr);
     let ours_body = json!({"message": "hello there", "context": {"page": "bench"}});
 
-    eprintln!("gateway-bench: {requests} streamed requests each, concurrency {concurrency}, after {WARMUP} warm-up");
-    load(&http, &direct_url, &direct_body, WARMUP, concurrency, "data: [DONE]").await?;
-    load(&http, &ours_url, &ours_body, WARMUP, concurrency, "event: done").await?;
-    let direct = load(&http, &direct_url, &direct_body, requests, concurrency, "data: [DONE]").await?;
-    let ours = load(&http, &ours_url, &ours_body, requests, concurrency, "event: done").await?;
+    eprintln!(
+        "gateway-bench: {requests} streamed requests each, concurrency {concurrency}, after {WARMUP} warm-up"
+    );
+    load(
+        &http,
+        &direct_url,
+        &direct_body,
+        WARMUP,
+        concurrency,
+        "data: [DONE]",
+    )
+    .await?;
+    load(
+        &http,
+        &ours_url,
+        &ours_body,
+        WARMUP,
+        concurrency,
+        "event: done",
+    )
+    .await?;
+    let direct = load(
+        &http,
+        &direct_url,
+        &direct_body,
+        requests,
+        concurrency,
+        "data: [DONE]",
+    )
+    .await?;
+    let ours = load(
+        &http,
+        &ours_url,
+        &ours_body,
+        requests,
+        concurrency,
+        "event: done",
+    )
+    .await?;
 
-    let (d50, d99) = (percentile(&direct.latencies, 50.0), percentile(&direct.latencies, 99.0));
-    let (o50, o99) = (percentile(&ours.latencies, 50.0), percentile(&ours.latencies, 99.0));
+    let (d50, d99) = (
+        percentile(&direct.latencies, 50.0),
+        percentile(&direct.latencies, 99.0),
+    );
+    let (o50, o99) = (
+        percentile(&ours.latencies, 50.0),
+        percentile(&ours.latencies, 99.0),
+    );
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "\n## Gateway latency ({requests} streamed requests, concurrency {concurrency}, loopback, 16-chunk reply)\n")?;
-    writeln!(out, "| what | direct to fake provider | through Glassbox | added | anchor | ratio (added / anchor) |")?;
+    writeln!(
+        out,
+        "\n## Gateway latency ({requests} streamed requests, concurrency {concurrency}, loopback, 16-chunk reply)\n"
+    )?;
+    writeln!(
+        out,
+        "| what | direct to fake provider | through Glassbox | added | anchor | ratio (added / anchor) |"
+    )?;
     writeln!(out, "|---|---|---|---|---|---|")?;
-    writeln!(out, "| p50 latency (ms) | {:.3} | {:.3} | {:.3} | — | — |", ms(d50), ms(o50), ms(o50) - ms(d50))?;
+    writeln!(
+        out,
+        "| p50 latency (ms) | {:.3} | {:.3} | {:.3} | — | — |",
+        ms(d50),
+        ms(o50),
+        ms(o50) - ms(d50)
+    )?;
     writeln!(
         out,
         "| p99 latency (ms) | {:.3} | {:.3} | {:.3} | 0.94 (TensorZero p99 added, 10k QPS, 4 vCPU) | {:.2} |",
@@ -63,21 +131,45 @@ async fn main() -> Result<()> {
         ms(o99) - ms(d99),
         (ms(o99) - ms(d99)) / 0.94
     )?;
-    writeln!(out, "| throughput (req/s) | {:.0} | {:.0} | — | 10000 (TensorZero) | {:.2} |", direct.rate, ours.rate, ours.rate / 10_000.0)?;
-    writeln!(out, "| failed requests | {} | {} | — | 0 | — |", direct.failures, ours.failures)?;
+    writeln!(
+        out,
+        "| throughput (req/s) | {:.0} | {:.0} | — | 10000 (TensorZero) | {:.2} |",
+        direct.rate,
+        ours.rate,
+        ours.rate / 10_000.0
+    )?;
+    writeln!(
+        out,
+        "| failed requests | {} | {} | — | 0 | — |",
+        direct.failures, ours.failures
+    )?;
 
     writeln!(out, "\n## Widget payload ({})\n", dist.display())?;
     writeln!(out, "| file | raw (B) | gzip -9 (B) | brotli q11 (B) |")?;
     writeln!(out, "|---|---|---|---|")?;
     let mut total = (0, 0, 0);
-    for name in ["glassbox_widget_bg.wasm", "glassbox_widget.js", "glassbox-chat.js", "glassbox.css"] {
+    for name in [
+        "glassbox_widget_bg.wasm",
+        "glassbox_widget.js",
+        "glassbox-chat.js",
+        "glassbox.css",
+    ] {
         let (raw, gz, br) = sizes(&dist.join(name))?;
         total = (total.0 + raw, total.1 + gz, total.2 + br);
         writeln!(out, "| {name} | {raw} | {gz} | {br} |")?;
     }
-    writeln!(out, "| **total** | {} | {} | {} |", total.0, total.1, total.2)?;
+    writeln!(
+        out,
+        "| **total** | {} | {} | {} |",
+        total.0, total.1, total.2
+    )?;
     writeln!(out, "\n| what | ours | anchor | ratio |\n|---|---|---|---|")?;
-    writeln!(out, "| widget brotli (kB) | {:.1} | 28 (Leptos hello-world after wasm-opt) | {:.1} |", total.2 as f64 / 1e3, total.2 as f64 / 28e3)?;
+    writeln!(
+        out,
+        "| widget brotli (kB) | {:.1} | 28 (Leptos hello-world after wasm-opt) | {:.1} |",
+        total.2 as f64 / 1e3,
+        total.2 as f64 / 28e3
+    )?;
     Ok(())
 }
 
@@ -89,12 +181,25 @@ struct Run {
 
 /// Sends `n` POSTs with `concurrency` in flight, each read to the end; a request fails if its body
 /// lacks `end_marker`.
-async fn load(http: &reqwest::Client, url: &str, body: &serde_json::Value, n: usize, concurrency: usize, end_marker: &str) -> Result<Run> {
+async fn load(
+    http: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+    n: usize,
+    concurrency: usize,
+    end_marker: &str,
+) -> Result<Run> {
     let start = Instant::now();
     let results: Vec<Option<Duration>> = futures::stream::iter(0..n)
         .map(|_| async move {
             let t = Instant::now();
-            let resp = http.post(url).header("accept", "text/event-stream").json(body).send().await.ok()?;
+            let resp = http
+                .post(url)
+                .header("accept", "text/event-stream")
+                .json(body)
+                .send()
+                .await
+                .ok()?;
             let text = resp.text().await.ok()?;
             text.contains(end_marker).then(|| t.elapsed())
         })
@@ -105,7 +210,11 @@ async fn load(http: &reqwest::Client, url: &str, body: &serde_json::Value, n: us
     let failures = results.iter().filter(|r| r.is_none()).count();
     let mut latencies: Vec<Duration> = results.into_iter().flatten().collect();
     latencies.sort();
-    Ok(Run { latencies, rate: n as f64 / elapsed.as_secs_f64(), failures })
+    Ok(Run {
+        latencies,
+        rate: n as f64 / elapsed.as_secs_f64(),
+        failures,
+    })
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -122,7 +231,11 @@ fn sizes(path: &Path) -> Result<(usize, usize, usize)> {
     gz.write_all(&data)?;
     let gz = gz.finish()?.len();
     let mut br = Vec::new();
-    let params = brotli::enc::BrotliEncoderParams { quality: 11, lgwin: 22, ..Default::default() };
+    let params = brotli::enc::BrotliEncoderParams {
+        quality: 11,
+        lgwin: 22,
+        ..Default::default()
+    };
     brotli::BrotliCompress(&mut &data[..], &mut br, &params)?;
     Ok((data.len(), gz, br.len()))
 }
