@@ -144,3 +144,40 @@ pub async fn browser(driver: &Driver, profile: &Path) -> Result<fantoccini::Clie
         .connect(&driver.url)
         .await?)
 }
+
+/// A TCP proxy on loopback in front of the server whose open connections can be cut at will, as a
+/// network drop would (new connections keep working).
+pub struct CuttableProxy {
+    pub addr: SocketAddr,
+    cut: tokio::sync::broadcast::Sender<()>,
+}
+
+impl CuttableProxy {
+    /// Starts forwarding a free loopback port to `target`.
+    pub async fn start(target: SocketAddr) -> Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (cut, _) = tokio::sync::broadcast::channel(4);
+        let cuts = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut stop = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = stop.recv() => {}
+                    }
+                });
+            }
+        });
+        Ok(Self { addr, cut })
+    }
+
+    /// Drops every connection open now.
+    pub fn cut(&self) {
+        let _ = self.cut.send(());
+    }
+}

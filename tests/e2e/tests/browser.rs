@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use fantoccini::elements::{Element, ElementRef};
 use fantoccini::{Client, Locator};
-use glassbox_e2e::{browser, start_driver, start_server};
+use glassbox_e2e::{CuttableProxy, browser, start_driver, start_server};
 use glassbox_fake_provider::{Behaviour, FakeProvider};
 use serde_json::{Value, json};
 
@@ -127,6 +127,37 @@ async fn a_provider_failure_offers_retry_which_completes_the_same_reply() -> Res
         assert_eq!(done.len(), 2, "retry replaced the failed reply, no duplicate: {done:?}");
         assert_eq!(done[1]["id"], failed[1]["id"]);
         assert_eq!(done[1]["text"], "Full answer.");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_dropped_connection_reconnects_and_resumes_the_streaming_reply() -> Result<()> {
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "40"),
+    ])
+    .await?;
+    let proxy = CuttableProxy::start(server.addr).await?;
+    in_browser(format!("http://{}/", proxy.addr), "reconnect", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        send_from_composer(&client, "keep streaming").await?;
+        wait_for(&client, "the reply to start streaming", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=streaming] .gb-markdown p');").await?;
+
+        proxy.cut();
+        wait_for(&client, "the widget to notice the drop", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-status:not([data-state=connected])');").await?;
+        wait_for(&client, "the widget to reconnect by itself", CONNECTED).await?;
+        wait_for(&client, "the reply to complete", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
+
+        let live = client.execute(MESSAGES, vec![]).await?;
+        // The stored reply is the reference: what streamed across the drop must equal it exactly.
+        client.refresh().await?;
+        wait_for(&client, "the widget to reconnect", CONNECTED).await?;
+        wait_for(&client, "history to be restored", "return document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-message-id]').length === 2;").await?;
+        let stored = client.execute(MESSAGES, vec![]).await?;
+        assert_eq!(live, stored, "nothing lost or doubled across the reconnect");
         Ok(())
     })
     .await
