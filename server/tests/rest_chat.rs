@@ -281,3 +281,81 @@ async fn offline_provider_needs_no_key_and_states_what_it_received() {
     assert!(reply.contains("`page`, `user`"), "{reply}");
     assert!(server.fake.requests().is_empty());
 }
+
+#[tokio::test]
+async fn widget_assets_have_mime_types_cache_headers_and_precompressed_bodies() {
+    let widget = tempfile::tempdir().unwrap();
+    std::fs::write(widget.path().join("w.wasm"), b"\0asm\x01\0\0\0plain").unwrap();
+    std::fs::write(widget.path().join("w.wasm.br"), b"brotli-bytes").unwrap();
+    std::fs::write(widget.path().join("w.js"), b"export {};").unwrap();
+    let public = concat!(env!("CARGO_MANIFEST_DIR"), "/../public");
+    let dir = widget.path().display().to_string();
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["x"]),
+        &[
+            ("GLASSBOX_WIDGET_DIR", &dir),
+            ("GLASSBOX_PUBLIC_DIR", public),
+        ],
+    )
+    .await;
+
+    let br = server
+        .http
+        .get(server.url("/widget/w.wasm"))
+        .header("accept-encoding", "br")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(br.status(), 200);
+    assert_eq!(br.headers()["content-type"], "application/wasm");
+    assert_eq!(br.headers()["content-encoding"], "br");
+    assert_eq!(br.headers()["cache-control"], "no-cache");
+    let last_modified = br.headers()["last-modified"].clone();
+    assert_eq!(br.bytes().await.unwrap().as_ref(), b"brotli-bytes");
+
+    let again = server
+        .http
+        .get(server.url("/widget/w.wasm"))
+        .header("if-modified-since", last_modified)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        again.status(),
+        304,
+        "an unchanged widget costs a revalidation only"
+    );
+
+    let js = server
+        .http
+        .get(server.url("/widget/w.js"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        js.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+    assert_eq!(
+        js.headers()["access-control-allow-origin"],
+        "*",
+        "embeddable from any origin"
+    );
+
+    let page = server.http.get(server.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("<glassbox-chat"));
+    assert_eq!(
+        server
+            .http
+            .get(server.url("/widget/missing.js"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+}

@@ -19,7 +19,12 @@ use crate::state::AppState;
 /// The whole application router.
 pub fn app(state: AppState) -> Router {
     let widget = Router::new()
-        .fallback_service(ServeDir::new(&state.config.widget_dir))
+        // `cargo xtask build` writes .br and .gz beside each file; those are sent when accepted.
+        .fallback_service(
+            ServeDir::new(&state.config.widget_dir)
+                .precompressed_br()
+                .precompressed_gzip(),
+        )
         // Revalidate every load: a rebuilt widget is picked up at once, an unchanged one costs a 304.
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
