@@ -440,6 +440,18 @@ async fn a_reply_nobody_waits_for_is_cancelled_and_kept_as_failed() {
     assert_eq!(stored[1]["status"], "failed");
     assert_eq!(stored[1]["error"]["code"], "cancelled");
     assert_eq!(stored[1]["content"], "Part one, ");
+    // The upstream request was dropped too: the provider's stream is no longer open.
+    for _ in 0..100 {
+        if server.fake.open_streams() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        server.fake.open_streams(),
+        0,
+        "the provider call was cancelled"
+    );
 }
 
 #[tokio::test]

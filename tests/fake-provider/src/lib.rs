@@ -6,6 +6,7 @@
 //! body is recorded so tests can assert on what reached the provider.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,6 +72,24 @@ struct Shared {
     behaviour: Mutex<Behaviour>,
     requests: Mutex<Vec<Recorded>>,
     record: bool,
+    /// Response bodies still being streamed (their connection is open).
+    open_streams: Arc<AtomicUsize>,
+}
+
+/// Counts a streaming body while it lives; hyper drops the body when the client goes away.
+struct OpenStream(Arc<AtomicUsize>);
+
+impl OpenStream {
+    fn new(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Self(counter.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A running fake provider.
@@ -92,6 +111,7 @@ impl FakeProvider {
             behaviour: Mutex::new(behaviour),
             requests: Mutex::default(),
             record,
+            open_streams: Arc::default(),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(openai))
@@ -126,6 +146,11 @@ impl FakeProvider {
             .behaviour
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = behaviour;
+    }
+
+    /// How many streamed responses are still open (0 once every client hung up or got the end).
+    pub fn open_streams(&self) -> usize {
+        self.shared.open_streams.load(Ordering::SeqCst)
     }
 
     /// Every request received so far.
@@ -199,8 +224,8 @@ enum Piece {
     Cut,
 }
 
-fn sse(pieces: Vec<Piece>) -> Response {
-    let stream = body_stream(pieces);
+fn sse(shared: &Shared, pieces: Vec<Piece>) -> Response {
+    let stream = body_stream(pieces, OpenStream::new(&shared.open_streams));
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
@@ -208,8 +233,12 @@ fn sse(pieces: Vec<Piece>) -> Response {
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-fn body_stream(pieces: Vec<Piece>) -> impl Stream<Item = Result<Bytes, std::io::Error>> {
+fn body_stream(
+    pieces: Vec<Piece>,
+    open: OpenStream,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> {
     async_stream::stream! {
+        let _open = open;
         for piece in pieces {
             match piece {
                 Piece::Data(d) => yield Ok(Bytes::from(d)),
@@ -298,14 +327,14 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
     }
     if let Some(tail) = tail {
         pieces.push(tail);
-        return sse(pieces);
+        return sse(&shared, pieces);
     }
     if let Some(message) = error {
         pieces.push(Piece::Data(format!(
             "data: {}\n\n",
             json!({"error": {"message": message, "type": "server_error"}})
         )));
-        return sse(pieces);
+        return sse(&shared, pieces);
     }
     let mut finish = "stop";
     if let Behaviour::ToolCall {
@@ -331,7 +360,7 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         "usage": {"prompt_tokens": prompt_words(&body), "completion_tokens": texts.len(), "total_tokens": prompt_words(&body) + texts.len() as u64}});
     pieces.push(Piece::Data(format!("data: {usage}\n\n")));
     pieces.push(Piece::Data("data: [DONE]\n\n".into()));
-    sse(pieces)
+    sse(&shared, pieces)
 }
 
 async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -374,14 +403,14 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
     }
     if let Some(tail) = tail {
         pieces.push(tail);
-        return sse(pieces);
+        return sse(&shared, pieces);
     }
     if let Some(message) = error {
         pieces.push(event(
             "error",
             json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}),
         ));
-        return sse(pieces);
+        return sse(&shared, pieces);
     }
     pieces.push(event(
         "content_block_stop",
@@ -415,5 +444,5 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
         "usage": {"output_tokens": texts.len()}}),
     ));
     pieces.push(event("message_stop", json!({"type": "message_stop"})));
-    sse(pieces)
+    sse(&shared, pieces)
 }
