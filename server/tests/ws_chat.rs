@@ -469,3 +469,25 @@ async fn two_connections_of_one_session_both_see_the_reply() {
     assert_eq!(delta_text(&a.until_reply_ends().await), "shared");
     assert_eq!(delta_text(&b.until_reply_ends().await), "shared");
 }
+
+#[tokio::test]
+async fn a_widget_may_pick_only_an_allowed_model() {
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["ok"]),
+        &[("GLASSBOX_MODEL", "gpt-4o-mini"), ("GLASSBOX_ALLOWED_MODELS", "gpt-4.1, o3")],
+    )
+    .await;
+    let mut ws = server.ws().await;
+    ws.send(json!({"type": "hello", "data": {"model": "some-expensive-model"}})).await;
+    let (f, _) = ws.next().await;
+    assert!(matches!(f.event, ServerEvent::Error(ref e) if e.code == ErrorCode::ModelNotAllowed), "{f:?}");
+
+    ws.send(json!({"type": "hello", "data": {"model": "o3"}})).await;
+    let (f, _) = ws.next().await;
+    assert!(matches!(f.event, ServerEvent::Session(ref s) if s.model == "o3"), "{f:?}");
+    ws.next().await; // snapshot
+    ws.send(json!({"type": "chat", "data": {"message": "hi"}})).await;
+    ws.until_reply_ends().await;
+    assert_eq!(server.fake.requests()[0].body["model"], "o3");
+}

@@ -1,4 +1,10 @@
 //! LLM providers behind one trait: each turns a provider-neutral request into a stream of events.
+//!
+//! Both wire formats are spoken with `reqwest` (rustls) + `eventsource-stream` rather than a per-vendor
+//! SDK: `async-openai` speaks only OpenAI and rejects the extra or missing fields that compatible servers
+//! (Ollama, vLLM, llama.cpp) send, and the Anthropic crates are thinly maintained. One HTTP client gives
+//! both providers the same timeout, cancellation (drop the stream) and error mapping, and we decode only
+//! the fields we use, so compatible servers' extensions never break a reply.
 
 mod anthropic;
 mod offline;
