@@ -475,19 +475,31 @@ async fn a_widget_may_pick_only_an_allowed_model() {
     let server = TestServer::start_with(
         Api::OpenAi,
         Behaviour::reply(&["ok"]),
-        &[("GLASSBOX_MODEL", "gpt-4o-mini"), ("GLASSBOX_ALLOWED_MODELS", "gpt-4.1, o3")],
+        &[
+            ("GLASSBOX_MODEL", "gpt-4o-mini"),
+            ("GLASSBOX_ALLOWED_MODELS", "gpt-4.1, o3"),
+        ],
     )
     .await;
     let mut ws = server.ws().await;
-    ws.send(json!({"type": "hello", "data": {"model": "some-expensive-model"}})).await;
+    ws.send(json!({"type": "hello", "data": {"model": "some-expensive-model"}}))
+        .await;
     let (f, _) = ws.next().await;
-    assert!(matches!(f.event, ServerEvent::Error(ref e) if e.code == ErrorCode::ModelNotAllowed), "{f:?}");
+    assert!(
+        matches!(f.event, ServerEvent::Error(ref e) if e.code == ErrorCode::ModelNotAllowed),
+        "{f:?}"
+    );
 
-    ws.send(json!({"type": "hello", "data": {"model": "o3"}})).await;
+    ws.send(json!({"type": "hello", "data": {"model": "o3"}}))
+        .await;
     let (f, _) = ws.next().await;
-    assert!(matches!(f.event, ServerEvent::Session(ref s) if s.model == "o3"), "{f:?}");
+    assert!(
+        matches!(f.event, ServerEvent::Session(ref s) if s.model == "o3"),
+        "{f:?}"
+    );
     ws.next().await; // snapshot
-    ws.send(json!({"type": "chat", "data": {"message": "hi"}})).await;
+    ws.send(json!({"type": "chat", "data": {"message": "hi"}}))
+        .await;
     ws.until_reply_ends().await;
     assert_eq!(server.fake.requests()[0].body["model"], "o3");
 }
