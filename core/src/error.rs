@@ -44,6 +44,10 @@ pub enum ErrorCode {
     RateLimited,
     /// The reply was cancelled because every client went away.
     Cancelled,
+    /// The embedding model is loading, switched off or failed to load.
+    EmbeddingsUnavailable,
+    /// This server has too much queued work; try again shortly.
+    Overloaded,
     /// Something failed inside the server; details are in its log.
     Internal,
 }
@@ -64,7 +68,8 @@ impl ErrorCode {
             ProviderError => 502,
             ProviderUnavailable => 503,
             ProviderTimeout => 504,
-            RateLimited => 429,
+            RateLimited | Overloaded => 429,
+            EmbeddingsUnavailable => 503,
             Cancelled => 499,
             Internal => 500,
         }

@@ -8,6 +8,7 @@ pub mod markdown;
 pub mod prompt;
 pub mod sync;
 pub mod transcript;
+pub mod vector;
 pub mod wire;
 
 pub use error::ErrorCode;

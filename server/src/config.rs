@@ -43,6 +43,12 @@ pub struct Config {
     pub disconnect_grace: Duration,
     /// Pause between words of the offline provider, so streaming is visible in the demo.
     pub offline_delay: Duration,
+    /// Folder with the embedding model (`model.onnx`, `tokenizer.json`); `None` switches embeddings off.
+    pub embed_model_dir: Option<PathBuf>,
+    /// Name the embedding model is reported under.
+    pub embed_model: String,
+    /// Embedding runs allowed at once (each on its own thread).
+    pub embed_workers: usize,
 }
 
 /// A configuration value that cannot be used.
@@ -133,6 +139,16 @@ impl Config {
             provider_total_timeout: millis(&get, "GLASSBOX_PROVIDER_TOTAL_TIMEOUT_MS", 600_000)?,
             disconnect_grace: millis(&get, "GLASSBOX_DISCONNECT_GRACE_MS", 10_000)?,
             offline_delay: millis(&get, "GLASSBOX_OFFLINE_DELAY_MS", 25)?,
+            embed_model_dir: match get("GLASSBOX_EMBEDDINGS").as_deref() {
+                Some("off") => None,
+                _ => Some(
+                    get("GLASSBOX_EMBED_MODEL_DIR")
+                        .map(PathBuf::from)
+                        .unwrap_or_else(default_model_dir),
+                ),
+            },
+            embed_model: get("GLASSBOX_EMBED_MODEL").unwrap_or_else(|| "all-MiniLM-L6-v2".into()),
+            embed_workers: parse(&get, "GLASSBOX_EMBED_WORKERS", "2")?,
         })
     }
 
@@ -140,6 +156,14 @@ impl Config {
     pub fn model_allowed(&self, model: &str) -> bool {
         model == self.model || self.allowed_models.iter().any(|m| m == model)
     }
+}
+
+/// Where `cargo xtask model` puts the default embedding model.
+pub fn default_model_dir() -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    home.join(".cache/glassbox/models/all-MiniLM-L6-v2")
 }
 
 fn trim_slash(s: String) -> String {

@@ -10,6 +10,7 @@ use glassbox_core::limits::InputError;
 use glassbox_core::wire::{ErrorBody, WireError};
 use thiserror::Error;
 
+use crate::embed::service::EmbedServiceError;
 use crate::providers::ProviderError;
 use crate::storage::StorageError;
 
@@ -34,6 +35,8 @@ pub enum AppError {
     Provider(#[from] ProviderError),
     #[error("storage failed")]
     Storage(#[from] StorageError),
+    #[error(transparent)]
+    Embed(#[from] EmbedServiceError),
 }
 
 impl AppError {
@@ -49,6 +52,12 @@ impl AppError {
             AppError::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
             AppError::Provider(e) => e.code(),
             AppError::Storage(_) => ErrorCode::Internal,
+            AppError::Embed(e) => match e {
+                EmbedServiceError::Unavailable(_) => ErrorCode::EmbeddingsUnavailable,
+                EmbedServiceError::Overloaded => ErrorCode::Overloaded,
+                EmbedServiceError::BadInput(_) => ErrorCode::InvalidMessage,
+                EmbedServiceError::Engine(_) => ErrorCode::Internal,
+            },
         }
     }
 
@@ -57,6 +66,10 @@ impl AppError {
         let message = match self {
             AppError::Storage(e) => {
                 tracing::error!(error = %e, "storage error");
+                "internal error; see the server log".to_owned()
+            }
+            AppError::Embed(EmbedServiceError::Engine(e)) => {
+                tracing::error!(error = %e, "embedding error");
                 "internal error; see the server log".to_owned()
             }
             AppError::Provider(e) => {

@@ -2,6 +2,7 @@
 
 pub mod chat;
 pub mod config;
+pub mod embed;
 pub mod error;
 pub mod hub;
 pub mod providers;
@@ -32,7 +33,16 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
         );
     }
     let provider = providers::from_config(&config)?;
-    Ok(AppState::new(config, store, provider))
+    // Loads in the background: chat is served while the model loads.
+    let embeddings = match &config.embed_model_dir {
+        Some(dir) => embed::EmbeddingService::start(
+            config.embed_model.clone(),
+            dir.clone(),
+            config.embed_workers,
+        ),
+        None => embed::EmbeddingService::disabled(config.embed_model.clone()),
+    };
+    Ok(AppState::new(config, store, provider, embeddings))
 }
 
 /// Serves `app(state)` on `listener` until ctrl-c, sweeping idle sessions in the background.

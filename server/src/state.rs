@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::embed::EmbeddingService;
 use crate::hub::Hubs;
 use crate::providers::Provider;
 use crate::storage::Store;
@@ -14,16 +15,23 @@ pub struct AppState {
     pub store: Store,
     pub provider: Arc<dyn Provider>,
     pub hubs: Arc<Hubs>,
+    pub embeddings: Arc<EmbeddingService>,
 }
 
 impl AppState {
-    /// State over an opened store and a provider.
-    pub fn new(config: Config, store: Store, provider: Arc<dyn Provider>) -> Self {
+    /// State over an opened store, a provider and the embedding service.
+    pub fn new(
+        config: Config,
+        store: Store,
+        provider: Arc<dyn Provider>,
+        embeddings: Arc<EmbeddingService>,
+    ) -> Self {
         Self {
             config: Arc::new(config),
             store,
             provider,
             hubs: Arc::new(Hubs::default()),
+            embeddings,
         }
     }
 }

@@ -5,12 +5,18 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use crate::build;
 use crate::tools::{browser, root, run, say};
+use crate::{build, model};
 
 /// Builds the widget and runs the server on the demo page.
 pub fn serve() -> Result<()> {
     let dist = build::widget()?;
+    // Chat works without it; a failure here is reported and the server starts anyway.
+    if let Err(e) = model::provision() {
+        say(format!(
+            "embedding model not provisioned ({e:#}); embeddings will be unavailable"
+        ));
+    }
     say("starting the server (Ctrl-C stops it)");
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root()).args([
@@ -38,6 +44,7 @@ pub fn serve() -> Result<()> {
 pub fn test() -> Result<()> {
     let dist = build::widget()?;
     let (chromium, driver) = browser()?;
+    let model_dir = model::provision()?;
     say("running all tests (cargo test --workspace)");
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root())
@@ -53,6 +60,7 @@ pub fn test() -> Result<()> {
         .env("GLASSBOX_E2E_PUBLIC_DIR", root().join("public"))
         .env("GLASSBOX_E2E_CHROMIUM", chromium)
         .env("GLASSBOX_E2E_CHROMEDRIVER", driver)
+        .env("GLASSBOX_EMBED_MODEL_DIR", model_dir)
         .stdout(Stdio::piped());
     let mut child = cmd.spawn().context("starting cargo test")?;
     let mut totals = TestTotals::default();

@@ -4,13 +4,25 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
+use crate::embed::EmbedStatus;
 use crate::state::AppState;
 
-/// Reports that the server is up, with its provider and model.
+/// Reports that the server is up, with its provider and model, and whether embeddings are ready.
 pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
+    let embeddings = match state.embeddings.status() {
+        EmbedStatus::Disabled => json!({"status": "disabled"}),
+        EmbedStatus::Loading => json!({"status": "loading", "model": state.embeddings.model}),
+        EmbedStatus::Ready { dimension } => {
+            json!({"status": "ready", "model": state.embeddings.model, "dimension": dimension})
+        }
+        EmbedStatus::Failed(error) => {
+            json!({"status": "failed", "model": state.embeddings.model, "error": error})
+        }
+    };
     Json(json!({
         "status": "ok",
         "provider": state.provider.name(),
         "model": state.config.model,
+        "embeddings": embeddings,
     }))
 }

@@ -1,5 +1,6 @@
 //! The HTTP surface: `app(state)` builds the router that `main` serves and tests call.
 
+mod embeddings;
 mod extract;
 mod health;
 mod rest;
@@ -38,6 +39,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/chat", post(rest::chat))
         .route("/api/sessions", post(rest::create_session))
         .route("/api/sessions/{id}", get(rest::session_messages))
+        .route("/v1/embeddings", post(embeddings::create))
         .nest("/widget", widget)
         .fallback_service(public)
         .layer(CompressionLayer::new())

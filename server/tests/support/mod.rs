@@ -56,6 +56,8 @@ impl TestServer {
         }
         vars.insert("GLASSBOX_PROVIDER_IDLE_TIMEOUT_MS".into(), "500".into());
         vars.insert("GLASSBOX_DISCONNECT_GRACE_MS".into(), "5000".into());
+        // Chat tests do not need the embedding model; the embedding tests switch it on.
+        vars.insert("GLASSBOX_EMBEDDINGS".into(), "off".into());
         for (k, v) in extra {
             vars.insert(k.to_string(), v.to_string());
         }

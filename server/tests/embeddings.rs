@@ -1,0 +1,275 @@
+//! The embedding engine against sentence-transformers' own output, and the `/v1/embeddings` API.
+//! Needs the model provisioned by `cargo xtask model` (which `cargo xtask test` runs first).
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use glassbox_core::vector::cosine;
+use glassbox_fake_provider::Behaviour;
+use glassbox_server::embed::{Embedder, MAX_TOKENS};
+use serde_json::{Value, json};
+use support::{Api, TestServer};
+
+fn model_dir() -> PathBuf {
+    std::env::var_os("GLASSBOX_EMBED_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(glassbox_server::config::default_model_dir)
+}
+
+/// One loaded model for the whole file (loading optimizes the graph, which takes a moment).
+fn embedder() -> &'static Embedder {
+    static EMBEDDER: OnceLock<Embedder> = OnceLock::new();
+    EMBEDDER.get_or_init(|| match Embedder::load(&model_dir()) {
+        Ok(e) => e,
+        Err(e) => panic!("{e}"),
+    })
+}
+
+struct Reference {
+    text: String,
+    embedding: Vec<f32>,
+}
+
+fn references() -> Vec<Reference> {
+    let raw: Value = serde_json::from_str(include_str!("fixtures/minilm-l6-v2-reference.json"))
+        .expect("fixture is JSON");
+    raw["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|item| Reference {
+            text: item["text"].as_str().expect("text").to_owned(),
+            embedding: item["embedding"]
+                .as_array()
+                .expect("embedding")
+                .iter()
+                .map(|x| x.as_f64().expect("number") as f32)
+                .collect(),
+        })
+        .collect()
+}
+
+#[test]
+fn every_reference_sentence_matches_sentence_transformers() {
+    let refs = references();
+    assert!(refs.len() >= 13);
+    let e = embedder();
+    assert_eq!(e.dimension(), 384);
+    let mut worst = f32::MAX;
+    for r in &refs {
+        let got = e.embed(&[r.text.as_str()]).expect("embed");
+        let cos = cosine(&got[0].vector, &r.embedding);
+        assert!(cos >= 0.9999, "cosine {cos} for {:?}", r.text);
+        worst = worst.min(cos);
+    }
+    eprintln!(
+        "lowest cosine to sentence-transformers over {} sentences: {worst:.8}",
+        refs.len()
+    );
+}
+
+#[test]
+fn a_batch_gives_the_same_vectors_as_one_at_a_time() {
+    let refs = references();
+    let texts: Vec<&str> = refs.iter().map(|r| r.text.as_str()).collect();
+    let e = embedder();
+    let batched = e.embed(&texts).expect("batch");
+    for (text, b) in texts.iter().zip(&batched) {
+        let single = &e.embed(&[text]).expect("single")[0];
+        let worst = single
+            .vector
+            .iter()
+            .zip(&b.vector)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < 1e-5, "batched differs by {worst} for {text:?}");
+    }
+}
+
+#[test]
+fn long_input_is_truncated_and_flagged() {
+    let long = "word ".repeat(MAX_TOKENS * 2);
+    let e = embedder();
+    let out = e.embed(&[long.as_str(), "short"]).expect("embed");
+    assert!(out[0].truncated);
+    assert_eq!(out[0].tokens, MAX_TOKENS);
+    assert!(!out[1].truncated);
+}
+
+#[test]
+fn a_missing_or_corrupt_model_names_the_file_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Embedder::load(dir.path())
+        .err()
+        .expect("missing model is an error")
+        .to_string();
+    assert!(
+        err.contains("model.onnx") && err.contains("cargo xtask model"),
+        "{err}"
+    );
+
+    std::fs::copy(
+        model_dir().join("tokenizer.json"),
+        dir.path().join("tokenizer.json"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("model.onnx"), b"this is not an onnx file").unwrap();
+    let err = Embedder::load(dir.path())
+        .err()
+        .expect("corrupt model is an error")
+        .to_string();
+    assert!(
+        err.contains("model.onnx")
+            && err.contains("cannot be loaded")
+            && err.contains("cargo xtask model"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_openai_shaped_endpoint_embeds_and_health_reports_readiness() {
+    let dir = model_dir().display().to_string();
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["x"]),
+        &[
+            ("GLASSBOX_EMBEDDINGS", "on"),
+            ("GLASSBOX_EMBED_MODEL_DIR", &dir),
+        ],
+    )
+    .await;
+    let mut health = Value::Null;
+    for _ in 0..300 {
+        health = server
+            .http
+            .get(server.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if health["embeddings"]["status"] != "loading" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(health["embeddings"]["status"], "ready", "{health}");
+    assert_eq!(health["embeddings"]["dimension"], 384);
+
+    let refs = references();
+    let resp = server
+        .http
+        .post(server.url("/v1/embeddings"))
+        .json(&json!({"input": [refs[0].text, refs[1].text], "model": "all-MiniLM-L6-v2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["object"], "list");
+    assert_eq!(body["data"].as_array().unwrap().len(), 2);
+    for (i, r) in refs.iter().take(2).enumerate() {
+        let v: Vec<f32> = body["data"][i]["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+        assert!(cosine(&v, &r.embedding) >= 0.9999);
+        assert_eq!(body["data"][i]["index"], i);
+    }
+    assert!(body["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+
+    let single: Value = server
+        .http
+        .post(server.url("/v1/embeddings"))
+        .json(&json!({"input": "one string"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(single["data"].as_array().unwrap().len(), 1);
+
+    let wrong = server
+        .http
+        .post(server.url("/v1/embeddings"))
+        .json(&json!({"input": "x", "model": "other"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 403);
+    let empty = server
+        .http
+        .post(server.url("/v1/embeddings"))
+        .json(&json!({"input": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(empty.status(), 400);
+}
+
+#[tokio::test]
+async fn without_a_model_chat_still_works_and_embeddings_say_why() {
+    let missing = tempfile::tempdir().unwrap();
+    let dir = missing.path().display().to_string();
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["still chatting"]),
+        &[
+            ("GLASSBOX_EMBEDDINGS", "on"),
+            ("GLASSBOX_EMBED_MODEL_DIR", &dir),
+        ],
+    )
+    .await;
+    let body: Value = server
+        .http
+        .post(server.url("/api/chat"))
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["reply"]["content"], "still chatting");
+    let mut health = Value::Null;
+    for _ in 0..100 {
+        health = server
+            .http
+            .get(server.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if health["embeddings"]["status"] != "loading" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(health["embeddings"]["status"], "failed");
+    assert!(
+        health["embeddings"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cargo xtask model")
+    );
+    let resp = server
+        .http
+        .post(server.url("/v1/embeddings"))
+        .json(&json!({"input": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(
+        resp.json::<Value>().await.unwrap()["error"]["code"],
+        "embeddings_unavailable"
+    );
+}
