@@ -49,6 +49,8 @@ pub struct Config {
     pub embed_model: String,
     /// Embedding runs allowed at once (each on its own thread).
     pub embed_workers: usize,
+    /// Embedding requests in progress or waiting before new ones are refused with 429.
+    pub embed_queue: usize,
 }
 
 /// A configuration value that cannot be used.
@@ -149,6 +151,7 @@ impl Config {
             },
             embed_model: get("GLASSBOX_EMBED_MODEL").unwrap_or_else(|| "all-MiniLM-L6-v2".into()),
             embed_workers: parse(&get, "GLASSBOX_EMBED_WORKERS", "2")?,
+            embed_queue: parse(&get, "GLASSBOX_EMBED_QUEUE", "64")?,
         })
     }
 

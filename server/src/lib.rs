@@ -38,7 +38,10 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
         Some(dir) => embed::EmbeddingService::start(
             config.embed_model.clone(),
             dir.clone(),
-            config.embed_workers,
+            embed::Limits {
+                workers: config.embed_workers,
+                queue: config.embed_queue,
+            },
         ),
         None => embed::EmbeddingService::disabled(config.embed_model.clone()),
     };

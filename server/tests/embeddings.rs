@@ -273,3 +273,107 @@ async fn without_a_model_chat_still_works_and_embeddings_say_why() {
         "embeddings_unavailable"
     );
 }
+
+#[tokio::test]
+async fn a_cache_hit_computes_nothing() {
+    use glassbox_server::embed::service::{content_hash, message_cache_key};
+    use glassbox_server::embed::{EmbedStatus, EmbeddingService, Limits};
+
+    let data = tempfile::tempdir().unwrap();
+    let store = glassbox_server::storage::Store::open(data.path())
+        .await
+        .unwrap();
+    let service = EmbeddingService::start(
+        "all-MiniLM-L6-v2".into(),
+        model_dir(),
+        Limits {
+            workers: 1,
+            queue: 4,
+        },
+    );
+    while service.status() == EmbedStatus::Loading {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let items = vec![
+        (
+            message_cache_key("m1", "How do I reset my password?"),
+            "How do I reset my password?".to_owned(),
+        ),
+        (
+            content_hash("Passwords are reset from Settings."),
+            "Passwords are reset from Settings.".to_owned(),
+        ),
+    ];
+    let first = service.embed_cached(&store, items.clone()).await.unwrap();
+    assert_eq!(service.computed(), 2);
+    let again = service.embed_cached(&store, items.clone()).await.unwrap();
+    assert_eq!(
+        service.computed(),
+        2,
+        "cached vectors are not computed again"
+    );
+    assert_eq!(first, again);
+
+    let mut more = items.clone();
+    more.push((message_cache_key("m2", "Thanks!"), "Thanks!".to_owned()));
+    let third = service.embed_cached(&store, more).await.unwrap();
+    assert_eq!(service.computed(), 3, "only the missing vector is computed");
+    assert_eq!(third[..2], first[..]);
+    assert!((cosine(&third[0], &third[1]) - cosine(&first[0], &first[1])).abs() < 1e-6);
+}
+
+#[tokio::test]
+async fn overload_is_refused_with_429() {
+    let dir = model_dir().display().to_string();
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["x"]),
+        &[
+            ("GLASSBOX_EMBEDDINGS", "on"),
+            ("GLASSBOX_EMBED_MODEL_DIR", &dir),
+            ("GLASSBOX_EMBED_WORKERS", "1"),
+            ("GLASSBOX_EMBED_QUEUE", "1"),
+        ],
+    )
+    .await;
+    for _ in 0..300 {
+        let health: Value = server
+            .http
+            .get(server.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if health["embeddings"]["status"] == "ready" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let texts: Vec<String> = (0..24)
+        .map(|i| format!("sentence number {i} ").repeat(20))
+        .collect();
+    let requests = (0..6).map(|_| {
+        server
+            .http
+            .post(server.url("/v1/embeddings"))
+            .json(&json!({"input": texts}))
+            .send()
+    });
+    let answers = futures::future::join_all(requests).await;
+    let mut statuses = vec![];
+    for a in answers {
+        let resp = a.unwrap();
+        let status = resp.status().as_u16();
+        if status == 429 {
+            assert_eq!(
+                resp.json::<Value>().await.unwrap()["error"]["code"],
+                "overloaded"
+            );
+        }
+        statuses.push(status);
+    }
+    assert!(statuses.contains(&200), "{statuses:?}");
+    assert!(statuses.contains(&429), "{statuses:?}");
+}

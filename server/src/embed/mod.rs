@@ -11,7 +11,7 @@ use thiserror::Error;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 use tract_onnx::prelude::*;
 
-pub use service::{EmbedStatus, EmbeddingService};
+pub use service::{EmbedStatus, EmbeddingService, Limits};
 
 /// The command that (re)provisions the default model.
 pub const FIX_COMMAND: &str = "cargo xtask model";

@@ -4,17 +4,39 @@
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
 use thiserror::Error;
 use tokio::sync::Semaphore;
 
 use super::{EmbedError, Embedder, Embedding};
+use crate::error::AppError;
+use crate::storage::Store;
+
+/// Cache key of a message's embedding: `{message_id}:{content_hash}` (an edit changes the hash).
+pub fn message_cache_key(message_id: &str, content: &str) -> String {
+    format!("{message_id}:{}", content_hash(content))
+}
+
+/// Hex SHA-256 of a text: the cache key of an agent-item chunk.
+pub fn content_hash(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
 
 /// Most texts in one request.
 pub const MAX_INPUTS: usize = 128;
 /// Texts per model run; inputs are sorted by length first so batches carry little padding.
 const RUN_BATCH: usize = 32;
-/// Requests allowed to wait for a worker before new ones are refused.
-const QUEUE_LIMIT: usize = 64;
+
+/// How much work the service takes at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Model runs at once, each on its own blocking thread.
+    pub workers: usize,
+    /// Requests in the service (running or waiting) before new ones get 429.
+    pub queue: usize,
+}
 
 /// Where the model stands, for `/healthz`.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,17 +74,26 @@ pub struct EmbeddingService {
     state: RwLock<State>,
     waiting: Semaphore,
     workers: Semaphore,
+    /// Texts run through the model so far (cache hits are not counted).
+    computed: AtomicU64,
 }
 
 impl EmbeddingService {
     /// A service that never has a model (embeddings switched off).
     pub fn disabled(model: String) -> Arc<Self> {
-        Arc::new(Self::new(model, State::Disabled, 1))
+        Arc::new(Self::new(
+            model,
+            State::Disabled,
+            Limits {
+                workers: 1,
+                queue: 1,
+            },
+        ))
     }
 
     /// Starts loading the model from `dir` on a blocking thread; `workers` runs may go at once.
-    pub fn start(model: String, dir: PathBuf, workers: usize) -> Arc<Self> {
-        let service = Arc::new(Self::new(model, State::Loading, workers));
+    pub fn start(model: String, dir: PathBuf, limits: Limits) -> Arc<Self> {
+        let service = Arc::new(Self::new(model, State::Loading, limits));
         let loading = service.clone();
         tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
@@ -81,12 +112,13 @@ impl EmbeddingService {
         service
     }
 
-    fn new(model: String, state: State, workers: usize) -> Self {
+    fn new(model: String, state: State, limits: Limits) -> Self {
         Self {
             model,
             state: RwLock::new(state),
-            waiting: Semaphore::new(QUEUE_LIMIT),
-            workers: Semaphore::new(workers.max(1)),
+            waiting: Semaphore::new(limits.queue.max(1)),
+            workers: Semaphore::new(limits.workers.max(1)),
+            computed: AtomicU64::new(0),
         }
     }
 
@@ -113,6 +145,50 @@ impl EmbeddingService {
             )),
             State::Failed(reason) => Err(EmbedServiceError::Unavailable(reason.clone())),
         }
+    }
+
+    /// How many texts the model has embedded (cache hits excluded).
+    pub fn computed(&self) -> u64 {
+        self.computed.load(Ordering::Relaxed)
+    }
+
+    /// Vectors for `(cache key, text)` items, in order: cached ones are read from `store`, only the
+    /// missing ones are computed, and those are stored for next time.
+    pub async fn embed_cached(
+        &self,
+        store: &Store,
+        items: Vec<(String, String)>,
+    ) -> Result<Vec<Vec<f32>>, AppError> {
+        let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
+        let mut found = store.cached_embeddings(&self.model, &keys).await?;
+        let missing: Vec<(String, String)> = items
+            .iter()
+            .filter(|(k, _)| !found.contains_key(k))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let mut fresh = Vec::with_capacity(missing.len());
+            for chunk in missing.chunks(MAX_INPUTS) {
+                let vectors = self
+                    .embed(chunk.iter().map(|(_, t)| t.clone()).collect())
+                    .await?;
+                fresh.extend(
+                    chunk
+                        .iter()
+                        .zip(vectors)
+                        .map(|((k, _), e)| (k.clone(), e.vector)),
+                );
+            }
+            store.put_embeddings(&self.model, &fresh).await?;
+            found.extend(fresh);
+        }
+        keys.iter()
+            .map(|k| {
+                found.remove(k).ok_or_else(|| {
+                    AppError::Embed(EmbedError::Inference(format!("no vector for {k}")).into())
+                })
+            })
+            .collect()
     }
 
     /// Embeds `texts` (in order). Inference runs on blocking threads, never on the async runtime.
@@ -142,9 +218,11 @@ impl EmbeddingService {
             .acquire()
             .await
             .map_err(|_| EmbedServiceError::Overloaded)?;
+        let count = texts.len() as u64;
         let result = tokio::task::spawn_blocking(move || embed_sorted(&embedder, &texts))
             .await
             .map_err(|e| EmbedError::Inference(e.to_string()))??;
+        self.computed.fetch_add(count, Ordering::Relaxed);
         Ok(result)
     }
 }

@@ -302,6 +302,72 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Cached vectors of `model` for those of `keys` that have one.
+    pub async fn cached_embeddings(
+        &self,
+        model: &str,
+        keys: &[String],
+    ) -> Result<std::collections::HashMap<String, Vec<f32>>, StorageError> {
+        let mut found = std::collections::HashMap::new();
+        // Bounded IN lists keep every statement well under the databases' parameter limits.
+        for chunk in keys.chunks(200) {
+            let placeholders = vec!["?"; chunk.len()].join(", ");
+            let sql = format!(
+                "SELECT cache_key, vector FROM embedding_cache WHERE model = ? AND cache_key IN ({placeholders})"
+            );
+            let mut query = sqlx::query(&sql).bind(model);
+            for key in chunk {
+                query = query.bind(key);
+            }
+            for row in query.fetch_all(&self.reader).await? {
+                let bytes: Vec<u8> = row.try_get("vector")?;
+                found.insert(row.try_get("cache_key")?, vector_from_bytes(&bytes)?);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Stores vectors of `model` under their keys (an existing key keeps its vector).
+    pub async fn put_embeddings(
+        &self,
+        model: &str,
+        items: &[(String, Vec<f32>)],
+    ) -> Result<(), StorageError> {
+        let mut tx = self.writer.begin().await?;
+        for (key, vector) in items {
+            sqlx::query(
+                "INSERT INTO embedding_cache (model, cache_key, vector) VALUES (?, ?, ?) \
+                 ON CONFLICT (model, cache_key) DO NOTHING",
+            )
+            .bind(model)
+            .bind(key)
+            .bind(vector_to_bytes(vector))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+fn vector_to_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn vector_from_bytes(bytes: &[u8]) -> Result<Vec<f32>, StorageError> {
+    if bytes.len() % 4 != 0 {
+        return Err(StorageError::Corrupt(format!(
+            "embedding of {} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
 fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
