@@ -51,6 +51,8 @@ pub struct Config {
     pub embed_workers: usize,
     /// Embedding requests in progress or waiting before new ones are refused with 429.
     pub embed_queue: usize,
+    /// Threads each model run may use for matrix products.
+    pub embed_threads: usize,
 }
 
 /// A configuration value that cannot be used.
@@ -152,6 +154,7 @@ impl Config {
             embed_model: get("GLASSBOX_EMBED_MODEL").unwrap_or_else(|| "all-MiniLM-L6-v2".into()),
             embed_workers: parse(&get, "GLASSBOX_EMBED_WORKERS", "2")?,
             embed_queue: parse(&get, "GLASSBOX_EMBED_QUEUE", "64")?,
+            embed_threads: parse(&get, "GLASSBOX_EMBED_THREADS", "1")?,
         })
     }
 

@@ -33,6 +33,7 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
         );
     }
     let provider = providers::from_config(&config)?;
+    embed::set_threads(config.embed_threads);
     // Loads in the background: chat is served while the model loads.
     let embeddings = match &config.embed_model_dir {
         Some(dir) => embed::EmbeddingService::start(

@@ -16,6 +16,7 @@ usage: cargo xtask <command>
   serve            build what is needed and run the server with the demo page (GLASSBOX_* env applies)
   test             run every test: unit, server integration, and the headless-Chromium end-to-end test
   bench gateway    added latency of our server vs the fake provider directly, plus widget payload size
+  bench embed      embedding speed vs onnxruntime on the same ONNX file, and top-10 vector search
   model            provision the embedding model (all-MiniLM-L6-v2 as ONNX) into ~/.cache/glassbox/models
   setup            install the build and test tools (done automatically by the commands above)
 ";
@@ -28,7 +29,10 @@ fn main() -> Result<()> {
         ["serve"] => run::serve(),
         ["test"] => run::test(),
         ["bench", "gateway"] => run::bench_gateway(),
-        ["bench", other] => bail!("unknown benchmark {other:?}; available: gateway\n\n{USAGE}"),
+        ["bench", "embed"] => run::bench_embed(),
+        ["bench", other] => {
+            bail!("unknown benchmark {other:?}; available: gateway, embed\n\n{USAGE}")
+        }
         ["model"] => model::provision().map(|_| ()),
         ["setup"] => {
             tools::wasm_toolchain()?;

@@ -191,17 +191,22 @@ fn from_pypi(dest: &Path) -> Result<()> {
 
 /// The venv's Python with the converter's pinned packages installed.
 fn python() -> Result<PathBuf> {
-    let venv = tools_dir().join("venv");
+    venv("venv", &root().join("xtask/model/requirements.txt"))
+}
+
+/// A venv under the tools dir with `requirements` (pinned) installed; returns its Python.
+pub fn venv(name: &str, requirements: &Path) -> Result<PathBuf> {
+    let venv = tools_dir().join(name);
     let bin = venv.join("bin/python");
-    let requirements = root().join("xtask/model/requirements.txt");
     let stamp = venv.join("glassbox-requirements.txt");
-    let wanted = std::fs::read_to_string(&requirements)?;
+    let wanted = std::fs::read_to_string(requirements)?;
     if bin.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) {
         return Ok(bin);
     }
     say(format!(
-        "creating a Python venv for the model converter in {}",
-        venv.display()
+        "creating a Python venv in {} ({})",
+        venv.display(),
+        requirements.display()
     ));
     run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
     run(Command::new(&bin)
@@ -213,7 +218,7 @@ fn python() -> Result<PathBuf> {
             "--disable-pip-version-check",
             "-r",
         ])
-        .arg(&requirements))?;
+        .arg(requirements))?;
     std::fs::write(&stamp, wanted)?;
     Ok(bin)
 }

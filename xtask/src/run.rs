@@ -133,6 +133,43 @@ pub fn bench_gateway() -> Result<()> {
         .arg(dist))
 }
 
+/// Measures embedding speed against onnxruntime on the same model and sentences.
+pub fn bench_embed() -> Result<()> {
+    let model_dir = model::provision()?;
+    let bench = root().join("tests/e2e/bench");
+    let python = model::venv("bench-venv", &bench.join("requirements.txt"))?;
+    say("running the onnxruntime anchor (Python, 2 threads)");
+    let out = Command::new(python)
+        .arg(bench.join("ort_embed.py"))
+        .arg(&model_dir)
+        .arg(bench.join("sentences.txt"))
+        .output()
+        .context("running ort_embed.py")?;
+    if !out.status.success() {
+        bail!(
+            "ort_embed.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let anchor = std::env::temp_dir().join("glassbox-ort-embed.json");
+    std::fs::write(&anchor, &out.stdout)?;
+    say("building and running the embedding benchmark (release)");
+    run(Command::new("cargo")
+        .current_dir(root())
+        .args([
+            "run",
+            "--release",
+            "--package",
+            "glassbox-e2e",
+            "--bin",
+            "embed-bench",
+            "--",
+        ])
+        .arg(&model_dir)
+        .arg(bench.join("sentences.txt"))
+        .arg(&anchor))
+}
+
 fn set_default(cmd: &mut Command, key: &str, value: String) {
     if std::env::var_os(key).is_none() {
         cmd.env(key, value);

@@ -13,6 +13,16 @@ use tract_onnx::prelude::*;
 
 pub use service::{EmbedStatus, EmbeddingService, Limits};
 
+/// Lets every model run use `threads` threads for its matrix products (process-wide; 1 = single-threaded).
+pub fn set_threads(threads: usize) {
+    let executor = if threads > 1 {
+        tract_linalg::multithread::Executor::multithread_with_name(threads, "glassbox-embed")
+    } else {
+        tract_linalg::multithread::Executor::SingleThread
+    };
+    tract_linalg::multithread::set_default_executor(executor);
+}
+
 /// The command that (re)provisions the default model.
 pub const FIX_COMMAND: &str = "cargo xtask model";
 

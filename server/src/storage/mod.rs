@@ -356,7 +356,7 @@ fn vector_to_bytes(v: &[f32]) -> Vec<u8> {
 }
 
 fn vector_from_bytes(bytes: &[u8]) -> Result<Vec<f32>, StorageError> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(StorageError::Corrupt(format!(
             "embedding of {} bytes",
             bytes.len()
