@@ -1,14 +1,16 @@
 //! The embedding service the rest of the server uses: loads the model in the background (chat works
-//! meanwhile), runs inference on blocking threads, and refuses work it cannot take soon (429).
+//! meanwhile) and runs requests through a bounded queue served by worker threads, TEI-style: a worker
+//! takes every waiting request that fits its token budget, sorts their texts by length so batches carry
+//! little padding, runs them together and hands each request its vectors. A full queue answers 429.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
-
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use sha2::{Digest, Sha256};
 use thiserror::Error;
-use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
 
 use super::{EmbedError, Embedder, Embedding};
 use crate::error::AppError;
@@ -28,13 +30,15 @@ pub fn content_hash(text: &str) -> String {
 pub const MAX_INPUTS: usize = 128;
 /// Texts per model run; inputs are sorted by length first so batches carry little padding.
 const RUN_BATCH: usize = 32;
+/// Estimated tokens a worker gathers from waiting requests before it starts a run.
+const MAX_BATCH_TOKENS: usize = 8192;
 
 /// How much work the service takes at once.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Model runs at once, each on its own blocking thread.
+    /// Worker threads, each running the model on its own batches.
     pub workers: usize,
-    /// Requests in the service (running or waiting) before new ones get 429.
+    /// Requests waiting for a worker before new ones get 429.
     pub queue: usize,
 }
 
@@ -72,10 +76,100 @@ pub struct EmbeddingService {
     /// Model name reported in responses.
     pub model: String,
     state: RwLock<State>,
-    waiting: Semaphore,
-    workers: Semaphore,
+    queue: Arc<JobQueue>,
     /// Texts run through the model so far (cache hits are not counted).
     computed: AtomicU64,
+}
+
+/// One request's texts and where its vectors go.
+struct Job {
+    texts: Vec<String>,
+    reply: oneshot::Sender<Result<Vec<Embedding>, EmbedError>>,
+}
+
+/// Requests waiting for a worker.
+struct JobQueue {
+    jobs: Mutex<VecDeque<Job>>,
+    ready: Condvar,
+    capacity: usize,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl JobQueue {
+    fn push(&self, job: Job) -> Result<(), EmbedServiceError> {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        if jobs.len() >= self.capacity {
+            return Err(EmbedServiceError::Overloaded);
+        }
+        jobs.push_back(job);
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// Blocks until there is work; takes the oldest request and every next one within the token budget.
+    fn take_batch(&self) -> Option<Vec<Job>> {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if self.closed.load(Ordering::Relaxed) {
+                return None;
+            }
+            if let Some(first) = jobs.pop_front() {
+                let mut budget = MAX_BATCH_TOKENS.saturating_sub(estimated_tokens(&first.texts));
+                let mut batch = vec![first];
+                while let Some(next) = jobs.front() {
+                    let cost = estimated_tokens(&next.texts);
+                    if cost > budget {
+                        break;
+                    }
+                    budget -= cost;
+                    batch.extend(jobs.pop_front());
+                }
+                return Some(batch);
+            }
+            jobs = self.ready.wait(jobs).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        self.ready.notify_all();
+    }
+}
+
+/// A cheap upper estimate of tokens (WordPiece averages well over 3 bytes per token for prose).
+fn estimated_tokens(texts: &[String]) -> usize {
+    texts.iter().map(|t| t.len() / 3 + 2).sum()
+}
+
+/// A worker thread: runs batches until the service goes away.
+fn work(queue: Arc<JobQueue>, embedder: Arc<Embedder>) {
+    while let Some(jobs) = queue.take_batch() {
+        let texts: Vec<&str> = jobs
+            .iter()
+            .flat_map(|j| j.texts.iter().map(String::as_str))
+            .collect();
+        match embed_sorted(&embedder, &texts) {
+            Ok(vectors) => {
+                let mut vectors = vectors.into_iter();
+                for job in jobs {
+                    let mine: Vec<Embedding> = vectors.by_ref().take(job.texts.len()).collect();
+                    let _ = job.reply.send(Ok(mine));
+                }
+            }
+            Err(e) => {
+                let message = e.to_string();
+                for job in jobs {
+                    let _ = job.reply.send(Err(EmbedError::Inference(message.clone())));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for EmbeddingService {
+    fn drop(&mut self) {
+        self.queue.close();
+    }
 }
 
 impl EmbeddingService {
@@ -94,30 +188,48 @@ impl EmbeddingService {
     /// Starts loading the model from `dir` on a blocking thread; `workers` runs may go at once.
     pub fn start(model: String, dir: PathBuf, limits: Limits) -> Arc<Self> {
         let service = Arc::new(Self::new(model, State::Loading, limits));
-        let loading = service.clone();
+        let loading = Arc::downgrade(&service);
+        let queue = service.queue.clone();
         tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
             let next = match Embedder::load(&dir) {
                 Ok(embedder) => {
                     tracing::info!(dimension = embedder.dimension(), took = ?started.elapsed(), "embedding model ready");
-                    State::Ready(Arc::new(embedder))
+                    let embedder = Arc::new(embedder);
+                    for i in 0..limits.workers.max(1) {
+                        let (queue, embedder) = (queue.clone(), embedder.clone());
+                        let spawned = std::thread::Builder::new()
+                            .name(format!("embed-worker-{i}"))
+                            .spawn(move || work(queue, embedder));
+                        if let Err(e) = spawned {
+                            tracing::error!(error = %e, "cannot start an embedding worker");
+                        }
+                    }
+                    State::Ready(embedder)
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "embedding model unavailable");
                     State::Failed(e.to_string())
                 }
             };
-            *loading.state.write().unwrap_or_else(|p| p.into_inner()) = next;
+            if let Some(service) = loading.upgrade() {
+                *service.state.write().unwrap_or_else(|p| p.into_inner()) = next;
+            }
         });
         service
     }
 
     fn new(model: String, state: State, limits: Limits) -> Self {
+        let queue = JobQueue {
+            jobs: Mutex::new(VecDeque::new()),
+            ready: Condvar::new(),
+            capacity: limits.queue.max(1),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        };
         Self {
             model,
             state: RwLock::new(state),
-            waiting: Semaphore::new(limits.queue.max(1)),
-            workers: Semaphore::new(limits.workers.max(1)),
+            queue: Arc::new(queue),
             computed: AtomicU64::new(0),
         }
     }
@@ -134,9 +246,9 @@ impl EmbeddingService {
         }
     }
 
-    fn embedder(&self) -> Result<Arc<Embedder>, EmbedServiceError> {
+    fn ensure_ready(&self) -> Result<(), EmbedServiceError> {
         match &*self.state.read().unwrap_or_else(|p| p.into_inner()) {
-            State::Ready(e) => Ok(e.clone()),
+            State::Ready(_) => Ok(()),
             State::Loading => Err(EmbedServiceError::Unavailable(
                 "the model is still loading".into(),
             )),
@@ -191,7 +303,8 @@ impl EmbeddingService {
             .collect()
     }
 
-    /// Embeds `texts` (in order). Inference runs on blocking threads, never on the async runtime.
+    /// Embeds `texts` (in order) through the queue; inference runs on worker threads, never on the
+    /// async runtime.
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Embedding>, EmbedServiceError> {
         if texts.is_empty() || texts.len() > MAX_INPUTS {
             return Err(EmbedServiceError::BadInput(format!(
@@ -208,32 +321,25 @@ impl EmbeddingService {
                 glassbox_core::limits::MAX_MESSAGE_BYTES
             )));
         }
-        let embedder = self.embedder()?;
-        let _waiting = self
-            .waiting
-            .try_acquire()
-            .map_err(|_| EmbedServiceError::Overloaded)?;
-        let _worker = self
-            .workers
-            .acquire()
-            .await
-            .map_err(|_| EmbedServiceError::Overloaded)?;
+        self.ensure_ready()?;
         let count = texts.len() as u64;
-        let result = tokio::task::spawn_blocking(move || embed_sorted(&embedder, &texts))
+        let (reply, answer) = oneshot::channel();
+        self.queue.push(Job { texts, reply })?;
+        let result = answer
             .await
-            .map_err(|e| EmbedError::Inference(e.to_string()))??;
+            .map_err(|_| EmbedError::Inference("the embedding worker stopped".into()))??;
         self.computed.fetch_add(count, Ordering::Relaxed);
         Ok(result)
     }
 }
 
 /// Runs the texts in batches of similar length and returns the vectors in the original order.
-fn embed_sorted(embedder: &Embedder, texts: &[String]) -> Result<Vec<Embedding>, EmbedError> {
+fn embed_sorted(embedder: &Embedder, texts: &[&str]) -> Result<Vec<Embedding>, EmbedError> {
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());
     let mut out: Vec<Option<Embedding>> = vec![None; texts.len()];
     for chunk in order.chunks(RUN_BATCH) {
-        let batch: Vec<&str> = chunk.iter().map(|&i| texts[i].as_str()).collect();
+        let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
         for (&i, e) in chunk.iter().zip(embedder.embed(&batch)?) {
             out[i] = Some(e);
         }
@@ -241,4 +347,63 @@ fn embed_sorted(embedder: &Embedder, texts: &[String]) -> Result<Vec<Embedding>,
     out.into_iter()
         .map(|e| e.ok_or_else(|| EmbedError::Inference("a text got no vector".into())))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(capacity: usize) -> JobQueue {
+        JobQueue {
+            jobs: Mutex::new(VecDeque::new()),
+            ready: Condvar::new(),
+            capacity,
+            closed: Default::default(),
+        }
+    }
+
+    fn job(texts: &[&str]) -> (Job, oneshot::Receiver<Result<Vec<Embedding>, EmbedError>>) {
+        let (reply, rx) = oneshot::channel();
+        (
+            Job {
+                texts: texts.iter().map(|t| t.to_string()).collect(),
+                reply,
+            },
+            rx,
+        )
+    }
+
+    #[test]
+    fn waiting_requests_are_taken_together_within_the_token_budget() {
+        let q = queue(10);
+        for _ in 0..3 {
+            q.push(job(&["a short query"]).0).unwrap();
+        }
+        let big = "word ".repeat(MAX_BATCH_TOKENS * 3 / 5);
+        q.push(job(&[big.as_str()]).0).unwrap();
+        q.push(job(&["after the big one"]).0).unwrap();
+        assert_eq!(
+            q.take_batch().map(|b| b.len()),
+            Some(3),
+            "the three short ones run as one batch"
+        );
+        assert_eq!(
+            q.take_batch().map(|b| b.len()),
+            Some(1),
+            "a request over the budget runs alone"
+        );
+        assert_eq!(q.take_batch().map(|b| b.len()), Some(1));
+    }
+
+    #[test]
+    fn a_full_queue_refuses_and_a_closed_one_stops_workers() {
+        let q = queue(1);
+        q.push(job(&["one"]).0).unwrap();
+        assert!(matches!(
+            q.push(job(&["two"]).0),
+            Err(EmbedServiceError::Overloaded)
+        ));
+        q.close();
+        assert!(q.take_batch().is_none());
+    }
 }
