@@ -27,6 +27,19 @@ fn embedder() -> &'static Embedder {
     })
 }
 
+/// Polls `/healthz` until the embedding model is no longer loading; returns the last health document.
+async fn wait_for_embeddings(server: &TestServer) -> Value {
+    let mut health = Value::Null;
+    for _ in 0..300 {
+        health = server.http.get(server.url("/healthz")).send().await.unwrap().json().await.unwrap();
+        if health["embeddings"]["status"] != "loading" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    health
+}
+
 struct Reference {
     text: String,
     embedding: Vec<f32>,
@@ -140,22 +153,7 @@ async fn the_openai_shaped_endpoint_embeds_and_health_reports_readiness() {
         ],
     )
     .await;
-    let mut health = Value::Null;
-    for _ in 0..300 {
-        health = server
-            .http
-            .get(server.url("/healthz"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if health["embeddings"]["status"] != "loading" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let health = wait_for_embeddings(&server).await;
     assert_eq!(health["embeddings"]["status"], "ready", "{health}");
     assert_eq!(health["embeddings"]["dimension"], 384);
 
@@ -237,22 +235,7 @@ async fn without_a_model_chat_still_works_and_embeddings_say_why() {
         .await
         .unwrap();
     assert_eq!(body["reply"]["content"], "still chatting");
-    let mut health = Value::Null;
-    for _ in 0..100 {
-        health = server
-            .http
-            .get(server.url("/healthz"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if health["embeddings"]["status"] != "loading" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let health = wait_for_embeddings(&server).await;
     assert_eq!(health["embeddings"]["status"], "failed");
     assert!(
         health["embeddings"]["error"]
@@ -336,21 +319,7 @@ async fn overload_is_refused_with_429() {
         ],
     )
     .await;
-    for _ in 0..300 {
-        let health: Value = server
-            .http
-            .get(server.url("/healthz"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if health["embeddings"]["status"] == "ready" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    assert_eq!(wait_for_embeddings(&server).await["embeddings"]["status"], "ready");
     let texts: Vec<String> = (0..24)
         .map(|i| format!("sentence number {i} ").repeat(20))
         .collect();

@@ -118,19 +118,7 @@ impl TestTotals {
 /// Measures the gateway's added latency and the widget's payload.
 pub fn bench_gateway() -> Result<()> {
     let dist = build::widget()?;
-    say("building and running the gateway benchmark (release)");
-    run(Command::new("cargo")
-        .current_dir(root())
-        .args([
-            "run",
-            "--release",
-            "--package",
-            "glassbox-e2e",
-            "--bin",
-            "gateway-bench",
-            "--",
-        ])
-        .arg(dist))
+    release_bin("gateway-bench", &[dist.as_os_str()])
 }
 
 /// Measures embedding speed against onnxruntime on the same model and sentences.
@@ -153,21 +141,17 @@ pub fn bench_embed() -> Result<()> {
     }
     let anchor = std::env::temp_dir().join("glassbox-ort-embed.json");
     std::fs::write(&anchor, &out.stdout)?;
-    say("building and running the embedding benchmark (release)");
+    let sentences = bench.join("sentences.txt");
+    release_bin("embed-bench", &[model_dir.as_os_str(), sentences.as_os_str(), anchor.as_os_str()])
+}
+
+/// Builds and runs a benchmark binary of the e2e package in release mode.
+fn release_bin(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
+    say(format!("building and running {name} (release)"));
     run(Command::new("cargo")
         .current_dir(root())
-        .args([
-            "run",
-            "--release",
-            "--package",
-            "glassbox-e2e",
-            "--bin",
-            "embed-bench",
-            "--",
-        ])
-        .arg(&model_dir)
-        .arg(bench.join("sentences.txt"))
-        .arg(&anchor))
+        .args(["run", "--release", "--package", "glassbox-e2e", "--bin", name, "--"])
+        .args(args))
 }
 
 fn set_default(cmd: &mut Command, key: &str, value: String) {
