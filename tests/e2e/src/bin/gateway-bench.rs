@@ -221,7 +221,11 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// Raw size and the sizes of the `.gz` and `.br` files `cargo xtask build` writes beside it (what the
 /// server actually sends).
 fn sizes(path: &Path) -> Result<(usize, usize, usize)> {
-    let len = |p: PathBuf| std::fs::metadata(&p).map(|m| m.len() as usize).with_context(|| format!("reading {}", p.display()));
+    let len = |p: PathBuf| {
+        std::fs::metadata(&p)
+            .map(|m| m.len() as usize)
+            .with_context(|| format!("reading {}", p.display()))
+    };
     let with = |ext: &str| PathBuf::from(format!("{}.{ext}", path.display()));
     Ok((len(path.to_path_buf())?, len(with("gz"))?, len(with("br"))?))
 }
