@@ -27,6 +27,17 @@ fn embedder() -> &'static Embedder {
     })
 }
 
+/// A test server with the embedding model switched on, plus `extra` settings.
+async fn start_with_model(extra: &[(&str, &str)]) -> TestServer {
+    let dir = model_dir().display().to_string();
+    let mut vars = vec![
+        ("GLASSBOX_EMBEDDINGS", "on"),
+        ("GLASSBOX_EMBED_MODEL_DIR", dir.as_str()),
+    ];
+    vars.extend_from_slice(extra);
+    TestServer::start_with(Api::OpenAi, Behaviour::reply(&["x"]), &vars).await
+}
+
 /// Polls `/healthz` until the embedding model is no longer loading; returns the last health document.
 async fn wait_for_embeddings(server: &TestServer) -> Value {
     let mut health = Value::Null;
@@ -143,16 +154,7 @@ fn a_missing_or_corrupt_model_names_the_file_and_the_fix() {
 
 #[tokio::test]
 async fn the_openai_shaped_endpoint_embeds_and_health_reports_readiness() {
-    let dir = model_dir().display().to_string();
-    let server = TestServer::start_with(
-        Api::OpenAi,
-        Behaviour::reply(&["x"]),
-        &[
-            ("GLASSBOX_EMBEDDINGS", "on"),
-            ("GLASSBOX_EMBED_MODEL_DIR", &dir),
-        ],
-    )
-    .await;
+    let server = start_with_model(&[]).await;
     let health = wait_for_embeddings(&server).await;
     assert_eq!(health["embeddings"]["status"], "ready", "{health}");
     assert_eq!(health["embeddings"]["dimension"], 384);
@@ -276,17 +278,10 @@ async fn a_cache_hit_computes_nothing() {
 
 #[tokio::test]
 async fn overload_is_refused_with_429() {
-    let dir = model_dir().display().to_string();
-    let server = TestServer::start_with(
-        Api::OpenAi,
-        Behaviour::reply(&["x"]),
-        &[
-            ("GLASSBOX_EMBEDDINGS", "on"),
-            ("GLASSBOX_EMBED_MODEL_DIR", &dir),
-            ("GLASSBOX_EMBED_WORKERS", "1"),
-            ("GLASSBOX_EMBED_QUEUE", "1"),
-        ],
-    )
+    let server = start_with_model(&[
+        ("GLASSBOX_EMBED_WORKERS", "1"),
+        ("GLASSBOX_EMBED_QUEUE", "1"),
+    ])
     .await;
     assert_eq!(
         wait_for_embeddings(&server).await["embeddings"]["status"],

@@ -86,15 +86,7 @@ async fn sse_chat_streams_frames_as_events() {
 #[tokio::test]
 async fn bounds_are_enforced_with_typed_errors_and_nothing_is_stored() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["x"])).await;
-    let created: Value = server
-        .http
-        .post(server.url("/api/sessions"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created = server.post_json("/api/sessions", &json!({})).await;
     let session = created["sessionId"].as_str().unwrap();
     let token = created["token"].as_str().unwrap();
     let many: serde_json::Map<String, Value> =
@@ -156,15 +148,7 @@ async fn bounds_are_enforced_with_typed_errors_and_nothing_is_stored() {
 #[tokio::test]
 async fn a_session_is_reachable_only_with_its_token() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["x"])).await;
-    let created: Value = server
-        .http
-        .post(server.url("/api/sessions"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created = server.post_json("/api/sessions", &json!({})).await;
     let session = created["sessionId"].as_str().unwrap();
     let url = server.url(&format!("/api/sessions/{session}"));
     assert_eq!(server.http.get(&url).send().await.unwrap().status(), 401);
