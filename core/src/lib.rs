@@ -7,6 +7,7 @@ pub mod limits;
 pub mod markdown;
 pub mod prompt;
 pub mod sync;
+pub mod tokens;
 pub mod transcript;
 pub mod vector;
 pub mod wire;

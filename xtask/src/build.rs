@@ -74,13 +74,14 @@ pub fn widget() -> Result<PathBuf> {
     ] {
         precompress(&dist.join(name))?;
     }
+    crate::vocab::prepare()?;
     say(format!("widget ready in {}", dist.display()));
     Ok(dist)
 }
 
 /// Writes `file.br` (brotli, quality 11) and `file.gz` (gzip -9) beside `file`, which the server sends
 /// to clients that accept them: smaller than compressing on the fly, and no CPU per request.
-fn precompress(file: &std::path::Path) -> Result<()> {
+pub fn precompress(file: &std::path::Path) -> Result<()> {
     use std::io::Write;
     let br_path = file.with_extension(format!("{}.br", ext(file)));
     if is_newer(&br_path, file) {
@@ -111,7 +112,7 @@ fn ext(file: &std::path::Path) -> String {
 }
 
 /// True if `a` exists and was modified after `b`.
-fn is_newer(a: &std::path::Path, b: &std::path::Path) -> bool {
+pub fn is_newer(a: &std::path::Path, b: &std::path::Path) -> bool {
     let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     matches!((modified(a), modified(b)), (Some(x), Some(y)) if x > y)
 }

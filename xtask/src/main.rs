@@ -6,6 +6,7 @@ mod build;
 mod model;
 mod run;
 mod tools;
+mod vocab;
 
 use anyhow::{Result, bail};
 

@@ -57,6 +57,7 @@ pub fn test() -> Result<()> {
             "--tests",
         ])
         .env("GLASSBOX_E2E_WIDGET_DIR", &dist)
+        .env("GLASSBOX_E2E_NODE_MODULES", crate::tools::npm_tools()?)
         .env("GLASSBOX_E2E_PUBLIC_DIR", root().join("public"))
         .env("GLASSBOX_E2E_CHROMIUM", chromium)
         .env("GLASSBOX_E2E_CHROMEDRIVER", driver)

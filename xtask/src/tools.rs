@@ -116,15 +116,21 @@ fn wasm_bindgen() -> Result<PathBuf> {
 }
 
 fn wasm_opt() -> Result<PathBuf> {
+    Ok(npm_tools()?.join(".bin/wasm-opt"))
+}
+
+/// Installs the Node packages pinned by `xtask/npm/package-lock.json` (wasm-opt, tiktoken rank
+/// files, reference tokenizers) once per lock change; returns their `node_modules` folder.
+pub fn npm_tools() -> Result<PathBuf> {
     let npm_dir = tools_dir().join("npm");
-    let bin = npm_dir.join("node_modules/.bin/wasm-opt");
+    let modules = npm_dir.join("node_modules");
     let lock = root().join("xtask/npm/package-lock.json");
     let wanted = std::fs::read(&lock).context("reading xtask/npm/package-lock.json")?;
     let have = std::fs::read(npm_dir.join("package-lock.json")).unwrap_or_default();
-    if bin.exists() && have == wanted {
-        return Ok(bin);
+    if modules.exists() && have == wanted {
+        return Ok(modules);
     }
-    say("installing binaryen (wasm-opt) from npm, pinned by xtask/npm/package-lock.json");
+    say("installing Node packages (binaryen, gpt-tokenizer, tiktoken), pinned by xtask/npm/package-lock.json");
     std::fs::create_dir_all(&npm_dir)?;
     std::fs::copy(
         root().join("xtask/npm/package.json"),
@@ -134,7 +140,7 @@ fn wasm_opt() -> Result<PathBuf> {
     run(Command::new("npm")
         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
         .current_dir(&npm_dir))?;
-    Ok(bin)
+    Ok(modules)
 }
 
 /// Makes sure Debian's Chromium and ChromeDriver are installed (headless browser tests).

@@ -18,6 +18,19 @@ fn env_path(key: &str, default: PathBuf) -> PathBuf {
     std::env::var_os(key).map(PathBuf::from).unwrap_or(default)
 }
 
+/// The built widget folder (`dist/`), holding the vocabularies under `vocab/`.
+pub fn widget_dir() -> PathBuf {
+    env_path("GLASSBOX_E2E_WIDGET_DIR", root().join("dist"))
+}
+
+/// The `node_modules` folder xtask installed (reference tokenizers, wasm-opt).
+pub fn node_modules() -> PathBuf {
+    env_path("GLASSBOX_E2E_NODE_MODULES", {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+        home.join(".cache/glassbox/tools/npm/node_modules")
+    })
+}
+
 /// A server running in this process, with its data in a temporary directory.
 pub struct Server {
     pub addr: SocketAddr,
@@ -26,7 +39,7 @@ pub struct Server {
 
 /// Starts the server with `vars` as its environment (plus a temp data dir and the built widget).
 pub async fn start_server(vars: &[(&str, &str)]) -> Result<Server> {
-    let widget_dir = env_path("GLASSBOX_E2E_WIDGET_DIR", root().join("dist"));
+    let widget_dir = widget_dir();
     if !widget_dir.join("glassbox_widget_bg.wasm").exists() {
         bail!(
             "the widget is not built in {}; run `cargo xtask test`",

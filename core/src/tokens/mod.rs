@@ -1,0 +1,89 @@
+//! Token counting shared by the browser (in a Web Worker) and the server, so both count alike.
+//!
+//! OpenAI encodings (`o200k_base`, `cl100k_base`) are counted exactly as tiktoken counts them:
+//! a hand-written splitter ([`pretokenize`]) and tiktoken's merge order ([`bpe`]) over a
+//! vocabulary delivered in a compact file ([`vocab`]).
+//!
+//! Text that looks like a special token (`<|endoftext|>`) is counted as ordinary text, because
+//! chat APIs treat message content that way: it costs the tokens of its characters.
+
+pub mod bpe;
+pub mod pretokenize;
+pub mod vocab;
+
+pub use pretokenize::Pattern;
+pub use vocab::{Vocab, VocabError};
+
+/// Tokens a chat message costs beyond its content (role and delimiters), per OpenAI's chat format.
+pub const MESSAGE_OVERHEAD: usize = 4;
+
+/// A byte-level BPE tokenizer over one vocabulary.
+#[derive(Debug)]
+pub struct BpeTokenizer {
+    vocab: Vocab,
+}
+
+impl BpeTokenizer {
+    /// Wraps a loaded vocabulary.
+    pub fn new(vocab: Vocab) -> Self {
+        BpeTokenizer { vocab }
+    }
+
+    /// Loads the compact `.gbv` form.
+    pub fn from_compact(data: &[u8]) -> Result<Self, VocabError> {
+        Vocab::from_compact(data).map(Self::new)
+    }
+
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Vocab {
+        &self.vocab
+    }
+
+    /// Token ranks of `text`, special-token look-alikes included as plain text.
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::with_capacity(text.len() / 3);
+        for piece in pretokenize::pieces(text, self.vocab.pattern()) {
+            bpe::encode_piece(&self.vocab, piece.as_bytes(), &mut out);
+        }
+        out
+    }
+
+    /// Number of tokens in `text`.
+    pub fn count(&self, text: &str) -> usize {
+        pretokenize::pieces(text, self.vocab.pattern())
+            .map(|piece| bpe::count_piece(&self.vocab, piece.as_bytes()))
+            .sum()
+    }
+
+    /// Text of `ranks` (lossy where ranks split a UTF-8 character).
+    pub fn decode(&self, ranks: &[u32]) -> String {
+        let bytes: Vec<u8> = ranks
+            .iter()
+            .filter(|&&r| (r as usize) < self.vocab.len())
+            .flat_map(|&r| self.vocab.token(r).iter().copied())
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// A rough token count for when no vocabulary is loaded yet: about four ASCII characters per
+/// token, one token per other character. Always shown marked as an estimate.
+pub fn estimate(text: &str) -> usize {
+    let (ascii, other) = text.chars().fold((0usize, 0usize), |(a, o), c| {
+        if c.is_ascii() { (a + 1, o) } else { (a, o + 1) }
+    });
+    ascii.div_ceil(4) + other
+}
+
+/// A stable 64-bit key for caching a text's count (FNV-1a over the UTF-8 bytes and length).
+pub fn content_key(text: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in text.as_bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^ (text.len() as u64).rotate_left(32)
+}
+
+#[cfg(test)]
+mod tests;
