@@ -1,0 +1,9 @@
+//! The context window: model limits, how the window is shared out, and compression.
+
+pub mod budget;
+pub mod compression;
+pub mod model_limits;
+
+pub use budget::{ContextBudget, TokenBreakdown, calculate_budget};
+pub use compression::{CompressionOutcome, CompressionSettings, CountedMessage, Strategy};
+pub use model_limits::{context_limit, encoding_for};
