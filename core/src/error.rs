@@ -20,6 +20,8 @@ pub enum ErrorCode {
     ContextTooLarge,
     /// Page context has too many keys or is nested too deeply.
     ContextInvalid,
+    /// Compression settings out of range.
+    InvalidSettings,
     /// Too many attachments, or an attachment field is too long or not allowed.
     InvalidAttachment,
     /// `clientMessageId` is malformed.
@@ -60,7 +62,7 @@ impl ErrorCode {
             MalformedJson | UnknownFrameType | InvalidFrame | InvalidMessage | HelloRequired => 400,
             InvalidAttachment | InvalidClientMessageId => 422,
             FrameTooLarge | ContextTooLarge => 413,
-            ContextInvalid => 422,
+            ContextInvalid | InvalidSettings => 422,
             Unauthorized => 401,
             NotFound => 404,
             Conflict => 409,

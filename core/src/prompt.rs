@@ -53,6 +53,8 @@ pub struct RequestOptions<'a> {
     pub model: &'a str,
     pub system_prompt: Option<&'a str>,
     pub page_context: Option<&'a PageContext>,
+    /// A summary of earlier messages left out by compression, as a ready system-prompt segment.
+    pub summary: Option<&'a str>,
     pub tools: Vec<ToolDefinition>,
     pub max_output_tokens: u32,
 }
@@ -70,12 +72,11 @@ pub fn build_request(history: &[ChatMessage], opts: RequestOptions<'_>) -> Provi
         })
         .collect();
     let context_segment = opts.page_context.map(page_context_segment);
-    let system = match (opts.system_prompt, context_segment) {
-        (Some(p), Some(c)) => Some(format!("{p}\n\n{c}")),
-        (Some(p), None) => Some(p.to_owned()),
-        (None, Some(c)) => Some(c),
-        (None, None) => None,
-    };
+    let parts: Vec<&str> = [opts.system_prompt, context_segment.as_deref(), opts.summary]
+        .into_iter()
+        .flatten()
+        .collect();
+    let system = (!parts.is_empty()).then(|| parts.join("\n\n"));
     ProviderRequest {
         model: opts.model.to_owned(),
         system,
@@ -99,7 +100,7 @@ pub fn page_context_segment(ctx: &PageContext) -> String {
 }
 
 /// The text of a message as the model sees it: the user's words, then attachment metadata as data.
-fn model_text(m: &ChatMessage) -> String {
+pub fn model_text(m: &ChatMessage) -> String {
     if m.attachments.is_empty() {
         return m.content.clone();
     }
@@ -140,6 +141,7 @@ mod tests {
             context: None,
             attachments: vec![],
             usage: None,
+            context_report: None,
             error: None,
         }
     }

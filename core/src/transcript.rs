@@ -1,6 +1,7 @@
 //! The client's view of a conversation: stored messages plus messages still being sent, updated by
 //! applying server frames. The widget renders it; it holds no IO so it is tested natively.
 
+use crate::context::ContextInfo;
 use crate::sync::SyncCursor;
 use crate::wire::{
     ChatMessage, ChatRequest, MessageStatus, Role, ServerEvent, ServerFrame, WireError,
@@ -32,6 +33,8 @@ pub struct Transcript {
     pub pending: Vec<Pending>,
     /// The newest error that concerns no message (shown as a banner).
     pub notice: Option<WireError>,
+    /// The session's context window and compression settings (for the token meter).
+    pub context: Option<ContextInfo>,
     cursor: SyncCursor,
 }
 
@@ -93,7 +96,11 @@ impl Transcript {
         match &frame.event {
             ServerEvent::Session(info) => {
                 self.session_id = Some(info.session_id.clone());
+                if info.context.is_some() {
+                    self.context = info.context.clone();
+                }
             }
+            ServerEvent::Context(info) => self.context = Some(info.clone()),
             ServerEvent::Snapshot(s) => {
                 self.messages = s.messages.clone();
                 let stored: Vec<&str> = self
@@ -117,6 +124,7 @@ impl Transcript {
                         status: MessageStatus::Streaming,
                         error: None,
                         usage: None,
+                        context_report: None,
                         ..old.clone()
                     },
                     None => ChatMessage {
@@ -130,6 +138,7 @@ impl Transcript {
                         context: None,
                         attachments: vec![],
                         usage: None,
+                        context_report: None,
                         error: None,
                     },
                 };
@@ -196,6 +205,7 @@ mod tests {
             context: None,
             attachments: vec![],
             usage: None,
+            context_report: None,
             error: None,
         }
     }
@@ -219,6 +229,7 @@ mod tests {
                 session_id: "s".into(),
                 token: None,
                 model: "m".into(),
+                context: None,
             }),
         ));
         t.apply(&frame(

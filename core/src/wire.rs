@@ -21,6 +21,8 @@ pub enum ClientFrame {
     Chat(ChatRequest),
     /// Regenerate a failed assistant reply in place.
     Retry(RetryRequest),
+    /// Change the session's compression settings (persisted; every tab receives `context`).
+    Settings(crate::context::CompressionSettings),
 }
 
 /// Opens a new session (no id) or resumes one (id + token), optionally replaying missed frames.
@@ -163,6 +165,9 @@ pub struct ChatMessage {
     pub attachments: Vec<Attachment>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// For assistant messages: what we counted and compressed for the request (beside `usage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_report: Option<crate::context::ContextReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<WireError>,
 }
@@ -229,6 +234,8 @@ pub enum ServerEvent {
     Done(Done),
     /// Something failed; with `messageId` when a reply failed (its partial text is kept).
     Error(WireError),
+    /// The session's context parameters changed (compression settings).
+    Context(crate::context::ContextInfo),
 }
 
 /// The session a connection works in.
@@ -240,6 +247,9 @@ pub struct SessionInfo {
     pub token: Option<String>,
     /// The model replies come from.
     pub model: String,
+    /// Context window, counting vocabulary and compression settings, for the token meter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<crate::context::ContextInfo>,
 }
 
 /// Every message of the session, oldest first.

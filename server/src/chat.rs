@@ -12,6 +12,7 @@ use glassbox_core::wire::{
     Usage, WireError,
 };
 
+use crate::context::summary_segment;
 use crate::error::AppError;
 use crate::hub::Hub;
 use crate::providers::{ProviderError, ProviderEvent};
@@ -159,12 +160,17 @@ impl AppState {
             .history_through(session_id, user_message_id)
             .await?;
         let context = history.last().and_then(|m| m.context.clone());
+        let assembled = self
+            .assemble(session_id, model, history, context.as_ref())
+            .await?;
+        let summary = assembled.summary.as_deref().map(summary_segment);
         let request = build_request(
-            &history,
+            &assembled.history,
             RequestOptions {
                 model,
                 system_prompt: self.config.system_prompt.as_deref(),
                 page_context: context.as_ref(),
+                summary: summary.as_deref(),
                 tools: vec![],
                 max_output_tokens: self.config.max_output_tokens,
             },
@@ -202,6 +208,7 @@ impl AppState {
                     content: &content,
                     status,
                     usage,
+                    context_report: Some(&assembled.report),
                     error: error.as_ref(),
                 },
             )

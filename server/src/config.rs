@@ -35,6 +35,12 @@ pub struct Config {
     pub allowed_models: Vec<String>,
     pub system_prompt: Option<String>,
     pub max_output_tokens: u32,
+    /// Context-window overrides, `GLASSBOX_MODEL_LIMITS="gpt-4o=64000,my-model=4096"`.
+    pub model_limits: Vec<(String, u32)>,
+    /// Model that writes compression summaries (`GLASSBOX_SUMMARY_MODEL`); the reply model if unset.
+    pub summary_model: Option<String>,
+    /// Folder with the token vocabularies (`*.gbv`); `dist/vocab` by default.
+    pub vocab_dir: PathBuf,
     /// Longest wait for the provider's next byte.
     pub provider_idle_timeout: Duration,
     /// Longest a whole reply may take.
@@ -129,6 +135,9 @@ impl Config {
                     .collect()
             })
             .unwrap_or_default();
+        let vocab_dir = get("GLASSBOX_VOCAB_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| widget_dir.join("vocab"));
         Ok(Self {
             addr,
             data_dir,
@@ -139,6 +148,9 @@ impl Config {
             allowed_models,
             system_prompt: get("GLASSBOX_SYSTEM_PROMPT"),
             max_output_tokens: parse(&get, "GLASSBOX_MAX_OUTPUT_TOKENS", "4096")?,
+            model_limits: model_limits(get("GLASSBOX_MODEL_LIMITS"))?,
+            summary_model: get("GLASSBOX_SUMMARY_MODEL"),
+            vocab_dir,
             provider_idle_timeout: millis(&get, "GLASSBOX_PROVIDER_IDLE_TIMEOUT_MS", 60_000)?,
             provider_total_timeout: millis(&get, "GLASSBOX_PROVIDER_TOTAL_TIMEOUT_MS", 600_000)?,
             disconnect_grace: millis(&get, "GLASSBOX_DISCONNECT_GRACE_MS", 10_000)?,
@@ -170,6 +182,28 @@ pub fn default_model_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
     home.join(".cache/glassbox/models/all-MiniLM-L6-v2")
+}
+
+/// Parses `name=tokens,name=tokens`.
+fn model_limits(raw: Option<String>) -> Result<Vec<(String, u32)>, ConfigError> {
+    let Some(raw) = raw else { return Ok(vec![]) };
+    raw.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|pair| {
+            let invalid = |reason: &str| ConfigError::Invalid {
+                name: "GLASSBOX_MODEL_LIMITS",
+                value: pair.to_owned(),
+                reason: reason.to_owned(),
+            };
+            let (model, limit) = pair.split_once('=').ok_or_else(|| invalid("use model=tokens"))?;
+            let limit: u32 = limit.trim().parse().map_err(|_| invalid("tokens must be a positive integer"))?;
+            if limit == 0 {
+                return Err(invalid("tokens must be a positive integer"));
+            }
+            Ok((model.trim().to_lowercase(), limit))
+        })
+        .collect()
 }
 
 fn trim_slash(s: String) -> String {

@@ -37,6 +37,8 @@ pub enum AppError {
     Storage(#[from] StorageError),
     #[error(transparent)]
     Embed(#[from] EmbedServiceError),
+    #[error("invalid settings: {0}")]
+    InvalidSettings(String),
 }
 
 impl AppError {
@@ -52,6 +54,7 @@ impl AppError {
             AppError::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
             AppError::Provider(e) => e.code(),
             AppError::Storage(_) => ErrorCode::Internal,
+            AppError::InvalidSettings(_) => ErrorCode::InvalidSettings,
             AppError::Embed(e) => match e {
                 EmbedServiceError::Unavailable(_) => ErrorCode::EmbeddingsUnavailable,
                 EmbedServiceError::Overloaded => ErrorCode::Overloaded,

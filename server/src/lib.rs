@@ -2,6 +2,7 @@
 
 pub mod chat;
 pub mod config;
+pub mod context;
 pub mod embed;
 pub mod error;
 pub mod hub;

@@ -65,12 +65,14 @@ impl AppState {
                     .create_session(&id, &hash_token(&token), now_ms())
                     .await?;
                 let hub = self.hubs.get_or_create(&id, grace);
+                let context = Some(self.context_info(&id, &model).await?);
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {
                         session_id: id,
                         token: Some(token),
                         model,
+                        context,
                     },
                 })
             }
@@ -86,12 +88,14 @@ impl AppState {
                     return Err(AppError::Unauthorized);
                 }
                 let hub = self.hubs.get_or_create(id, grace);
+                let context = Some(self.context_info(id, &model).await?);
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {
                         session_id: id.to_owned(),
                         token: None,
                         model,
+                        context,
                     },
                 })
             }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::context::TokenCounter;
 use crate::embed::EmbeddingService;
 use crate::hub::Hubs;
 use crate::providers::Provider;
@@ -16,6 +17,8 @@ pub struct AppState {
     pub provider: Arc<dyn Provider>,
     pub hubs: Arc<Hubs>,
     pub embeddings: Arc<EmbeddingService>,
+    /// Token counting for budgets and compression (same code and vocabularies as the widget).
+    pub tokens: Arc<TokenCounter>,
 }
 
 impl AppState {
@@ -26,7 +29,9 @@ impl AppState {
         provider: Arc<dyn Provider>,
         embeddings: Arc<EmbeddingService>,
     ) -> Self {
+        let tokens = Arc::new(TokenCounter::load(&config.vocab_dir));
         Self {
+            tokens,
             config: Arc::new(config),
             store,
             provider,

@@ -7,3 +7,6 @@ pub mod model_limits;
 pub use budget::{ContextBudget, TokenBreakdown, calculate_budget};
 pub use compression::{CompressionOutcome, CompressionSettings, CountedMessage, Strategy};
 pub use model_limits::{context_limit, encoding_for};
+pub mod meter;
+
+pub use meter::{CompressionReport, ContextInfo, ContextReport, MeterReading, MeterState};

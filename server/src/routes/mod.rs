@@ -7,8 +7,9 @@ mod rest;
 mod ws;
 
 use axum::Router;
+use tower::Layer;
 use axum::http::{HeaderValue, header};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::services::{ServeDir, ServeFile};
@@ -19,18 +20,31 @@ use crate::state::AppState;
 
 /// The whole application router.
 pub fn app(state: AppState) -> Router {
+    // Vocabularies never change under a name (a new format gets a new file name): cached for a
+    // year, so a second page load fetches nothing.
+    let vocab = SetResponseHeaderLayer::overriding(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=31536000, immutable"),
+    )
+    .layer(
+        ServeDir::new(state.config.widget_dir.join("vocab"))
+            .precompressed_br()
+            .precompressed_gzip(),
+    );
+    // `cargo xtask build` writes .br and .gz beside each file; those are sent when accepted.
+    // Revalidated on every load: a rebuilt widget is picked up at once, an unchanged one costs a 304.
+    let widget_files = SetResponseHeaderLayer::overriding(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    )
+    .layer(
+        ServeDir::new(&state.config.widget_dir)
+            .precompressed_br()
+            .precompressed_gzip(),
+    );
     let widget = Router::new()
-        // `cargo xtask build` writes .br and .gz beside each file; those are sent when accepted.
-        .fallback_service(
-            ServeDir::new(&state.config.widget_dir)
-                .precompressed_br()
-                .precompressed_gzip(),
-        )
-        // Revalidate every load: a rebuilt widget is picked up at once, an unchanged one costs a 304.
-        .layer(SetResponseHeaderLayer::overriding(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-cache"),
-        ));
+        .nest_service("/vocab", vocab)
+        .fallback_service(widget_files);
     let public = ServeDir::new(&state.config.public_dir)
         .fallback(ServeFile::new(state.config.public_dir.join("index.html")));
     Router::new()
@@ -39,6 +53,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/chat", post(rest::chat))
         .route("/api/sessions", post(rest::create_session))
         .route("/api/sessions/{id}", get(rest::session_messages))
+        .route("/api/sessions/{id}/settings", put(rest::update_settings))
         .route("/v1/embeddings", post(embeddings::create))
         .nest("/widget", widget)
         .fallback_service(public)

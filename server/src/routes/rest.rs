@@ -18,6 +18,7 @@ use tokio::sync::broadcast;
 use super::extract::{BearerToken, JsonBody};
 use crate::chat::Submitted;
 use crate::error::AppError;
+use glassbox_core::context::{CompressionSettings, ContextInfo};
 use crate::hub::ClientLease;
 use crate::state::AppState;
 
@@ -48,6 +49,22 @@ pub async fn session_messages(
         session_id: session.info.session_id,
         messages,
     }))
+}
+
+/// `PUT /api/sessions/{id}/settings` with `Authorization: Bearer <token>`: new compression
+/// settings (validated, stored); every open tab of the session receives a `context` frame.
+pub async fn update_settings(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+    JsonBody(settings): JsonBody<CompressionSettings>,
+) -> Result<Json<ContextInfo>, AppError> {
+    let session = state.open_session(Some(&id), token.as_deref(), None).await?;
+    let info = state
+        .update_compression(&session.info.session_id, &session.info.model, settings)
+        .await?;
+    session.hub.publish(ServerEvent::Context(info.clone()));
+    Ok(Json(info))
 }
 
 /// `POST /api/chat`: stores the message and answers with the reply, streamed as SSE when the client
@@ -130,6 +147,7 @@ fn sse_event(frame: &ServerFrame) -> Event {
         ServerEvent::Delta(_) => "delta",
         ServerEvent::Done(_) => "done",
         ServerEvent::Error(_) => "error",
+        ServerEvent::Context(_) => "context",
     };
     Event::default()
         .event(name)

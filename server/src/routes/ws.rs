@@ -124,6 +124,13 @@ async fn handle<W: Sink<Message> + Unpin>(
         (_, None) => Err(AppError::HelloRequired),
         (ClientFrame::Chat(req), Some(a)) => state.submit(&a.hub, &a.model, req).await.map(|_| ()),
         (ClientFrame::Retry(r), Some(a)) => state.retry(&a.hub, &a.model, &r.message_id).await,
+        (ClientFrame::Settings(settings), Some(a)) => {
+            let info = state
+                .update_compression(&a.hub.session_id, &a.model, settings)
+                .await?;
+            a.hub.publish(ServerEvent::Context(info));
+            Ok(())
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
+use glassbox_core::context::{CompressionSettings, ContextReport};
 use glassbox_core::wire::{
     Attachment, ChatMessage, MessageStatus, PageContext, Role, Usage, WireError,
 };
@@ -53,6 +54,7 @@ pub struct ReplyOutcome<'a> {
     pub content: &'a str,
     pub status: MessageStatus,
     pub usage: Option<Usage>,
+    pub context_report: Option<&'a ContextReport>,
     pub error: Option<&'a WireError>,
 }
 
@@ -65,7 +67,7 @@ pub struct Store {
 }
 
 const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, client_message_id, reply_to, \
-     context_json, attachments_json, usage_json, error_json";
+     context_json, attachments_json, usage_json, context_report_json, error_json";
 
 impl Store {
     /// Opens (creating if needed) `glassbox.db` in `data_dir`, in WAL mode, and applies migrations.
@@ -222,13 +224,14 @@ impl Store {
         outcome: ReplyOutcome<'_>,
     ) -> Result<ChatMessage, StorageError> {
         let sql = format!(
-            "UPDATE messages SET content = ?, status = ?, usage_json = ?, error_json = ? \
-             WHERE session_id = ? AND id = ? RETURNING {MESSAGE_COLUMNS}"
+            "UPDATE messages SET content = ?, status = ?, usage_json = ?, context_report_json = ?, \
+             error_json = ? WHERE session_id = ? AND id = ? RETURNING {MESSAGE_COLUMNS}"
         );
         let row = sqlx::query(&sql)
             .bind(outcome.content)
             .bind(outcome.status.as_str())
             .bind(outcome.usage.as_ref().map(to_json))
+            .bind(outcome.context_report.map(to_json))
             .bind(outcome.error.map(to_json))
             .bind(session_id)
             .bind(id)
@@ -238,6 +241,76 @@ impl Store {
             .map(message_from_row)
             .transpose()?
             .ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
+    }
+
+    /// A session's compression settings, if it ever changed them.
+    pub async fn compression_settings(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<CompressionSettings>, StorageError> {
+        let raw: Option<Option<String>> =
+            sqlx::query_scalar("SELECT compression_json FROM sessions WHERE id = ?")
+                .bind(session_id)
+                .fetch_optional(&self.reader)
+                .await?;
+        from_json("compression_json", raw.flatten())
+    }
+
+    /// Stores a session's compression settings.
+    pub async fn set_compression_settings(
+        &self,
+        session_id: &str,
+        settings: &CompressionSettings,
+    ) -> Result<(), StorageError> {
+        sqlx::query("UPDATE sessions SET compression_json = ? WHERE id = ?")
+            .bind(to_json(settings))
+            .bind(session_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// A cached summary of messages `first..=last` whose contents hash to `content_hash`.
+    pub async fn summary(
+        &self,
+        session_id: &str,
+        first: &str,
+        last: &str,
+        content_hash: &str,
+    ) -> Result<Option<String>, StorageError> {
+        Ok(sqlx::query_scalar(
+            "SELECT summary FROM summaries WHERE session_id = ? AND first_message_id = ? \
+             AND last_message_id = ? AND content_hash = ?",
+        )
+        .bind(session_id)
+        .bind(first)
+        .bind(last)
+        .bind(content_hash)
+        .fetch_optional(&self.reader)
+        .await?)
+    }
+
+    /// Caches a summary (a concurrent identical write is a no-op).
+    pub async fn put_summary(
+        &self,
+        session_id: &str,
+        (first, last, content_hash): (&str, &str, &str),
+        summary: &str,
+        created_at: i64,
+    ) -> Result<(), StorageError> {
+        sqlx::query(
+            "INSERT INTO summaries (session_id, first_message_id, last_message_id, content_hash, \
+             summary, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        )
+        .bind(session_id)
+        .bind(first)
+        .bind(last)
+        .bind(content_hash)
+        .bind(summary)
+        .bind(created_at)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
     }
 
     /// Every message of a session, oldest first.
@@ -396,6 +469,7 @@ fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
         attachments: from_json("attachments_json", r.try_get("attachments_json")?)?
             .unwrap_or_default(),
         usage: from_json("usage_json", r.try_get("usage_json")?)?,
+        context_report: from_json("context_report_json", r.try_get("context_report_json")?)?,
         error: from_json("error_json", r.try_get("error_json")?)?,
     })
 }

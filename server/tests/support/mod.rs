@@ -58,6 +58,10 @@ impl TestServer {
         vars.insert("GLASSBOX_DISCONNECT_GRACE_MS".into(), "5000".into());
         // Chat tests do not need the embedding model; the embedding tests switch it on.
         vars.insert("GLASSBOX_EMBEDDINGS".into(), "off".into());
+        // The vocabularies `cargo xtask build` writes, so counts are exact.
+        let widget_dir = std::env::var("GLASSBOX_E2E_WIDGET_DIR")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../dist").to_owned());
+        vars.insert("GLASSBOX_VOCAB_DIR".into(), format!("{widget_dir}/vocab"));
         for (k, v) in extra {
             vars.insert(k.to_string(), v.to_string());
         }

@@ -1,0 +1,198 @@
+//! What the token meter shows, computed the same way in the widget (preview) and on the server
+//! (the request actually sent): budget, compression plan, percentage and state.
+
+use serde::{Deserialize, Serialize};
+
+use super::budget::{TokenBreakdown, calculate_budget};
+use super::compression::{self, CompressionSettings, CountedMessage, Strategy};
+
+/// A session's context parameters, sent by the server with the session and after every change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextInfo {
+    pub model: String,
+    /// The model's window in tokens.
+    pub context_limit: u32,
+    /// Vocabulary that counts for this model (`o200k_base`, `cl100k_base`).
+    pub encoding: String,
+    /// False when the vocabulary is not the model's own (counts are close, not exact).
+    pub exact: bool,
+    /// Tokens of the server's system prompt (its text stays on the server).
+    pub system_prompt_tokens: u32,
+    /// Tokens of user memories (none yet).
+    pub memory_tokens: u32,
+    /// Tokens reserved for the reply.
+    pub output_reserve: u32,
+    pub compression: CompressionSettings,
+}
+
+/// Compression as applied to one request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompressionReport {
+    pub strategy: Strategy,
+    pub original_tokens: u32,
+    pub compressed_tokens: u32,
+    pub saved_tokens: u32,
+    pub dropped_count: u32,
+    pub summarized_count: u32,
+}
+
+/// What was sent to the model for one reply, stored on the reply beside the provider's usage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextReport {
+    /// Our count of the request's input tokens (parts plus reply priming).
+    pub counted_input_tokens: u32,
+    pub breakdown: TokenBreakdown,
+    pub encoding: String,
+    pub exact: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<CompressionReport>,
+}
+
+/// Tokens OpenAI's chat format adds to prime the reply.
+pub const REPLY_PRIMING: u32 = 3;
+
+/// Meter states (seed §1): warning above 90 %, critical above 98 %.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MeterState {
+    Standard,
+    Compressed,
+    Warning,
+    Critical,
+}
+
+/// One reading of the meter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeterReading {
+    pub used: u32,
+    pub limit: u32,
+    pub percent: u32,
+    /// Percentage before compression, when compression applies and its indicator is on.
+    pub original_percent: Option<u32>,
+    pub state: MeterState,
+    pub breakdown: TokenBreakdown,
+    pub compression: Option<CompressionReport>,
+    /// Indices of the messages sent verbatim, and the range a summary replaces.
+    pub plan: compression::CompressionOutcome,
+}
+
+/// Rounds like the seed's `Math.round(used / max * 100)`.
+pub fn percent(used: u32, limit: u32) -> u32 {
+    if limit == 0 {
+        return 100;
+    }
+    ((u64::from(used) * 200 + u64::from(limit)) / (2 * u64::from(limit))) as u32
+}
+
+/// The state for a percentage; `compressed` when compression is applied and shown.
+pub fn state(percent: u32, compressed: bool) -> MeterState {
+    if percent > 98 {
+        MeterState::Critical
+    } else if percent > 90 {
+        MeterState::Warning
+    } else if compressed {
+        MeterState::Compressed
+    } else {
+        MeterState::Standard
+    }
+}
+
+/// Reads the meter for `messages` (the conversation, the message being written last) and
+/// `knowledge_tokens` (page context and references), under `info`.
+pub fn read(info: &ContextInfo, messages: &[CountedMessage<'_>], knowledge_tokens: u32) -> MeterReading {
+    let conversation = compression::conversation_tokens(messages);
+    let used = TokenBreakdown {
+        system_prompt: info.system_prompt_tokens,
+        knowledge: knowledge_tokens,
+        memories: info.memory_tokens,
+        conversation,
+    };
+    let budget = calculate_budget(info.context_limit, info.output_reserve, used);
+    let plan = compression::plan(messages, budget.conversation.allocated, &info.compression);
+    let breakdown = TokenBreakdown { conversation: plan.compressed_tokens, ..used };
+    let total = breakdown.total() + REPLY_PRIMING;
+    let pct = percent(total, info.context_limit);
+    let report = plan.applied.then(|| CompressionReport {
+        strategy: plan.strategy,
+        original_tokens: plan.original_tokens,
+        compressed_tokens: plan.compressed_tokens,
+        saved_tokens: plan.original_tokens.saturating_sub(plan.compressed_tokens),
+        dropped_count: plan.dropped_count as u32,
+        summarized_count: plan.summarized.as_ref().map_or(0, |r| r.len() as u32),
+    });
+    let shown = report.is_some() && info.compression.show_indicator;
+    MeterReading {
+        used: total,
+        limit: info.context_limit,
+        percent: pct,
+        original_percent: shown.then(|| percent(used.total() + REPLY_PRIMING, info.context_limit)),
+        state: state(pct, shown),
+        breakdown,
+        compression: report,
+        plan,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(limit: u32, compression: CompressionSettings) -> ContextInfo {
+        ContextInfo {
+            model: "m".into(),
+            context_limit: limit,
+            encoding: "o200k_base".into(),
+            exact: true,
+            system_prompt_tokens: 97,
+            memory_tokens: 0,
+            output_reserve: 0,
+            compression,
+        }
+    }
+
+    #[test]
+    fn percent_rounds_half_up_like_math_round() {
+        assert_eq!(percent(78, 100), 78);
+        assert_eq!(percent(785, 1000), 79);
+        assert_eq!(percent(784, 1000), 78);
+        assert_eq!(percent(0, 0), 100);
+    }
+
+    #[test]
+    fn states_change_above_90_and_98() {
+        assert_eq!(state(90, false), MeterState::Standard);
+        assert_eq!(state(91, false), MeterState::Warning);
+        assert_eq!(state(98, true), MeterState::Warning);
+        assert_eq!(state(99, false), MeterState::Critical);
+        assert_eq!(state(50, true), MeterState::Compressed);
+    }
+
+    #[test]
+    fn uncompressed_reading_sums_every_part() {
+        let off = CompressionSettings { enabled: false, ..Default::default() };
+        let msgs = [CountedMessage { content: "hi", tokens: 396 }, CountedMessage { content: "yo", tokens: 496 }];
+        let r = read(&info(1000, off), &msgs, 0);
+        // 97 system + (400 + 500) conversation + 3 priming = 1000 → 100 %.
+        assert_eq!(r.used, 1000);
+        assert_eq!(r.percent, 100);
+        assert_eq!(r.state, MeterState::Critical);
+        assert_eq!(r.original_percent, None);
+    }
+
+    #[test]
+    fn compressed_reading_shows_both_percentages() {
+        let msgs: Vec<CountedMessage> =
+            (0..20).map(|_| CountedMessage { content: "a long answer", tokens: 96 }).collect();
+        // 2000 conversation tokens in a 2000 window.
+        let r = read(&info(2000, CompressionSettings { strategy: Strategy::SlidingWindow, ..Default::default() }), &msgs, 0);
+        assert_eq!(r.original_percent, Some(percent(2000 + 97 + 3, 2000)));
+        assert!(r.percent <= 80, "{}", r.percent);
+        assert_eq!(r.state, MeterState::Compressed);
+        let c = r.compression.unwrap();
+        assert_eq!(c.saved_tokens, c.original_tokens - c.compressed_tokens);
+    }
+}
