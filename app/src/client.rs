@@ -60,6 +60,10 @@ pub struct ChatClient {
     pub transcript: RwSignal<Transcript>,
     /// The connection state.
     pub status: RwSignal<ConnectionStatus>,
+    /// Page context sent with later messages (counted by the token meter as knowledge).
+    pub page_context: RwSignal<Option<PageContext>>,
+    /// The message being written (counted by the token meter).
+    pub draft: RwSignal<String>,
 }
 
 struct Inner {
@@ -72,7 +76,6 @@ struct Inner {
     joined: Cell<bool>,
     attempt: Cell<u32>,
     stopped: Cell<bool>,
-    page_context: RefCell<Option<PageContext>>,
     reconnect_timer: RefCell<Option<gloo_timers::callback::Timeout>>,
     countdown: RefCell<Option<gloo_timers::callback::Interval>>,
 }
@@ -122,7 +125,6 @@ impl ChatClient {
             joined: Cell::new(false),
             attempt: Cell::new(0),
             stopped: Cell::new(false),
-            page_context: RefCell::new(None),
             reconnect_timer: RefCell::new(None),
             countdown: RefCell::new(None),
         });
@@ -130,6 +132,8 @@ impl ChatClient {
             inner: StoredValue::new_local(inner),
             transcript,
             status,
+            page_context: RwSignal::new(None),
+            draft: RwSignal::new(String::new()),
         }
     }
 
@@ -160,9 +164,7 @@ impl ChatClient {
         if let Some(ctx) = &context {
             glassbox_core::limits::validate_context(ctx)?;
         }
-        if let Some(inner) = self.inner() {
-            *inner.page_context.borrow_mut() = context;
-        }
+        self.page_context.set(context);
         Ok(())
     }
 
@@ -177,7 +179,7 @@ impl ChatClient {
         let Some(inner) = self.inner() else {
             return Ok(());
         };
-        let context = context.or_else(|| inner.page_context.borrow().clone());
+        let context = context.or_else(|| self.page_context.get_untracked());
         let request = ChatRequest {
             message: text.to_owned(),
             context,
@@ -198,6 +200,13 @@ impl ChatClient {
             inner.send_frame(&ClientFrame::Retry(RetryRequest {
                 message_id: message_id.to_owned(),
             }));
+        }
+    }
+
+    /// Sends new compression settings for this session; the server answers every tab with `context`.
+    pub fn update_compression(&self, settings: glassbox_core::context::CompressionSettings) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::Settings(settings));
         }
     }
 

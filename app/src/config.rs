@@ -40,9 +40,23 @@ pub struct WidgetConfig {
     /// Model to ask the server for; the server's default when `None`.
     pub model: Option<String>,
     pub theme: Theme,
+    /// URL of the folder the widget's files are served from (token worker, vocabularies).
+    pub assets: String,
+    /// Vocabulary URL with `{encoding}` for the encoding's name; `{assets}vocab/{encoding}.gbv` if unset.
+    pub vocab_url: Option<String>,
 }
 
 impl WidgetConfig {
+    /// The token worker's script URL.
+    pub fn worker_url(&self) -> String {
+        asset_url(&self.assets, "token-worker.js")
+    }
+
+    /// The vocabulary URL template.
+    pub fn vocab_url(&self) -> String {
+        self.vocab_url.clone().unwrap_or_else(|| asset_url(&self.assets, "vocab/{encoding}.gbv"))
+    }
+
     /// The WebSocket URL of the server.
     pub fn ws_url(&self) -> String {
         let base = self.server.trim_end_matches('/');
@@ -57,6 +71,11 @@ impl WidgetConfig {
     }
 }
 
+/// `file` inside the folder `base` (with or without a trailing slash).
+pub fn asset_url(base: &str, file: &str) -> String {
+    format!("{}/{file}", base.trim_end_matches('/'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +87,8 @@ mod tests {
             session: "default".into(),
             model: None,
             theme: Theme::Auto,
+            assets: "x".into(),
+            vocab_url: None,
         };
         assert_eq!(c("https://x.org/").ws_url(), "wss://x.org/ws");
         assert_eq!(

@@ -5,7 +5,10 @@ pub mod client;
 pub mod components;
 pub mod config;
 mod dom;
+pub mod meter_reading;
 mod session_store;
+pub mod standalone_meter;
+pub mod token_counts;
 
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -17,6 +20,7 @@ pub use config::{Theme, WidgetConfig};
 pub struct ChatHandle {
     client: ChatClient,
     theme: RwSignal<Theme>,
+    counts: token_counts::TokenCounts,
     _view: leptos::mount::UnmountHandle<leptos::tachys::view::any_view::AnyViewState>,
 }
 
@@ -35,6 +39,7 @@ impl ChatHandle {
 impl Drop for ChatHandle {
     fn drop(&mut self) {
         self.client.stop();
+        self.counts.stop();
     }
 }
 
@@ -50,17 +55,20 @@ pub fn mount(
     let host_target: web_sys::EventTarget = host.unchecked_into();
     let view = leptos::mount::mount_to(container, move || {
         let theme = RwSignal::new(config.theme);
+        // o200k until the server names the model's encoding; fetched after first paint.
+        let counts = token_counts::TokenCounts::start(&config.worker_url(), &config.vocab_url(), "o200k_base");
         let client = ChatClient::new(config, host_target);
-        out.set(Some((client, theme)));
+        out.set(Some((client, theme, counts)));
         client.connect();
-        view! { <components::chat_panel::ChatPanel client=client theme=theme /> }.into_any()
+        view! { <components::chat_panel::ChatPanel client=client theme=theme counts=counts /> }.into_any()
     });
-    let (client, theme) = slot
+    let (client, theme, counts) = slot
         .take()
         .expect("mount_to runs its closure before returning");
     ChatHandle {
         client,
         theme,
+        counts,
         _view: view,
     }
 }

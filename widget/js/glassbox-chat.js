@@ -4,7 +4,8 @@
 //   <glassbox-chat server="https://YOUR-SERVER" session="support" theme="auto"></glassbox-chat>
 //
 // Attributes: server (defaults to the origin this script came from), session (names the conversation
-// slot kept in localStorage), model, theme (light | dark | auto).
+// slot kept in localStorage), model, theme (light | dark | auto), vocab (token vocabulary URL with
+// {encoding}; defaults to vocab/{encoding}.gbv beside this script).
 // Methods: sendMessage(text, attachments?, context?), setPageContext(obj).
 // Events: "glassbox:reply" (detail: the finished reply message).
 import init, { GlassboxWidget } from './glassbox_widget.js';
@@ -14,7 +15,7 @@ const ready = init({ module_or_path: new URL('glassbox_widget_bg.wasm', here) })
 const defaultServer = new URL('..', here).href.replace(/\/$/, '');
 
 class GlassboxChat extends HTMLElement {
-  static observedAttributes = ['server', 'session', 'model', 'theme'];
+  static observedAttributes = ['server', 'session', 'model', 'theme', 'vocab'];
 
   #widget = null;
   #container = null;
@@ -77,6 +78,8 @@ class GlassboxChat extends HTMLElement {
           session: this.getAttribute('session') || 'default',
           model: this.getAttribute('model') || null,
           theme: this.getAttribute('theme') || 'auto',
+          assets: here.href,
+          vocab: this.getAttribute('vocab') || null,
         });
         if (this.#pageContext !== undefined) this.#widget.setPageContext(this.#pageContext);
       }).finally(() => { this.#mounting = null; });

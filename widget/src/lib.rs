@@ -21,9 +21,14 @@ struct Options {
     model: Option<String>,
     #[serde(default)]
     theme: Option<String>,
+    /// Folder the widget's files are served from (the script's own folder).
+    assets: String,
+    /// Host-given vocabulary URL with `{encoding}`.
+    #[serde(default)]
+    vocab: Option<String>,
 }
 
-fn js_error(code: &str, message: impl std::fmt::Display) -> JsValue {
+pub(crate) fn js_error(code: &str, message: impl std::fmt::Display) -> JsValue {
     let err = js_sys::Error::new(&message.to_string());
     err.set_name(&format!("GlassboxError[{code}]"));
     let _ = js_sys::Reflect::set(&err, &"code".into(), &code.into());
@@ -70,6 +75,8 @@ impl GlassboxWidget {
                 .unwrap_or_else(|| "default".into()),
             model: options.model.filter(|m| !m.is_empty()),
             theme: Theme::parse(options.theme.as_deref()),
+            assets: options.assets,
+            vocab_url: options.vocab.filter(|v| !v.is_empty()),
         };
         Ok(GlassboxWidget {
             handle: Some(glassbox_app::mount(container, host, config)),
@@ -124,3 +131,6 @@ impl GlassboxWidget {
         self.handle.take();
     }
 }
+
+mod token_meter;
+pub use token_meter::GlassboxTokenMeter;

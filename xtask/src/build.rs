@@ -12,55 +12,42 @@ pub fn dist_dir() -> PathBuf {
     root().join("dist")
 }
 
-/// Builds the widget into `dist/` and returns that folder. Steps whose output is current are skipped.
+/// A wasm crate built into `dist/`: package, cargo profile, output name, wasm-opt level.
+struct WasmModule {
+    package: &'static str,
+    profile: &'static str,
+    out_name: &'static str,
+    opt_level: &'static str,
+}
+
+/// The chat widget: smallest size.
+const WIDGET: WasmModule = WasmModule {
+    package: "glassbox-widget",
+    profile: "wasm-release",
+    out_name: "glassbox_widget",
+    opt_level: "-Oz",
+};
+
+/// The token-counting worker: fastest counting.
+const TOKEN_WORKER: WasmModule = WasmModule {
+    package: "glassbox-token-worker",
+    profile: "wasm-speed",
+    out_name: "glassbox_token_worker",
+    opt_level: "-O3",
+};
+
+/// Builds the widget, the token worker and the vocabularies into `dist/` and returns that folder.
+/// Steps whose output is current are skipped.
 pub fn widget() -> Result<PathBuf> {
-    let (wasm_bindgen, wasm_opt) = wasm_toolchain()?;
-    say("building the widget (wasm32-unknown-unknown, profile wasm-release)");
-    run(Command::new("cargo").current_dir(root()).args([
-        "build",
-        "--package",
-        "glassbox-widget",
-        "--target",
-        "wasm32-unknown-unknown",
-        "--profile",
-        "wasm-release",
-    ]))?;
-    let raw = target_dir().join("wasm32-unknown-unknown/wasm-release/glassbox_widget.wasm");
     let dist = dist_dir();
-    let out_wasm = dist.join("glassbox_widget_bg.wasm");
     std::fs::create_dir_all(&dist)?;
-    if is_newer(&out_wasm, &raw) {
-        say("widget wasm is up to date; skipping wasm-bindgen and wasm-opt");
-    } else {
-        say("running wasm-bindgen");
-        run(Command::new(&wasm_bindgen)
-            .args([
-                "--target",
-                "web",
-                "--no-typescript",
-                "--out-name",
-                "glassbox_widget",
-                "--out-dir",
-            ])
-            .arg(&dist)
-            .arg(&raw))?;
-        say("running wasm-opt -Oz");
-        run(Command::new(&wasm_opt)
-            .args(["-Oz", "--strip-debug", "--strip-producers"])
-            .args([
-                "--enable-bulk-memory",
-                "--enable-nontrapping-float-to-int",
-                "--enable-sign-ext",
-                "--enable-mutable-globals",
-                "--enable-reference-types",
-                "--enable-multivalue",
-            ])
-            .arg(&out_wasm)
-            .arg("-o")
-            .arg(&out_wasm))?;
+    for module in [&WIDGET, &TOKEN_WORKER] {
+        wasm_module(module, &dist)?;
     }
     for (from, to) in [
         ("widget/js/glassbox-chat.js", "glassbox-chat.js"),
+        ("widget/js/glassbox-token-meter.js", "glassbox-token-meter.js"),
+        ("widget/js/token-worker.js", "token-worker.js"),
         ("style/glassbox.css", "glassbox.css"),
     ] {
         std::fs::copy(root().join(from), dist.join(to))
@@ -69,7 +56,11 @@ pub fn widget() -> Result<PathBuf> {
     for name in [
         "glassbox_widget_bg.wasm",
         "glassbox_widget.js",
+        "glassbox_token_worker_bg.wasm",
+        "glassbox_token_worker.js",
         "glassbox-chat.js",
+        "glassbox-token-meter.js",
+        "token-worker.js",
         "glassbox.css",
     ] {
         precompress(&dist.join(name))?;
@@ -77,6 +68,54 @@ pub fn widget() -> Result<PathBuf> {
     crate::vocab::prepare()?;
     say(format!("widget ready in {}", dist.display()));
     Ok(dist)
+}
+
+/// cargo build (wasm32) → wasm-bindgen (`--target web`) → wasm-opt, into `dist`.
+fn wasm_module(module: &WasmModule, dist: &std::path::Path) -> Result<()> {
+    let (wasm_bindgen, wasm_opt) = wasm_toolchain()?;
+    say(format!(
+        "building {} (wasm32-unknown-unknown, profile {})",
+        module.package, module.profile
+    ));
+    run(Command::new("cargo").current_dir(root()).args([
+        "build",
+        "--package",
+        module.package,
+        "--target",
+        "wasm32-unknown-unknown",
+        "--profile",
+        module.profile,
+    ]))?;
+    let raw = target_dir().join(format!(
+        "wasm32-unknown-unknown/{}/{}.wasm",
+        module.profile,
+        module.package.replace('-', "_")
+    ));
+    let out_wasm = dist.join(format!("{}_bg.wasm", module.out_name));
+    if is_newer(&out_wasm, &raw) {
+        say(format!("{} is up to date; skipping wasm-bindgen and wasm-opt", module.out_name));
+        return Ok(());
+    }
+    say(format!("running wasm-bindgen for {}", module.out_name));
+    run(Command::new(&wasm_bindgen)
+        .args(["--target", "web", "--no-typescript", "--out-name", module.out_name, "--out-dir"])
+        .arg(dist)
+        .arg(&raw))?;
+    say(format!("running wasm-opt {} on {}", module.opt_level, module.out_name));
+    run(Command::new(&wasm_opt)
+        .args([module.opt_level, "--strip-debug", "--strip-producers"])
+        .args([
+            "--enable-bulk-memory",
+            "--enable-nontrapping-float-to-int",
+            "--enable-sign-ext",
+            "--enable-mutable-globals",
+            "--enable-reference-types",
+            "--enable-multivalue",
+        ])
+        .arg(&out_wasm)
+        .arg("-o")
+        .arg(&out_wasm))?;
+    Ok(())
 }
 
 /// Writes `file.br` (brotli, quality 11) and `file.gz` (gzip -9) beside `file`, which the server sends

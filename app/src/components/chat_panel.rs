@@ -3,16 +3,24 @@
 use leptos::html::Div;
 use leptos::prelude::*;
 
+use super::compression_settings::CompressionSettingsPanel;
 use super::composer::Composer;
+use super::token_meter::TokenMeter;
 use super::connection_status::ConnectionBadge;
 use super::message_view::{MessageView, PendingView};
 use crate::client::ChatClient;
 use crate::config::Theme;
+use crate::meter_reading::{self, MeterText, MeterView};
+use crate::token_counts::{TokenCounts, now_ms};
 
 /// The chat panel.
 #[component]
-pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>) -> impl IntoView {
+pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts) -> impl IntoView {
     let transcript = client.transcript;
+    let meter = chat_meter(client, counts);
+    let settings_open = RwSignal::new(false);
+    let settings = Signal::derive(move || transcript.with(|t| t.context.as_ref().map(|c| c.compression)));
+    let on_settings = Callback::new(move |s| client.update_compression(s));
     let list: NodeRef<Div> = NodeRef::new();
     let message_ids =
         move || transcript.with(|t| t.messages.iter().map(|m| m.id.clone()).collect::<Vec<_>>());
@@ -42,8 +50,21 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>) -> impl IntoView {
         <div class="gb-root" data-theme=move || theme.get().as_str()>
             <header class="gb-header">
                 <span class="gb-title">"Glassbox"</span>
+                <TokenMeter view=meter update_ms=counts.update_ms />
+                <button
+                    class="gb-icon-button gb-settings-toggle"
+                    type="button"
+                    aria-label="Context settings"
+                    aria-expanded=move || settings_open.get().to_string()
+                    on:click=move |_| settings_open.update(|o| *o = !*o)
+                >
+                    "⚙"
+                </button>
                 <ConnectionBadge client=client />
             </header>
+            <Show when=move || settings_open.get()>
+                <CompressionSettingsPanel settings=settings on_change=on_settings />
+            </Show>
             {move || {
                 notice()
                     .map(|n| {
@@ -71,4 +92,45 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>) -> impl IntoView {
             <Composer client=client />
         </div>
     }
+}
+
+/// The meter's reading for the chat: every message that reaches the model, the pending ones, and
+/// the draft being written, plus page context; re-read when counts arrive.
+fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>> {
+    let transcript = client.transcript;
+    // A different model may count with another vocabulary.
+    Effect::new(move |_| {
+        if let Some(encoding) = transcript.with(|t| t.context.as_ref().map(|c| c.encoding.clone())) {
+            counts.set_encoding(&encoding);
+        }
+    });
+    let memo = Memo::new(move |_| {
+        counts.revision.track();
+        counts.vocab.track();
+        let draft = client.draft.get();
+        let page_context = client.page_context.get();
+        transcript.with(|t| {
+            let info = t.context.as_ref()?;
+            let mut texts: Vec<MeterText> = t
+                .messages
+                .iter()
+                .filter(|m| meter_reading::reaches_model(m))
+                .map(|m| MeterText { id: Some(&m.id), text: meter_reading::message_text(m) })
+                .collect();
+            texts.extend(t.pending.iter().map(|p| MeterText { id: None, text: p.request.message.as_str().into() }));
+            if !draft.trim().is_empty() {
+                texts.push(MeterText { id: None, text: draft.as_str().into() });
+            }
+            Some(meter_reading::read(&counts, info, &texts, page_context.as_ref()))
+        })
+    });
+    // How long after the worker's answer the meter showed it.
+    Effect::new(move |_| {
+        memo.track();
+        let answered = counts.answered_at();
+        if answered > 0.0 {
+            counts.update_ms.set(now_ms() - answered);
+        }
+    });
+    memo
 }

@@ -8,7 +8,7 @@ use crate::client::ChatClient;
 /// Text input and send button.
 #[component]
 pub fn Composer(client: ChatClient) -> impl IntoView {
-    let text = RwSignal::new(String::new());
+    let text = client.draft;
     let problem = RwSignal::new(None::<String>);
     let input: NodeRef<Textarea> = NodeRef::new();
     let send = move || {

@@ -5,6 +5,7 @@ use glassbox_core::wire::{Attachment, MessageStatus, Role};
 use leptos::prelude::*;
 
 use super::markdown_view::MarkdownView;
+use super::token_meter::grouped;
 use crate::client::ChatClient;
 
 /// A stored message, looked up by id in the transcript.
@@ -22,6 +23,10 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
     });
     let error = move || message.with(|m| m.as_ref().and_then(|m| m.error.clone()));
     let usage = move || message.with(|m| m.as_ref().and_then(|m| m.usage));
+    let report = move || message.with(|m| m.as_ref().and_then(|m| m.context_report.clone()));
+    let show_compression = move || {
+        client.transcript.with(|t| t.context.as_ref().is_none_or(|c| c.compression.show_indicator))
+    };
     let attachments = move || {
         message.with(|m| {
             m.as_ref()
@@ -75,14 +80,44 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
                     })
             }}
             {move || {
-                usage()
-                    .map(|u| {
-                        view! {
-                            <div class="gb-meta" title="Tokens as reported by the provider">
-                                {format!("{} in · {} out tokens", u.input_tokens, u.output_tokens)}
-                            </div>
-                        }
-                    })
+                let (usage, report) = (usage(), report());
+                if usage.is_none() && report.is_none() {
+                    return None;
+                }
+                let counted = report.as_ref().map(|r| {
+                    format!(
+                        "{}{} in counted ({})",
+                        if r.exact { "" } else { "~" },
+                        grouped(r.counted_input_tokens),
+                        r.encoding
+                    )
+                });
+                let reported = usage.map(|u| {
+                    format!(
+                        "{} in · {} out reported by the provider",
+                        grouped(u.input_tokens as u32),
+                        grouped(u.output_tokens as u32)
+                    )
+                });
+                let compression = report
+                    .and_then(|r| r.compression)
+                    .filter(|_| show_compression())
+                    .map(|c| {
+                        format!(
+                            "↓ compressed ({}): {} → {} tokens, {} messages left out",
+                            c.strategy.id(),
+                            grouped(c.original_tokens),
+                            grouped(c.compressed_tokens),
+                            c.dropped_count
+                        )
+                    });
+                let line = [counted, reported].into_iter().flatten().collect::<Vec<_>>().join(" · ");
+                Some(view! {
+                    <div class="gb-meta" title="Our count of the request beside the provider's, so drift shows">
+                        <span class="gb-usage">{line}</span>
+                        {compression.map(|c| view! { <span class="gb-compressed">{c}</span> })}
+                    </div>
+                })
             }}
         </div>
     }

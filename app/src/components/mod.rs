@@ -5,3 +5,5 @@ pub mod composer;
 pub mod connection_status;
 pub mod markdown_view;
 pub mod message_view;
+pub mod compression_settings;
+pub mod token_meter;

@@ -4,10 +4,11 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use glassbox_server::config::Config;
+use serde_json::{Value, json};
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -194,3 +195,41 @@ impl CuttableProxy {
         let _ = self.cut.send(());
     }
 }
+
+/// Runs `script` in the page until it returns something truthy; returns that value.
+pub async fn wait_for(client: &fantoccini::Client, what: &str, script: &str) -> Result<Value> {
+    let start = Instant::now();
+    loop {
+        let v = client.execute(script, vec![]).await?;
+        if !(v.is_null() || v == json!(false) || v == json!("") || v == json!(0)) {
+            return Ok(v);
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Runs `scenario` in a fresh headless Chromium on `url`; saves a screenshot if it fails.
+pub async fn in_browser<F, Fut>(url: String, name: &str, scenario: F) -> Result<()>
+where
+    F: FnOnce(fantoccini::Client, String) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let driver = start_driver().await?;
+    let profile = tempfile::tempdir()?;
+    let client = browser(&driver, profile.path()).await?;
+    let result = scenario(client.clone(), url).await;
+    if result.is_err()
+        && let Ok(png) = client.screenshot().await
+    {
+        let path =
+            std::env::temp_dir().join(format!("{name}-failure.png"));
+        let _ = std::fs::write(&path, png);
+        eprintln!("screenshot of the failure: {}", path.display());
+    }
+    client.close().await?;
+    result
+}
+

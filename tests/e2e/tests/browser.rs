@@ -1,29 +1,13 @@
 //! The demo page in headless Chromium: send a message, watch the reply stream in, reload and find the
 //! history restored; page context reaches the model but never the message; the host JS API works.
 
-use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use fantoccini::elements::{Element, ElementRef};
 use fantoccini::{Client, Locator};
-use glassbox_e2e::{CuttableProxy, browser, start_driver, start_server};
+use glassbox_e2e::{CuttableProxy, in_browser, start_server, wait_for};
 use glassbox_fake_provider::{Behaviour, FakeProvider};
 use serde_json::{Value, json};
-
-/// Runs `script` in the page until it returns something truthy; returns that value.
-async fn wait_for(client: &Client, what: &str, script: &str) -> Result<Value> {
-    let start = Instant::now();
-    loop {
-        let v = client.execute(script, vec![]).await?;
-        if !(v.is_null() || v == json!(false) || v == json!("") || v == json!(0)) {
-            return Ok(v);
-        }
-        if start.elapsed() > Duration::from_secs(20) {
-            bail!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
 
 /// An element inside the widget's shadow root.
 async fn shadow_element(client: &Client, selector: &str) -> Result<Element> {
@@ -48,28 +32,6 @@ const MESSAGES: &str = "return [...document.querySelector('glassbox-chat').shado
     .map(m => ({id: m.dataset.messageId, role: m.dataset.role, status: m.dataset.status, text: m.querySelector('.gb-plain, .gb-markdown')?.textContent ?? ''}));";
 
 const CONNECTED: &str = "const r = document.querySelector('glassbox-chat')?.shadowRoot; return !!r?.querySelector('.gb-status[data-state=connected]');";
-
-/// Runs `scenario` in a fresh headless Chromium on `url`; saves a screenshot if it fails.
-async fn in_browser<F, Fut>(url: String, name: &str, scenario: F) -> Result<()>
-where
-    F: FnOnce(Client, String) -> Fut,
-    Fut: std::future::Future<Output = Result<()>>,
-{
-    let driver = start_driver().await?;
-    let profile = tempfile::tempdir()?;
-    let client = browser(&driver, profile.path()).await?;
-    let result = scenario(client.clone(), url).await;
-    if result.is_err()
-        && let Ok(png) = client.screenshot().await
-    {
-        let path =
-            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-failure.png"));
-        let _ = std::fs::write(&path, png);
-        eprintln!("screenshot of the failure: {}", path.display());
-    }
-    client.close().await?;
-    result
-}
 
 async fn send_from_composer(client: &Client, text: &str) -> Result<()> {
     let input = shadow_element(client, "textarea.gb-input").await?;

@@ -120,6 +120,7 @@ pub struct CompressionOutcome {
     pub original_tokens: u32,
     /// Conversation tokens after, counting [`SUMMARY_RESERVE`] for a summary still to be written.
     pub compressed_tokens: u32,
+    /// True when at least one message is left out or summarized.
     pub applied: bool,
     pub strategy: Strategy,
 }
@@ -178,6 +179,9 @@ pub fn plan(messages: &[CountedMessage<'_>], allocation: u32, settings: &Compres
                 }
             }
         }
+    }
+    if kept.len() == messages.len() {
+        return outcome; // nothing could be left out (all preserved or none low-value)
     }
     outcome.dropped_count = messages.len() - kept.len();
     outcome.compressed_tokens = total(&kept) + if summarized.is_some() { SUMMARY_RESERVE } else { 0 };

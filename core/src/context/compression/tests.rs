@@ -140,3 +140,12 @@ fn settings_wire_form_and_validation() {
     assert_eq!(Strategy::from_id("sliding-window"), Some(Strategy::SlidingWindow));
     assert_eq!(Strategy::from_id("nope"), None);
 }
+
+#[test]
+fn over_threshold_with_nothing_to_leave_out_is_not_compression() {
+    let m = msgs(&[("a long question", 500), ("a long answer", 500)]);
+    let out = plan(&m, 100, &settings(Strategy::Hybrid, 5));
+    assert!(!out.applied);
+    assert_eq!(out.kept, vec![0, 1]);
+    assert_eq!(out.compressed_tokens, out.original_tokens);
+}

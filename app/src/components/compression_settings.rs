@@ -1,0 +1,103 @@
+//! Compression settings (seed §3), per session: toggle, threshold, strategy, messages kept intact,
+//! indicator. Changes go to the server, which stores them and tells every open tab.
+
+use glassbox_core::context::{CompressionSettings, Strategy};
+use leptos::prelude::*;
+
+/// The settings form; `on_change` receives every valid edit.
+#[component]
+pub fn CompressionSettingsPanel(
+    #[prop(into)] settings: Signal<Option<CompressionSettings>>,
+    on_change: Callback<CompressionSettings>,
+) -> impl IntoView {
+    let current = move || settings.get().unwrap_or_default();
+    let problem = RwSignal::new(None::<String>);
+    let apply = move |edit: &dyn Fn(&mut CompressionSettings)| {
+        let mut next = current();
+        edit(&mut next);
+        match next.validate() {
+            Ok(()) => {
+                problem.set(None);
+                on_change.run(next);
+            }
+            Err(e) => problem.set(Some(e)),
+        }
+    };
+    view! {
+        <fieldset class="gb-settings" disabled=move || settings.with(Option::is_none)>
+            <legend>"Context management"</legend>
+            <label class="gb-setting">
+                <input
+                    type="checkbox"
+                    name="enabled"
+                    prop:checked=move || current().enabled
+                    on:change=move |ev| { let on = event_target_checked(&ev); apply(&|s| s.enabled = on) }
+                />
+                "Enable smart context compression"
+            </label>
+            <label class="gb-setting">
+                "When context reaches "
+                <input
+                    type="number"
+                    name="threshold"
+                    min="1"
+                    max="100"
+                    prop:value=move || current().threshold.to_string()
+                    on:change=move |ev| {
+                        match event_target_value(&ev).trim().parse::<u8>() {
+                            Ok(t) => apply(&|s| s.threshold = t),
+                            Err(_) => problem.set(Some("threshold must be a whole number 1–100".into())),
+                        }
+                    }
+                />
+                "% of limit"
+            </label>
+            <label class="gb-setting">
+                "Strategy "
+                <select
+                    name="strategy"
+                    prop:value=move || current().strategy.id()
+                    on:change=move |ev| {
+                        if let Some(st) = Strategy::from_id(&event_target_value(&ev)) {
+                            apply(&|s| s.strategy = st)
+                        }
+                    }
+                >
+                    {Strategy::ALL
+                        .into_iter()
+                        .map(|st| view! { <option value=st.id()>{st.label()}</option> })
+                        .collect_view()}
+                </select>
+            </label>
+            <label class="gb-setting">
+                "Always keep last "
+                <input
+                    type="number"
+                    name="preserveRecentMessages"
+                    min="0"
+                    max="1000"
+                    prop:value=move || current().preserve_recent_messages.to_string()
+                    on:change=move |ev| {
+                        match event_target_value(&ev).trim().parse::<u32>() {
+                            Ok(n) => apply(&|s| s.preserve_recent_messages = n),
+                            Err(_) => problem.set(Some("messages to keep must be a whole number".into())),
+                        }
+                    }
+                />
+                " messages intact"
+            </label>
+            <label class="gb-setting">
+                <input
+                    type="checkbox"
+                    name="showIndicator"
+                    prop:checked=move || current().show_indicator
+                    on:change=move |ev| { let on = event_target_checked(&ev); apply(&|s| s.show_indicator = on) }
+                />
+                "Show compression indicator in chat"
+            </label>
+            <Show when=move || problem.with(Option::is_some)>
+                <p class="gb-settings-error" role="alert">{move || problem.get()}</p>
+            </Show>
+        </fieldset>
+    }
+}

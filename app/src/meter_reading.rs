@@ -1,0 +1,71 @@
+//! Builds what the token meter shows from counted texts: the same `core` budget and compression
+//! plan the server applies, so the preview matches the request that will be sent.
+
+use std::borrow::Cow;
+
+use glassbox_core::context::compression::CountedMessage;
+use glassbox_core::context::{ContextInfo, MeterReading, meter};
+use glassbox_core::prompt::page_context_segment;
+use glassbox_core::tokens::estimate;
+use glassbox_core::wire::{ChatMessage, MessageStatus, PageContext, Role};
+use leptos::prelude::GetUntracked;
+
+use crate::token_counts::{TokenCounts, VocabState};
+
+/// One meter reading with how much to trust it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeterView {
+    pub reading: MeterReading,
+    /// Some counts are still estimates (vocabulary loading or an answer pending): shown with "~".
+    pub estimated: bool,
+    /// The vocabulary is the model's own (false: a close approximation).
+    pub exact_vocab: bool,
+    pub encoding: String,
+    pub vocab: VocabState,
+}
+
+/// A text to count: stored messages carry their id so their key is cached.
+pub struct MeterText<'a> {
+    pub id: Option<&'a str>,
+    pub text: Cow<'a, str>,
+}
+
+/// The text the model sees for a message (content, plus attachment metadata when present).
+pub fn message_text(m: &ChatMessage) -> Cow<'_, str> {
+    if m.attachments.is_empty() { Cow::Borrowed(&m.content) } else { Cow::Owned(glassbox_core::prompt::model_text(m)) }
+}
+
+/// True for the stored messages that reach the model (user messages and complete replies).
+pub fn reaches_model(m: &ChatMessage) -> bool {
+    m.role == Role::User || m.status == MessageStatus::Complete
+}
+
+/// Counts `texts` (oldest first, the message being written last) and reads the meter.
+pub fn read(
+    counts: &TokenCounts,
+    info: &ContextInfo,
+    texts: &[MeterText<'_>],
+    page_context: Option<&PageContext>,
+) -> MeterView {
+    let mut estimated = false;
+    let mut tokens_of = |id: Option<&str>, text: &str| {
+        let exact = match id {
+            Some(id) => counts.count_message(id, text),
+            None => counts.count(text),
+        };
+        exact.unwrap_or_else(|| {
+            estimated = true;
+            estimate(text) as u32
+        })
+    };
+    let counted: Vec<CountedMessage> =
+        texts.iter().map(|t| CountedMessage { content: &t.text, tokens: tokens_of(t.id, &t.text) }).collect();
+    let knowledge = page_context.map_or(0, |c| tokens_of(None, &page_context_segment(c)));
+    MeterView {
+        reading: meter::read(info, &counted, knowledge),
+        estimated,
+        exact_vocab: info.exact,
+        encoding: info.encoding.clone(),
+        vocab: counts.vocab.get_untracked(),
+    }
+}

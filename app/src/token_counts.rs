@@ -1,0 +1,302 @@
+//! Token counts from the counting Web Worker, cached by content, so the meter only ever waits for
+//! texts it has not seen: a keystroke sends the composer's text alone, a finished reply its own.
+//!
+//! The worker (`token-worker.js`, wasm from `glassbox-token-worker`) fetches the vocabulary after
+//! first paint; until it is ready, counts are estimates and the meter marks them with "~".
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use glassbox_core::tokens::{content_key, estimate};
+use leptos::prelude::*;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::{MessageEvent, Worker, WorkerOptions, WorkerType};
+
+/// Where the vocabulary stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VocabState {
+    /// Not requested yet, or being fetched.
+    Loading { encoding: String },
+    /// Counting exactly. `transfer_bytes` is 0 when the browser cache answered.
+    Ready { encoding: String, transfer_bytes: Option<f64>, fetch_ms: f64, build_ms: f64 },
+    /// The worker or the vocabulary failed; counts stay estimates.
+    Failed { encoding: String, message: String },
+}
+
+impl VocabState {
+    /// True when counts are exact.
+    pub fn is_ready(&self) -> bool {
+        matches!(self, VocabState::Ready { .. })
+    }
+}
+
+/// A handle to the counting worker and its cache. `Copy`, for views and handlers.
+#[derive(Clone, Copy)]
+pub struct TokenCounts {
+    inner: StoredValue<Rc<Inner>, LocalStorage>,
+    /// Changes whenever counts arrive, so readers re-run.
+    pub revision: RwSignal<u64>,
+    pub vocab: RwSignal<VocabState>,
+    /// Milliseconds from the worker's last answer to the meter showing it (set by the meter).
+    pub update_ms: RwSignal<f64>,
+}
+
+struct Inner {
+    worker: RefCell<Option<Worker>>,
+    _on_message: RefCell<Option<Closure<dyn FnMut(MessageEvent)>>>,
+    /// Vocabulary URL with `{encoding}` in place of the encoding's name.
+    vocab_url: String,
+    encoding: RefCell<String>,
+    counts: RefCell<HashMap<u64, u32>>,
+    requested: RefCell<HashSet<u64>>,
+    /// Texts asked for before the vocabulary was ready.
+    waiting: RefCell<Vec<(u64, String)>>,
+    /// Per message id: content length and key, so long histories are not re-hashed on every update.
+    message_keys: RefCell<HashMap<String, (usize, u64)>>,
+    next_request: Cell<u32>,
+    answered_at: Cell<f64>,
+    /// True once the current encoding's vocabulary is loaded in the worker.
+    ready: Cell<bool>,
+}
+
+/// `performance.now()` in the page, 0 where unavailable.
+pub fn now_ms() -> f64 {
+    web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
+}
+
+impl TokenCounts {
+    /// Starts the worker from `worker_url` (may be cross-origin: it is imported from a blob module)
+    /// and loads the vocabulary for `encoding` from `vocab_url` (`{encoding}` is replaced).
+    pub fn start(worker_url: &str, vocab_url: &str, encoding: &str) -> Self {
+        let revision = RwSignal::new(0u64);
+        let vocab = RwSignal::new(VocabState::Loading { encoding: encoding.to_owned() });
+        let update_ms = RwSignal::new(0.0);
+        let inner = Rc::new(Inner {
+            worker: RefCell::new(None),
+            _on_message: RefCell::new(None),
+            vocab_url: vocab_url.to_owned(),
+            encoding: RefCell::new(encoding.to_owned()),
+            counts: RefCell::new(HashMap::new()),
+            requested: RefCell::new(HashSet::new()),
+            waiting: RefCell::new(Vec::new()),
+            message_keys: RefCell::new(HashMap::new()),
+            next_request: Cell::new(0),
+            answered_at: Cell::new(0.0),
+            ready: Cell::new(false),
+        });
+        match spawn_worker(worker_url) {
+            Ok(worker) => {
+                let weak = Rc::downgrade(&inner);
+                let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+                    if let Some(inner) = weak.upgrade() {
+                        inner.on_message(&ev.data(), revision, vocab);
+                    }
+                });
+                worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+                *inner._on_message.borrow_mut() = Some(on_message);
+                *inner.worker.borrow_mut() = Some(worker);
+                inner.load();
+            }
+            Err(message) => vocab.set(VocabState::Failed { encoding: encoding.to_owned(), message }),
+        }
+        TokenCounts { inner: StoredValue::new_local(inner), revision, vocab, update_ms }
+    }
+
+    fn inner(&self) -> Option<Rc<Inner>> {
+        self.inner.try_get_value()
+    }
+
+    /// Switches to another encoding (a different model); loads its vocabulary.
+    pub fn set_encoding(&self, encoding: &str) {
+        let Some(inner) = self.inner() else { return };
+        if *inner.encoding.borrow() == encoding {
+            return;
+        }
+        *inner.encoding.borrow_mut() = encoding.to_owned();
+        inner.counts.borrow_mut().clear();
+        inner.requested.borrow_mut().clear();
+        inner.message_keys.borrow_mut().clear();
+        inner.waiting.borrow_mut().clear();
+        inner.ready.set(false);
+        self.vocab.set(VocabState::Loading { encoding: encoding.to_owned() });
+        inner.load();
+    }
+
+    /// The exact count of `text` if known; otherwise asks the worker and returns `None`.
+    pub fn count(&self, text: &str) -> Option<u32> {
+        let inner = self.inner()?;
+        Inner::lookup(&inner, content_key(text), text)
+    }
+
+    /// Like [`count`](Self::count) for a stored message: its key is remembered by id and length.
+    pub fn count_message(&self, id: &str, text: &str) -> Option<u32> {
+        let inner = self.inner()?;
+        let key = {
+            let mut keys = inner.message_keys.borrow_mut();
+            match keys.get(id) {
+                Some(&(len, key)) if len == text.len() => key,
+                _ => {
+                    let key = content_key(text);
+                    keys.insert(id.to_owned(), (text.len(), key));
+                    key
+                }
+            }
+        };
+        Inner::lookup(&inner, key, text)
+    }
+
+    /// The count, or the estimate while the exact one is pending: `(tokens, exact)`.
+    pub fn count_or_estimate(&self, text: &str) -> (u32, bool) {
+        match self.count(text) {
+            Some(n) => (n, true),
+            None => (estimate(text) as u32, false),
+        }
+    }
+
+    /// When the worker last answered (`performance.now()`).
+    pub fn answered_at(&self) -> f64 {
+        self.inner().map_or(0.0, |i| i.answered_at.get())
+    }
+
+    /// Stops the worker.
+    pub fn stop(&self) {
+        if let Some(inner) = self.inner()
+            && let Some(worker) = inner.worker.borrow_mut().take()
+        {
+            worker.terminate();
+        }
+    }
+}
+
+/// Starts a module worker that imports `url`; a blob module makes cross-origin hosts work.
+fn spawn_worker(url: &str) -> Result<Worker, String> {
+    let source = format!("import {};", serde_json::to_string(url).unwrap_or_default());
+    let parts = js_sys::Array::of1(&JsValue::from_str(&source));
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type("text/javascript");
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)
+        .map_err(|_| "cannot create the worker script".to_owned())?;
+    let blob_url = web_sys::Url::create_object_url_with_blob(&blob)
+        .map_err(|_| "cannot create the worker URL".to_owned())?;
+    let worker_options = WorkerOptions::new();
+    worker_options.set_type(WorkerType::Module);
+    Worker::new_with_options(&blob_url, &worker_options)
+        .map_err(|e| format!("cannot start the token worker: {e:?}"))
+}
+
+fn get(obj: &JsValue, key: &str) -> JsValue {
+    js_sys::Reflect::get(obj, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
+}
+
+impl Inner {
+    fn load(&self) {
+        let url = self.vocab_url.replace("{encoding}", &self.encoding.borrow());
+        self.post(&js_object(&[("type", "load".into()), ("url", url.into())]));
+    }
+
+    fn post(&self, message: &JsValue) {
+        if let Some(worker) = self.worker.borrow().as_ref() {
+            let _ = worker.post_message(message);
+        }
+    }
+
+    fn lookup(this: &Rc<Self>, key: u64, text: &str) -> Option<u32> {
+        if let Some(&n) = this.counts.borrow().get(&key) {
+            return Some(n);
+        }
+        if this.requested.borrow_mut().insert(key) {
+            this.waiting.borrow_mut().push((key, text.to_owned()));
+            Self::flush_soon(this);
+        }
+        None
+    }
+
+    /// Sends waiting texts once the current render pass is over (one message per pass), if the
+    /// vocabulary is ready; otherwise the `ready` answer sends them.
+    fn flush_soon(this: &Rc<Self>) {
+        if !this.ready.get() || this.waiting.borrow().len() != 1 {
+            return;
+        }
+        let weak = Rc::downgrade(this);
+        leptos::task::spawn_local(async move {
+            if let Some(inner) = weak.upgrade() {
+                inner.flush();
+            }
+        });
+    }
+
+    /// Sends every waiting text to the worker in one message.
+    fn flush(&self) {
+        let batch: Vec<(u64, String)> = std::mem::take(&mut *self.waiting.borrow_mut());
+        if batch.is_empty() {
+            return;
+        }
+        let keys = js_sys::Array::new();
+        let texts = js_sys::Array::new();
+        for (key, text) in batch {
+            // Keys travel as decimal strings: u64 does not fit a JS number.
+            keys.push(&JsValue::from_str(&key.to_string()));
+            texts.push(&JsValue::from_str(&text));
+        }
+        let id = self.next_request.get();
+        self.next_request.set(id + 1);
+        self.post(&js_object(&[
+            ("type", "count".into()),
+            ("id", id.into()),
+            ("keys", keys.into()),
+            ("texts", texts.into()),
+        ]));
+    }
+
+    fn on_message(&self, data: &JsValue, revision: RwSignal<u64>, vocab: RwSignal<VocabState>) {
+        let kind = get(data, "type").as_string().unwrap_or_default();
+        let encoding = self.encoding.borrow().clone();
+        match kind.as_str() {
+            "ready" => {
+                if get(data, "encoding").as_string().as_deref() != Some(encoding.as_str()) {
+                    return; // an answer for an encoding we switched away from
+                }
+                vocab.set(VocabState::Ready {
+                    encoding,
+                    transfer_bytes: get(data, "transferBytes").as_f64(),
+                    fetch_ms: get(data, "fetchMs").as_f64().unwrap_or(0.0),
+                    build_ms: get(data, "buildMs").as_f64().unwrap_or(0.0),
+                });
+                self.ready.set(true);
+                self.flush();
+            }
+            "counts" => {
+                let keys = js_sys::Array::from(&get(data, "keys"));
+                let counts = js_sys::Array::from(&get(data, "counts"));
+                {
+                    let mut cache = self.counts.borrow_mut();
+                    for (key, count) in keys.iter().zip(counts.iter()) {
+                        if let (Some(key), Some(count)) =
+                            (key.as_string().and_then(|k| k.parse::<u64>().ok()), count.as_f64())
+                        {
+                            cache.insert(key, count as u32);
+                        }
+                    }
+                }
+                self.answered_at.set(now_ms());
+                revision.update(|r| *r += 1);
+            }
+            "error" => {
+                let message = get(data, "message").as_string().unwrap_or_else(|| "token worker failed".into());
+                leptos::logging::warn!("glassbox: {message}");
+                vocab.set(VocabState::Failed { encoding, message });
+            }
+            _ => {}
+        }
+    }
+}
+
+fn js_object(fields: &[(&str, JsValue)]) -> JsValue {
+    let obj = js_sys::Object::new();
+    for (k, v) in fields {
+        let _ = js_sys::Reflect::set(&obj, &JsValue::from_str(k), v);
+    }
+    obj.into()
+}

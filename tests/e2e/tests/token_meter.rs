@@ -1,0 +1,178 @@
+//! The token meter in headless Chromium: exact counts from the worker, the percentage for a known
+//! text, state changes above 90 % and 98 %, settings that reach the server, the browser's count
+//! equal to the server's, the vocabulary cached for the next load, and the meter with no server.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use fantoccini::Client;
+use glassbox_core::context::meter::REPLY_PRIMING;
+use glassbox_core::tokens::{BpeTokenizer, MESSAGE_OVERHEAD};
+use glassbox_e2e::{in_browser, root, start_server, wait_for, widget_dir};
+use serde_json::{Value, json};
+
+fn tokenizer(encoding: &str) -> BpeTokenizer {
+    let data = std::fs::read(widget_dir().join(format!("vocab/{encoding}.gbv"))).expect("built vocabulary");
+    BpeTokenizer::from_compact(&data).unwrap()
+}
+
+const METER: &str = "const m = document.querySelector('glassbox-chat')?.shadowRoot?.querySelector('.gb-meter');";
+
+/// The chat meter's data attributes once counts are exact.
+async fn exact_meter(client: &Client, percent: u32) -> Result<Value> {
+    let script = format!(
+        "{METER} if (!m || m.dataset.estimated !== 'false' || m.dataset.percent !== '{percent}') return null;
+         return {{percent: +m.dataset.percent, state: m.dataset.state, now: m.getAttribute('aria-valuenow'),
+                  max: m.getAttribute('aria-valuemax'), text: m.getAttribute('aria-valuetext'), role: m.getAttribute('role')}};"
+    );
+    wait_for(client, &format!("the meter at exactly {percent}%"), &script).await
+}
+
+async fn set_draft(client: &Client, text: &str) -> Result<()> {
+    client
+        .execute(
+            "const t = document.querySelector('glassbox-chat').shadowRoot.querySelector('textarea.gb-input');
+             t.value = arguments[0]; t.dispatchEvent(new Event('input', {bubbles: true}));",
+            vec![json!(text)],
+        )
+        .await?;
+    Ok(())
+}
+
+/// A draft that makes the whole request exactly `used` tokens: words of one token each.
+fn draft_of(t: &BpeTokenizer, used: usize) -> String {
+    let words = used - MESSAGE_OVERHEAD - REPLY_PRIMING as usize;
+    let text = vec!["hello"; words].join(" ");
+    assert_eq!(t.count(&text), words, "' hello' is one token in o200k");
+    text
+}
+
+#[tokio::test]
+async fn meter_shows_the_known_percentage_and_changes_state_at_90_and_98() -> Result<()> {
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "0"),
+        ("GLASSBOX_MODEL_LIMITS", "offline=1000"),
+    ])
+    .await?;
+    let t = tokenizer("o200k_base");
+    in_browser(format!("http://{}/", server.addr), "meter-states", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the meter to show the session's window", &format!("{METER} return m && m.getAttribute('aria-valuemax') === '1000';")).await?;
+        // No page context: the request is the draft alone.
+        client.execute("return document.querySelector('glassbox-chat').setPageContext(null);", vec![]).await?;
+        // Compression off, through the settings panel (stored by the server, echoed to the widget).
+        client
+            .execute("document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-settings-toggle').click();", vec![])
+            .await?;
+        wait_for(&client, "the settings panel", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-settings input[name=enabled]:checked');").await?;
+        client
+            .execute("document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-settings input[name=enabled]').click();", vec![])
+            .await?;
+        wait_for(&client, "the server to confirm", "return document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-settings input[name=enabled]').checked === false;").await?;
+
+        for (used, state) in [(900, "standard"), (910, "warning"), (980, "warning"), (990, "critical")] {
+            set_draft(&client, &draft_of(&t, used)).await?;
+            let m = exact_meter(&client, (used / 10) as u32).await?;
+            assert_eq!(m["state"], state, "at {used} of 1000 tokens: {m}");
+            assert_eq!(m["role"], "meter");
+            assert_eq!(m["now"], used.to_string());
+            assert_eq!(m["max"], "1000");
+            let text = m["text"].as_str().unwrap();
+            assert!(text.starts_with(&format!("{}% of the context window used: {used} of 1,000 tokens", used / 10)), "{text}");
+        }
+
+        // The browser and the server count the same request alike.
+        let draft = "Count me: 日本語, emoji 😀, code `fn main() {}` and <|endoftext|>.";
+        set_draft(&client, draft).await?;
+        let expected = t.count(draft) + MESSAGE_OVERHEAD + REPLY_PRIMING as usize;
+        let percent = ((expected as f64) / 10.0).round() as u32;
+        exact_meter(&client, percent).await?;
+        let used: Value = client.execute(&format!("{METER} return m.getAttribute('aria-valuenow');"), vec![]).await?;
+        assert_eq!(used, json!(expected.to_string()));
+        client
+            .execute("document.querySelector('glassbox-chat').shadowRoot.querySelector('form.gb-composer').requestSubmit();", vec![])
+            .await?;
+        let line = wait_for(
+            &client,
+            "the reply's counted usage",
+            "return document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete] .gb-usage')?.textContent;",
+        )
+        .await?;
+        let line = line.as_str().unwrap_or_default().to_owned();
+        // "~": the offline model has no tokenizer of its own, so o200k counts approximately.
+        assert!(line.starts_with(&format!("~{expected} in counted (o200k_base)")), "server counted differently: {line}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_vocabulary_is_fetched_once_then_served_by_the_browser_cache() -> Result<()> {
+    let server = start_server(&[("GLASSBOX_PROVIDER", "offline")]).await?;
+    in_browser(format!("http://{}/", server.addr), "meter-cache", |client, url| async move {
+        let vocab_line = format!("{METER} const v = m?.querySelector('.gb-meter-vocab')?.textContent || ''; return v.includes('loading') ? null : v;");
+        client.goto(&url).await?;
+        let first = wait_for(&client, "the vocabulary to load", &vocab_line).await?;
+        assert!(first.as_str().unwrap().contains("kB downloaded"), "{first}");
+        client.refresh().await?;
+        let second = wait_for(&client, "the vocabulary to load again", &vocab_line).await?;
+        assert!(second.as_str().unwrap().contains("from the browser cache"), "{second}");
+        Ok(())
+    })
+    .await
+}
+
+/// A plain static file server over the repository (no Glassbox), as any host could use.
+async fn static_server() -> Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let dir: PathBuf = root();
+    let widget = widget_dir();
+    let app = axum::Router::new()
+        .nest_service("/dist", tower_http::services::ServeDir::new(widget))
+        .fallback_service(tower_http::services::ServeDir::new(dir));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(addr)
+}
+
+#[tokio::test]
+async fn the_standalone_meter_counts_with_no_server() -> Result<()> {
+    let addr = static_server().await?;
+    let (o200k, cl100k) = (tokenizer("o200k_base"), tokenizer("cl100k_base"));
+    in_browser(format!("http://{addr}/public/meter.html"), "meter-standalone", |client, url| async move {
+        client.goto(&url).await?;
+        let text = "Count this: naïve café, 東京, 🚀 and <|im_start|> as text.";
+        client
+            .execute(
+                "const t = document.getElementById('text'); t.value = arguments[0]; t.dispatchEvent(new Event('input'));",
+                vec![json!(text)],
+            )
+            .await?;
+        let reading = "const m = document.getElementById('meter'); return m.reading && (r => r && !r.estimated ? r : null)(m.reading());";
+        let r = wait_for(&client, "an exact standalone reading", reading).await?;
+        assert_eq!(r["encoding"], "o200k_base");
+        assert_eq!(r["limit"], 128_000);
+        let expected = o200k.count(text) + MESSAGE_OVERHEAD + REPLY_PRIMING as usize;
+        assert_eq!(r["used"], expected);
+
+        // Another model: another window and vocabulary.
+        client
+            .execute("const s = document.getElementById('model'); s.value = 'gpt-4'; s.dispatchEvent(new Event('change'));", vec![])
+            .await?;
+        let r = wait_for(
+            &client,
+            "the cl100k reading",
+            "return (r => r && !r.estimated && r.encoding === 'cl100k_base' ? r : null)(document.getElementById('meter').reading());",
+        )
+        .await?;
+        assert_eq!(r["limit"], 8192);
+        assert_eq!(r["used"], cl100k.count(text) + MESSAGE_OVERHEAD + REPLY_PRIMING as usize);
+        let shown = wait_for(&client, "the page's own readout", "return document.getElementById('reading').textContent.includes('cl100k_base') && document.getElementById('reading').textContent;").await?;
+        assert!(shown.as_str().unwrap().contains("of 8,192"), "{shown}");
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,108 @@
+// <glassbox-token-meter>: the Glassbox token meter on its own, in any page, with no server.
+//
+//   <script type="module" src="https://YOUR-HOST/widget/glassbox-token-meter.js"></script>
+//   <textarea id="prompt"></textarea>
+//   <glassbox-token-meter model="gpt-4o" for="prompt"></glassbox-token-meter>
+//
+// Attributes: model (sets the window and the vocabulary; default gpt-4o), limit (window override),
+// output-reserve, compression (off | hybrid | summarize | drop-low-value | sliding-window: preview),
+// compact, vocab (vocabulary URL with {encoding}; default vocab/{encoding}.gbv beside this script),
+// for (id of a textarea or input in the page whose text is counted as you type).
+// Methods: setText(text), setMessages([text, ...]), setSystemPrompt(text), reading().
+// Events: "glassbox:meter" (detail: {used, limit, percent, state, estimated, originalPercent, ...}).
+// Counting runs in a Web Worker; the vocabulary is fetched after first paint and cached by the browser.
+import init, { GlassboxTokenMeter } from './glassbox_widget.js';
+
+const here = new URL('.', import.meta.url);
+const ready = init({ module_or_path: new URL('glassbox_widget_bg.wasm', here) });
+
+class TokenMeterElement extends HTMLElement {
+  static observedAttributes = ['model', 'limit', 'output-reserve', 'compression', 'compact', 'vocab', 'for'];
+
+  #meter = null;
+  #container = null;
+  #mounting = null;
+  #source = null;
+  #onInput = () => this.setText(this.#source ? this.#source.value : '');
+  #pending = [];
+
+  connectedCallback() {
+    if (!this.shadowRoot) {
+      const root = this.attachShadow({ mode: 'open' });
+      const style = document.createElement('link');
+      style.rel = 'stylesheet';
+      style.href = new URL('glassbox.css', here).href;
+      this.#container = document.createElement('div');
+      this.#container.className = 'gb-host gb-meter-host';
+      root.append(style, this.#container);
+    }
+    this.#mount();
+  }
+
+  disconnectedCallback() {
+    this.#watch(null);
+    if (this.#meter) {
+      this.#meter.unmount();
+      this.#meter.free();
+      this.#meter = null;
+    }
+  }
+
+  attributeChangedCallback(name, oldValue, newValue) {
+    if (oldValue === newValue || !this.#meter) return;
+    if (name === 'for') this.#watch(newValue);
+    else if (name === 'vocab') { this.disconnectedCallback(); this.#mount(); }
+    else this.#meter.configure(this.#options());
+  }
+
+  /** Counts `text` as the whole conversation. */
+  setText(text) { this.#call((m) => m.setText(String(text))); }
+  /** Counts each string as one chat message. */
+  setMessages(messages) { this.#call((m) => m.setMessages(Array.from(messages, String))); }
+  /** Counts `text` as the system prompt. */
+  setSystemPrompt(text) { this.#call((m) => m.setSystemPrompt(String(text))); }
+  /** The current reading, or null before any text. */
+  reading() { return this.#meter ? this.#meter.reading() : null; }
+
+  #call(f) {
+    if (this.#meter) f(this.#meter);
+    else this.#pending.push(f);
+  }
+
+  #options() {
+    const number = (name) => (this.hasAttribute(name) ? Number(this.getAttribute(name)) : null);
+    return {
+      assets: here.href,
+      vocab: this.getAttribute('vocab') || null,
+      model: this.getAttribute('model') || null,
+      limit: number('limit'),
+      outputReserve: number('output-reserve'),
+      compression: this.getAttribute('compression') || null,
+      compact: this.hasAttribute('compact'),
+    };
+  }
+
+  #watch(id) {
+    if (this.#source) this.#source.removeEventListener('input', this.#onInput);
+    this.#source = id ? document.getElementById(id) : null;
+    if (this.#source) {
+      this.#source.addEventListener('input', this.#onInput);
+      this.#onInput();
+    }
+  }
+
+  #mount() {
+    if (this.#meter || this.#mounting) return this.#mounting;
+    this.#mounting = ready.then(() => {
+      if (this.#meter || !this.isConnected) return;
+      this.#meter = new GlassboxTokenMeter(this, this.#container, this.#options());
+      for (const f of this.#pending.splice(0)) f(this.#meter);
+      this.#watch(this.getAttribute('for'));
+    }).finally(() => { this.#mounting = null; });
+    return this.#mounting;
+  }
+}
+
+if (!customElements.get('glassbox-token-meter')) {
+  customElements.define('glassbox-token-meter', TokenMeterElement);
+}
