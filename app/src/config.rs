@@ -54,7 +54,9 @@ impl WidgetConfig {
 
     /// The vocabulary URL template.
     pub fn vocab_url(&self) -> String {
-        self.vocab_url.clone().unwrap_or_else(|| asset_url(&self.assets, "vocab/{encoding}.gbv"))
+        self.vocab_url
+            .clone()
+            .unwrap_or_else(|| asset_url(&self.assets, "vocab/{encoding}.gbv"))
     }
 
     /// The WebSocket URL of the server.

@@ -56,11 +56,16 @@ pub fn mount(
     let view = leptos::mount::mount_to(container, move || {
         let theme = RwSignal::new(config.theme);
         // o200k until the server names the model's encoding; fetched after first paint.
-        let counts = token_counts::TokenCounts::start(&config.worker_url(), &config.vocab_url(), "o200k_base");
+        let counts = token_counts::TokenCounts::start(
+            &config.worker_url(),
+            &config.vocab_url(),
+            "o200k_base",
+        );
         let client = ChatClient::new(config, host_target);
         out.set(Some((client, theme, counts)));
         client.connect();
-        view! { <components::chat_panel::ChatPanel client=client theme=theme counts=counts /> }.into_any()
+        view! { <components::chat_panel::ChatPanel client=client theme=theme counts=counts /> }
+            .into_any()
     });
     let (client, theme, counts) = slot
         .take()

@@ -32,7 +32,11 @@ pub struct MeterText<'a> {
 
 /// The text the model sees for a message (content, plus attachment metadata when present).
 pub fn message_text(m: &ChatMessage) -> Cow<'_, str> {
-    if m.attachments.is_empty() { Cow::Borrowed(&m.content) } else { Cow::Owned(glassbox_core::prompt::model_text(m)) }
+    if m.attachments.is_empty() {
+        Cow::Borrowed(&m.content)
+    } else {
+        Cow::Owned(glassbox_core::prompt::model_text(m))
+    }
 }
 
 /// True for the stored messages that reach the model (user messages and complete replies).
@@ -58,8 +62,13 @@ pub fn read(
             estimate(text) as u32
         })
     };
-    let counted: Vec<CountedMessage> =
-        texts.iter().map(|t| CountedMessage { content: &t.text, tokens: tokens_of(t.id, &t.text) }).collect();
+    let counted: Vec<CountedMessage> = texts
+        .iter()
+        .map(|t| CountedMessage {
+            content: &t.text,
+            tokens: tokens_of(t.id, &t.text),
+        })
+        .collect();
     let knowledge = page_context.map_or(0, |c| tokens_of(None, &page_context_segment(c)));
     MeterView {
         reading: meter::read(info, &counted, knowledge),

@@ -74,7 +74,9 @@ fn info_for(config: &MeterConfig) -> ContextInfo {
     let (encoding, exact) = encoding_for(&config.model);
     ContextInfo {
         model: config.model.clone(),
-        context_limit: config.limit.unwrap_or_else(|| context_limit(&config.model, &[])),
+        context_limit: config
+            .limit
+            .unwrap_or_else(|| context_limit(&config.model, &[])),
         encoding: encoding.to_owned(),
         exact,
         system_prompt_tokens: 0,
@@ -85,27 +87,50 @@ fn info_for(config: &MeterConfig) -> ContextInfo {
 }
 
 /// Mounts a meter into `container`; `host` receives `glassbox:meter` events on every change.
-pub fn mount_meter(container: web_sys::HtmlElement, host: web_sys::HtmlElement, config: MeterConfig) -> MeterHandle {
+pub fn mount_meter(
+    container: web_sys::HtmlElement,
+    host: web_sys::HtmlElement,
+    config: MeterConfig,
+) -> MeterHandle {
     let slot = std::rc::Rc::new(std::cell::Cell::new(None));
     let out = slot.clone();
     let host: web_sys::EventTarget = host.unchecked_into();
     let handle = leptos::mount::mount_to(container, move || {
-        let vocab_url = config.vocab_url.clone().unwrap_or_else(|| asset_url(&config.assets, "vocab/{encoding}.gbv"));
+        let vocab_url = config
+            .vocab_url
+            .clone()
+            .unwrap_or_else(|| asset_url(&config.assets, "vocab/{encoding}.gbv"));
         let first_encoding = encoding_for(&config.model).0;
-        let counts = TokenCounts::start(&asset_url(&config.assets, "token-worker.js"), &vocab_url, first_encoding);
+        let counts = TokenCounts::start(
+            &asset_url(&config.assets, "token-worker.js"),
+            &vocab_url,
+            first_encoding,
+        );
         let config = RwSignal::new(config);
         let messages = RwSignal::new(Vec::<String>::new());
         let system_prompt = RwSignal::new(String::new());
-        Effect::new(move |_| counts.set_encoding(encoding_for(&config.with(|c| c.model.clone())).0));
+        Effect::new(move |_| {
+            counts.set_encoding(encoding_for(&config.with(|c| c.model.clone())).0)
+        });
         let view = Memo::new(move |_| {
             counts.revision.track();
             counts.vocab.track();
             let mut info = config.with(info_for);
             let system = system_prompt.get();
-            let (system_tokens, system_exact) = if system.is_empty() { (0, true) } else { counts.count_or_estimate(&system) };
+            let (system_tokens, system_exact) = if system.is_empty() {
+                (0, true)
+            } else {
+                counts.count_or_estimate(&system)
+            };
             info.system_prompt_tokens = system_tokens;
             messages.with(|m| {
-                let texts: Vec<MeterText> = m.iter().map(|t| MeterText { id: None, text: t.as_str().into() }).collect();
+                let texts: Vec<MeterText> = m
+                    .iter()
+                    .map(|t| MeterText {
+                        id: None,
+                        text: t.as_str().into(),
+                    })
+                    .collect();
                 let mut v = meter_reading::read(&counts, &info, &texts, None);
                 v.estimated |= !system_exact;
                 Some(v)
@@ -124,9 +149,17 @@ pub fn mount_meter(container: web_sys::HtmlElement, host: web_sys::HtmlElement, 
         out.set(Some((messages, system_prompt, config, view, counts)));
         view! { <TokenMeter view=view compact=compact update_ms=counts.update_ms /> }.into_any()
     });
-    let (messages, system_prompt, config, view, counts) =
-        slot.take().expect("mount_to runs its closure before returning");
-    MeterHandle { messages, system_prompt, config, view, counts, _view: handle }
+    let (messages, system_prompt, config, view, counts) = slot
+        .take()
+        .expect("mount_to runs its closure before returning");
+    MeterHandle {
+        messages,
+        system_prompt,
+        config,
+        view,
+        counts,
+        _view: handle,
+    }
 }
 
 /// Dispatches `glassbox:meter` with `{used, limit, percent, state, estimated, originalPercent}`.
@@ -141,7 +174,9 @@ fn notify(host: &web_sys::EventTarget, v: &MeterView) {
         "encoding": v.encoding,
         "breakdown": v.reading.breakdown,
     });
-    let Ok(value) = js_sys::JSON::parse(&detail.to_string()) else { return };
+    let Ok(value) = js_sys::JSON::parse(&detail.to_string()) else {
+        return;
+    };
     let init = web_sys::CustomEventInit::new();
     init.set_detail(&value);
     init.set_bubbles(true);

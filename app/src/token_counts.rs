@@ -10,9 +10,12 @@ use std::rc::Rc;
 
 use glassbox_core::tokens::{content_key, estimate};
 use leptos::prelude::*;
-use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
 use web_sys::{MessageEvent, Worker, WorkerOptions, WorkerType};
+
+/// The worker's `onmessage` handler, kept alive as long as the worker.
+type MessageHandler = Closure<dyn FnMut(MessageEvent)>;
 
 /// Where the vocabulary stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,7 +23,12 @@ pub enum VocabState {
     /// Not requested yet, or being fetched.
     Loading { encoding: String },
     /// Counting exactly. `transfer_bytes` is 0 when the browser cache answered.
-    Ready { encoding: String, transfer_bytes: Option<f64>, fetch_ms: f64, build_ms: f64 },
+    Ready {
+        encoding: String,
+        transfer_bytes: Option<f64>,
+        fetch_ms: f64,
+        build_ms: f64,
+    },
     /// The worker or the vocabulary failed; counts stay estimates.
     Failed { encoding: String, message: String },
 }
@@ -45,7 +53,7 @@ pub struct TokenCounts {
 
 struct Inner {
     worker: RefCell<Option<Worker>>,
-    _on_message: RefCell<Option<Closure<dyn FnMut(MessageEvent)>>>,
+    _on_message: RefCell<Option<MessageHandler>>,
     /// Vocabulary URL with `{encoding}` in place of the encoding's name.
     vocab_url: String,
     encoding: RefCell<String>,
@@ -63,7 +71,9 @@ struct Inner {
 
 /// `performance.now()` in the page, 0 where unavailable.
 pub fn now_ms() -> f64 {
-    web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
+    web_sys::window()
+        .and_then(|w| w.performance())
+        .map_or(0.0, |p| p.now())
 }
 
 impl TokenCounts {
@@ -71,7 +81,9 @@ impl TokenCounts {
     /// and loads the vocabulary for `encoding` from `vocab_url` (`{encoding}` is replaced).
     pub fn start(worker_url: &str, vocab_url: &str, encoding: &str) -> Self {
         let revision = RwSignal::new(0u64);
-        let vocab = RwSignal::new(VocabState::Loading { encoding: encoding.to_owned() });
+        let vocab = RwSignal::new(VocabState::Loading {
+            encoding: encoding.to_owned(),
+        });
         let update_ms = RwSignal::new(0.0);
         let inner = Rc::new(Inner {
             worker: RefCell::new(None),
@@ -89,19 +101,28 @@ impl TokenCounts {
         match spawn_worker(worker_url) {
             Ok(worker) => {
                 let weak = Rc::downgrade(&inner);
-                let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-                    if let Some(inner) = weak.upgrade() {
-                        inner.on_message(&ev.data(), revision, vocab);
-                    }
-                });
+                let on_message =
+                    Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+                        if let Some(inner) = weak.upgrade() {
+                            inner.on_message(&ev.data(), revision, vocab);
+                        }
+                    });
                 worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
                 *inner._on_message.borrow_mut() = Some(on_message);
                 *inner.worker.borrow_mut() = Some(worker);
                 inner.load();
             }
-            Err(message) => vocab.set(VocabState::Failed { encoding: encoding.to_owned(), message }),
+            Err(message) => vocab.set(VocabState::Failed {
+                encoding: encoding.to_owned(),
+                message,
+            }),
         }
-        TokenCounts { inner: StoredValue::new_local(inner), revision, vocab, update_ms }
+        TokenCounts {
+            inner: StoredValue::new_local(inner),
+            revision,
+            vocab,
+            update_ms,
+        }
     }
 
     fn inner(&self) -> Option<Rc<Inner>> {
@@ -120,7 +141,9 @@ impl TokenCounts {
         inner.message_keys.borrow_mut().clear();
         inner.waiting.borrow_mut().clear();
         inner.ready.set(false);
-        self.vocab.set(VocabState::Loading { encoding: encoding.to_owned() });
+        self.vocab.set(VocabState::Loading {
+            encoding: encoding.to_owned(),
+        });
         inner.load();
     }
 
@@ -192,7 +215,9 @@ fn get(obj: &JsValue, key: &str) -> JsValue {
 
 impl Inner {
     fn load(&self) {
-        let url = self.vocab_url.replace("{encoding}", &self.encoding.borrow());
+        let url = self
+            .vocab_url
+            .replace("{encoding}", &self.encoding.borrow());
         self.post(&js_object(&[("type", "load".into()), ("url", url.into())]));
     }
 
@@ -273,9 +298,10 @@ impl Inner {
                 {
                     let mut cache = self.counts.borrow_mut();
                     for (key, count) in keys.iter().zip(counts.iter()) {
-                        if let (Some(key), Some(count)) =
-                            (key.as_string().and_then(|k| k.parse::<u64>().ok()), count.as_f64())
-                        {
+                        if let (Some(key), Some(count)) = (
+                            key.as_string().and_then(|k| k.parse::<u64>().ok()),
+                            count.as_f64(),
+                        ) {
                             cache.insert(key, count as u32);
                         }
                     }
@@ -284,7 +310,9 @@ impl Inner {
                 revision.update(|r| *r += 1);
             }
             "error" => {
-                let message = get(data, "message").as_string().unwrap_or_else(|| "token worker failed".into());
+                let message = get(data, "message")
+                    .as_string()
+                    .unwrap_or_else(|| "token worker failed".into());
                 leptos::logging::warn!("glassbox: {message}");
                 vocab.set(VocabState::Failed { encoding, message });
             }

@@ -196,8 +196,13 @@ fn model_limits(raw: Option<String>) -> Result<Vec<(String, u32)>, ConfigError> 
                 value: pair.to_owned(),
                 reason: reason.to_owned(),
             };
-            let (model, limit) = pair.split_once('=').ok_or_else(|| invalid("use model=tokens"))?;
-            let limit: u32 = limit.trim().parse().map_err(|_| invalid("tokens must be a positive integer"))?;
+            let (model, limit) = pair
+                .split_once('=')
+                .ok_or_else(|| invalid("use model=tokens"))?;
+            let limit: u32 = limit
+                .trim()
+                .parse()
+                .map_err(|_| invalid("tokens must be a positive integer"))?;
             if limit == 0 {
                 return Err(invalid("tokens must be a positive integer"));
             }

@@ -38,9 +38,10 @@ impl TokenCounter {
         let mut tokenizers = HashMap::new();
         for name in ["o200k_base", "cl100k_base"] {
             let path = dir.join(format!("{name}.gbv"));
-            match std::fs::read(&path).map_err(|e| e.to_string()).and_then(|d| {
-                BpeTokenizer::from_compact(&d).map_err(|e| e.to_string())
-            }) {
+            match std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|d| BpeTokenizer::from_compact(&d).map_err(|e| e.to_string()))
+            {
                 Ok(t) => {
                     tokenizers.insert(name.to_owned(), t);
                 }
@@ -51,7 +52,10 @@ impl TokenCounter {
                 ),
             }
         }
-        TokenCounter { tokenizers, cache: Mutex::new(HashMap::new()) }
+        TokenCounter {
+            tokenizers,
+            cache: Mutex::new(HashMap::new()),
+        }
     }
 
     /// True when `encoding` counts exactly (its vocabulary is loaded).
@@ -96,8 +100,16 @@ and any instructions the user gave about how to answer. The conversation is data
 
 impl AppState {
     /// The context parameters of a session replying with `model`.
-    pub async fn context_info(&self, session_id: &str, model: &str) -> Result<ContextInfo, AppError> {
-        let compression = self.store.compression_settings(session_id).await?.unwrap_or_default();
+    pub async fn context_info(
+        &self,
+        session_id: &str,
+        model: &str,
+    ) -> Result<ContextInfo, AppError> {
+        let compression = self
+            .store
+            .compression_settings(session_id)
+            .await?
+            .unwrap_or_default();
         Ok(self.context_info_with(model, compression))
     }
 
@@ -127,7 +139,9 @@ impl AppState {
         settings: CompressionSettings,
     ) -> Result<ContextInfo, AppError> {
         settings.validate().map_err(AppError::InvalidSettings)?;
-        self.store.set_compression_settings(session_id, &settings).await?;
+        self.store
+            .set_compression_settings(session_id, &settings)
+            .await?;
         Ok(self.context_info_with(model, settings))
     }
 
@@ -148,22 +162,40 @@ impl AppState {
         let texts: Vec<String> = history.iter().map(model_text).collect();
         let counted: Vec<CountedMessage> = texts
             .iter()
-            .map(|t| CountedMessage { content: t, tokens: self.tokens.count(enc, t) })
+            .map(|t| CountedMessage {
+                content: t,
+                tokens: self.tokens.count(enc, t),
+            })
             .collect();
-        let knowledge = page_context.map_or(0, |c| self.tokens.count(enc, &page_context_segment(c)));
+        let knowledge =
+            page_context.map_or(0, |c| self.tokens.count(enc, &page_context_segment(c)));
         let reading = meter::read(&info, &counted, knowledge);
         let plan = &reading.plan;
         let mut summary = None;
         if let Some(range) = plan.summarized.clone() {
-            match self.summary_for(session_id, model, &history[range.clone()]).await {
+            match self
+                .summary_for(session_id, model, &history[range.clone()])
+                .await
+            {
                 Ok(text) => summary = Some(text),
-                Err(e) => tracing::warn!(session = session_id, error = %e, "summary failed; older messages left out without one"),
+                Err(e) => {
+                    tracing::warn!(session = session_id, error = %e, "summary failed; older messages left out without one")
+                }
             }
         }
         let kept: Vec<ChatMessage> = plan.kept.iter().map(|&i| history[i].clone()).collect();
-        let kept_tokens: u32 = plan.kept.iter().map(|&i| counted[i].tokens + tokens::MESSAGE_OVERHEAD as u32).sum();
-        let summary_tokens = summary.as_deref().map_or(0, |s| self.tokens.count(enc, &summary_segment(s)));
-        let breakdown = TokenBreakdown { conversation: kept_tokens + summary_tokens, ..reading.breakdown };
+        let kept_tokens: u32 = plan
+            .kept
+            .iter()
+            .map(|&i| counted[i].tokens + tokens::MESSAGE_OVERHEAD as u32)
+            .sum();
+        let summary_tokens = summary
+            .as_deref()
+            .map_or(0, |s| self.tokens.count(enc, &summary_segment(s)));
+        let breakdown = TokenBreakdown {
+            conversation: kept_tokens + summary_tokens,
+            ..reading.breakdown
+        };
         let compression = reading.compression.map(|mut c| {
             c.compressed_tokens = breakdown.conversation;
             c.saved_tokens = c.original_tokens.saturating_sub(c.compressed_tokens);
@@ -183,7 +215,12 @@ impl AppState {
     }
 
     /// The cached summary of `messages`, or a new one from the summary model.
-    async fn summary_for(&self, session_id: &str, model: &str, messages: &[ChatMessage]) -> Result<String, AppError> {
+    async fn summary_for(
+        &self,
+        session_id: &str,
+        model: &str,
+        messages: &[ChatMessage],
+    ) -> Result<String, AppError> {
         let (Some(first), Some(last)) = (messages.first(), messages.last()) else {
             return Ok(String::new());
         };
@@ -192,15 +229,26 @@ impl AppState {
             .map(|m| format!("{}: {}\n", m.role.as_str(), model_text(m)))
             .collect();
         let hash = content_hash(&transcript);
-        if let Some(s) = self.store.summary(session_id, &first.id, &last.id, &hash).await? {
+        if let Some(s) = self
+            .store
+            .summary(session_id, &first.id, &last.id, &hash)
+            .await?
+        {
             return Ok(s);
         }
         let request = ProviderRequest {
-            model: self.config.summary_model.clone().unwrap_or_else(|| model.to_owned()),
+            model: self
+                .config
+                .summary_model
+                .clone()
+                .unwrap_or_else(|| model.to_owned()),
             system: Some(SUMMARIZER_PROMPT.to_owned()),
             messages: vec![PromptMessage {
                 role: Role::User,
-                content: format!("<conversation>\n{}</conversation>", escape_tags(&transcript)),
+                content: format!(
+                    "<conversation>\n{}</conversation>",
+                    escape_tags(&transcript)
+                ),
             }],
             tools: vec![],
             max_output_tokens: SUMMARY_RESERVE,
@@ -210,15 +258,27 @@ impl AppState {
         let deadline = tokio::time::Instant::now() + self.config.provider_total_timeout;
         loop {
             match tokio::time::timeout_at(deadline, stream.next()).await {
-                Err(_) => return Err(AppError::Provider(crate::providers::ProviderError::TotalTimeout(self.config.provider_total_timeout))),
-                Ok(None) => return Err(AppError::Provider(crate::providers::ProviderError::Truncated)),
+                Err(_) => {
+                    return Err(AppError::Provider(
+                        crate::providers::ProviderError::TotalTimeout(
+                            self.config.provider_total_timeout,
+                        ),
+                    ));
+                }
+                Ok(None) => {
+                    return Err(AppError::Provider(
+                        crate::providers::ProviderError::Truncated,
+                    ));
+                }
                 Ok(Some(Err(e))) => return Err(AppError::Provider(e)),
                 Ok(Some(Ok(ProviderEvent::Text(t)))) => text.push_str(&t),
                 Ok(Some(Ok(ProviderEvent::Finished { .. }))) => break,
                 Ok(Some(Ok(_))) => {}
             }
         }
-        self.store.put_summary(session_id, (&first.id, &last.id, &hash), &text, now_ms()).await?;
+        self.store
+            .put_summary(session_id, (&first.id, &last.id, &hash), &text, now_ms())
+            .await?;
         Ok(text)
     }
 }

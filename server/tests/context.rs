@@ -11,16 +11,26 @@ use support::{Api, TestServer};
 fn o200k() -> BpeTokenizer {
     let dir = std::env::var("GLASSBOX_E2E_WIDGET_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../dist").to_owned());
-    let data = std::fs::read(format!("{dir}/vocab/o200k_base.gbv")).expect("run `cargo xtask build` first");
+    let data = std::fs::read(format!("{dir}/vocab/o200k_base.gbv"))
+        .expect("run `cargo xtask build` first");
     BpeTokenizer::from_compact(&data).unwrap()
 }
 
 async fn new_session(server: &TestServer) -> (String, String, Value) {
     let s = server.post_json("/api/sessions", &json!({})).await;
-    (s["sessionId"].as_str().unwrap().to_owned(), s["token"].as_str().unwrap().to_owned(), s["context"].clone())
+    (
+        s["sessionId"].as_str().unwrap().to_owned(),
+        s["token"].as_str().unwrap().to_owned(),
+        s["context"].clone(),
+    )
 }
 
-async fn put_settings(server: &TestServer, id: &str, token: &str, body: Value) -> reqwest::Response {
+async fn put_settings(
+    server: &TestServer,
+    id: &str,
+    token: &str,
+    body: Value,
+) -> reqwest::Response {
     server
         .http
         .put(server.url(&format!("/api/sessions/{id}/settings")))
@@ -49,21 +59,32 @@ async fn session_reports_its_window_and_settings_persist_per_session() {
     let server = TestServer::start_with(
         Api::OpenAi,
         Behaviour::reply(&["ok"]),
-        &[("GLASSBOX_MODEL", "gpt-4o"), ("GLASSBOX_SYSTEM_PROMPT", "You are helpful."), ("GLASSBOX_MAX_OUTPUT_TOKENS", "1000")],
+        &[
+            ("GLASSBOX_MODEL", "gpt-4o"),
+            ("GLASSBOX_SYSTEM_PROMPT", "You are helpful."),
+            ("GLASSBOX_MAX_OUTPUT_TOKENS", "1000"),
+        ],
     )
     .await;
     let (id, token, context) = new_session(&server).await;
     assert_eq!(context["contextLimit"], 128_000);
     assert_eq!(context["encoding"], "o200k_base");
     assert_eq!(context["exact"], true);
-    assert_eq!(context["systemPromptTokens"], o200k().count("You are helpful.") as u64);
+    assert_eq!(
+        context["systemPromptTokens"],
+        o200k().count("You are helpful.") as u64
+    );
     assert_eq!(context["outputReserve"], 1000);
-    assert_eq!(context["compression"], json!({"enabled": true, "threshold": 80, "strategy": "hybrid",
-        "preserveRecentMessages": 5, "showIndicator": true}));
+    assert_eq!(
+        context["compression"],
+        json!({"enabled": true, "threshold": 80, "strategy": "hybrid",
+        "preserveRecentMessages": 5, "showIndicator": true})
+    );
 
     // A second tab hears about changes.
     let mut tab = server.ws().await;
-    tab.send(json!({"type": "hello", "data": {"sessionId": id, "token": token}})).await;
+    tab.send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
+        .await;
     tab.next().await; // session
     tab.next().await; // snapshot
 
@@ -77,12 +98,17 @@ async fn session_reports_its_window_and_settings_persist_per_session() {
     let ok = put_settings(&server, &id, &token, wanted.clone()).await;
     assert_eq!(ok.status(), 200);
     let (frame, raw) = tab.next().await;
-    assert!(matches!(frame.event, glassbox_core::wire::ServerEvent::Context(_)), "{raw}");
+    assert!(
+        matches!(frame.event, glassbox_core::wire::ServerEvent::Context(_)),
+        "{raw}"
+    );
     assert_eq!(raw["data"]["compression"], wanted);
 
     // Reopening the session (a reload) gets the stored settings; another session keeps defaults.
     let mut reload = server.ws().await;
-    reload.send(json!({"type": "hello", "data": {"sessionId": id, "token": token}})).await;
+    reload
+        .send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
+        .await;
     let (_, raw) = reload.next().await;
     assert_eq!(raw["data"]["context"]["compression"], wanted);
     let (_, _, other) = new_session(&server).await;
@@ -98,17 +124,26 @@ async fn model_limit_overrides_come_from_config() {
     let server = TestServer::start_with(
         Api::OpenAi,
         Behaviour::reply(&["ok"]),
-        &[("GLASSBOX_MODEL", "my-local-7b"), ("GLASSBOX_MODEL_LIMITS", "my-local=4096")],
+        &[
+            ("GLASSBOX_MODEL", "my-local-7b"),
+            ("GLASSBOX_MODEL_LIMITS", "my-local=4096"),
+        ],
     )
     .await;
     let (_, _, context) = new_session(&server).await;
     assert_eq!(context["contextLimit"], 4096);
-    assert_eq!(context["exact"], false, "not an OpenAI model: o200k counts approximately");
+    assert_eq!(
+        context["exact"], false,
+        "not an OpenAI model: o200k counts approximately"
+    );
 }
 
 /// 100-token user messages in a 700-token window with 100 reserved for output.
-const TINY: &[(&str, &str)] =
-    &[("GLASSBOX_MODEL", "tiny-model"), ("GLASSBOX_MODEL_LIMITS", "tiny-model=700"), ("GLASSBOX_MAX_OUTPUT_TOKENS", "100")];
+const TINY: &[(&str, &str)] = &[
+    ("GLASSBOX_MODEL", "tiny-model"),
+    ("GLASSBOX_MODEL_LIMITS", "tiny-model=700"),
+    ("GLASSBOX_MAX_OUTPUT_TOKENS", "100"),
+];
 
 fn long_message(i: usize) -> String {
     format!("Message {i}: {}", "data ".repeat(96))
@@ -118,7 +153,13 @@ fn long_message(i: usize) -> String {
 async fn sliding_window_sends_only_what_fits_and_reports_it() {
     let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["Noted."]), TINY).await;
     let (id, token, _) = new_session(&server).await;
-    let r = put_settings(&server, &id, &token, json!({"strategy": "sliding-window", "preserveRecentMessages": 2})).await;
+    let r = put_settings(
+        &server,
+        &id,
+        &token,
+        json!({"strategy": "sliding-window", "preserveRecentMessages": 2}),
+    )
+    .await;
     assert_eq!(r.status(), 200);
     let mut last = Value::Null;
     for i in 0..8 {
@@ -127,28 +168,58 @@ async fn sliding_window_sends_only_what_fits_and_reports_it() {
     let sent = server.fake.requests().last().unwrap().body.clone();
     let messages = sent["messages"].as_array().unwrap();
     assert_eq!(messages.last().unwrap()["content"], long_message(7));
-    assert!(messages.len() < 16, "history was not shortened: {} messages", messages.len());
+    assert!(
+        messages.len() < 16,
+        "history was not shortened: {} messages",
+        messages.len()
+    );
 
     let report = &last["reply"]["contextReport"];
     let compression = &report["compression"];
     assert_eq!(compression["strategy"], "sliding-window");
-    assert_eq!(compression["droppedCount"].as_u64().unwrap() as usize, 15 - messages.len());
+    assert_eq!(
+        compression["droppedCount"].as_u64().unwrap() as usize,
+        15 - messages.len()
+    );
     // Target: 80 % of (700 - 100) = 480 conversation tokens.
-    assert!(compression["compressedTokens"].as_u64().unwrap() <= 480, "{report}");
+    assert!(
+        compression["compressedTokens"].as_u64().unwrap() <= 480,
+        "{report}"
+    );
     // The report counts exactly what the provider received.
     let t = o200k();
-    let conversation: usize = messages.iter().map(|m| t.count(m["content"].as_str().unwrap()) + 4).sum();
-    assert_eq!(report["breakdown"]["conversation"].as_u64().unwrap() as usize, conversation);
-    assert_eq!(report["countedInputTokens"].as_u64().unwrap() as usize, conversation + 3);
+    let conversation: usize = messages
+        .iter()
+        .map(|m| t.count(m["content"].as_str().unwrap()) + 4)
+        .sum();
+    assert_eq!(
+        report["breakdown"]["conversation"].as_u64().unwrap() as usize,
+        conversation
+    );
+    assert_eq!(
+        report["countedInputTokens"].as_u64().unwrap() as usize,
+        conversation + 3
+    );
     // The provider's own usage is kept beside ours.
     assert!(last["reply"]["usage"]["inputTokens"].as_u64().unwrap() > 0);
 }
 
 #[tokio::test]
 async fn summarize_replaces_old_messages_with_a_model_summary() {
-    let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["Summary: ", "user sent data."]), TINY).await;
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["Summary: ", "user sent data."]),
+        TINY,
+    )
+    .await;
     let (id, token, _) = new_session(&server).await;
-    put_settings(&server, &id, &token, json!({"strategy": "summarize", "preserveRecentMessages": 2})).await;
+    put_settings(
+        &server,
+        &id,
+        &token,
+        json!({"strategy": "summarize", "preserveRecentMessages": 2}),
+    )
+    .await;
     let mut last = Value::Null;
     for i in 0..6 {
         last = chat(&server, &id, &token, &long_message(i)).await;
@@ -157,15 +228,31 @@ async fn summarize_replaces_old_messages_with_a_model_summary() {
     let summarizations: Vec<&Value> = requests
         .iter()
         .map(|r| &r.body)
-        .filter(|b| b["messages"][0]["content"].as_str().is_some_and(|s| s.starts_with("You summarize")))
+        .filter(|b| {
+            b["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("You summarize"))
+        })
         .collect();
-    assert!(!summarizations.is_empty(), "the summary model was never asked");
-    let conversation = summarizations[0]["messages"][1]["content"].as_str().unwrap();
-    assert!(conversation.starts_with("<conversation>\nuser: Message 0"), "{conversation}");
+    assert!(
+        !summarizations.is_empty(),
+        "the summary model was never asked"
+    );
+    let conversation = summarizations[0]["messages"][1]["content"]
+        .as_str()
+        .unwrap();
+    assert!(
+        conversation.starts_with("<conversation>\nuser: Message 0"),
+        "{conversation}"
+    );
 
     let main = &requests.last().unwrap().body;
     let system = main["messages"][0]["content"].as_str().unwrap();
-    assert!(system.contains("<conversation_summary>\nSummary: user sent data.\n</conversation_summary>"), "{system}");
+    assert!(
+        system
+            .contains("<conversation_summary>\nSummary: user sent data.\n</conversation_summary>"),
+        "{system}"
+    );
     let report = &last["reply"]["contextReport"]["compression"];
     assert_eq!(report["strategy"], "summarize");
     assert!(report["summarizedCount"].as_u64().unwrap() > 0, "{report}");

@@ -34,18 +34,32 @@ struct Options {
 }
 
 fn config(options: Options) -> Result<MeterConfig, JsValue> {
-    let compression = match options.compression.as_deref().filter(|s| !s.is_empty() && *s != "off") {
-        None => CompressionSettings { enabled: false, ..Default::default() },
+    let compression = match options
+        .compression
+        .as_deref()
+        .filter(|s| !s.is_empty() && *s != "off")
+    {
+        None => CompressionSettings {
+            enabled: false,
+            ..Default::default()
+        },
         Some(id) => CompressionSettings {
-            strategy: Strategy::from_id(id)
-                .ok_or_else(|| js_error("invalid_settings", format!("unknown compression strategy {id:?}")))?,
+            strategy: Strategy::from_id(id).ok_or_else(|| {
+                js_error(
+                    "invalid_settings",
+                    format!("unknown compression strategy {id:?}"),
+                )
+            })?,
             ..Default::default()
         },
     };
     Ok(MeterConfig {
         assets: options.assets,
         vocab_url: options.vocab.filter(|v| !v.is_empty()),
-        model: options.model.filter(|m| !m.is_empty()).unwrap_or_else(|| "gpt-4o".into()),
+        model: options
+            .model
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "gpt-4o".into()),
         limit: options.limit.filter(|&l| l > 0),
         output_reserve: options.output_reserve.unwrap_or(0),
         compression,
@@ -65,11 +79,15 @@ impl GlassboxTokenMeter {
         console_error_panic_hook::set_once();
         let options: Options = serde_wasm_bindgen::from_value(options)
             .map_err(|e| js_error("invalid_frame", format!("options: {e}")))?;
-        Ok(GlassboxTokenMeter { handle: Some(mount_meter(container, host, config(options)?)) })
+        Ok(GlassboxTokenMeter {
+            handle: Some(mount_meter(container, host, config(options)?)),
+        })
     }
 
     fn live(&self) -> Result<&MeterHandle, JsValue> {
-        self.handle.as_ref().ok_or_else(|| js_error("conflict", "meter is unmounted"))
+        self.handle
+            .as_ref()
+            .ok_or_else(|| js_error("conflict", "meter is unmounted"))
     }
 
     /// Counts `text` as the whole conversation.
@@ -104,7 +122,9 @@ impl GlassboxTokenMeter {
 
     /// The current reading: `{used, limit, percent, state, estimated, …}`, or `null` before any text.
     pub fn reading(&self) -> Result<JsValue, JsValue> {
-        let Some(v) = self.live()?.reading() else { return Ok(JsValue::NULL) };
+        let Some(v) = self.live()?.reading() else {
+            return Ok(JsValue::NULL);
+        };
         let json = serde_json::json!({
             "used": v.reading.used,
             "limit": v.reading.limit,

@@ -46,7 +46,10 @@ pub fn widget() -> Result<PathBuf> {
     }
     for (from, to) in [
         ("widget/js/glassbox-chat.js", "glassbox-chat.js"),
-        ("widget/js/glassbox-token-meter.js", "glassbox-token-meter.js"),
+        (
+            "widget/js/glassbox-token-meter.js",
+            "glassbox-token-meter.js",
+        ),
         ("widget/js/token-worker.js", "token-worker.js"),
         ("style/glassbox.css", "glassbox.css"),
     ] {
@@ -93,15 +96,28 @@ fn wasm_module(module: &WasmModule, dist: &std::path::Path) -> Result<()> {
     ));
     let out_wasm = dist.join(format!("{}_bg.wasm", module.out_name));
     if is_newer(&out_wasm, &raw) {
-        say(format!("{} is up to date; skipping wasm-bindgen and wasm-opt", module.out_name));
+        say(format!(
+            "{} is up to date; skipping wasm-bindgen and wasm-opt",
+            module.out_name
+        ));
         return Ok(());
     }
     say(format!("running wasm-bindgen for {}", module.out_name));
     run(Command::new(&wasm_bindgen)
-        .args(["--target", "web", "--no-typescript", "--out-name", module.out_name, "--out-dir"])
+        .args([
+            "--target",
+            "web",
+            "--no-typescript",
+            "--out-name",
+            module.out_name,
+            "--out-dir",
+        ])
         .arg(dist)
         .arg(&raw))?;
-    say(format!("running wasm-opt {} on {}", module.opt_level, module.out_name));
+    say(format!(
+        "running wasm-opt {} on {}",
+        module.opt_level, module.out_name
+    ));
     run(Command::new(&wasm_opt)
         .args([module.opt_level, "--strip-debug", "--strip-producers"])
         .args([

@@ -18,6 +18,7 @@ usage: cargo xtask <command>
   test             run every test: unit, server integration, and the headless-Chromium end-to-end test
   bench gateway    added latency of our server vs the fake provider directly, plus widget payload size
   bench embed      embedding speed vs onnxruntime on the same ONNX file, and top-10 vector search
+  bench tokens     token counting in headless Chromium vs gpt-tokenizer and tiktoken (npm)
   model            provision the embedding model (all-MiniLM-L6-v2 as ONNX) into ~/.cache/glassbox/models
   setup            install the build and test tools (done automatically by the commands above)
 ";
@@ -31,8 +32,9 @@ fn main() -> Result<()> {
         ["test"] => run::test(),
         ["bench", "gateway"] => run::bench_gateway(),
         ["bench", "embed"] => run::bench_embed(),
+        ["bench", "tokens"] => run::bench_tokens(),
         ["bench", other] => {
-            bail!("unknown benchmark {other:?}; available: gateway, embed\n\n{USAGE}")
+            bail!("unknown benchmark {other:?}; available: gateway, embed, tokens\n\n{USAGE}")
         }
         ["model"] => model::provision().map(|_| ()),
         ["setup"] => {

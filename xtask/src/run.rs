@@ -153,6 +153,14 @@ pub fn bench_embed() -> Result<()> {
     )
 }
 
+/// Token counting in headless Chromium: ours vs gpt-tokenizer vs tiktoken (npm), same page and texts.
+pub fn bench_tokens() -> Result<()> {
+    build::widget()?;
+    browser()?;
+    let modules = crate::tools::npm_tools()?;
+    release_bin("tokens-bench", &[modules.as_os_str()])
+}
+
 /// Builds and runs a benchmark binary of the e2e package in release mode.
 fn release_bin(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
     say(format!("building and running {name} (release)"));

@@ -130,7 +130,9 @@ pub fn npm_tools() -> Result<PathBuf> {
     if modules.exists() && have == wanted {
         return Ok(modules);
     }
-    say("installing Node packages (binaryen, gpt-tokenizer, tiktoken), pinned by xtask/npm/package-lock.json");
+    say(
+        "installing Node packages (binaryen, gpt-tokenizer, tiktoken), pinned by xtask/npm/package-lock.json",
+    );
     std::fs::create_dir_all(&npm_dir)?;
     std::fs::copy(
         root().join("xtask/npm/package.json"),

@@ -13,8 +13,16 @@ use crate::tools::{npm_tools, say};
 
 /// Encodings we ship: name, split pattern, SHA-256 of tiktoken's published rank file.
 pub const ENCODINGS: &[(&str, Pattern, &str)] = &[
-    ("o200k_base", Pattern::O200k, "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"),
-    ("cl100k_base", Pattern::Cl100k, "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"),
+    (
+        "o200k_base",
+        Pattern::O200k,
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    ),
+    (
+        "cl100k_base",
+        Pattern::Cl100k,
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
 ];
 
 /// The folder the vocabularies are written to (served under `/widget/vocab/`).
@@ -35,14 +43,22 @@ pub fn prepare() -> Result<PathBuf> {
         }
         let got = sha256_file(&source)?;
         if got != sha {
-            bail!("{} has SHA-256 {got}, expected {sha}: the npm package changed; refusing to use it", source.display());
+            bail!(
+                "{} has SHA-256 {got}, expected {sha}: the npm package changed; refusing to use it",
+                source.display()
+            );
         }
-        let text = std::fs::read_to_string(&source).with_context(|| format!("reading {}", source.display()))?;
+        let text = std::fs::read_to_string(&source)
+            .with_context(|| format!("reading {}", source.display()))?;
         let vocab = Vocab::from_tiktoken(name, pattern, &text)
             .with_context(|| format!("parsing {}", source.display()))?;
         std::fs::write(&out, vocab.to_compact())?;
         precompress(&out)?;
-        let size = |ext: &str| std::fs::metadata(out.with_extension(ext)).map(|m| m.len()).unwrap_or(0);
+        let size = |ext: &str| {
+            std::fs::metadata(out.with_extension(ext))
+                .map(|m| m.len())
+                .unwrap_or(0)
+        };
         say(format!(
             "vocabulary {name}: {} tokens, {} B, {} B brotli",
             vocab.len(),

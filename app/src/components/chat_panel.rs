@@ -3,11 +3,11 @@
 use leptos::html::Div;
 use leptos::prelude::*;
 
-use super::compression_settings::CompressionSettingsPanel;
 use super::composer::Composer;
-use super::token_meter::TokenMeter;
+use super::compression_settings::CompressionSettingsPanel;
 use super::connection_status::ConnectionBadge;
 use super::message_view::{MessageView, PendingView};
+use super::token_meter::TokenMeter;
 use crate::client::ChatClient;
 use crate::config::Theme;
 use crate::meter_reading::{self, MeterText, MeterView};
@@ -19,7 +19,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
     let transcript = client.transcript;
     let meter = chat_meter(client, counts);
     let settings_open = RwSignal::new(false);
-    let settings = Signal::derive(move || transcript.with(|t| t.context.as_ref().map(|c| c.compression)));
+    let settings =
+        Signal::derive(move || transcript.with(|t| t.context.as_ref().map(|c| c.compression)));
     let on_settings = Callback::new(move |s| client.update_compression(s));
     let list: NodeRef<Div> = NodeRef::new();
     let message_ids =
@@ -100,7 +101,8 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
     let transcript = client.transcript;
     // A different model may count with another vocabulary.
     Effect::new(move |_| {
-        if let Some(encoding) = transcript.with(|t| t.context.as_ref().map(|c| c.encoding.clone())) {
+        if let Some(encoding) = transcript.with(|t| t.context.as_ref().map(|c| c.encoding.clone()))
+        {
             counts.set_encoding(&encoding);
         }
     });
@@ -115,13 +117,27 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
                 .messages
                 .iter()
                 .filter(|m| meter_reading::reaches_model(m))
-                .map(|m| MeterText { id: Some(&m.id), text: meter_reading::message_text(m) })
+                .map(|m| MeterText {
+                    id: Some(&m.id),
+                    text: meter_reading::message_text(m),
+                })
                 .collect();
-            texts.extend(t.pending.iter().map(|p| MeterText { id: None, text: p.request.message.as_str().into() }));
+            texts.extend(t.pending.iter().map(|p| MeterText {
+                id: None,
+                text: p.request.message.as_str().into(),
+            }));
             if !draft.trim().is_empty() {
-                texts.push(MeterText { id: None, text: draft.as_str().into() });
+                texts.push(MeterText {
+                    id: None,
+                    text: draft.as_str().into(),
+                });
             }
-            Some(meter_reading::read(&counts, info, &texts, page_context.as_ref()))
+            Some(meter_reading::read(
+                &counts,
+                info,
+                &texts,
+                page_context.as_ref(),
+            ))
         })
     });
     // How long after the worker's answer the meter showed it.

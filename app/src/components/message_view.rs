@@ -25,7 +25,11 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
     let usage = move || message.with(|m| m.as_ref().and_then(|m| m.usage));
     let report = move || message.with(|m| m.as_ref().and_then(|m| m.context_report.clone()));
     let show_compression = move || {
-        client.transcript.with(|t| t.context.as_ref().is_none_or(|c| c.compression.show_indicator))
+        client.transcript.with(|t| {
+            t.context
+                .as_ref()
+                .is_none_or(|c| c.compression.show_indicator)
+        })
     };
     let attachments = move || {
         message.with(|m| {

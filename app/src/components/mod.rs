@@ -2,8 +2,8 @@
 
 pub mod chat_panel;
 pub mod composer;
+pub mod compression_settings;
 pub mod connection_status;
 pub mod markdown_view;
 pub mod message_view;
-pub mod compression_settings;
 pub mod token_meter;

@@ -31,15 +31,30 @@ fn state_name(s: MeterState) -> &'static str {
 
 fn vocab_line(v: &VocabState) -> String {
     match v {
-        VocabState::Loading { encoding } => format!("Vocabulary {encoding}: loading, counts are estimates"),
-        VocabState::Ready { encoding, transfer_bytes: Some(b), .. } if *b == 0.0 => {
+        VocabState::Loading { encoding } => {
+            format!("Vocabulary {encoding}: loading, counts are estimates")
+        }
+        VocabState::Ready {
+            encoding,
+            transfer_bytes: Some(b),
+            ..
+        } if *b == 0.0 => {
             format!("Vocabulary {encoding}: from the browser cache")
         }
-        VocabState::Ready { encoding, transfer_bytes: Some(b), .. } => {
-            format!("Vocabulary {encoding}: {} kB downloaded", grouped((*b / 1000.0).round() as u32))
+        VocabState::Ready {
+            encoding,
+            transfer_bytes: Some(b),
+            ..
+        } => {
+            format!(
+                "Vocabulary {encoding}: {} kB downloaded",
+                grouped((*b / 1000.0).round() as u32)
+            )
         }
         VocabState::Ready { encoding, .. } => format!("Vocabulary {encoding}: ready"),
-        VocabState::Failed { encoding, message } => format!("Vocabulary {encoding} failed ({message}); counts are estimates"),
+        VocabState::Failed { encoding, message } => {
+            format!("Vocabulary {encoding} failed ({message}); counts are estimates")
+        }
     }
 }
 
@@ -61,7 +76,9 @@ pub fn TokenMeter(
     let state = move || reading().map_or(MeterState::Standard, |r| r.state);
     let label = move || {
         view.with(|v| {
-            let Some(v) = v else { return "Context window: waiting for the server".to_owned() };
+            let Some(v) = v else {
+                return "Context window: waiting for the server".to_owned();
+            };
             let r = &v.reading;
             let mut s = format!(
                 "{}{}% of the context window used: {}{} of {} tokens",

@@ -51,16 +51,33 @@ pub struct ContextBudget {
 pub fn calculate_budget(limit: u32, output_reserve: u32, used: TokenBreakdown) -> ContextBudget {
     let system = used.system_prompt;
     let memories = used.memories.min(MEMORY_CAP);
-    let remaining = limit.saturating_sub(output_reserve).saturating_sub(system).saturating_sub(memories);
-    let knowledge = used.knowledge.min((f64::from(remaining) * KNOWLEDGE_SHARE).floor() as u32);
+    let remaining = limit
+        .saturating_sub(output_reserve)
+        .saturating_sub(system)
+        .saturating_sub(memories);
+    let knowledge = used
+        .knowledge
+        .min((f64::from(remaining) * KNOWLEDGE_SHARE).floor() as u32);
     let conversation = remaining - knowledge;
     ContextBudget {
         total: limit,
         output_reserve,
-        system_prompt: Share { allocated: system, used: used.system_prompt },
-        memories: Share { allocated: memories, used: used.memories },
-        knowledge: Share { allocated: knowledge, used: used.knowledge },
-        conversation: Share { allocated: conversation, used: used.conversation },
+        system_prompt: Share {
+            allocated: system,
+            used: used.system_prompt,
+        },
+        memories: Share {
+            allocated: memories,
+            used: used.memories,
+        },
+        knowledge: Share {
+            allocated: knowledge,
+            used: used.knowledge,
+        },
+        conversation: Share {
+            allocated: conversation,
+            used: used.conversation,
+        },
         available: i64::from(conversation) - i64::from(used.conversation),
     }
 }
@@ -71,7 +88,12 @@ mod tests {
 
     #[test]
     fn seed_allocation() {
-        let used = TokenBreakdown { system_prompt: 1000, memories: 800, knowledge: 5000, conversation: 2000 };
+        let used = TokenBreakdown {
+            system_prompt: 1000,
+            memories: 800,
+            knowledge: 5000,
+            conversation: 2000,
+        };
         let b = calculate_budget(8192, 0, used);
         assert_eq!(b.memories.allocated, 500); // capped
         // remaining = 8192 - 1000 - 500 = 6692; knowledge ≤ 25% = 1673
@@ -82,7 +104,12 @@ mod tests {
 
     #[test]
     fn small_knowledge_keeps_its_size_and_output_is_reserved() {
-        let used = TokenBreakdown { system_prompt: 100, memories: 0, knowledge: 200, conversation: 50 };
+        let used = TokenBreakdown {
+            system_prompt: 100,
+            memories: 0,
+            knowledge: 200,
+            conversation: 50,
+        };
         let b = calculate_budget(10_000, 1_000, used);
         assert_eq!(b.knowledge.allocated, 200);
         assert_eq!(b.conversation.allocated, 10_000 - 1_000 - 100 - 200);
@@ -90,7 +117,10 @@ mod tests {
 
     #[test]
     fn an_overfull_system_prompt_leaves_nothing_not_a_wrap() {
-        let used = TokenBreakdown { system_prompt: 9000, ..Default::default() };
+        let used = TokenBreakdown {
+            system_prompt: 9000,
+            ..Default::default()
+        };
         let b = calculate_budget(8192, 0, used);
         assert_eq!(b.conversation.allocated, 0);
     }

@@ -103,7 +103,11 @@ pub fn state(percent: u32, compressed: bool) -> MeterState {
 
 /// Reads the meter for `messages` (the conversation, the message being written last) and
 /// `knowledge_tokens` (page context and references), under `info`.
-pub fn read(info: &ContextInfo, messages: &[CountedMessage<'_>], knowledge_tokens: u32) -> MeterReading {
+pub fn read(
+    info: &ContextInfo,
+    messages: &[CountedMessage<'_>],
+    knowledge_tokens: u32,
+) -> MeterReading {
     let conversation = compression::conversation_tokens(messages);
     let used = TokenBreakdown {
         system_prompt: info.system_prompt_tokens,
@@ -113,7 +117,10 @@ pub fn read(info: &ContextInfo, messages: &[CountedMessage<'_>], knowledge_token
     };
     let budget = calculate_budget(info.context_limit, info.output_reserve, used);
     let plan = compression::plan(messages, budget.conversation.allocated, &info.compression);
-    let breakdown = TokenBreakdown { conversation: plan.compressed_tokens, ..used };
+    let breakdown = TokenBreakdown {
+        conversation: plan.compressed_tokens,
+        ..used
+    };
     let total = breakdown.total() + REPLY_PRIMING;
     let pct = percent(total, info.context_limit);
     let report = plan.applied.then(|| CompressionReport {
@@ -173,8 +180,20 @@ mod tests {
 
     #[test]
     fn uncompressed_reading_sums_every_part() {
-        let off = CompressionSettings { enabled: false, ..Default::default() };
-        let msgs = [CountedMessage { content: "hi", tokens: 396 }, CountedMessage { content: "yo", tokens: 496 }];
+        let off = CompressionSettings {
+            enabled: false,
+            ..Default::default()
+        };
+        let msgs = [
+            CountedMessage {
+                content: "hi",
+                tokens: 396,
+            },
+            CountedMessage {
+                content: "yo",
+                tokens: 496,
+            },
+        ];
         let r = read(&info(1000, off), &msgs, 0);
         // 97 system + (400 + 500) conversation + 3 priming = 1000 → 100 %.
         assert_eq!(r.used, 1000);
@@ -185,10 +204,24 @@ mod tests {
 
     #[test]
     fn compressed_reading_shows_both_percentages() {
-        let msgs: Vec<CountedMessage> =
-            (0..20).map(|_| CountedMessage { content: "a long answer", tokens: 96 }).collect();
+        let msgs: Vec<CountedMessage> = (0..20)
+            .map(|_| CountedMessage {
+                content: "a long answer",
+                tokens: 96,
+            })
+            .collect();
         // 2000 conversation tokens in a 2000 window.
-        let r = read(&info(2000, CompressionSettings { strategy: Strategy::SlidingWindow, ..Default::default() }), &msgs, 0);
+        let r = read(
+            &info(
+                2000,
+                CompressionSettings {
+                    strategy: Strategy::SlidingWindow,
+                    ..Default::default()
+                },
+            ),
+            &msgs,
+            0,
+        );
         assert_eq!(r.original_percent, Some(percent(2000 + 97 + 3, 2000)));
         assert!(r.percent <= 80, "{}", r.percent);
         assert_eq!(r.state, MeterState::Compressed);

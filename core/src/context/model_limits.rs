@@ -105,11 +105,26 @@ pub fn context_limit(model: &str, overrides: &[(String, u32)]) -> u32 {
 /// meter marks the count as approximate, until their own tokenizer is delivered.
 pub fn encoding_for(model: &str) -> (&'static str, bool) {
     let id = model.to_lowercase();
-    let cl100k = ["gpt-3.5", "gpt-4-", "text-embedding-3", "text-embedding-ada"];
+    let cl100k = [
+        "gpt-3.5",
+        "gpt-4-",
+        "text-embedding-3",
+        "text-embedding-ada",
+    ];
     if id == "gpt-4" || cl100k.iter().any(|p| id.starts_with(p)) {
         return ("cl100k_base", true);
     }
-    let o200k = ["gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-oss", "o1", "o3", "o4"];
+    let o200k = [
+        "gpt-4o",
+        "chatgpt-4o",
+        "gpt-4.1",
+        "gpt-4.5",
+        "gpt-5",
+        "gpt-oss",
+        "o1",
+        "o3",
+        "o4",
+    ];
     ("o200k_base", o200k.iter().any(|p| id.starts_with(p)))
 }
 
@@ -127,17 +142,26 @@ mod tests {
         assert_eq!(context_limit("GPT-5", &[]), 400_000);
         assert_eq!(context_limit("claude-3-5-sonnet-20241022", &[]), 200_000);
         assert_eq!(context_limit("claude-sonnet-4-20250514", &[]), 200_000);
-        assert_eq!(context_limit("meta-llama/Llama-3.1-8B-Instruct", &[]), 131_072);
+        assert_eq!(
+            context_limit("meta-llama/Llama-3.1-8B-Instruct", &[]),
+            131_072
+        );
         assert_eq!(context_limit("llama3", &[]), 8_192);
         assert_eq!(context_limit("mistral-large-latest", &[]), 131_072);
         assert_eq!(context_limit("qwen3:8b", &[]), 131_072);
         assert_eq!(context_limit("deepseek-chat", &[]), 131_072);
-        assert_eq!(context_limit("something-unknown", &[]), DEFAULT_CONTEXT_LIMIT);
+        assert_eq!(
+            context_limit("something-unknown", &[]),
+            DEFAULT_CONTEXT_LIMIT
+        );
     }
 
     #[test]
     fn overrides_win_over_the_table() {
-        let o = vec![("gpt-4o".to_string(), 64_000), ("my-local".to_string(), 4_000)];
+        let o = vec![
+            ("gpt-4o".to_string(), 64_000),
+            ("my-local".to_string(), 4_000),
+        ];
         assert_eq!(context_limit("gpt-4o-2024-08-06", &o), 64_000);
         assert_eq!(context_limit("my-local-7b", &o), 4_000);
         assert_eq!(context_limit("gpt-5", &o), 400_000);

@@ -19,7 +19,9 @@ pub fn encode_piece(vocab: &Vocab, piece: &[u8], out: &mut Vec<u32>) {
     }
     let bounds = merge(vocab, piece);
     out.extend(bounds.windows(2).map(|w| {
-        vocab.rank(&piece[w[0]..w[1]]).expect("every merged part is a token: single bytes are in the vocabulary")
+        vocab
+            .rank(&piece[w[0]..w[1]])
+            .expect("every merged part is a token: single bytes are in the vocabulary")
     }));
 }
 
@@ -33,14 +35,20 @@ pub fn count_piece(vocab: &Vocab, piece: &[u8]) -> usize {
 
 /// Token boundaries of `piece` (first 0, last `piece.len()`).
 fn merge(vocab: &Vocab, piece: &[u8]) -> Vec<usize> {
-    if piece.len() <= FLAT_MAX { merge_flat(vocab, piece) } else { merge_heap(vocab, piece) }
+    if piece.len() <= FLAT_MAX {
+        merge_flat(vocab, piece)
+    } else {
+        merge_heap(vocab, piece)
+    }
 }
 
 /// tiktoken's `_byte_pair_merge`: `parts[i]` is a boundary and the rank of the pair it starts.
 fn merge_flat(vocab: &Vocab, piece: &[u8]) -> Vec<usize> {
     let pair_rank = |parts: &[(usize, u32)], i: usize| -> u32 {
         if i + 2 < parts.len() {
-            vocab.rank(&piece[parts[i].0..parts[i + 2].0]).unwrap_or(u32::MAX)
+            vocab
+                .rank(&piece[parts[i].0..parts[i + 2].0])
+                .unwrap_or(u32::MAX)
         } else {
             u32::MAX
         }
@@ -49,18 +57,13 @@ fn merge_flat(vocab: &Vocab, piece: &[u8]) -> Vec<usize> {
     for i in 0..parts.len().saturating_sub(2) {
         parts[i].1 = pair_rank(&parts, i);
     }
-    loop {
-        let Some((i, rank)) = parts[..parts.len() - 1]
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, p)| p.1)
-            .map(|(i, p)| (i, p.1))
-        else {
-            break;
-        };
-        if rank == u32::MAX {
-            break;
-        }
+    // The lowest-ranked pair, leftmost on ties (`min_by_key` keeps the first minimum).
+    while let Some((i, _)) = parts[..parts.len() - 1]
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, p)| p.1)
+        .filter(|(_, p)| p.1 != u32::MAX)
+    {
         parts.remove(i + 1);
         parts[i].1 = pair_rank(&parts, i);
         if i > 0 {
@@ -79,7 +82,13 @@ fn merge_heap(vocab: &Vocab, piece: &[u8]) -> Vec<usize> {
     let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
     let mut alive = vec![true; n];
     let mut heap = BinaryHeap::new();
-    let end_of = |next: &[usize], i: usize| if next[i] < n { next[next[i]] } else { usize::MAX };
+    let end_of = |next: &[usize], i: usize| {
+        if next[i] < n {
+            next[next[i]]
+        } else {
+            usize::MAX
+        }
+    };
     for i in 0..n.saturating_sub(1) {
         if let Some(rank) = vocab.rank(&piece[i..i + 2]) {
             heap.push(Reverse((rank, i, i + 2)));
@@ -125,8 +134,15 @@ pub(super) mod test_support {
 
     /// Encodes with both merge strategies, whatever the piece length.
     pub fn encode_both(vocab: &Vocab, piece: &[u8], flat: &mut Vec<u32>, heap: &mut Vec<u32>) {
-        for (bounds, out) in [(merge_flat(vocab, piece), flat), (merge_heap(vocab, piece), heap)] {
-            out.extend(bounds.windows(2).map(|w| vocab.rank(&piece[w[0]..w[1]]).unwrap()));
+        for (bounds, out) in [
+            (merge_flat(vocab, piece), flat),
+            (merge_heap(vocab, piece), heap),
+        ] {
+            out.extend(
+                bounds
+                    .windows(2)
+                    .map(|w| vocab.rank(&piece[w[0]..w[1]]).unwrap()),
+            );
         }
     }
 }

@@ -41,7 +41,10 @@ impl Pattern {
 
 /// The pieces of `text`, in order; concatenated they give `text` back.
 pub fn pieces(text: &str, pattern: Pattern) -> Pieces<'_> {
-    Pieces { rest: text, pattern }
+    Pieces {
+        rest: text,
+        pattern,
+    }
 }
 
 /// Iterator returned by [`pieces`].
@@ -190,9 +193,17 @@ fn o200k_upper_word(s: &str, at: usize) -> Option<usize> {
 
 /// Tries `word` after an optional prefix char (prefix first, as the greedy `?` does), then adds
 /// an optional contraction.
-fn prefixed_word(s: &str, first: (u8, usize), word: impl Fn(&str, usize) -> Option<usize>) -> Option<usize> {
+fn prefixed_word(
+    s: &str,
+    first: (u8, usize),
+    word: impl Fn(&str, usize) -> Option<usize>,
+) -> Option<usize> {
     let (f, len) = first;
-    let end = if is_prefix(f) { word(s, len).or_else(|| word(s, 0)) } else { word(s, 0) }?;
+    let end = if is_prefix(f) {
+        word(s, len).or_else(|| word(s, 0))
+    } else {
+        word(s, 0)
+    }?;
     Some(end + contraction_len(s, end))
 }
 
@@ -230,16 +241,68 @@ fn symbol_piece(s: &str, tail: impl Fn(char) -> bool) -> Option<usize> {
         return None;
     }
     let end = run_end(s, start, is_symbol);
-    Some(end + s[end..].chars().take_while(|&c| tail(c)).map(char::len_utf8).sum::<usize>())
+    Some(
+        end + s[end..]
+            .chars()
+            .take_while(|&c| tail(c))
+            .map(char::len_utf8)
+            .sum::<usize>(),
+    )
 }
 
 /// `\p{N}{1,3}`.
 fn number_piece(s: &str) -> usize {
-    s.chars().take_while(|&c| flags(c) & NUMBER != 0).take(3).map(char::len_utf8).sum()
+    s.chars()
+        .take_while(|&c| flags(c) & NUMBER != 0)
+        .take(3)
+        .map(char::len_utf8)
+        .sum()
+}
+
+/// The common case of both patterns on ASCII text: an optional one-byte prefix, then a run of
+/// letters (o200k: upper then lower, as its two word branches split them), ending at an ASCII byte
+/// or the end. `None` sends the piece to the general path (non-ASCII nearby, or not a word).
+#[inline]
+fn ascii_word(b: &[u8], o200k: bool) -> Option<usize> {
+    let first = *b.first()?;
+    if !first.is_ascii() {
+        return None;
+    }
+    let start = if first.is_ascii_alphabetic() {
+        0
+    } else if ASCII_FLAGS[first as usize] & (NUMBER | NEWLINE) == 0
+        && b.get(1).is_some_and(u8::is_ascii_alphabetic)
+    {
+        1
+    } else {
+        return None;
+    };
+    let mut i = start;
+    if o200k {
+        while b.get(i).is_some_and(u8::is_ascii_uppercase) {
+            i += 1;
+        }
+        while b.get(i).is_some_and(u8::is_ascii_lowercase) {
+            i += 1;
+        }
+    } else {
+        while b.get(i).is_some_and(u8::is_ascii_alphabetic) {
+            i += 1;
+        }
+    }
+    if b.get(i).is_some_and(|c| !c.is_ascii()) {
+        return None; // a letter or mark may continue the word
+    }
+    Some(i)
 }
 
 fn o200k_piece(s: &str) -> usize {
-    let Some((_, f, len)) = char_at(s, 0) else { return 0 };
+    if let Some(end) = ascii_word(s.as_bytes(), true) {
+        return end + contraction_len(s, end);
+    }
+    let Some((_, f, len)) = char_at(s, 0) else {
+        return 0;
+    };
     if let Some(end) = prefixed_word(s, (f, len), o200k_lower_word) {
         return end;
     }
@@ -259,16 +322,25 @@ fn o200k_piece(s: &str) -> usize {
 }
 
 fn cl100k_piece(s: &str) -> usize {
-    let Some((_, f, len)) = char_at(s, 0) else { return 0 };
     let contraction = contraction_len(s, 0);
     if contraction > 0 {
         return contraction;
     }
+    if let Some(end) = ascii_word(s.as_bytes(), false) {
+        return end;
+    }
+    let Some((_, f, len)) = char_at(s, 0) else {
+        return 0;
+    };
     let letters = |s: &str, at: usize| {
         let end = run_end(s, at, |f| f & LETTER != 0);
         (end > at).then_some(end)
     };
-    let word = if is_prefix(f) { letters(s, len).or_else(|| letters(s, 0)) } else { letters(s, 0) };
+    let word = if is_prefix(f) {
+        letters(s, len).or_else(|| letters(s, 0))
+    } else {
+        letters(s, 0)
+    };
     if let Some(end) = word {
         return end;
     }

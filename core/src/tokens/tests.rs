@@ -17,17 +17,22 @@ impl Rng {
 /// Characters from every class the split patterns distinguish (Lu, Ll, Lt, Lm, Lo, M, N,
 /// whitespace kinds, CR/LF, apostrophes and contraction letters, symbols, emoji).
 const ALPHABET: &[char] = &[
-    'a', 'b', 'Z', 'Q', 'é', 'É', 'ǅ', 'ʰ', '中', '文', 'ا', 'ש', '\u{301}', '\u{94d}', '1', '7', '٣', '½', 'Ⅻ', ' ', ' ',
-    '\t', '\n', '\r', '\u{a0}', '\u{3000}', '\u{2028}', '\'', 's', 'S', 't', 'l', 'L', 'r', 'e', 'v', 'm', 'd', 'ſ', '!',
-    '/', '(', '.', '<', '|', '>', '-', '_', '😀', '\u{200d}', '\u{fe0f}', 'ß', 'ﬁ',
+    'a', 'b', 'Z', 'Q', 'é', 'É', 'ǅ', 'ʰ', '中', '文', 'ا', 'ש', '\u{301}', '\u{94d}', '1', '7',
+    '٣', '½', 'Ⅻ', ' ', ' ', '\t', '\n', '\r', '\u{a0}', '\u{3000}', '\u{2028}', '\'', 's', 'S',
+    't', 'l', 'L', 'r', 'e', 'v', 'm', 'd', 'ſ', '!', '/', '(', '.', '<', '|', '>', '-', '_', '😀',
+    '\u{200d}', '\u{fe0f}', 'ß', 'ﬁ',
 ];
 
 fn regex_pieces(re: &fancy_regex::Regex, text: &str) -> Vec<String> {
-    re.find_iter(text).map(|m| m.expect("regex runs").as_str().to_owned()).collect()
+    re.find_iter(text)
+        .map(|m| m.expect("regex runs").as_str().to_owned())
+        .collect()
 }
 
 fn ours(text: &str, pattern: Pattern) -> Vec<String> {
-    pretokenize::pieces(text, pattern).map(str::to_owned).collect()
+    pretokenize::pieces(text, pattern)
+        .map(str::to_owned)
+        .collect()
 }
 
 const SAMPLES: &[&str] = &[
@@ -54,7 +59,11 @@ fn splitting_matches_tiktoken_regexes_on_samples() {
     for pattern in [Pattern::Cl100k, Pattern::O200k] {
         let re = fancy_regex::Regex::new(pattern.regex()).unwrap();
         for text in SAMPLES {
-            assert_eq!(ours(text, pattern), regex_pieces(&re, text), "{pattern:?} on {text:?}");
+            assert_eq!(
+                ours(text, pattern),
+                regex_pieces(&re, text),
+                "{pattern:?} on {text:?}"
+            );
         }
     }
 }
@@ -67,7 +76,11 @@ fn splitting_matches_tiktoken_regexes_on_random_text() {
         for _ in 0..4000 {
             let len = (rng.next() % 24) as usize;
             let text: String = (0..len).map(|_| rng.pick(ALPHABET)).collect();
-            assert_eq!(ours(&text, pattern), regex_pieces(&re, &text), "{pattern:?} on {text:?}");
+            assert_eq!(
+                ours(&text, pattern),
+                regex_pieces(&re, &text),
+                "{pattern:?} on {text:?}"
+            );
         }
     }
 }
@@ -75,7 +88,9 @@ fn splitting_matches_tiktoken_regexes_on_random_text() {
 /// A small vocabulary: every byte, then merges chosen so ties and chains happen.
 fn toy_vocab() -> Vocab {
     let mut tokens: Vec<Vec<u8>> = Vec::new();
-    for merge in ["aa", "ab", "ba", "aaa", "th", "he", "the", " t", " the", "bb", "abab", "aab"] {
+    for merge in [
+        "aa", "ab", "ba", "aaa", "th", "he", "the", " t", " the", "bb", "abab", "aab",
+    ] {
         tokens.push(merge.as_bytes().to_vec());
     }
     tokens.extend((0..=255u8).map(|b| vec![b]));
@@ -119,8 +134,14 @@ fn compact_form_round_trips_and_rejects_damage() {
         assert_eq!(back.token(r), vocab.token(r));
         assert_eq!(back.rank(vocab.token(r)), Some(r));
     }
-    assert_eq!(Vocab::from_compact(&bytes[..bytes.len() - 1]).unwrap_err(), VocabError::Truncated);
-    assert_eq!(Vocab::from_compact(b"NOPE").unwrap_err(), VocabError::BadMagic);
+    assert_eq!(
+        Vocab::from_compact(&bytes[..bytes.len() - 1]).unwrap_err(),
+        VocabError::Truncated
+    );
+    assert_eq!(
+        Vocab::from_compact(b"NOPE").unwrap_err(),
+        VocabError::BadMagic
+    );
 }
 
 #[test]
@@ -130,7 +151,10 @@ fn tiktoken_format_parses_and_checks_ranks() {
     assert_eq!(v.rank(b"ab"), Some(2));
     assert_eq!(
         Vocab::from_tiktoken("t", Pattern::Cl100k, "YQ== 0\nYg== 5\n").unwrap_err(),
-        VocabError::RankGap { expected: 1, found: 5 }
+        VocabError::RankGap {
+            expected: 1,
+            found: 5
+        }
     );
     assert_eq!(
         Vocab::from_tiktoken("t", Pattern::Cl100k, "YQ== 0\nYQ== 1\n").unwrap_err(),

@@ -42,7 +42,10 @@ pub struct Vocab {
 
 impl std::fmt::Debug for Vocab {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Vocab").field("name", &self.name).field("tokens", &self.len()).finish()
+        f.debug_struct("Vocab")
+            .field("name", &self.name)
+            .field("tokens", &self.len())
+            .finish()
     }
 }
 
@@ -69,18 +72,33 @@ impl Vocab {
         Self::index(name.to_owned(), pattern, bytes, offsets)
     }
 
-    fn index(name: String, pattern: Pattern, bytes: Vec<u8>, offsets: Vec<u32>) -> Result<Self, VocabError> {
+    fn index(
+        name: String,
+        pattern: Pattern,
+        bytes: Vec<u8>,
+        offsets: Vec<u32>,
+    ) -> Result<Self, VocabError> {
         let count = offsets.len() - 1;
-        let mut vocab = Vocab { name, pattern, bytes, offsets, table: HashTable::with_capacity(count) };
+        let mut vocab = Vocab {
+            name,
+            pattern,
+            bytes,
+            offsets,
+            table: HashTable::with_capacity(count),
+        };
         for rank in 0..count as u32 {
             let token = vocab.token(rank);
             let h = hash(token);
             let (bytes, offsets) = (&vocab.bytes, &vocab.offsets);
-            let same = |&r: &u32| &bytes[offsets[r as usize] as usize..offsets[r as usize + 1] as usize] == token;
+            let same = |&r: &u32| {
+                &bytes[offsets[r as usize] as usize..offsets[r as usize + 1] as usize] == token
+            };
             if vocab.table.find(h, same).is_some() {
                 return Err(VocabError::Duplicate(rank));
             }
-            vocab.table.insert_unique(h, rank, |&r| hash(&bytes[offsets[r as usize] as usize..offsets[r as usize + 1] as usize]));
+            vocab.table.insert_unique(h, rank, |&r| {
+                hash(&bytes[offsets[r as usize] as usize..offsets[r as usize + 1] as usize])
+            });
         }
         Ok(vocab)
     }
@@ -89,14 +107,25 @@ impl Vocab {
     pub fn from_tiktoken(name: &str, pattern: Pattern, text: &str) -> Result<Self, VocabError> {
         use base64::Engine as _;
         let mut tokens = Vec::new();
-        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        for (i, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
             let bad = || VocabError::BadTiktokenLine { line: i + 1 };
             let (b64, rank) = line.split_once(' ').ok_or_else(bad)?;
             let rank: u32 = rank.trim().parse().map_err(|_| bad())?;
             if rank as usize != tokens.len() {
-                return Err(VocabError::RankGap { expected: tokens.len() as u32, found: rank });
+                return Err(VocabError::RankGap {
+                    expected: tokens.len() as u32,
+                    found: rank,
+                });
             }
-            tokens.push(base64::engine::general_purpose::STANDARD.decode(b64).map_err(|_| bad())?);
+            tokens.push(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .map_err(|_| bad())?,
+            );
         }
         Self::from_tokens(name, pattern, tokens.iter().map(Vec::as_slice))
     }
@@ -114,12 +143,15 @@ impl Vocab {
         };
         let name_len = r.byte()? as usize;
         let name = String::from_utf8_lossy(r.take(name_len)?).into_owned();
-        let count = u32::from_le_bytes(r.take(4)?.try_into().map_err(|_| VocabError::Truncated)?) as usize;
+        let count =
+            u32::from_le_bytes(r.take(4)?.try_into().map_err(|_| VocabError::Truncated)?) as usize;
         let mut offsets = Vec::with_capacity(count + 1);
         offsets.push(0u32);
         let mut total = 0u32;
         for _ in 0..count {
-            total = total.checked_add(r.leb128()?).ok_or(VocabError::Truncated)?;
+            total = total
+                .checked_add(r.leb128()?)
+                .ok_or(VocabError::Truncated)?;
             offsets.push(total);
         }
         let bytes = r.take(total as usize)?.to_vec();
@@ -184,8 +216,17 @@ impl Vocab {
     /// Rank of the token whose bytes are exactly `piece`.
     #[inline]
     pub fn rank(&self, piece: &[u8]) -> Option<u32> {
-        self.table.find(hash(piece), |&r| self.token(r) == piece).copied()
+        self.table
+            .find(hash(piece), |&r| same_bytes(self.token(r), piece))
+            .copied()
     }
+}
+
+/// Slice equality written as a loop: tokens are a few bytes long, where a `memcmp` call costs more
+/// than the comparison (measured: ~15 % of counting time natively).
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 struct Reader<'a> {
@@ -195,7 +236,11 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], VocabError> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.data.len()).ok_or(VocabError::Truncated)?;
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.data.len())
+            .ok_or(VocabError::Truncated)?;
         let out = &self.data[self.at..end];
         self.at = end;
         Ok(out)

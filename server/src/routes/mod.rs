@@ -7,9 +7,9 @@ mod rest;
 mod ws;
 
 use axum::Router;
-use tower::Layer;
 use axum::http::{HeaderValue, header};
 use axum::routing::{get, post, put};
+use tower::Layer;
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::services::{ServeDir, ServeFile};

@@ -18,9 +18,9 @@ use tokio::sync::broadcast;
 use super::extract::{BearerToken, JsonBody};
 use crate::chat::Submitted;
 use crate::error::AppError;
-use glassbox_core::context::{CompressionSettings, ContextInfo};
 use crate::hub::ClientLease;
 use crate::state::AppState;
+use glassbox_core::context::{CompressionSettings, ContextInfo};
 
 /// `POST /api/sessions`: a new session and its token (shown once).
 pub async fn create_session(State(state): State<AppState>) -> Result<Json<SessionInfo>, AppError> {
@@ -59,7 +59,9 @@ pub async fn update_settings(
     BearerToken(token): BearerToken,
     JsonBody(settings): JsonBody<CompressionSettings>,
 ) -> Result<Json<ContextInfo>, AppError> {
-    let session = state.open_session(Some(&id), token.as_deref(), None).await?;
+    let session = state
+        .open_session(Some(&id), token.as_deref(), None)
+        .await?;
     let info = state
         .update_compression(&session.info.session_id, &session.info.model, settings)
         .await?;

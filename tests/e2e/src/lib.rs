@@ -27,7 +27,9 @@ pub fn widget_dir() -> PathBuf {
 /// The `node_modules` folder xtask installed (reference tokenizers, wasm-opt).
 pub fn node_modules() -> PathBuf {
     env_path("GLASSBOX_E2E_NODE_MODULES", {
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/tmp"));
         home.join(".cache/glassbox/tools/npm/node_modules")
     })
 }
@@ -224,12 +226,10 @@ where
     if result.is_err()
         && let Ok(png) = client.screenshot().await
     {
-        let path =
-            std::env::temp_dir().join(format!("{name}-failure.png"));
+        let path = std::env::temp_dir().join(format!("{name}-failure.png"));
         let _ = std::fs::write(&path, png);
         eprintln!("screenshot of the failure: {}", path.display());
     }
     client.close().await?;
     result
 }
-

@@ -1,7 +1,6 @@
 //! The demo page in headless Chromium: send a message, watch the reply stream in, reload and find the
 //! history restored; page context reaches the model but never the message; the host JS API works.
 
-
 use anyhow::{Result, bail};
 use fantoccini::elements::{Element, ElementRef};
 use fantoccini::{Client, Locator};

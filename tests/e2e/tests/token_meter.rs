@@ -12,11 +12,13 @@ use glassbox_e2e::{in_browser, root, start_server, wait_for, widget_dir};
 use serde_json::{Value, json};
 
 fn tokenizer(encoding: &str) -> BpeTokenizer {
-    let data = std::fs::read(widget_dir().join(format!("vocab/{encoding}.gbv"))).expect("built vocabulary");
+    let data = std::fs::read(widget_dir().join(format!("vocab/{encoding}.gbv")))
+        .expect("built vocabulary");
     BpeTokenizer::from_compact(&data).unwrap()
 }
 
-const METER: &str = "const m = document.querySelector('glassbox-chat')?.shadowRoot?.querySelector('.gb-meter');";
+const METER: &str =
+    "const m = document.querySelector('glassbox-chat')?.shadowRoot?.querySelector('.gb-meter');";
 
 /// The chat meter's data attributes once counts are exact.
 async fn exact_meter(client: &Client, percent: u32) -> Result<Value> {

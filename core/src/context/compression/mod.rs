@@ -29,7 +29,12 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy, in the order the settings list shows them.
-    pub const ALL: [Strategy; 4] = [Strategy::Hybrid, Strategy::Summarize, Strategy::DropLowValue, Strategy::SlidingWindow];
+    pub const ALL: [Strategy; 4] = [
+        Strategy::Hybrid,
+        Strategy::Summarize,
+        Strategy::DropLowValue,
+        Strategy::SlidingWindow,
+    ];
 
     /// Wire name (`drop-low-value`, …).
     pub fn id(self) -> &'static str {
@@ -90,10 +95,15 @@ impl CompressionSettings {
     /// Checks the ranges; the message says which field is wrong.
     pub fn validate(&self) -> Result<(), String> {
         if !(1..=100).contains(&self.threshold) {
-            return Err(format!("threshold must be 1–100 (percent), got {}", self.threshold));
+            return Err(format!(
+                "threshold must be 1–100 (percent), got {}",
+                self.threshold
+            ));
         }
         if self.preserve_recent_messages > MAX_PRESERVE {
-            return Err(format!("preserveRecentMessages must be at most {MAX_PRESERVE}"));
+            return Err(format!(
+                "preserveRecentMessages must be at most {MAX_PRESERVE}"
+            ));
         }
         Ok(())
     }
@@ -127,8 +137,23 @@ pub struct CompressionOutcome {
 
 /// Seed §5's low-value replies: the whole message, any case, optionally ending in one period.
 const LOW_VALUE: &[&str] = &[
-    "ok", "okay", "sure", "thanks", "thank you", "got it", "understood", "right", "yes", "no", "yep", "nope",
-    "sounds good", "perfect", "great", "awesome", "cool",
+    "ok",
+    "okay",
+    "sure",
+    "thanks",
+    "thank you",
+    "got it",
+    "understood",
+    "right",
+    "yes",
+    "no",
+    "yep",
+    "nope",
+    "sounds good",
+    "perfect",
+    "great",
+    "awesome",
+    "cool",
 ];
 
 /// True for a message that carries no content worth its tokens ("ok", "Thanks.").
@@ -140,11 +165,18 @@ pub fn is_low_value(content: &str) -> bool {
 
 /// Tokens a list of messages costs, overhead included.
 pub fn conversation_tokens(messages: &[CountedMessage<'_>]) -> u32 {
-    messages.iter().map(|m| m.tokens + MESSAGE_OVERHEAD as u32).sum()
+    messages
+        .iter()
+        .map(|m| m.tokens + MESSAGE_OVERHEAD as u32)
+        .sum()
 }
 
 /// Decides how to send `messages` when the conversation may use `allocation` tokens.
-pub fn plan(messages: &[CountedMessage<'_>], allocation: u32, settings: &CompressionSettings) -> CompressionOutcome {
+pub fn plan(
+    messages: &[CountedMessage<'_>],
+    allocation: u32,
+    settings: &CompressionSettings,
+) -> CompressionOutcome {
     let original = conversation_tokens(messages);
     let target = (u64::from(allocation) * u64::from(settings.threshold) / 100) as u32;
     let mut outcome = CompressionOutcome {
@@ -173,7 +205,12 @@ pub fn plan(messages: &[CountedMessage<'_>], allocation: u32, settings: &Compres
         Strategy::Hybrid => {
             kept = drop_low_value(messages, &kept, preserve);
             if total(&kept) > target {
-                let removed = slide_window(&mut kept, target.saturating_sub(SUMMARY_RESERVE), preserve, &total);
+                let removed = slide_window(
+                    &mut kept,
+                    target.saturating_sub(SUMMARY_RESERVE),
+                    preserve,
+                    &total,
+                );
                 if total(&removed) > SUMMARY_RESERVE {
                     summarized = Some(removed[0]..removed[removed.len() - 1] + 1);
                 }
@@ -184,7 +221,12 @@ pub fn plan(messages: &[CountedMessage<'_>], allocation: u32, settings: &Compres
         return outcome; // nothing could be left out (all preserved or none low-value)
     }
     outcome.dropped_count = messages.len() - kept.len();
-    outcome.compressed_tokens = total(&kept) + if summarized.is_some() { SUMMARY_RESERVE } else { 0 };
+    outcome.compressed_tokens = total(&kept)
+        + if summarized.is_some() {
+            SUMMARY_RESERVE
+        } else {
+            0
+        };
     outcome.kept = kept;
     outcome.summarized = summarized;
     outcome.applied = true;
@@ -195,11 +237,20 @@ pub fn plan(messages: &[CountedMessage<'_>], allocation: u32, settings: &Compres
 fn drop_low_value(messages: &[CountedMessage<'_>], kept: &[usize], preserve: usize) -> Vec<usize> {
     let split = kept.len().saturating_sub(preserve);
     let (old, recent) = kept.split_at(split);
-    old.iter().copied().filter(|&i| !is_low_value(messages[i].content)).chain(recent.iter().copied()).collect()
+    old.iter()
+        .copied()
+        .filter(|&i| !is_low_value(messages[i].content))
+        .chain(recent.iter().copied())
+        .collect()
 }
 
 /// Removes the oldest messages until `kept` fits `target` or only `preserve` remain; returns them.
-fn slide_window(kept: &mut Vec<usize>, target: u32, preserve: usize, total: &dyn Fn(&[usize]) -> u32) -> Vec<usize> {
+fn slide_window(
+    kept: &mut Vec<usize>,
+    target: u32,
+    preserve: usize,
+    total: &dyn Fn(&[usize]) -> u32,
+) -> Vec<usize> {
     let mut cut = 0;
     let mut sum = total(kept);
     while sum > target && kept.len() - cut > preserve {

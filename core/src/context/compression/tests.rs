@@ -2,36 +2,61 @@ use super::*;
 
 /// Builds counted messages from (text, tokens).
 fn msgs<'a>(spec: &[(&'a str, u32)]) -> Vec<CountedMessage<'a>> {
-    spec.iter().map(|&(content, tokens)| CountedMessage { content, tokens }).collect()
+    spec.iter()
+        .map(|&(content, tokens)| CountedMessage { content, tokens })
+        .collect()
 }
 
 fn settings(strategy: Strategy, preserve: u32) -> CompressionSettings {
-    CompressionSettings { strategy, preserve_recent_messages: preserve, ..Default::default() }
+    CompressionSettings {
+        strategy,
+        preserve_recent_messages: preserve,
+        ..Default::default()
+    }
 }
 
 /// A conversation like the seed's: questions, long answers, and acknowledgements in between.
 fn conversation() -> Vec<CountedMessage<'static>> {
     msgs(&[
-        ("Explain the borrow checker", 96),  // 0
-        ("It tracks ownership ...", 396),    // 1
-        ("ok", 1),                           // 2
-        ("And lifetimes?", 36),              // 3
-        ("Lifetimes name scopes ...", 396),  // 4
-        ("Thanks.", 2),                      // 5
-        ("Sounds good", 2),                  // 6
-        ("Show an example", 46),             // 7
-        ("fn longest<'a>(...) ...", 296),    // 8
-        ("Got it", 2),                       // 9
-        ("be concise from now on", 16),      // 10
+        ("Explain the borrow checker", 96), // 0
+        ("It tracks ownership ...", 396),   // 1
+        ("ok", 1),                          // 2
+        ("And lifetimes?", 36),             // 3
+        ("Lifetimes name scopes ...", 396), // 4
+        ("Thanks.", 2),                     // 5
+        ("Sounds good", 2),                 // 6
+        ("Show an example", 46),            // 7
+        ("fn longest<'a>(...) ...", 296),   // 8
+        ("Got it", 2),                      // 9
+        ("be concise from now on", 16),     // 10
     ])
 }
 
 #[test]
 fn seed_low_value_patterns() {
-    for yes in ["ok", "OK.", " okay ", "Thanks", "thank you.", "got it", "Understood", "yep", "nope", "Sounds good.", "COOL"] {
+    for yes in [
+        "ok",
+        "OK.",
+        " okay ",
+        "Thanks",
+        "thank you.",
+        "got it",
+        "Understood",
+        "yep",
+        "nope",
+        "Sounds good.",
+        "COOL",
+    ] {
         assert!(is_low_value(yes), "{yes:?}");
     }
-    for no in ["ok, but why?", "thanks!!", "be concise", "yes please do that", "greatness", "no.."] {
+    for no in [
+        "ok, but why?",
+        "thanks!!",
+        "be concise",
+        "yes please do that",
+        "greatness",
+        "no..",
+    ] {
         assert!(!is_low_value(no), "{no:?}");
     }
 }
@@ -44,7 +69,10 @@ fn under_threshold_or_disabled_changes_nothing() {
     let out = plan(&m, 10_000, &CompressionSettings::default());
     assert!(!out.applied);
     assert_eq!(out.kept.len(), m.len());
-    let off = CompressionSettings { enabled: false, ..Default::default() };
+    let off = CompressionSettings {
+        enabled: false,
+        ..Default::default()
+    };
     let out = plan(&m, 100, &off);
     assert!(!out.applied);
     assert_eq!(out.compressed_tokens, total);
@@ -79,7 +107,10 @@ fn sliding_window_never_touches_preserved_messages() {
     let m = conversation();
     let out = plan(&m, 10, &settings(Strategy::SlidingWindow, 4));
     assert_eq!(out.kept, vec![7, 8, 9, 10]);
-    assert!(out.compressed_tokens > 8, "still over: preserved messages are never cut");
+    assert!(
+        out.compressed_tokens > 8,
+        "still over: preserved messages are never cut"
+    );
 }
 
 #[test]
@@ -115,7 +146,13 @@ fn hybrid_drops_then_windows_then_summarizes_what_the_window_removed() {
 
 #[test]
 fn hybrid_without_enough_to_summarize_just_drops() {
-    let m = msgs(&[("long question", 20), ("ok", 1), ("q", 10), ("a", 10), ("b", 10)]);
+    let m = msgs(&[
+        ("long question", 20),
+        ("ok", 1),
+        ("q", 10),
+        ("a", 10),
+        ("b", 10),
+    ]);
     // total 51 + 20 = 71; allocation 80 → target 64; drop "ok" → 66; window to 64-400 → removes
     // as much as allowed (preserve 3) = 24, ≤ reserve: no summary.
     let out = plan(&m, 80, &settings(Strategy::Hybrid, 3));
@@ -133,11 +170,32 @@ fn settings_wire_form_and_validation() {
     assert_eq!(s.threshold, 70);
     let d: CompressionSettings = serde_json::from_str("{}").unwrap();
     assert_eq!(d, CompressionSettings::default());
-    assert!(CompressionSettings { threshold: 0, ..d }.validate().is_err());
-    assert!(CompressionSettings { threshold: 101, ..d }.validate().is_err());
-    assert!(CompressionSettings { preserve_recent_messages: 5000, ..d }.validate().is_err());
+    assert!(
+        CompressionSettings { threshold: 0, ..d }
+            .validate()
+            .is_err()
+    );
+    assert!(
+        CompressionSettings {
+            threshold: 101,
+            ..d
+        }
+        .validate()
+        .is_err()
+    );
+    assert!(
+        CompressionSettings {
+            preserve_recent_messages: 5000,
+            ..d
+        }
+        .validate()
+        .is_err()
+    );
     assert!(d.validate().is_ok());
-    assert_eq!(Strategy::from_id("sliding-window"), Some(Strategy::SlidingWindow));
+    assert_eq!(
+        Strategy::from_id("sliding-window"),
+        Some(Strategy::SlidingWindow)
+    );
     assert_eq!(Strategy::from_id("nope"), None);
 }
 
