@@ -29,7 +29,10 @@ impl AppState {
         provider: Arc<dyn Provider>,
         embeddings: Arc<EmbeddingService>,
     ) -> Self {
-        let tokens = Arc::new(TokenCounter::load(&config.vocab_dir));
+        let models: Vec<&str> = std::iter::once(config.model.as_str())
+            .chain(config.allowed_models.iter().map(String::as_str))
+            .collect();
+        let tokens = TokenCounter::load(&config.vocab_dir, &models);
         Self {
             tokens,
             config: Arc::new(config),

@@ -259,3 +259,43 @@ async fn summarize_replaces_old_messages_with_a_model_summary() {
     // The stored reply the user sees is untouched by compression.
     assert_eq!(last["reply"]["content"], "Summary: user sent data.");
 }
+
+#[tokio::test]
+async fn a_llama_model_is_counted_with_its_own_tokenizer() {
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["ok"]),
+        &[("GLASSBOX_MODEL", "meta-llama/Llama-3.1-8B-Instruct")],
+    )
+    .await;
+    // The Hugging Face tokenizer loads in the background; until then counts are marked inexact.
+    let mut context = Value::Null;
+    for _ in 0..200 {
+        context = new_session(&server).await.2;
+        if context["exact"] == true {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(context["encoding"], "llama3");
+    assert_eq!(context["exact"], true, "{context}");
+    assert_eq!(context["contextLimit"], 131_072);
+
+    let dir = std::env::var("GLASSBOX_E2E_WIDGET_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../dist").to_owned());
+    let llama = glassbox_core::tokens::Tokenizer::load(
+        &std::fs::read(format!("{dir}/vocab/llama3.gbv")).unwrap(),
+    )
+    .unwrap();
+    let text = "Wie viele Tokens hat dieser Satz? 東京タワー 🚀";
+    let body = server
+        .post_json("/api/chat", &json!({"message": text}))
+        .await;
+    let report = &body["reply"]["contextReport"];
+    assert_eq!(report["encoding"], "llama3");
+    assert_eq!(report["exact"], true);
+    assert_eq!(
+        report["countedInputTokens"].as_u64().unwrap() as usize,
+        llama.count(text) + 4 + 3
+    );
+}

@@ -2,19 +2,32 @@
 //   {type: 'load', url}                    fetch a .gbv vocabulary (HTTP-cached) and build the tokenizer
 //   {type: 'count', id, keys, texts}       count texts; answers {type: 'counts', id, keys, counts}
 // Messages out: {type: 'ready', encoding, size, fetchMs, buildMs, transferBytes} | {type: 'error', message}
-import init, { Counter } from './glassbox_token_worker.js';
+// tiktoken vocabularies run in the small module; Hugging Face tokenizers (kind byte 2 of the .gbv
+// header) in the larger one with the `tokenizers` crate, fetched only when such a model is used.
+const modules = {};
 
-const ready = init({ module_or_path: new URL('glassbox_token_worker_bg.wasm', import.meta.url) });
+function counterModule(huggingFace) {
+  const name = huggingFace ? 'glassbox_token_worker_hf' : 'glassbox_token_worker';
+  if (!modules[name]) {
+    modules[name] = import(`./${name}.js`).then(async (mod) => {
+      await mod.default({ module_or_path: new URL(`${name}_bg.wasm`, import.meta.url) });
+      return mod;
+    });
+  }
+  return modules[name];
+}
+counterModule(false); // start compiling the common module while the vocabulary downloads
+
 let counter = null;
 
 async function load(url) {
-  await ready;
   const started = performance.now();
   const response = await fetch(url);
   if (!response.ok) throw new Error(`vocabulary ${url}: HTTP ${response.status}`);
   const bytes = new Uint8Array(await response.arrayBuffer());
   const fetched = performance.now();
-  const next = new Counter(bytes);
+  const mod = await counterModule(bytes[4] === 2);
+  const next = new mod.Counter(bytes);
   const built = performance.now();
   if (counter) counter.free();
   counter = next;

@@ -36,12 +36,20 @@ const TOKEN_WORKER: WasmModule = WasmModule {
     opt_level: "-O3",
 };
 
+/// The token worker with Hugging Face tokenizers, loaded only for the models that need them.
+const TOKEN_WORKER_HF: WasmModule = WasmModule {
+    package: "glassbox-token-worker-hf",
+    profile: "wasm-speed",
+    out_name: "glassbox_token_worker_hf",
+    opt_level: "-O3",
+};
+
 /// Builds the widget, the token worker and the vocabularies into `dist/` and returns that folder.
 /// Steps whose output is current are skipped.
 pub fn widget() -> Result<PathBuf> {
     let dist = dist_dir();
     std::fs::create_dir_all(&dist)?;
-    for module in [&WIDGET, &TOKEN_WORKER] {
+    for module in [&WIDGET, &TOKEN_WORKER, &TOKEN_WORKER_HF] {
         wasm_module(module, &dist)?;
     }
     for (from, to) in [
@@ -61,6 +69,8 @@ pub fn widget() -> Result<PathBuf> {
         "glassbox_widget.js",
         "glassbox_token_worker_bg.wasm",
         "glassbox_token_worker.js",
+        "glassbox_token_worker_hf_bg.wasm",
+        "glassbox_token_worker_hf.js",
         "glassbox-chat.js",
         "glassbox-token-meter.js",
         "token-worker.js",
@@ -134,7 +144,7 @@ fn wasm_module(module: &WasmModule, dist: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes `file.br` (brotli, quality 11) and `file.gz` (gzip -9) beside `file`, which the server sends
+/// Writes `file.br` (brotli, quality 11, 9 past 4 MiB) and `file.gz` (gzip -9) beside `file`, which the server sends
 /// to clients that accept them: smaller than compressing on the fly, and no CPU per request.
 pub fn precompress(file: &std::path::Path) -> Result<()> {
     use std::io::Write;
@@ -144,8 +154,9 @@ pub fn precompress(file: &std::path::Path) -> Result<()> {
     }
     let data = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let mut br = Vec::new();
+    // Quality 11 takes about a second per megabyte; large vocabularies use 9 (a few % larger).
     let params = brotli::enc::BrotliEncoderParams {
-        quality: 11,
+        quality: if data.len() > 4 << 20 { 9 } else { 11 },
         lgwin: 22,
         ..Default::default()
     };

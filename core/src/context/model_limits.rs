@@ -99,19 +99,32 @@ pub fn context_limit(model: &str, overrides: &[(String, u32)]) -> u32 {
         .unwrap_or(DEFAULT_CONTEXT_LIMIT)
 }
 
+/// Every encoding [`encoding_for`] can name: tiktoken ranks, then Hugging Face tokenizers.
+pub const ENCODINGS: &[&str] = &[
+    "o200k_base",
+    "cl100k_base",
+    "llama3",
+    "qwen3",
+    "gemma3",
+    "deepseek_v3",
+];
+
 /// Which vocabulary counts tokens for `model`, and whether that count is the model's own.
 ///
-/// OpenAI models count exactly (o200k or cl100k). Other families are counted with o200k and the
-/// meter marks the count as approximate, until their own tokenizer is delivered.
+/// OpenAI models count exactly with o200k or cl100k; Llama 3.x, Qwen 2.5/3, Gemma 3 and DeepSeek
+/// V3/R1 with their own Hugging Face tokenizers. Other models are counted with o200k and the meter
+/// marks the count as approximate.
 pub fn encoding_for(model: &str) -> (&'static str, bool) {
     let id = model.to_lowercase();
+    // The model's own name, without a provider prefix such as `meta-llama/` or `openai/`.
+    let name = id.rsplit('/').next().unwrap_or(&id);
     let cl100k = [
         "gpt-3.5",
         "gpt-4-",
         "text-embedding-3",
         "text-embedding-ada",
     ];
-    if id == "gpt-4" || cl100k.iter().any(|p| id.starts_with(p)) {
+    if name == "gpt-4" || cl100k.iter().any(|p| name.starts_with(p)) {
         return ("cl100k_base", true);
     }
     let o200k = [
@@ -125,7 +138,29 @@ pub fn encoding_for(model: &str) -> (&'static str, bool) {
         "o3",
         "o4",
     ];
-    ("o200k_base", o200k.iter().any(|p| id.starts_with(p)))
+    if o200k.iter().any(|p| name.starts_with(p)) {
+        return ("o200k_base", true);
+    }
+    let families: [(&[&str], &'static str); 4] = [
+        (&["llama-3", "llama3"], "llama3"),
+        (&["qwen2.5", "qwen-2.5", "qwen3", "qwen-3"], "qwen3"),
+        (&["gemma-3", "gemma3"], "gemma3"),
+        (
+            &[
+                "deepseek-v3",
+                "deepseek-r1",
+                "deepseek-chat",
+                "deepseek-reasoner",
+            ],
+            "deepseek_v3",
+        ),
+    ];
+    for (prefixes, encoding) in families {
+        if prefixes.iter().any(|p| name.contains(p)) {
+            return (encoding, true);
+        }
+    }
+    ("o200k_base", false)
 }
 
 #[cfg(test)]
@@ -175,5 +210,15 @@ mod tests {
         assert_eq!(encoding_for("gpt-3.5-turbo"), ("cl100k_base", true));
         assert_eq!(encoding_for("o3-mini"), ("o200k_base", true));
         assert_eq!(encoding_for("claude-sonnet-4"), ("o200k_base", false));
+        assert_eq!(
+            encoding_for("meta-llama/Llama-3.1-8B-Instruct"),
+            ("llama3", true)
+        );
+        assert_eq!(encoding_for("llama3.2:3b"), ("llama3", true));
+        assert_eq!(encoding_for("Qwen/Qwen2.5-7B-Instruct"), ("qwen3", true));
+        assert_eq!(encoding_for("gemma3:12b"), ("gemma3", true));
+        assert_eq!(encoding_for("deepseek-chat"), ("deepseek_v3", true));
+        assert_eq!(encoding_for("mistral-large-latest"), ("o200k_base", false));
+        assert_eq!(encoding_for("openai/gpt-4o"), ("o200k_base", true));
     }
 }

@@ -8,11 +8,76 @@
 //! chat APIs treat message content that way: it costs the tokens of its characters.
 
 pub mod bpe;
+#[cfg(feature = "hf")]
+pub mod hf;
 pub mod pretokenize;
 pub mod vocab;
 
 pub use pretokenize::Pattern;
 pub use vocab::{Vocab, VocabError};
+
+/// Any tokenizer we count with, loaded from a `.gbv` file.
+#[derive(Debug)]
+pub enum Tokenizer {
+    /// tiktoken-style byte-level BPE (o200k, cl100k): our own engine.
+    Bpe(BpeTokenizer),
+    /// A Hugging Face `tokenizer.json`, run by the `tokenizers` crate.
+    #[cfg(feature = "hf")]
+    Hf(hf::HfTokenizer),
+}
+
+impl Tokenizer {
+    /// Loads either kind of `.gbv` file (see [`vocab`] for the layout).
+    pub fn load(data: &[u8]) -> Result<Self, VocabError> {
+        match vocab::payload(data)? {
+            vocab::Payload::Ranks => BpeTokenizer::from_compact(data).map(Tokenizer::Bpe),
+            #[cfg(feature = "hf")]
+            vocab::Payload::HfJson { name, json } => hf::HfTokenizer::from_json(&name, json)
+                .map(Tokenizer::Hf)
+                .map_err(VocabError::HfTokenizer),
+            #[cfg(not(feature = "hf"))]
+            vocab::Payload::HfJson { .. } => Err(VocabError::HfUnsupported),
+        }
+    }
+
+    /// Number of tokens in `text` (the estimate if the tokenizer fails on it).
+    pub fn count(&self, text: &str) -> usize {
+        match self {
+            Tokenizer::Bpe(t) => t.count(text),
+            #[cfg(feature = "hf")]
+            Tokenizer::Hf(t) => t
+                .encode(text)
+                .map_or_else(|_| estimate(text), |ids| ids.len()),
+        }
+    }
+
+    /// Token ids of `text`.
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        match self {
+            Tokenizer::Bpe(t) => t.encode(text),
+            #[cfg(feature = "hf")]
+            Tokenizer::Hf(t) => t.encode(text).unwrap_or_default(),
+        }
+    }
+
+    /// The encoding's name (`o200k_base`, `llama3`, …).
+    pub fn name(&self) -> &str {
+        match self {
+            Tokenizer::Bpe(t) => t.vocab().name(),
+            #[cfg(feature = "hf")]
+            Tokenizer::Hf(t) => t.name(),
+        }
+    }
+
+    /// Vocabulary size.
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            Tokenizer::Bpe(t) => t.vocab().len(),
+            #[cfg(feature = "hf")]
+            Tokenizer::Hf(t) => t.len(),
+        }
+    }
+}
 
 /// Tokens a chat message costs beyond its content (role and delimiters), per OpenAI's chat format.
 pub const MESSAGE_OVERHEAD: usize = 4;

@@ -1,9 +1,10 @@
 //! A byte-level BPE vocabulary (tiktoken ranks) and the compact file it travels in.
 //!
 //! Compact form (`.gbv`, written at build time, fetched by the browser):
-//! `b"GBV1"`, pattern byte (0 = cl100k, 1 = o200k), name length byte + UTF-8 name,
-//! u32 LE token count, then one LEB128 length per token in rank order, then all token bytes
-//! concatenated in rank order. Lengths and bytes are kept apart so brotli compresses each well.
+//! `b"GBV1"`, kind byte (0 = cl100k ranks, 1 = o200k ranks, 2 = Hugging Face `tokenizer.json`),
+//! name length byte + UTF-8 name, then for ranks: u32 LE token count, one LEB128 length per token
+//! in rank order, all token bytes concatenated in rank order (lengths and bytes apart so brotli
+//! compresses each well); for a Hugging Face tokenizer: its JSON, minified.
 
 use hashbrown::HashTable;
 use rustc_hash::FxHasher;
@@ -12,6 +13,45 @@ use std::hash::Hasher;
 use super::pretokenize::Pattern;
 
 const MAGIC: &[u8; 4] = b"GBV1";
+/// Kind byte of a Hugging Face tokenizer payload.
+const KIND_HF_JSON: u8 = 2;
+
+/// What a `.gbv` file carries.
+pub enum Payload<'a> {
+    /// BPE ranks for our engine (read them with [`Vocab::from_compact`]).
+    Ranks,
+    /// A Hugging Face `tokenizer.json`.
+    HfJson { name: String, json: &'a [u8] },
+}
+
+/// Reads a `.gbv` header.
+pub fn payload(data: &[u8]) -> Result<Payload<'_>, VocabError> {
+    let mut r = Reader { data, at: 0 };
+    if r.take(4)? != MAGIC {
+        return Err(VocabError::BadMagic);
+    }
+    if r.byte()? != KIND_HF_JSON {
+        return Ok(Payload::Ranks);
+    }
+    let name_len = r.byte()? as usize;
+    let name = String::from_utf8_lossy(r.take(name_len)?).into_owned();
+    Ok(Payload::HfJson {
+        name,
+        json: &data[r.at..],
+    })
+}
+
+/// Wraps a Hugging Face `tokenizer.json` (already minified) as a `.gbv` file.
+pub fn wrap_hf_json(name: &str, json: &[u8]) -> Vec<u8> {
+    let name = &name.as_bytes()[..name.len().min(255)];
+    let mut out = Vec::with_capacity(json.len() + name.len() + 6);
+    out.extend_from_slice(MAGIC);
+    out.push(KIND_HF_JSON);
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.extend_from_slice(json);
+    out
+}
 
 /// Why a vocabulary could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -28,6 +68,10 @@ pub enum VocabError {
     RankGap { expected: u32, found: u32 },
     #[error("duplicate token at rank {0}")]
     Duplicate(u32),
+    #[error("tokenizer.json could not be loaded: {0}")]
+    HfTokenizer(String),
+    #[error("this build cannot read Hugging Face tokenizers")]
+    HfUnsupported,
 }
 
 /// Token byte strings by rank, with a hash table from bytes to rank.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use fantoccini::Client;
 use glassbox_core::context::meter::REPLY_PRIMING;
-use glassbox_core::tokens::{BpeTokenizer, MESSAGE_OVERHEAD};
+use glassbox_core::tokens::{BpeTokenizer, MESSAGE_OVERHEAD, Tokenizer};
 use glassbox_e2e::{in_browser, root, start_server, wait_for, widget_dir};
 use serde_json::{Value, json};
 
@@ -174,6 +174,21 @@ async fn the_standalone_meter_counts_with_no_server() -> Result<()> {
         assert_eq!(r["used"], cl100k.count(text) + MESSAGE_OVERHEAD + REPLY_PRIMING as usize);
         let shown = wait_for(&client, "the page's own readout", "return document.getElementById('reading').textContent.includes('cl100k_base') && document.getElementById('reading').textContent;").await?;
         assert!(shown.as_str().unwrap().contains("of 8,192"), "{shown}");
+
+        // A Llama model: its own Hugging Face tokenizer, run by `tokenizers` in the worker's wasm,
+        // counts exactly as the same crate does natively.
+        let llama = Tokenizer::load(&std::fs::read(widget_dir().join("vocab/llama3.gbv"))?)?;
+        client
+            .execute("const s = document.getElementById('model'); s.value = 'llama-3.1-8b'; s.dispatchEvent(new Event('change'));", vec![])
+            .await?;
+        let r = wait_for(
+            &client,
+            "the llama3 reading",
+            "return (r => r && !r.estimated && r.encoding === 'llama3' ? r : null)(document.getElementById('meter').reading());",
+        )
+        .await?;
+        assert_eq!(r["limit"], 131_072);
+        assert_eq!(r["used"], llama.count(text) + MESSAGE_OVERHEAD + REPLY_PRIMING as usize);
         Ok(())
     })
     .await
