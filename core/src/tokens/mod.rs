@@ -23,7 +23,7 @@ pub enum Tokenizer {
     Bpe(BpeTokenizer),
     /// A Hugging Face `tokenizer.json`, run by the `tokenizers` crate.
     #[cfg(feature = "hf")]
-    Hf(hf::HfTokenizer),
+    Hf(Box<hf::HfTokenizer>),
 }
 
 impl Tokenizer {
@@ -33,7 +33,7 @@ impl Tokenizer {
             vocab::Payload::Ranks => BpeTokenizer::from_compact(data).map(Tokenizer::Bpe),
             #[cfg(feature = "hf")]
             vocab::Payload::HfJson { name, json } => hf::HfTokenizer::from_json(&name, json)
-                .map(Tokenizer::Hf)
+                .map(|t| Tokenizer::Hf(Box::new(t)))
                 .map_err(VocabError::HfTokenizer),
             #[cfg(not(feature = "hf"))]
             vocab::Payload::HfJson { .. } => Err(VocabError::HfUnsupported),
