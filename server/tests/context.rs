@@ -299,3 +299,47 @@ async fn a_llama_model_is_counted_with_its_own_tokenizer() {
         llama.count(text) + 4 + 3
     );
 }
+
+#[tokio::test]
+async fn a_summary_is_written_once_per_message_range_and_then_read_from_the_cache() {
+    let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["A summary."]), TINY).await;
+    let (id, token, _) = new_session(&server).await;
+    put_settings(
+        &server,
+        &id,
+        &token,
+        json!({"strategy": "summarize", "preserveRecentMessages": 2}),
+    )
+    .await;
+    let mut last = Value::Null;
+    for i in 0..6 {
+        last = chat(&server, &id, &token, &long_message(i)).await;
+    }
+    let user_id = last["message"]["id"].as_str().unwrap();
+    let history = server
+        .state
+        .store
+        .history_through(&id, user_id)
+        .await
+        .unwrap();
+    let asked = || server.fake.requests().len();
+
+    let before = asked();
+    let first = server
+        .state
+        .assemble(&id, "tiny-model", history.clone(), None)
+        .await
+        .unwrap();
+    assert!(first.summary.is_some());
+    let after_first = asked();
+    let second = server
+        .state
+        .assemble(&id, "tiny-model", history, None)
+        .await
+        .unwrap();
+    assert_eq!(asked(), after_first, "the same range was summarized again");
+    assert_eq!(first.summary, second.summary);
+    assert_eq!(first.report, second.report);
+    // The last turn already wrote this range's summary, so even the first call here was a cache hit.
+    assert_eq!(after_first, before);
+}

@@ -16,6 +16,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// The server's own state, for tests that call its Rust API directly.
+    pub state: glassbox_server::state::AppState,
     pub fake: FakeProvider,
     pub http: reqwest::Client,
     _data: tempfile::TempDir,
@@ -71,11 +73,13 @@ impl TestServer {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
+        let served = state.clone();
         tokio::spawn(async move {
-            let _ = glassbox_server::serve(listener, state).await;
+            let _ = glassbox_server::serve(listener, served).await;
         });
         Self {
             addr,
+            state,
             fake,
             http: reqwest::Client::new(),
             _data: data,
