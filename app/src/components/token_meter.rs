@@ -132,7 +132,11 @@ pub fn TokenMeter(
             <span class="gb-meter-bar" aria-hidden="true">
                 <span class="gb-meter-fill" style:width=move || format!("{}%", percent().min(100))></span>
             </span>
-            <span class="gb-meter-pct">{move || format!("{}{}%", tilde(), percent())}</span>
+            <span class="gb-meter-pct">
+                {move || {
+                    if reading().is_some() { format!("{}{}%", tilde(), percent()) } else { "–".to_owned() }
+                }}
+            </span>
             {move || {
                 reading()
                     .and_then(|r| r.original_percent)
@@ -144,10 +148,14 @@ pub fn TokenMeter(
                         }
                     })
             }}
-            <span class="gb-meter-icon" aria-hidden="true">
+            <span
+                class="gb-meter-icon"
+                class:gb-meter-info=move || !matches!(state(), MeterState::Warning | MeterState::Critical)
+                aria-hidden="true"
+            >
                 {move || match state() {
                     MeterState::Warning | MeterState::Critical => "⚠",
-                    _ => "ⓘ",
+                    _ => "i",
                 }}
             </span>
             <div class="gb-meter-tip" id="gb-meter-tip" role="tooltip">
