@@ -98,25 +98,19 @@ impl TokenCounts {
             answered_at: Cell::new(0.0),
             ready: Cell::new(false),
         });
-        match spawn_worker(worker_url) {
-            Ok(worker) => {
-                let weak = Rc::downgrade(&inner);
-                let on_message =
-                    Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-                        if let Some(inner) = weak.upgrade() {
-                            inner.on_message(&ev.data(), revision, vocab);
-                        }
-                    });
-                worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-                *inner._on_message.borrow_mut() = Some(on_message);
-                *inner.worker.borrow_mut() = Some(worker);
-                inner.load();
-            }
-            Err(message) => vocab.set(VocabState::Failed {
-                encoding: encoding.to_owned(),
-                message,
-            }),
-        }
+        // After first paint: the chat shows at once; counting catches up (marked "~" until then).
+        let weak = Rc::downgrade(&inner);
+        let worker_url = worker_url.to_owned();
+        request_animation_frame(move || {
+            set_timeout(
+                move || {
+                    if let Some(inner) = weak.upgrade() {
+                        Inner::start_worker(&inner, &worker_url, revision, vocab);
+                    }
+                },
+                std::time::Duration::ZERO,
+            )
+        });
         TokenCounts {
             inner: StoredValue::new_local(inner),
             revision,
@@ -214,6 +208,33 @@ fn get(obj: &JsValue, key: &str) -> JsValue {
 }
 
 impl Inner {
+    fn start_worker(
+        this: &Rc<Self>,
+        url: &str,
+        revision: RwSignal<u64>,
+        vocab: RwSignal<VocabState>,
+    ) {
+        match spawn_worker(url) {
+            Ok(worker) => {
+                let weak = Rc::downgrade(this);
+                let on_message =
+                    Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+                        if let Some(inner) = weak.upgrade() {
+                            inner.on_message(&ev.data(), revision, vocab);
+                        }
+                    });
+                worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+                *this._on_message.borrow_mut() = Some(on_message);
+                *this.worker.borrow_mut() = Some(worker);
+                this.load();
+            }
+            Err(message) => {
+                let encoding = this.encoding.borrow().clone();
+                vocab.set(VocabState::Failed { encoding, message });
+            }
+        }
+    }
+
     fn load(&self) {
         let url = self
             .vocab_url
