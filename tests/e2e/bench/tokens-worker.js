@@ -11,6 +11,16 @@ const loaders = {
     const counter = new mod.Counter(bytes);
     return { count: (s) => counter.count(s), fetchMs };
   },
+  // Llama 3's Hugging Face tokenizer, run by the `tokenizers` crate in our second worker module.
+  async 'glassbox-llama3'() {
+    const mod = await import('/dist/glassbox_token_worker_hf.js');
+    await mod.default({ module_or_path: '/dist/glassbox_token_worker_hf_bg.wasm' });
+    const t = performance.now();
+    const bytes = new Uint8Array(await (await fetch('/dist/vocab/llama3.gbv')).arrayBuffer());
+    const fetchMs = performance.now() - t;
+    const counter = new mod.Counter(bytes);
+    return { count: (s) => counter.count(s), fetchMs };
+  },
   async 'gpt-tokenizer'() {
     const mod = await import('/node_modules/gpt-tokenizer/esm/encoding/o200k_base.js');
     // Special-token look-alikes count as plain text, as in the other two.

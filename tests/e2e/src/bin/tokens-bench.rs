@@ -371,8 +371,50 @@ async fn main() -> Result<()> {
         "—".into(),
         "≤ 1",
     );
-    // Every contender must agree on the counts.
-    for w in &workers {
+    // Llama 3 through `tokenizers` in wasm: no goal, for the record.
+    let llama = by(&workers, "glassbox-llama3");
+    let native = glassbox_core::tokens::Tokenizer::load(&std::fs::read(
+        widget_dir().join("vocab/llama3.gbv"),
+    )?)?;
+    let (llama_big, llama_chat) = (native.count(&big), native.count(&chat));
+    println!(
+        "\nLlama 3 (Hugging Face tokenizer.json, `tokenizers` crate in the worker's second wasm module):"
+    );
+    println!("| what | value |\n|---|---|");
+    println!(
+        "| ready in a worker, loopback (ms) | {:.0} |",
+        llama["readyMs"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "| ready after the vocabulary is downloaded (ms) | {:.0} |",
+        llama["readyMs"].as_f64().unwrap_or(0.0) - llama["fetchMs"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "| 1 MB throughput (M tokens/s) | {:.2} |",
+        throughput(&llama)
+    );
+    println!(
+        "| 2k-token chat (µs per count) | {:.0} |",
+        llama["chatUs"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "| download, brotli (kB) | {:.0} |",
+        download_bytes(&llama["resources"], &modules) as f64 / 1000.0
+    );
+    if llama["bigTokens"].as_u64() != Some(llama_big as u64)
+        || llama["chatTokens"].as_u64() != Some(llama_chat as u64)
+    {
+        bail!(
+            "llama3 in the browser counted {} / {}, natively {llama_big} / {llama_chat}",
+            llama["bigTokens"],
+            llama["chatTokens"]
+        );
+    }
+    // Every o200k contender must agree on the counts.
+    for w in workers
+        .iter()
+        .filter(|w| w["contender"] != "glassbox-llama3")
+    {
         let (b, c) = (
             w["bigTokens"].as_u64().unwrap_or(0) as usize,
             w["chatTokens"].as_u64().unwrap_or(0) as usize,
