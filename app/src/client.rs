@@ -393,18 +393,6 @@ impl Inner {
 
     /// Dispatches a DOM event on the host element with `detail` as a JS object.
     fn notify_host<T: serde::Serialize>(&self, name: &str, detail: &T) {
-        let Ok(json) = serde_json::to_string(detail) else {
-            return;
-        };
-        let Ok(value) = js_sys::JSON::parse(&json) else {
-            return;
-        };
-        let init = web_sys::CustomEventInit::new();
-        init.set_detail(&value);
-        init.set_bubbles(true);
-        init.set_composed(true);
-        if let Ok(event) = web_sys::CustomEvent::new_with_event_init_dict(name, &init) {
-            let _ = self.host.dispatch_event(&event);
-        }
+        crate::host_events::dispatch(&self.host, name, detail);
     }
 }

@@ -24,6 +24,36 @@ pub struct MeterView {
     pub vocab: VocabState,
 }
 
+/// What hosts see of a reading (`glassbox:meter` events, `reading()`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeterSummary {
+    pub used: u32,
+    pub limit: u32,
+    pub percent: u32,
+    pub original_percent: Option<u32>,
+    pub state: glassbox_core::context::MeterState,
+    pub estimated: bool,
+    pub encoding: String,
+    pub breakdown: glassbox_core::context::TokenBreakdown,
+}
+
+impl MeterView {
+    /// The reading as hosts see it.
+    pub fn summary(&self) -> MeterSummary {
+        MeterSummary {
+            used: self.reading.used,
+            limit: self.reading.limit,
+            percent: self.reading.percent,
+            original_percent: self.reading.original_percent,
+            state: self.reading.state,
+            estimated: self.estimated,
+            encoding: self.encoding.clone(),
+            breakdown: self.reading.breakdown,
+        }
+    }
+}
+
 /// A text to count: stored messages carry their id so their key is cached.
 pub struct MeterText<'a> {
     pub id: Option<&'a str>,

@@ -142,7 +142,7 @@ pub fn mount_meter(
                 if answered > 0.0 {
                     counts.update_ms.set(now_ms() - answered);
                 }
-                notify(&host, &v);
+                crate::host_events::dispatch(&host, "glassbox:meter", &v.summary());
             }
         });
         let compact = Signal::derive(move || config.with(|c| c.compact));
@@ -159,29 +159,5 @@ pub fn mount_meter(
         view,
         counts,
         _view: handle,
-    }
-}
-
-/// Dispatches `glassbox:meter` with `{used, limit, percent, state, estimated, originalPercent}`.
-fn notify(host: &web_sys::EventTarget, v: &MeterView) {
-    let detail = serde_json::json!({
-        "used": v.reading.used,
-        "limit": v.reading.limit,
-        "percent": v.reading.percent,
-        "originalPercent": v.reading.original_percent,
-        "state": v.reading.state,
-        "estimated": v.estimated,
-        "encoding": v.encoding,
-        "breakdown": v.reading.breakdown,
-    });
-    let Ok(value) = js_sys::JSON::parse(&detail.to_string()) else {
-        return;
-    };
-    let init = web_sys::CustomEventInit::new();
-    init.set_detail(&value);
-    init.set_bubbles(true);
-    init.set_composed(true);
-    if let Ok(event) = web_sys::CustomEvent::new_with_event_init_dict("glassbox:meter", &init) {
-        let _ = host.dispatch_event(&event);
     }
 }

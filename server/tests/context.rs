@@ -3,17 +3,22 @@
 
 mod support;
 
-use glassbox_core::tokens::BpeTokenizer;
+use glassbox_core::tokens::Tokenizer;
 use glassbox_fake_provider::Behaviour;
 use serde_json::{Value, json};
 use support::{Api, TestServer};
 
-fn o200k() -> BpeTokenizer {
+/// A vocabulary `cargo xtask build` wrote, loaded with the same code as the server's.
+fn tokenizer(encoding: &str) -> Tokenizer {
     let dir = std::env::var("GLASSBOX_E2E_WIDGET_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../dist").to_owned());
-    let data = std::fs::read(format!("{dir}/vocab/o200k_base.gbv"))
+    let data = std::fs::read(format!("{dir}/vocab/{encoding}.gbv"))
         .expect("run `cargo xtask build` first");
-    BpeTokenizer::from_compact(&data).unwrap()
+    Tokenizer::load(&data).unwrap()
+}
+
+fn o200k() -> Tokenizer {
+    tokenizer("o200k_base")
 }
 
 async fn new_session(server: &TestServer) -> (String, String, Value) {
@@ -281,12 +286,7 @@ async fn a_llama_model_is_counted_with_its_own_tokenizer() {
     assert_eq!(context["exact"], true, "{context}");
     assert_eq!(context["contextLimit"], 131_072);
 
-    let dir = std::env::var("GLASSBOX_E2E_WIDGET_DIR")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../dist").to_owned());
-    let llama = glassbox_core::tokens::Tokenizer::load(
-        &std::fs::read(format!("{dir}/vocab/llama3.gbv")).unwrap(),
-    )
-    .unwrap();
+    let llama = tokenizer("llama3");
     let text = "Wie viele Tokens hat dieser Satz? 東京タワー 🚀";
     let body = server
         .post_json("/api/chat", &json!({"message": text}))

@@ -125,17 +125,8 @@ impl GlassboxTokenMeter {
         let Some(v) = self.live()?.reading() else {
             return Ok(JsValue::NULL);
         };
-        let json = serde_json::json!({
-            "used": v.reading.used,
-            "limit": v.reading.limit,
-            "percent": v.reading.percent,
-            "originalPercent": v.reading.original_percent,
-            "state": v.reading.state,
-            "estimated": v.estimated,
-            "encoding": v.encoding,
-            "breakdown": v.reading.breakdown,
-        });
-        js_sys::JSON::parse(&json.to_string())
+        let json = serde_json::to_string(&v.summary()).map_err(|e| js_error("internal", e))?;
+        js_sys::JSON::parse(&json)
     }
 
     /// Removes the view and stops the worker.

