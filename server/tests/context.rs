@@ -209,6 +209,22 @@ async fn sliding_window_sends_only_what_fits_and_reports_it() {
     assert!(last["reply"]["usage"]["inputTokens"].as_u64().unwrap() > 0);
 }
 
+/// A new session set to summarize (keeping the last 2), after six 100-token turns in the tiny
+/// window; returns its id, token and the last REST answer.
+async fn six_turns_summarized(server: &TestServer) -> (String, String, Value) {
+    let (id, token, _) = new_session(server).await;
+    let settings = json!({"strategy": "summarize", "preserveRecentMessages": 2});
+    assert_eq!(
+        put_settings(server, &id, &token, settings).await.status(),
+        200
+    );
+    let mut last = Value::Null;
+    for i in 0..6 {
+        last = chat(server, &id, &token, &long_message(i)).await;
+    }
+    (id, token, last)
+}
+
 #[tokio::test]
 async fn summarize_replaces_old_messages_with_a_model_summary() {
     let server = TestServer::start_with(
@@ -217,18 +233,7 @@ async fn summarize_replaces_old_messages_with_a_model_summary() {
         TINY,
     )
     .await;
-    let (id, token, _) = new_session(&server).await;
-    put_settings(
-        &server,
-        &id,
-        &token,
-        json!({"strategy": "summarize", "preserveRecentMessages": 2}),
-    )
-    .await;
-    let mut last = Value::Null;
-    for i in 0..6 {
-        last = chat(&server, &id, &token, &long_message(i)).await;
-    }
+    let (_, _, last) = six_turns_summarized(&server).await;
     let requests = server.fake.requests();
     let summarizations: Vec<&Value> = requests
         .iter()
@@ -303,18 +308,7 @@ async fn a_llama_model_is_counted_with_its_own_tokenizer() {
 #[tokio::test]
 async fn a_summary_is_written_once_per_message_range_and_then_read_from_the_cache() {
     let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["A summary."]), TINY).await;
-    let (id, token, _) = new_session(&server).await;
-    put_settings(
-        &server,
-        &id,
-        &token,
-        json!({"strategy": "summarize", "preserveRecentMessages": 2}),
-    )
-    .await;
-    let mut last = Value::Null;
-    for i in 0..6 {
-        last = chat(&server, &id, &token, &long_message(i)).await;
-    }
+    let (id, _, last) = six_turns_summarized(&server).await;
     let user_id = last["message"]["id"].as_str().unwrap();
     let history = server
         .state
