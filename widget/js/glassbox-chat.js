@@ -8,6 +8,7 @@
 // {encoding}; defaults to vocab/{encoding}.gbv beside this script).
 // Methods: sendMessage(text, attachments?, context?), setPageContext(obj).
 // Events: "glassbox:reply" (detail: the finished reply message).
+import { shadowContainer } from './shadow-shell.js';
 import init, { GlassboxWidget } from './glassbox_widget.js';
 
 const here = new URL('.', import.meta.url);
@@ -23,15 +24,7 @@ class GlassboxChat extends HTMLElement {
   #mounting = null;
 
   connectedCallback() {
-    if (!this.shadowRoot) {
-      const root = this.attachShadow({ mode: 'open' });
-      const style = document.createElement('link');
-      style.rel = 'stylesheet';
-      style.href = new URL('glassbox.css', here).href;
-      this.#container = document.createElement('div');
-      this.#container.className = 'gb-host';
-      root.append(style, this.#container);
-    }
+    if (!this.shadowRoot) this.#container = shadowContainer(this, 'gb-host');
     this.#mount();
   }
 

@@ -11,6 +11,7 @@
 // Methods: setText(text), setMessages([text, ...]), setSystemPrompt(text), reading().
 // Events: "glassbox:meter" (detail: {used, limit, percent, state, estimated, originalPercent, ...}).
 // Counting runs in a Web Worker; the vocabulary is fetched after first paint and cached by the browser.
+import { shadowContainer } from './shadow-shell.js';
 import init, { GlassboxTokenMeter } from './glassbox_widget.js';
 
 const here = new URL('.', import.meta.url);
@@ -27,15 +28,7 @@ class TokenMeterElement extends HTMLElement {
   #pending = [];
 
   connectedCallback() {
-    if (!this.shadowRoot) {
-      const root = this.attachShadow({ mode: 'open' });
-      const style = document.createElement('link');
-      style.rel = 'stylesheet';
-      style.href = new URL('glassbox.css', here).href;
-      this.#container = document.createElement('div');
-      this.#container.className = 'gb-host gb-meter-host';
-      root.append(style, this.#container);
-    }
+    if (!this.shadowRoot) this.#container = shadowContainer(this, 'gb-host gb-meter-host');
     this.#mount();
   }
 

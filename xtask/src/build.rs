@@ -59,6 +59,7 @@ pub fn widget() -> Result<PathBuf> {
             "glassbox-token-meter.js",
         ),
         ("widget/js/token-worker.js", "token-worker.js"),
+        ("widget/js/shadow-shell.js", "shadow-shell.js"),
         ("style/glassbox.css", "glassbox.css"),
     ] {
         std::fs::copy(root().join(from), dist.join(to))
@@ -74,6 +75,7 @@ pub fn widget() -> Result<PathBuf> {
         "glassbox-chat.js",
         "glassbox-token-meter.js",
         "token-worker.js",
+        "shadow-shell.js",
         "glassbox.css",
     ] {
         precompress(&dist.join(name))?;
