@@ -94,6 +94,7 @@ async fn main() -> Result<()> {
         "glassbox_widget_bg.wasm",
         "glassbox_widget.js",
         "glassbox-chat.js",
+        "shadow-shell.js",
         "glassbox.css",
     ] {
         let (raw, gz, br) = sizes(&dist.join(name))?;
