@@ -7,7 +7,7 @@ use glassbox_core::context::compression::CountedMessage;
 use glassbox_core::context::{ContextInfo, MeterReading, meter};
 use glassbox_core::prompt::page_context_segment;
 use glassbox_core::tokens::estimate;
-use glassbox_core::wire::{ChatMessage, MessageStatus, PageContext, Role};
+use glassbox_core::wire::PageContext;
 use leptos::prelude::GetUntracked;
 
 use crate::token_counts::{TokenCounts, VocabState};
@@ -58,20 +58,6 @@ impl MeterView {
 pub struct MeterText<'a> {
     pub id: Option<&'a str>,
     pub text: Cow<'a, str>,
-}
-
-/// The text the model sees for a message (content, plus attachment metadata when present).
-pub fn message_text(m: &ChatMessage) -> Cow<'_, str> {
-    if m.attachments.is_empty() {
-        Cow::Borrowed(&m.content)
-    } else {
-        Cow::Owned(glassbox_core::prompt::model_text(m))
-    }
-}
-
-/// True for the stored messages that reach the model (user messages and complete replies).
-pub fn reaches_model(m: &ChatMessage) -> bool {
-    m.role == Role::User || m.status == MessageStatus::Complete
 }
 
 /// Counts `texts` (oldest first, the message being written last) and reads the meter.

@@ -3,6 +3,8 @@
 //! Page context goes into the system prompt as a delimited, JSON-encoded data segment that is labelled
 //! as coming from the host page; it is never phrased as instructions and never enters a message's text.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -65,10 +67,10 @@ pub struct RequestOptions<'a> {
 pub fn build_request(history: &[ChatMessage], opts: RequestOptions<'_>) -> ProviderRequest {
     let messages = history
         .iter()
-        .filter(|m| m.role == Role::User || m.status == MessageStatus::Complete)
+        .filter(|m| reaches_model(m))
         .map(|m| PromptMessage {
             role: m.role,
-            content: model_text(m),
+            content: model_text(m).into_owned(),
         })
         .collect();
     let context_segment = opts.page_context.map(page_context_segment);
@@ -99,16 +101,23 @@ pub fn page_context_segment(ctx: &PageContext) -> String {
     )
 }
 
+/// True for the stored messages the model sees: user messages and complete replies (a failed or
+/// still-streaming reply is never sent).
+pub fn reaches_model(m: &ChatMessage) -> bool {
+    m.role == Role::User || m.status == MessageStatus::Complete
+}
+
 /// The text of a message as the model sees it: the user's words, then attachment metadata as data.
-pub fn model_text(m: &ChatMessage) -> String {
+/// Borrowed when there are no attachments (the common case; token counting calls this per message).
+pub fn model_text(m: &ChatMessage) -> Cow<'_, str> {
     if m.attachments.is_empty() {
-        return m.content.clone();
+        return Cow::Borrowed(&m.content);
     }
-    format!(
+    Cow::Owned(format!(
         "{}\n\n<attachments>\n{}\n</attachments>",
         m.content,
         attachments_json(&m.attachments)
-    )
+    ))
 }
 
 fn attachments_json(list: &[Attachment]) -> String {
@@ -135,14 +144,7 @@ mod tests {
             role,
             content: content.into(),
             status,
-            created_at: 0,
-            client_message_id: None,
-            reply_to: None,
-            context: None,
-            attachments: vec![],
-            usage: None,
-            context_report: None,
-            error: None,
+            ..Default::default()
         }
     }
 

@@ -130,16 +130,10 @@ impl Transcript {
                     None => ChatMessage {
                         id: r.message_id.clone(),
                         role: Role::Assistant,
-                        content: String::new(),
                         status: MessageStatus::Streaming,
                         created_at: r.created_at,
-                        client_message_id: None,
                         reply_to: Some(r.reply_to.clone()),
-                        context: None,
-                        attachments: vec![],
-                        usage: None,
-                        context_report: None,
-                        error: None,
+                        ..Default::default()
                     },
                 };
                 self.upsert(message);
@@ -196,17 +190,10 @@ mod tests {
     fn user(id: &str, text: &str, cid: &str) -> ChatMessage {
         ChatMessage {
             id: id.into(),
-            role: Role::User,
             content: text.into(),
-            status: MessageStatus::Complete,
             created_at: 1,
             client_message_id: Some(cid.into()),
-            reply_to: None,
-            context: None,
-            attachments: vec![],
-            usage: None,
-            context_report: None,
-            error: None,
+            ..Default::default()
         }
     }
 

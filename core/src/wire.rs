@@ -78,9 +78,10 @@ pub struct RetryRequest {
 }
 
 /// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    #[default]
     User,
     Assistant,
 }
@@ -105,9 +106,10 @@ impl Role {
 }
 
 /// Lifecycle of a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
+    #[default]
     Complete,
     Streaming,
     /// The reply stopped early; `content` holds what arrived and `error` says why. Retryable.
@@ -144,7 +146,8 @@ pub struct Usage {
 }
 
 /// A stored chat message, as shown to the user. `content` never contains page context.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `Default` is an empty, complete user message (build others with `..Default::default()`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChatMessage {
     pub id: String,

@@ -12,9 +12,11 @@ use glassbox_core::context::meter::{self, REPLY_PRIMING};
 use glassbox_core::context::{
     CompressionSettings, ContextInfo, ContextReport, TokenBreakdown, context_limit, encoding_for,
 };
-use glassbox_core::prompt::{PromptMessage, ProviderRequest, model_text, page_context_segment};
+use glassbox_core::prompt::{
+    PromptMessage, ProviderRequest, model_text, page_context_segment, reaches_model,
+};
 use glassbox_core::tokens::{self, Tokenizer};
-use glassbox_core::wire::{ChatMessage, MessageStatus, PageContext, Role};
+use glassbox_core::wire::{ChatMessage, PageContext, Role};
 
 use crate::embed::service::content_hash;
 use crate::error::AppError;
@@ -185,11 +187,8 @@ impl AppState {
     ) -> Result<Assembled, AppError> {
         let info = self.context_info(session_id, model).await?;
         let enc = info.encoding.as_str();
-        let history: Vec<ChatMessage> = history
-            .into_iter()
-            .filter(|m| m.role == Role::User || m.status == MessageStatus::Complete)
-            .collect();
-        let texts: Vec<String> = history.iter().map(model_text).collect();
+        let history: Vec<ChatMessage> = history.into_iter().filter(reaches_model).collect();
+        let texts: Vec<_> = history.iter().map(model_text).collect();
         let counted: Vec<CountedMessage> = texts
             .iter()
             .map(|t| CountedMessage {

@@ -10,6 +10,8 @@ use super::message_view::{MessageView, PendingView};
 use super::token_meter::TokenMeter;
 use crate::client::ChatClient;
 use crate::config::Theme;
+use glassbox_core::prompt::{model_text, reaches_model};
+
 use crate::meter_reading::{self, MeterText, MeterView};
 use crate::token_counts::{TokenCounts, now_ms};
 
@@ -116,10 +118,10 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
             let mut texts: Vec<MeterText> = t
                 .messages
                 .iter()
-                .filter(|m| meter_reading::reaches_model(m))
+                .filter(|m| reaches_model(m))
                 .map(|m| MeterText {
                     id: Some(&m.id),
-                    text: meter_reading::message_text(m),
+                    text: model_text(m),
                 })
                 .collect();
             texts.extend(t.pending.iter().map(|p| MeterText {
