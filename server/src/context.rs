@@ -16,7 +16,7 @@ use glassbox_core::prompt::{
     PromptMessage, ProviderRequest, model_text, page_context_segment, reaches_model,
 };
 use glassbox_core::tokens::{self, Tokenizer};
-use glassbox_core::wire::{ChatMessage, PageContext, Role};
+use glassbox_core::wire::{ChatMessage, PageContext, Role, SessionInfo};
 
 use crate::embed::service::content_hash;
 use crate::error::AppError;
@@ -161,6 +161,13 @@ impl AppState {
             output_reserve: self.config.max_output_tokens,
             compression,
         }
+    }
+
+    /// `info` with its `context` filled in, for the answers that carry it (`hello`, new sessions);
+    /// other routes skip the settings read.
+    pub async fn with_context(&self, mut info: SessionInfo) -> Result<SessionInfo, AppError> {
+        info.context = Some(self.context_info(&info.session_id, &info.model).await?);
+        Ok(info)
     }
 
     /// Validates, stores and returns new compression settings for a session.

@@ -65,14 +65,13 @@ impl AppState {
                     .create_session(&id, &hash_token(&token), now_ms())
                     .await?;
                 let hub = self.hubs.get_or_create(&id, grace);
-                let context = Some(self.context_info(&id, &model).await?);
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {
                         session_id: id,
                         token: Some(token),
                         model,
-                        context,
+                        context: None,
                     },
                 })
             }
@@ -88,14 +87,13 @@ impl AppState {
                     return Err(AppError::Unauthorized);
                 }
                 let hub = self.hubs.get_or_create(id, grace);
-                let context = Some(self.context_info(id, &model).await?);
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {
                         session_id: id.to_owned(),
                         token: None,
                         model,
-                        context,
+                        context: None,
                     },
                 })
             }

@@ -24,7 +24,8 @@ use glassbox_core::context::{CompressionSettings, ContextInfo};
 
 /// `POST /api/sessions`: a new session and its token (shown once).
 pub async fn create_session(State(state): State<AppState>) -> Result<Json<SessionInfo>, AppError> {
-    Ok(Json(state.open_session(None, None, None).await?.info))
+    let info = state.open_session(None, None, None).await?.info;
+    Ok(Json(state.with_context(info).await?))
 }
 
 /// Messages of a session.

@@ -166,7 +166,8 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
             forward(sink, &mut a, f).await.map_err(closed)?;
         }
     }
-    let session = a.hub.private(ServerEvent::Session(open.info));
+    let info = state.with_context(open.info).await?;
+    let session = a.hub.private(ServerEvent::Session(info));
     send_private(sink, &mut a, session).await.map_err(closed)?;
     if resume == Resume::Snapshot {
         send_snapshot(state, sink, &mut a).await?;
