@@ -20,6 +20,20 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
+/// Sum of the elements.
+pub fn sum(v: &[f32]) -> f32 {
+    const LANES: usize = 8;
+    let mut acc = [0f32; LANES];
+    let chunks = v.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for i in 0..LANES {
+            acc[i] += c[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
 /// Cosine similarity; 0 when either vector is all zeros.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let norms = (dot(a, a) * dot(b, b)).sqrt();

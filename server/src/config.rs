@@ -57,7 +57,7 @@ pub struct Config {
     pub embed_workers: usize,
     /// Embedding requests in progress or waiting before new ones are refused with 429.
     pub embed_queue: usize,
-    /// Threads each model run may use for matrix products.
+    /// Threads one model run may use (the shards of a converted model run side by side).
     pub embed_threads: usize,
 }
 
@@ -166,7 +166,7 @@ impl Config {
             embed_model: get("GLASSBOX_EMBED_MODEL").unwrap_or_else(|| "all-MiniLM-L6-v2".into()),
             embed_workers: parse(&get, "GLASSBOX_EMBED_WORKERS", "2")?,
             embed_queue: parse(&get, "GLASSBOX_EMBED_QUEUE", "64")?,
-            embed_threads: parse(&get, "GLASSBOX_EMBED_THREADS", "1")?,
+            embed_threads: parse(&get, "GLASSBOX_EMBED_THREADS", "2")?,
         })
     }
 

@@ -34,7 +34,6 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
         );
     }
     let provider = providers::from_config(&config)?;
-    embed::set_threads(config.embed_threads);
     // Loads in the background: chat is served while the model loads.
     let embeddings = match &config.embed_model_dir {
         Some(dir) => embed::EmbeddingService::start(
@@ -43,6 +42,7 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
             embed::Limits {
                 workers: config.embed_workers,
                 queue: config.embed_queue,
+                threads: config.embed_threads,
             },
         ),
         None => embed::EmbeddingService::disabled(config.embed_model.clone()),

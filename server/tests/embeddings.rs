@@ -18,13 +18,36 @@ fn model_dir() -> PathBuf {
         .unwrap_or_else(glassbox_server::config::default_model_dir)
 }
 
-/// One loaded model for the whole file (loading optimizes the graph, which takes a moment).
+/// One loaded model for the whole file (loading optimizes the graph, which takes a moment): the
+/// converted model, which runs its tensor-parallel shards on two threads.
 fn embedder() -> &'static Embedder {
     static EMBEDDER: OnceLock<Embedder> = OnceLock::new();
-    EMBEDDER.get_or_init(|| match Embedder::load(&model_dir()) {
+    EMBEDDER.get_or_init(|| match Embedder::load(&model_dir(), 2) {
         Ok(e) => e,
         Err(e) => panic!("{e}"),
     })
+}
+
+/// The same model as a plain ONNX file (no shards beside it): runs as one plan, as any
+/// sentence-transformers export would.
+fn whole_model_embedder() -> &'static Embedder {
+    static EMBEDDER: OnceLock<Embedder> = OnceLock::new();
+    EMBEDDER.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("glassbox-whole-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        for name in ["model.onnx", "tokenizer.json"] {
+            let _ = std::fs::remove_file(dir.join(name));
+            std::os::unix::fs::symlink(model_dir().join(name), dir.join(name)).expect("link");
+        }
+        match Embedder::load(&dir, 2) {
+            Ok(e) => e,
+            Err(e) => panic!("{e}"),
+        }
+    })
+}
+
+fn both_engines() -> [(&'static str, &'static Embedder); 2] {
+    [("shards", embedder()), ("whole model", whole_model_embedder())]
 }
 
 /// A test server with the embedding model switched on, plus `extra` settings.
@@ -79,36 +102,39 @@ fn references() -> Vec<Reference> {
 fn every_reference_sentence_matches_sentence_transformers() {
     let refs = references();
     assert!(refs.len() >= 13);
-    let e = embedder();
-    assert_eq!(e.dimension(), 384);
-    let mut worst = f32::MAX;
-    for r in &refs {
-        let got = e.embed(&[r.text.as_str()]).expect("embed");
-        let cos = cosine(&got[0].vector, &r.embedding);
-        assert!(cos >= 0.9999, "cosine {cos} for {:?}", r.text);
-        worst = worst.min(cos);
+    for (engine, e) in both_engines() {
+        assert_eq!(e.dimension(), 384);
+        let mut worst = f32::MAX;
+        for r in &refs {
+            let got = e.embed(&[r.text.as_str()]).expect("embed");
+            let cos = cosine(&got[0].vector, &r.embedding);
+            assert!(cos >= 0.9999, "{engine}: cosine {cos} for {:?}", r.text);
+            worst = worst.min(cos);
+        }
+        eprintln!(
+            "{engine}: lowest cosine to sentence-transformers over {} sentences: {worst:.8}",
+            refs.len()
+        );
     }
-    eprintln!(
-        "lowest cosine to sentence-transformers over {} sentences: {worst:.8}",
-        refs.len()
-    );
 }
 
 #[test]
 fn a_batch_gives_the_same_vectors_as_one_at_a_time() {
     let refs = references();
     let texts: Vec<&str> = refs.iter().map(|r| r.text.as_str()).collect();
-    let e = embedder();
-    let batched = e.embed(&texts).expect("batch");
-    for (text, b) in texts.iter().zip(&batched) {
-        let single = &e.embed(&[text]).expect("single")[0];
-        let worst = single
-            .vector
-            .iter()
-            .zip(&b.vector)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0f32, f32::max);
-        assert!(worst < 1e-5, "batched differs by {worst} for {text:?}");
+    for (engine, e) in both_engines() {
+        let batched = e.embed(&texts).expect("batch");
+        for (text, b) in texts.iter().zip(&batched) {
+            let single = &e.embed(&[text]).expect("single")[0];
+            assert_eq!(single.tokens, b.tokens);
+            let worst = single
+                .vector
+                .iter()
+                .zip(&b.vector)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
+            assert!(worst < 1e-5, "{engine}: batched differs by {worst} for {text:?}");
+        }
     }
 }
 
@@ -125,7 +151,7 @@ fn long_input_is_truncated_and_flagged() {
 #[test]
 fn a_missing_or_corrupt_model_names_the_file_and_the_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let err = Embedder::load(dir.path())
+    let err = Embedder::load(dir.path(), 1)
         .err()
         .expect("missing model is an error")
         .to_string();
@@ -140,7 +166,7 @@ fn a_missing_or_corrupt_model_names_the_file_and_the_fix() {
     )
     .unwrap();
     std::fs::write(dir.path().join("model.onnx"), b"this is not an onnx file").unwrap();
-    let err = Embedder::load(dir.path())
+    let err = Embedder::load(dir.path(), 1)
         .err()
         .expect("corrupt model is an error")
         .to_string();
@@ -243,6 +269,7 @@ async fn a_cache_hit_computes_nothing() {
         Limits {
             workers: 1,
             queue: 4,
+            threads: 2,
         },
     );
     while service.status() == EmbedStatus::Loading {

@@ -1,17 +1,28 @@
-"""Builds an fp32 ONNX graph of a BERT encoder (sentence-transformers all-MiniLM-L6-v2 and kin) from its
+"""Builds fp32 ONNX graphs of a BERT encoder (sentence-transformers all-MiniLM-L6-v2 and kin) from its
 safetensors weights, without torch: numpy + safetensors + onnx only.
 
-    python bert_to_onnx.py MODEL_DIR OUT.onnx
+    python bert_to_onnx.py MODEL_DIR OUT_DIR [SHARDS]
 
-MODEL_DIR holds config.json and model.safetensors. The graph takes input_ids and attention_mask
-(int64, [batch, sequence], both symbolic) and returns last_hidden_state [batch, sequence, hidden];
-pooling and normalisation are done by the engine. Written for tract and onnxruntime: IR version 8,
-opset 17 (LayerNormalization), GELU spelled as 0.5*x*(1+erf(x/sqrt 2)), an additive attention mask built
-from Cast/Unsqueeze/Sub/Mul so it analyses under symbolic dimensions.
+MODEL_DIR holds config.json and model.safetensors. Writes into OUT_DIR:
+
+- model.onnx: the whole encoder. Inputs input_ids and attention_mask (int64, [batch, sequence], both
+  symbolic); output last_hidden_state [batch, sequence, hidden]. Any ONNX runtime can run it.
+- shards/: the same weights cut for tensor-parallel execution on SHARDS threads (default 2), which is how
+  the Glassbox engine runs them. Token rows are unpadded ([tokens, hidden]); each layer is an attention
+  shard (its share of the heads, with its rows of the output projection) and a feed-forward shard (its
+  share of the intermediate units); the engine sums the shards' partial outputs, adds the residual and
+  applies the layer norms (their weights are in norms.onnx). Attention gathers the padded
+  [batch, sequence] view through pad_index, where padded slots point at one extra row (index `tokens`)
+  whose keys are masked, and scatters back through unpad_index. shards.json describes the set.
+
+Written for tract and onnxruntime: IR version 8, opset 17 (LayerNormalization), GELU spelled as
+0.5*x*(1+erf(x/sqrt 2)), an additive attention mask built from Cast/Unsqueeze/Sub/Mul so it analyses under
+symbolic dimensions. Initializer names are stable (derived from the checkpoint's tensor names).
 """
 
 import json
 import math
+import os
 import sys
 
 import numpy as np
@@ -19,107 +30,236 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file
 
+OPSET = 17
+IR_VERSION = 8  # onnxruntime refuses newer IR versions; tract reads either.
+MASKED = -10000.0
 
-def main(model_dir: str, out_path: str) -> None:
-    config = json.load(open(f"{model_dir}/config.json"))
-    weights = load_file(f"{model_dir}/model.safetensors")
-    # Some exports prefix every tensor with "bert."; position_ids and the pooler are not used.
-    weights = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()
-               if not k.endswith("position_ids") and "pooler" not in k}
 
-    hidden = config["hidden_size"]
-    heads = config["num_attention_heads"]
-    head_dim = hidden // heads
-    layers = config["num_hidden_layers"]
-    eps = float(config.get("layer_norm_eps", 1e-12))
+class Graph:
+    """Accumulates nodes and initializers of one ONNX graph."""
 
-    nodes, inits = [], []
-    counter = [0]
+    def __init__(self):
+        self.nodes, self.inits, self.count = [], [], 0
 
-    def name(prefix: str) -> str:
-        counter[0] += 1
-        return f"{prefix}_{counter[0]}"
+    def name(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}_{self.count}"
 
-    def const(array, prefix="c") -> str:
-        n = name(prefix)
-        inits.append(numpy_helper.from_array(np.asarray(array), n))
-        return n
+    def const(self, array, name: str) -> str:
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
 
-    def weight(key: str) -> str:
-        inits.append(numpy_helper.from_array(weights[key], key))
-        return key
-
-    def op(kind: str, inputs, **attrs) -> str:
-        out = name(kind.lower())
-        nodes.append(helper.make_node(kind, list(inputs), [out], **attrs))
+    def op(self, kind: str, inputs, **attrs) -> str:
+        out = self.name(kind.lower())
+        self.nodes.append(helper.make_node(kind, list(inputs), [out], **attrs))
         return out
 
+    def gelu(self, h: str) -> str:
+        half = self.const(np.array(0.5, np.float32), self.name("half"))
+        one = self.const(np.array(1.0, np.float32), self.name("one"))
+        sqrt2 = self.const(np.array(math.sqrt(2.0), np.float32), self.name("sqrt2"))
+        return self.op("Mul", [self.op("Mul", [h, half]), self.op("Add", [one, self.op("Erf", [self.op("Div", [h, sqrt2])])])])
+
+    def save(self, path: str, inputs, outputs, name: str) -> None:
+        """Writes the graph; `outputs` maps each output name to (the value it shows, its shape)."""
+        nodes = self.nodes + [helper.make_node("Identity", [src], [dst]) for dst, (src, _) in outputs.items()]
+        graph = helper.make_graph(
+            nodes, name, inputs,
+            [float_value(dst, shape) for dst, (_, shape) in outputs.items()],
+            initializer=self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="glassbox")
+        model.ir_version = IR_VERSION
+        onnx.checker.check_model(model)
+        onnx.save(model, path)
+
+
+class Bert:
+    """The checkpoint's weights and shape parameters."""
+
+    def __init__(self, model_dir: str):
+        config = json.load(open(f"{model_dir}/config.json"))
+        weights = load_file(f"{model_dir}/model.safetensors")
+        # Some exports prefix every tensor with "bert."; position_ids and the pooler are not used.
+        self.w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()
+                  if not k.endswith("position_ids") and "pooler" not in k}
+        self.hidden = config["hidden_size"]
+        self.heads = config["num_attention_heads"]
+        self.head_dim = self.hidden // self.heads
+        self.layers = config["num_hidden_layers"]
+        self.intermediate = config["intermediate_size"]
+        self.eps = float(config.get("layer_norm_eps", 1e-12))
+
+    def linear(self, prefix: str, rows=None, cols=None, scale=1.0):
+        """[in, out] weight and [out] bias of a torch Linear (stored [out, in]), optionally a slice."""
+        w = self.w[f"{prefix}.weight"].T * np.float32(scale)
+        b = self.w[f"{prefix}.bias"] * np.float32(scale)
+        if cols is not None:
+            w, b = w[:, cols], b[cols]
+        if rows is not None:
+            w = w[rows, :]
+        return w, b
+
+
+def write_full(bert: Bert, path: str) -> None:
+    g = Graph()
+    w = bert.w
+
     def linear(x: str, prefix: str) -> str:
-        # torch Linear stores [out, in]; MatMul wants [in, out].
-        w = const(weights[f"{prefix}.weight"].T.copy(), prefix.replace(".", "_") + "_wt")
-        return op("Add", [op("MatMul", [x, w]), weight(f"{prefix}.bias")])
+        weight, bias = bert.linear(prefix)
+        return g.op("Add", [g.op("MatMul", [x, g.const(weight, f"{prefix}.weight_t")]), g.const(bias, f"{prefix}.bias")])
 
     def layer_norm(x: str, prefix: str) -> str:
-        return op("LayerNormalization", [x, weight(f"{prefix}.weight"), weight(f"{prefix}.bias")],
-                  axis=-1, epsilon=eps)
+        return g.op("LayerNormalization",
+                    [x, g.const(w[f"{prefix}.weight"], f"{prefix}.weight"), g.const(w[f"{prefix}.bias"], f"{prefix}.bias")],
+                    axis=-1, epsilon=bert.eps)
 
     # Embeddings: word + position (first S rows) + token type 0.
-    words = op("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], axis=0)
-    seq_len = op("Shape", ["input_ids"], start=1, end=2)
-    positions = op("Slice", [weight("embeddings.position_embeddings.weight"), const(np.array([0], np.int64)),
-                             seq_len, const(np.array([0], np.int64))])
-    token_type = const(weights["embeddings.token_type_embeddings.weight"][0], "token_type_0")
-    x = op("Add", [op("Add", [words, positions]), token_type])
-    x = layer_norm(x, "embeddings.LayerNorm")
+    words = g.op("Gather", [g.const(w["embeddings.word_embeddings.weight"], "embeddings.word_embeddings.weight"), "input_ids"], axis=0)
+    seq_len = g.op("Shape", ["input_ids"], start=1, end=2)
+    zero = g.const(np.array([0], np.int64), "zero")
+    positions = g.op("Slice", [g.const(w["embeddings.position_embeddings.weight"], "embeddings.position_embeddings.weight"),
+                               zero, seq_len, zero])
+    token_type = g.const(w["embeddings.token_type_embeddings.weight"][0], "embeddings.token_type_embeddings.0")
+    x = layer_norm(g.op("Add", [g.op("Add", [words, positions]), token_type]), "embeddings.LayerNorm")
 
-    # Additive mask [B, 1, 1, S]: 0 where attended, -10000 where padded.
-    mask = op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
-    mask = op("Unsqueeze", [mask, const(np.array([1, 2], np.int64))])
-    mask = op("Mul", [op("Sub", [const(np.array(1.0, np.float32)), mask]), const(np.array(-10000.0, np.float32))])
+    # Additive mask [B, 1, 1, S]: 0 where attended, MASKED where padded.
+    mask = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
+    mask = g.op("Unsqueeze", [mask, g.const(np.array([1, 2], np.int64), "mask_axes")])
+    mask = g.op("Mul", [g.op("Sub", [g.const(np.array(1.0, np.float32), "mask_one"), mask]),
+                        g.const(np.array(MASKED, np.float32), "mask_value")])
 
-    split_heads = const(np.array([0, 0, heads, head_dim], np.int64), "split_heads")
-    merge_heads = const(np.array([0, 0, hidden], np.int64), "merge_heads")
-    scale = const(np.array(1.0 / math.sqrt(head_dim), np.float32), "scale")
-    half = const(np.array(0.5, np.float32))
-    one = const(np.array(1.0, np.float32))
-    sqrt2 = const(np.array(math.sqrt(2.0), np.float32))
+    split_heads = g.const(np.array([0, 0, bert.heads, bert.head_dim], np.int64), "split_heads")
+    merge_heads = g.const(np.array([0, 0, bert.hidden], np.int64), "merge_heads")
+    scale = g.const(np.array(1.0 / math.sqrt(bert.head_dim), np.float32), "scale")
 
-    for i in range(layers):
+    for i in range(bert.layers):
         p = f"encoder.layer.{i}"
 
         def heads_of(t: str) -> str:
-            return op("Transpose", [op("Reshape", [t, split_heads])], perm=[0, 2, 1, 3])
+            return g.op("Transpose", [g.op("Reshape", [t, split_heads])], perm=[0, 2, 1, 3])
 
         q = heads_of(linear(x, f"{p}.attention.self.query"))
         k = heads_of(linear(x, f"{p}.attention.self.key"))
         v = heads_of(linear(x, f"{p}.attention.self.value"))
-        scores = op("Mul", [op("MatMul", [q, op("Transpose", [k], perm=[0, 1, 3, 2])]), scale])
-        probs = op("Softmax", [op("Add", [scores, mask])], axis=-1)
-        context = op("Reshape", [op("Transpose", [op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), merge_heads])
-        attn = linear(context, f"{p}.attention.output.dense")
-        x = layer_norm(op("Add", [attn, x]), f"{p}.attention.output.LayerNorm")
+        scores = g.op("Mul", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]), scale])
+        probs = g.op("Softmax", [g.op("Add", [scores, mask])], axis=-1)
+        context = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), merge_heads])
+        x = layer_norm(g.op("Add", [linear(context, f"{p}.attention.output.dense"), x]), f"{p}.attention.output.LayerNorm")
+        h = g.gelu(linear(x, f"{p}.intermediate.dense"))
+        x = layer_norm(g.op("Add", [linear(h, f"{p}.output.dense"), x]), f"{p}.output.LayerNorm")
 
-        h = linear(x, f"{p}.intermediate.dense")
-        gelu = op("Mul", [op("Mul", [h, half]), op("Add", [one, op("Erf", [op("Div", [h, sqrt2])])])])
-        out = linear(gelu, f"{p}.output.dense")
-        x = layer_norm(op("Add", [out, x]), f"{p}.output.LayerNorm")
+    ids = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"]) for n in ("input_ids", "attention_mask")]
+    g.save(path, ids, {"last_hidden_state": (x, ["batch", "sequence", bert.hidden])}, "bert_encoder")
 
-    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"]))
-    graph = helper.make_graph(
-        nodes,
-        "bert_encoder",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"])],
-        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])],
-        initializer=inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="glassbox")
-    model.ir_version = 8  # onnxruntime refuses newer IR versions; tract reads either.
-    onnx.checker.check_model(model)
-    onnx.save(model, out_path)
+
+def float_value(name: str, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def int_input(name: str, shape):
+    return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
+
+
+def write_shards(bert: Bert, out: str, shards: int) -> None:
+    if bert.heads % shards or bert.intermediate % shards:
+        sys.exit(f"{shards} shards do not divide {bert.heads} heads and {bert.intermediate} intermediate units")
+    os.makedirs(out, exist_ok=True)
+    w, hidden = bert.w, bert.hidden
+    rows = ["tokens", hidden]
+
+    # Embeddings of unpadded tokens; the engine applies embeddings.LayerNorm.
+    g = Graph()
+    words = g.op("Gather", [g.const(w["embeddings.word_embeddings.weight"], "word_embeddings"), "input_ids"], axis=0)
+    positions = g.op("Gather", [g.const(w["embeddings.position_embeddings.weight"], "position_embeddings"), "position_ids"], axis=0)
+    token_type = g.const(w["embeddings.token_type_embeddings.weight"][0], "token_type_0")
+    g.save(f"{out}/embed.onnx", [int_input("input_ids", ["tokens"]), int_input("position_ids", ["tokens"])],
+           {"embeddings": (g.op("Add", [g.op("Add", [words, positions]), token_type]), rows)}, "embed")
+
+    # Layer norm weights, as the outputs of a graph without inputs.
+    g, norms = Graph(), {}
+    names = ["embeddings.LayerNorm"] + [f"encoder.layer.{i}.{n}" for i in range(bert.layers)
+                                        for n in ("attention.output.LayerNorm", "output.LayerNorm")]
+    for n in names:
+        for part in ("weight", "bias"):
+            norms[f"{n}.{part}"] = (g.const(w[f"{n}.{part}"], f"{n}.{part}.value"), [hidden])
+    g.save(f"{out}/norms.onnx", [], norms, "norms")
+
+    per_shard = bert.heads // shards
+    width = per_shard * bert.head_dim
+    ffn = bert.intermediate // shards
+    for i in range(bert.layers):
+        p = f"encoder.layer.{i}"
+        for t in range(shards):
+            cols = slice(t * width, (t + 1) * width)
+            g = Graph()
+            # One projection for this shard's queries, keys and values: [tokens, q | k | v]. Each head's
+            # query gets a 33rd component fixed at 1 and each key one fixed at 0, so the dot product is
+            # unchanged; the padding row appended below has MASKED there, which masks padded keys
+            # inside the product itself (no separate mask tensor, no broadcast add).
+            q_w, q_b = bert.linear(f"{p}.attention.self.query", cols=cols, scale=1.0 / math.sqrt(bert.head_dim))
+            k_w, k_b = bert.linear(f"{p}.attention.self.key", cols=cols)
+            v_w, v_b = bert.linear(f"{p}.attention.self.value", cols=cols)
+            d = bert.head_dim
+
+            def with_flag(weight, bias, flag):
+                w_heads = np.concatenate([weight.reshape(hidden, per_shard, d), np.zeros((hidden, per_shard, 1), np.float32)], 2)
+                b_heads = np.concatenate([bias.reshape(per_shard, d), np.full((per_shard, 1), flag, np.float32)], 1)
+                return w_heads.reshape(hidden, -1), b_heads.reshape(-1)
+
+            q_w, q_b = with_flag(q_w, q_b, 1.0)
+            k_w, k_b = with_flag(k_w, k_b, 0.0)
+            qkv_w = np.concatenate([q_w, k_w, v_w], 1)
+            qkv_b = np.concatenate([q_b, k_b, v_b])
+            pad_row = np.zeros((1, qkv_w.shape[1]), np.float32)
+            pad_row[0, q_w.shape[1]:2 * q_w.shape[1]] = np.tile(np.array([0.0] * d + [MASKED], np.float32), per_shard)
+            qkv = g.op("Add", [g.op("MatMul", ["hidden", g.const(qkv_w, "qkv.weight")]), g.const(qkv_b, "qkv.bias")])
+            # Unpadded rows (+ the padding row at index `tokens`) -> [batch, sequence, q | k | v].
+            qkv = g.op("Gather", [g.op("Concat", [qkv, g.const(pad_row, "padding_row")], axis=0), "pad_index"], axis=0)
+            q, k, v = (g.name(n) for n in ("q", "k", "v"))
+            split = g.const(np.array([q_w.shape[1], k_w.shape[1], v_w.shape[1]], np.int64), "qkv.split")
+            g.nodes.append(helper.make_node("Split", [qkv, split], [q, k, v], axis=2))
+
+            def heads(x: str, size: int, perm) -> str:
+                shape = g.const(np.array([0, 0, per_shard, size], np.int64), g.name("heads"))
+                return g.op("Transpose", [g.op("Reshape", [x, shape])], perm=perm)
+
+            scores = g.op("MatMul", [heads(q, d + 1, [0, 2, 1, 3]), heads(k, d + 1, [0, 2, 3, 1])])
+            probs = g.op("Softmax", [scores], axis=-1)
+            context = g.op("Transpose", [g.op("MatMul", [probs, heads(v, d, [0, 2, 1, 3])])], perm=[0, 2, 1, 3])
+            context = g.op("Reshape", [context, g.const(np.array([-1, width], np.int64), "merge")])
+            context = g.op("Gather", [context, "unpad_index"], axis=0)
+            weight, bias = bert.linear(f"{p}.attention.output.dense", rows=cols)
+            out_proj = g.op("MatMul", [context, g.const(weight, "output.weight")])
+            if t == 0:
+                out_proj = g.op("Add", [out_proj, g.const(bias, "output.bias")])
+            g.save(f"{out}/layer{i}.attention{t}.onnx",
+                   [float_value("hidden", rows), int_input("pad_index", ["batch", "sequence"]),
+                    int_input("unpad_index", ["tokens"])],
+                   {"partial": (out_proj, rows)}, f"layer{i}_attention{t}")
+
+            units = slice(t * ffn, (t + 1) * ffn)
+            g = Graph()
+            weight, bias = bert.linear(f"{p}.intermediate.dense", cols=units)
+            h = g.op("Add", [g.op("MatMul", ["hidden", g.const(weight, "intermediate.weight")]), g.const(bias, "intermediate.bias")])
+            weight, bias = bert.linear(f"{p}.output.dense", rows=units)
+            y = g.op("MatMul", [g.gelu(h), g.const(weight, "output.weight")])
+            if t == 0:
+                y = g.op("Add", [y, g.const(bias, "output.bias")])
+            g.save(f"{out}/layer{i}.ffn{t}.onnx", [float_value("hidden", rows)], {"partial": (y, rows)}, f"layer{i}_ffn{t}")
+
+    json.dump({"shards": shards, "layers": bert.layers, "hidden": hidden, "eps": bert.eps,
+               "max_positions": int(w["embeddings.position_embeddings.weight"].shape[0])},
+              open(f"{out}/shards.json", "w"), indent=1)
+
+
+def main(model_dir: str, out_dir: str, shards: int) -> None:
+    bert = Bert(model_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    write_full(bert, f"{out_dir}/model.onnx")
+    write_shards(bert, f"{out_dir}/shards", shards)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: bert_to_onnx.py MODEL_DIR OUT.onnx")
-    main(sys.argv[1], sys.argv[2])
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: bert_to_onnx.py MODEL_DIR OUT_DIR [SHARDS]")
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) == 4 else 2)

