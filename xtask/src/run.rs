@@ -122,33 +122,21 @@ pub fn bench_gateway() -> Result<()> {
     release_bin("gateway-bench", &[dist.as_os_str()])
 }
 
-/// Measures embedding speed against onnxruntime on the same model and sentences.
+/// Measures embedding speed against onnxruntime on the same model and sentences (the bench drives
+/// `ort_embed.py` itself, alternating passes).
 pub fn bench_embed() -> Result<()> {
     let model_dir = model::provision()?;
     let bench = root().join("tests/e2e/bench");
     let python = model::venv("bench-venv", &bench.join("requirements.txt"))?;
-    say("running the onnxruntime anchor (Python, 2 threads)");
-    let out = Command::new(python)
-        .arg(bench.join("ort_embed.py"))
-        .arg(&model_dir)
-        .arg(bench.join("sentences.txt"))
-        .output()
-        .context("running ort_embed.py")?;
-    if !out.status.success() {
-        bail!(
-            "ort_embed.py failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let anchor = std::env::temp_dir().join("glassbox-ort-embed.json");
-    std::fs::write(&anchor, &out.stdout)?;
     let sentences = bench.join("sentences.txt");
+    let script = bench.join("ort_embed.py");
     release_bin(
         "embed-bench",
         &[
             model_dir.as_os_str(),
             sentences.as_os_str(),
-            anchor.as_os_str(),
+            python.as_os_str(),
+            script.as_os_str(),
         ],
     )
 }

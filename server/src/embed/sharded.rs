@@ -11,9 +11,10 @@
 //! at full single-thread speed, side by side.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use glassbox_core::vector;
+use rayon::prelude::*;
 use serde::Deserialize;
 use tract_onnx::prelude::*;
 
@@ -48,7 +49,10 @@ pub struct ShardedEncoder {
     embed: Arc<TypedRunnableModel>,
     embed_norm: Norm,
     layers: Vec<Layer>,
-    pool: rayon::ThreadPool,
+    /// Threads one run uses, the caller's included.
+    threads: usize,
+    /// Idle thread pools (`threads` threads each), one per concurrent caller.
+    pools: Mutex<Vec<rayon::ThreadPool>>,
 }
 
 impl ShardedEncoder {
@@ -110,23 +114,67 @@ impl ShardedEncoder {
                 output_norm: next_norm(),
             });
         }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.clamp(1, layout.shards))
-            .thread_name(|i| format!("glassbox-embed-{i}"))
-            .build()
-            .map_err(|e| EmbedError::Inference(format!("cannot start embedding threads: {e}")))?;
         Ok(Self {
             layout,
             embed,
             embed_norm,
             layers,
-            pool,
+            threads: threads.max(1),
+            pools: Mutex::new(Vec::new()),
         })
     }
 
     /// Last hidden state of every token of `texts` (token ids, special tokens included), row after
     /// row, and the first row of each text (plus the end).
+    ///
+    /// `threads` threads do the work: one text, or a few short ones, run tensor-parallel (the shards
+    /// of each step side by side); a larger batch is cut into groups of about equal token counts that
+    /// run whole, one per thread, with no step-by-step hand-offs.
     pub fn run(&self, texts: &[&[u32]]) -> Result<(Vec<f32>, Vec<usize>), EmbedError> {
+        if self.threads == 1 {
+            return self.forward(texts, false);
+        }
+        let pool = self.take_pool()?;
+        let groups = groups_by_tokens(texts, self.threads, MIN_GROUP_TOKENS);
+        let result = pool.install(|| {
+            if groups.len() == 1 {
+                return self.forward(texts, true);
+            }
+            let parts = groups
+                .par_iter()
+                .map(|group| self.forward(group, false))
+                .collect::<Result<Vec<_>, _>>()?;
+            let (mut states, mut starts) = (Vec::new(), vec![0]);
+            for (part_states, part_starts) in parts {
+                let offset = starts.pop().unwrap_or(0);
+                starts.extend(part_starts.iter().map(|s| s + offset));
+                states.extend(part_states);
+            }
+            Ok((states, starts))
+        });
+        self.pools
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(pool);
+        result
+    }
+
+    /// A thread pool no other caller is using: each concurrent caller gets its own, so a short query
+    /// is never queued behind another caller's shards (the OS shares the cores between them).
+    fn take_pool(&self) -> Result<rayon::ThreadPool, EmbedError> {
+        if let Some(pool) = self.pools.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            return Ok(pool);
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads)
+            .thread_name(|i| format!("glassbox-embed-{i}"))
+            .build()
+            .map_err(|e| EmbedError::Inference(format!("cannot start embedding threads: {e}")))
+    }
+
+    /// Runs `texts` through the encoder; `parallel`: the shards of each step run side by side on
+    /// the current pool.
+    fn forward(&self, texts: &[&[u32]], parallel: bool) -> Result<(Vec<f32>, Vec<usize>), EmbedError> {
         let inference = |e: TractError| EmbedError::Inference(first_line(&e.to_string()));
         let batch = texts.len();
         let sequence = texts.iter().map(|t| t.len()).max().unwrap_or(0);
@@ -169,42 +217,64 @@ impl ShardedEncoder {
         let mut x = floats(&embedded[0]).map_err(inference)?.to_vec();
         let hidden = self.layout.hidden;
         layer_norm(&mut x, &[], hidden, &self.embed_norm, self.layout.eps);
-        self.pool.install(|| -> Result<(), EmbedError> {
-            for layer in &self.layers {
-                let input = Tensor::from_shape(&[tokens, hidden], &x)
-                    .map_err(inference)?
-                    .into_tvalue();
-                let partials = run_shards(&layer.attention, |_| {
-                    tvec!(input.clone(), pad.clone(), unpad.clone())
-                })
+        for layer in &self.layers {
+            let input = Tensor::from_shape(&[tokens, hidden], &x)
+                .map_err(inference)?
+                .into_tvalue();
+            let partials = run_shards(parallel, &layer.attention, || {
+                tvec!(input.clone(), pad.clone(), unpad.clone())
+            })
+            .map_err(inference)?;
+            residual_norm(&mut x, &partials, &layer.attention_norm, self.layout.eps)
                 .map_err(inference)?;
-                residual_norm(&mut x, &partials, &layer.attention_norm, self.layout.eps)
-                    .map_err(inference)?;
-                let input = Tensor::from_shape(&[tokens, hidden], &x)
-                    .map_err(inference)?
-                    .into_tvalue();
-                let partials =
-                    run_shards(&layer.ffn, |_| tvec!(input.clone())).map_err(inference)?;
-                residual_norm(&mut x, &partials, &layer.output_norm, self.layout.eps)
-                    .map_err(inference)?;
-            }
-            Ok(())
-        })?;
+            let input = Tensor::from_shape(&[tokens, hidden], &x)
+                .map_err(inference)?
+                .into_tvalue();
+            let partials =
+                run_shards(parallel, &layer.ffn, || tvec!(input.clone())).map_err(inference)?;
+            residual_norm(&mut x, &partials, &layer.output_norm, self.layout.eps)
+                .map_err(inference)?;
+        }
         Ok((x, starts))
     }
 }
 
-/// Runs every shard's plan at once (on the current rayon pool) and returns their outputs in order.
+/// Tokens a group must reach before a batch is split across threads instead of across shards.
+const MIN_GROUP_TOKENS: usize = 96;
+
+/// Cuts `texts` into at most `parts` runs of consecutive texts with about equal token counts, each
+/// of at least `min_tokens` tokens (fewer runs when the batch is small; one run means no split).
+fn groups_by_tokens<'a>(texts: &'a [&'a [u32]], parts: usize, min_tokens: usize) -> Vec<&'a [&'a [u32]]> {
+    let total: usize = texts.iter().map(|t| t.len()).sum();
+    let parts = parts.min(total / min_tokens.max(1)).min(texts.len()).max(1);
+    let mut groups = Vec::with_capacity(parts);
+    let (mut begin, mut seen) = (0, 0);
+    for (i, text) in texts.iter().enumerate() {
+        seen += text.len();
+        // Close the group once it holds its share of the tokens (the last group takes the rest).
+        if groups.len() + 1 < parts && seen * parts >= total * (groups.len() + 1) {
+            groups.push(&texts[begin..=i]);
+            begin = i + 1;
+        }
+    }
+    groups.push(&texts[begin..]);
+    groups.retain(|g| !g.is_empty());
+    groups
+}
+
+/// Runs every shard's plan, side by side on the current pool when `parallel`, and returns their
+/// outputs in order.
 fn run_shards(
+    parallel: bool,
     plans: &[Arc<TypedRunnableModel>],
-    inputs: impl Fn(usize) -> TVec<TValue> + Sync,
+    inputs: impl Fn() -> TVec<TValue> + Sync,
 ) -> TractResult<Vec<TValue>> {
-    use rayon::prelude::*;
-    plans
-        .par_iter()
-        .enumerate()
-        .map(|(t, plan)| Ok(plan.run(inputs(t))?.remove(0)))
-        .collect()
+    let run = |plan: &Arc<TypedRunnableModel>| Ok(plan.run(inputs())?.remove(0));
+    if parallel {
+        plans.par_iter().map(run).collect()
+    } else {
+        plans.iter().map(run).collect()
+    }
 }
 
 /// `x += Σ partials`, then the layer norm of every row, in place.
@@ -251,3 +321,52 @@ fn first_line(s: &str) -> String {
     line.chars().take(300).collect()
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lengths(groups: &[&[&[u32]]]) -> Vec<usize> {
+        groups.iter().map(|g| g.iter().map(|t| t.len()).sum()).collect()
+    }
+
+    #[test]
+    fn batches_split_into_groups_of_about_equal_tokens() {
+        let texts: Vec<Vec<u32>> = [30, 10, 20, 40, 25, 15, 35, 25]
+            .iter()
+            .map(|&n| vec![1; n])
+            .collect();
+        let refs: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
+        let groups = groups_by_tokens(&refs, 2, 96);
+        assert_eq!(lengths(&groups), vec![100, 100]);
+        // Order is kept: the groups are consecutive runs of the batch.
+        assert_eq!(groups.concat(), refs);
+    }
+
+    #[test]
+    fn small_batches_stay_whole() {
+        let texts: Vec<Vec<u32>> = [20, 30, 25].iter().map(|&n| vec![1; n]).collect();
+        let refs: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
+        assert_eq!(groups_by_tokens(&refs, 2, 96).len(), 1);
+        assert_eq!(groups_by_tokens(&refs[..1], 4, 1).len(), 1);
+        assert_eq!(groups_by_tokens(&[], 2, 96).len(), 0);
+    }
+
+    #[test]
+    fn layer_norm_adds_the_partials_then_normalizes_each_row() {
+        let norm = Norm {
+            gamma: vec![2.0; 4],
+            beta: vec![1.0; 4],
+        };
+        let mut x = vec![1.0, 2.0, 3.0, 4.0, 0.0, 0.0, 0.0, 0.0];
+        let partial = [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 3.0, 3.0];
+        layer_norm(&mut x, &[&partial], 4, &norm, 0.0);
+        // Row 1: mean 2.5, variance 1.25; row 2: (1, 1, 3, 3), mean 2, variance 1.
+        let scale = 1.0 / 1.25f32.sqrt();
+        let expected = [-1.5, -0.5, 0.5, 1.5].map(|d: f32| d * scale * 2.0 + 1.0);
+        for (got, want) in x[..4].iter().zip(expected) {
+            assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+        }
+        assert_eq!(&x[4..], &[-1.0, -1.0, 3.0, 3.0]);
+    }
+}

@@ -1,7 +1,15 @@
-"""The anchor of `cargo xtask bench embed`: the same ONNX file and tokenizer run by onnxruntime with
-2 threads, the same sentences, the same pooling. Prints one JSON object.
+"""The anchor of `cargo xtask bench embed`: the same converted model (model.onnx) and tokenizer run by
+onnxruntime with 2 threads, the same sentences, the same pooling.
 
     python ort_embed.py MODEL_DIR SENTENCES_FILE
+
+Driven by embed-bench over stdin/stdout, one JSON line per answer, so that its passes alternate with
+ours and both see the machine in the same state:
+
+    version        -> {"version": "1.31.1"}
+    pass B         -> {"per_s": ...}   one pass over all sentences in batches of B
+    query_load     -> {"p50_ms": ..., "p99_ms": ...}   a short query's latency while another thread
+                                                       keeps the model busy with batches of 32
 """
 
 import json
@@ -33,36 +41,42 @@ def main(model_dir: str, sentences_file: str) -> None:
         pooled = (hidden * m).sum(1) / np.maximum(m.sum(1), 1.0)
         return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
-    def rate(batch):
-        embed(sentences[:batch])  # warm-up
+    def one_pass(batch):
         start = time.perf_counter()
         for i in range(0, len(sentences), batch):
             embed(sentences[i:i + batch])
-        return len(sentences) / (time.perf_counter() - start)
+        return {"per_s": len(sentences) / (time.perf_counter() - start)}
 
-    result = {"batch1_per_s": rate(1), "batch32_per_s": rate(32)}
+    def query_load():
+        stop = threading.Event()
 
-    # A short query's latency while another thread keeps the model busy with batches of 32.
-    stop = threading.Event()
+        def background():
+            while not stop.is_set():
+                embed(sentences[:32])
 
-    def background():
-        while not stop.is_set():
-            embed(sentences[:32])
+        worker = threading.Thread(target=background)
+        worker.start()
+        latencies = []
+        for _ in range(100):
+            start = time.perf_counter()
+            embed(["How do I reset my password?"])
+            latencies.append((time.perf_counter() - start) * 1000)
+        stop.set()
+        worker.join()
+        latencies.sort()
+        return {"p50_ms": latencies[49], "p99_ms": latencies[98]}
 
-    worker = threading.Thread(target=background)
-    worker.start()
-    latencies = []
-    for i in range(100):
-        start = time.perf_counter()
-        embed(["How do I reset my password?"])
-        latencies.append((time.perf_counter() - start) * 1000)
-    stop.set()
-    worker.join()
-    latencies.sort()
-    result["query_p50_ms"] = latencies[49]
-    result["query_p99_ms"] = latencies[98]
-    result["version"] = ort.__version__
-    print(json.dumps(result))
+    for line in sys.stdin:
+        command = line.split()
+        if command == ["version"]:
+            answer = {"version": ort.__version__}
+        elif len(command) == 2 and command[0] == "pass":
+            answer = one_pass(int(command[1]))
+        elif command == ["query_load"]:
+            answer = query_load()
+        else:
+            answer = {"error": f"unknown command {line.strip()!r}"}
+        print(json.dumps(answer), flush=True)
 
 
 if __name__ == "__main__":
