@@ -7,6 +7,7 @@
 //! tract's multithreaded matrix products.
 
 pub mod service;
+mod crew;
 mod sharded;
 
 use std::path::{Path, PathBuf};
