@@ -47,7 +47,10 @@ fn whole_model_embedder() -> &'static Embedder {
 }
 
 fn both_engines() -> [(&'static str, &'static Embedder); 2] {
-    [("shards", embedder()), ("whole model", whole_model_embedder())]
+    [
+        ("shards", embedder()),
+        ("whole model", whole_model_embedder()),
+    ]
 }
 
 /// A test server with the embedding model switched on, plus `extra` settings.
@@ -133,7 +136,10 @@ fn a_batch_gives_the_same_vectors_as_one_at_a_time() {
                 .zip(&b.vector)
                 .map(|(x, y)| (x - y).abs())
                 .fold(0f32, f32::max);
-            assert!(worst < 1e-5, "{engine}: batched differs by {worst} for {text:?}");
+            assert!(
+                worst < 1e-5,
+                "{engine}: batched differs by {worst} for {text:?}"
+            );
         }
     }
 }
@@ -146,6 +152,43 @@ fn long_input_is_truncated_and_flagged() {
     assert!(out[0].truncated);
     assert_eq!(out[0].tokens, MAX_TOKENS);
     assert!(!out[1].truncated);
+}
+
+#[test]
+fn a_corrupt_shard_names_the_file_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["model.onnx", "tokenizer.json"] {
+        std::os::unix::fs::symlink(model_dir().join(name), dir.path().join(name)).unwrap();
+    }
+    let shards = dir.path().join("shards");
+    std::fs::create_dir(&shards).unwrap();
+    for entry in std::fs::read_dir(model_dir().join("shards")).unwrap() {
+        let path = entry.unwrap().path();
+        std::os::unix::fs::symlink(&path, shards.join(path.file_name().unwrap())).unwrap();
+    }
+    std::fs::remove_file(shards.join("layer3.ffn1.onnx")).unwrap();
+    std::fs::write(shards.join("layer3.ffn1.onnx"), b"truncated").unwrap();
+    let err = Embedder::load(dir.path(), 2)
+        .err()
+        .expect("a corrupt shard is an error")
+        .to_string();
+    assert!(
+        err.contains("layer3.ffn1.onnx")
+            && err.contains("cannot be loaded")
+            && err.contains("cargo xtask model"),
+        "{err}"
+    );
+    std::fs::remove_file(shards.join("layer3.ffn1.onnx")).unwrap();
+    let err = Embedder::load(dir.path(), 2)
+        .err()
+        .expect("a missing shard is an error")
+        .to_string();
+    assert!(
+        err.contains("layer3.ffn1.onnx")
+            && err.contains("missing")
+            && err.contains("cargo xtask model"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -150,3 +150,42 @@ fn wait_for(ready: impl Fn() -> bool) {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Task = Box<dyn FnOnce() -> usize + Send>;
+
+    #[test]
+    fn results_come_back_in_order_including_jobs_beyond_the_helpers() {
+        let mut crew = Crew::new(2, "crew-test").expect("threads");
+        assert_eq!(crew.threads(), 3);
+        for round in 0..50 {
+            let theirs: Vec<Task> = (1..5)
+                .map(|i| Box::new(move || i * 10 + round) as Task)
+                .collect();
+            let got = crew.run(|| round, theirs);
+            let want: Vec<Option<usize>> = (0..5).map(|i| Some(i * 10 + round)).collect();
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn a_panicking_job_is_reported_and_the_crew_keeps_working() {
+        let mut crew = Crew::new(1, "crew-test").expect("threads");
+        let boom: Vec<Task> = vec![Box::new(|| panic!("job failed on purpose"))];
+        assert_eq!(crew.run(|| 1, boom), vec![Some(1), None]);
+        let fine: Vec<Task> = vec![Box::new(|| 2)];
+        assert_eq!(crew.run(|| 1, fine), vec![Some(1), Some(2)]);
+    }
+
+    #[test]
+    fn helpers_that_parked_wake_up_for_the_next_job() {
+        let mut crew = Crew::new(1, "crew-test").expect("threads");
+        // Long enough for the helper to stop spinning and park.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let job: Vec<Task> = vec![Box::new(|| 7)];
+        assert_eq!(crew.run(|| 0, job), vec![Some(0), Some(7)]);
+    }
+}

@@ -6,8 +6,8 @@
 //! on `threads` threads ([`sharded`]); any other sentence-transformers ONNX file runs as one plan with
 //! tract's multithreaded matrix products.
 
-pub mod service;
 mod crew;
+pub mod service;
 mod sharded;
 
 use std::path::{Path, PathBuf};
@@ -207,9 +207,8 @@ impl Embedder {
                     ids.extend(e.get_ids().iter().map(|&i| i64::from(i)));
                     mask.extend(e.get_attention_mask().iter().map(|&m| i64::from(m)));
                 }
-                let tensor = |v: Vec<i64>| {
-                    Tensor::from_shape(&[batch, seq], &v).map(|t| t.into_tvalue())
-                };
+                let tensor =
+                    |v: Vec<i64>| Tensor::from_shape(&[batch, seq], &v).map(|t| t.into_tvalue());
                 let outputs = plan
                     .run(tvec!(
                         tensor(ids).map_err(inference)?,

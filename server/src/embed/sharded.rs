@@ -100,7 +100,9 @@ impl ShardedEncoder {
                     .collect::<TractResult<Vec<_>>>()
             })
             .map_err(|e| corrupt(&norms_path, &e))?;
-        if norms.len() != 2 * (1 + 2 * layout.layers) || norms.iter().any(|v| v.len() != layout.hidden) {
+        if norms.len() != 2 * (1 + 2 * layout.layers)
+            || norms.iter().any(|v| v.len() != layout.hidden)
+        {
             return Err(corrupt(&norms_path, &"unexpected layer norm weights"));
         }
         let mut norms = norms.into_iter();
@@ -172,7 +174,10 @@ impl ShardedEncoder {
             }
             let bounds = Arc::new(bounds);
             let next = Arc::new(AtomicUsize::new(0));
-            let worker = |model: Arc<Model>, texts: Texts, bounds: Arc<Vec<usize>>, next: Arc<AtomicUsize>| {
+            let worker = |model: Arc<Model>,
+                          texts: Texts,
+                          bounds: Arc<Vec<usize>>,
+                          next: Arc<AtomicUsize>| {
                 move || {
                     let mut done = Vec::new();
                     loop {
@@ -180,26 +185,44 @@ impl ShardedEncoder {
                         if g + 1 >= bounds.len() {
                             return done;
                         }
-                        let group: Vec<&[u32]> =
-                            texts[bounds[g]..bounds[g + 1]].iter().map(Vec::as_slice).collect();
+                        let group: Vec<&[u32]> = texts[bounds[g]..bounds[g + 1]]
+                            .iter()
+                            .map(Vec::as_slice)
+                            .collect();
                         done.push((g, model.forward(&group, None)));
                     }
                 }
             };
             let theirs = (1..crew.threads())
                 .map(|_| {
-                    let job = worker(self.model.clone(), owned.clone(), bounds.clone(), next.clone());
-                    Box::new(job) as Box<dyn FnOnce() -> Vec<(usize, Result<States, EmbedError>)> + Send>
+                    let job = worker(
+                        self.model.clone(),
+                        owned.clone(),
+                        bounds.clone(),
+                        next.clone(),
+                    );
+                    Box::new(job)
+                        as Box<dyn FnOnce() -> Vec<(usize, Result<States, EmbedError>)> + Send>
                 })
                 .collect();
-            let mine = worker(self.model.clone(), owned.clone(), bounds.clone(), next.clone());
-            let mut parts: Vec<Option<Result<States, EmbedError>>> = groups.iter().map(|_| None).collect();
+            let mine = worker(
+                self.model.clone(),
+                owned.clone(),
+                bounds.clone(),
+                next.clone(),
+            );
+            let mut parts: Vec<Option<Result<States, EmbedError>>> =
+                groups.iter().map(|_| None).collect();
             for finished in crew.run(mine, theirs) {
                 for (g, part) in finished.ok_or_else(stopped)? {
                     parts[g] = Some(part);
                 }
             }
-            merge(parts.into_iter().map(|p| p.unwrap_or_else(|| Err(stopped()))))
+            merge(
+                parts
+                    .into_iter()
+                    .map(|p| p.unwrap_or_else(|| Err(stopped()))),
+            )
         }
     }
 }
@@ -286,7 +309,9 @@ fn group_count(total: usize, texts: usize, threads: usize) -> usize {
     if total < MIN_SPLIT_TOKENS {
         return 1;
     }
-    (total.div_ceil(GROUP_TOKENS).div_ceil(threads) * threads).min(texts).max(1)
+    (total.div_ceil(GROUP_TOKENS).div_ceil(threads) * threads)
+        .min(texts)
+        .max(1)
 }
 
 /// Cuts `texts` into `parts` runs of consecutive texts with about equal token counts (the order is
@@ -309,7 +334,9 @@ fn groups_by_tokens<'a>(texts: &'a [&'a [u32]], parts: usize) -> Vec<&'a [&'a [u
 }
 
 /// Joins the results of consecutive groups: states back to back, row offsets shifted.
-fn merge(parts: impl IntoIterator<Item = Result<States, EmbedError>>) -> Result<States, EmbedError> {
+fn merge(
+    parts: impl IntoIterator<Item = Result<States, EmbedError>>,
+) -> Result<States, EmbedError> {
     let (mut states, mut starts) = (Vec::new(), vec![0]);
     for part in parts {
         let (part_states, part_starts) = part?;
@@ -408,13 +435,15 @@ fn first_line(s: &str) -> String {
     line.chars().take(300).collect()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn lengths(groups: &[&[&[u32]]]) -> Vec<usize> {
-        groups.iter().map(|g| g.iter().map(|t| t.len()).sum()).collect()
+        groups
+            .iter()
+            .map(|g| g.iter().map(|t| t.len()).sum())
+            .collect()
     }
 
     #[test]
