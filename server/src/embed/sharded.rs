@@ -166,63 +166,78 @@ impl ShardedEncoder {
         if groups.len() <= 1 {
             self.model.forward(texts, Some(crew))
         } else {
-            // Every thread takes the next group until none is left.
-            let owned: Texts = Arc::new(texts.iter().map(|t| t.to_vec()).collect());
-            let mut bounds = vec![0];
-            for group in &groups {
-                bounds.push(bounds[bounds.len() - 1] + group.len());
+            self.run_groups(crew, texts, &groups)
+        }
+    }
+
+    /// Runs `groups` (consecutive runs of `texts`) whole, each thread taking the next group until
+    /// none is left, and joins their states in order.
+    fn run_groups(
+        &self,
+        crew: &mut Crew,
+        texts: &[&[u32]],
+        groups: &[&[&[u32]]],
+    ) -> Result<States, EmbedError> {
+        let texts: Texts = Arc::new(texts.iter().map(|t| t.to_vec()).collect());
+        let mut bounds = vec![0];
+        for group in groups {
+            bounds.push(bounds[bounds.len() - 1] + group.len());
+        }
+        let bounds = Arc::new(bounds);
+        let next = Arc::new(AtomicUsize::new(0));
+        let worker = || GroupWorker {
+            model: self.model.clone(),
+            texts: texts.clone(),
+            bounds: bounds.clone(),
+            next: next.clone(),
+        };
+        let theirs = (1..crew.threads())
+            .map(|_| {
+                let worker = worker();
+                Box::new(move || worker.work()) as Box<dyn FnOnce() -> Vec<GroupResult> + Send>
+            })
+            .collect();
+        let mine = worker();
+        let mut parts: Vec<Option<Result<States, EmbedError>>> =
+            groups.iter().map(|_| None).collect();
+        for finished in crew.run(move || mine.work(), theirs) {
+            for (g, part) in finished.ok_or_else(stopped)? {
+                parts[g] = Some(part);
             }
-            let bounds = Arc::new(bounds);
-            let next = Arc::new(AtomicUsize::new(0));
-            let worker = |model: Arc<Model>,
-                          texts: Texts,
-                          bounds: Arc<Vec<usize>>,
-                          next: Arc<AtomicUsize>| {
-                move || {
-                    let mut done = Vec::new();
-                    loop {
-                        let g = next.fetch_add(1, Ordering::Relaxed);
-                        if g + 1 >= bounds.len() {
-                            return done;
-                        }
-                        let group: Vec<&[u32]> = texts[bounds[g]..bounds[g + 1]]
-                            .iter()
-                            .map(Vec::as_slice)
-                            .collect();
-                        done.push((g, model.forward(&group, None)));
-                    }
-                }
-            };
-            let theirs = (1..crew.threads())
-                .map(|_| {
-                    let job = worker(
-                        self.model.clone(),
-                        owned.clone(),
-                        bounds.clone(),
-                        next.clone(),
-                    );
-                    Box::new(job)
-                        as Box<dyn FnOnce() -> Vec<(usize, Result<States, EmbedError>)> + Send>
-                })
+        }
+        merge(
+            parts
+                .into_iter()
+                .map(|p| p.unwrap_or_else(|| Err(stopped()))),
+        )
+    }
+}
+
+/// A group's index and its states.
+type GroupResult = (usize, Result<States, EmbedError>);
+
+/// What one thread needs to take groups of a batch: group `g` is `texts[bounds[g]..bounds[g + 1]]`.
+struct GroupWorker {
+    model: Arc<Model>,
+    texts: Texts,
+    bounds: Arc<Vec<usize>>,
+    next: Arc<AtomicUsize>,
+}
+
+impl GroupWorker {
+    /// Runs the next group not yet taken, until none is left.
+    fn work(self) -> Vec<GroupResult> {
+        let mut done = Vec::new();
+        loop {
+            let g = self.next.fetch_add(1, Ordering::Relaxed);
+            if g + 1 >= self.bounds.len() {
+                return done;
+            }
+            let group: Vec<&[u32]> = self.texts[self.bounds[g]..self.bounds[g + 1]]
+                .iter()
+                .map(Vec::as_slice)
                 .collect();
-            let mine = worker(
-                self.model.clone(),
-                owned.clone(),
-                bounds.clone(),
-                next.clone(),
-            );
-            let mut parts: Vec<Option<Result<States, EmbedError>>> =
-                groups.iter().map(|_| None).collect();
-            for finished in crew.run(mine, theirs) {
-                for (g, part) in finished.ok_or_else(stopped)? {
-                    parts[g] = Some(part);
-                }
-            }
-            merge(
-                parts
-                    .into_iter()
-                    .map(|p| p.unwrap_or_else(|| Err(stopped()))),
-            )
+            done.push((g, self.model.forward(&group, None)));
         }
     }
 }
