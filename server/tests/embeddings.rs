@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use glassbox_core::vector::cosine;
@@ -35,10 +35,7 @@ fn whole_model_embedder() -> &'static Embedder {
     EMBEDDER.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("glassbox-whole-model-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        for name in ["model.onnx", "tokenizer.json"] {
-            let _ = std::fs::remove_file(dir.join(name));
-            std::os::unix::fs::symlink(model_dir().join(name), dir.join(name)).expect("link");
-        }
+        link_model_files(&dir, &["model.onnx", "tokenizer.json"]);
         match Embedder::load(&dir, 2) {
             Ok(e) => e,
             Err(e) => panic!("{e}"),
@@ -154,39 +151,22 @@ fn long_input_is_truncated_and_flagged() {
     assert!(!out[1].truncated);
 }
 
-#[test]
-fn a_corrupt_shard_names_the_file_and_the_fix() {
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["model.onnx", "tokenizer.json"] {
-        std::os::unix::fs::symlink(model_dir().join(name), dir.path().join(name)).unwrap();
+/// Links `names` of the provisioned model into `dir`.
+fn link_model_files(dir: &Path, names: &[&str]) {
+    for name in names {
+        let _ = std::fs::remove_file(dir.join(name));
+        std::os::unix::fs::symlink(model_dir().join(name), dir.join(name)).expect("link");
     }
-    let shards = dir.path().join("shards");
-    std::fs::create_dir(&shards).unwrap();
-    for entry in std::fs::read_dir(model_dir().join("shards")).unwrap() {
-        let path = entry.unwrap().path();
-        std::os::unix::fs::symlink(&path, shards.join(path.file_name().unwrap())).unwrap();
-    }
-    std::fs::remove_file(shards.join("layer3.ffn1.onnx")).unwrap();
-    std::fs::write(shards.join("layer3.ffn1.onnx"), b"truncated").unwrap();
-    let err = Embedder::load(dir.path(), 2)
+}
+
+/// Loading `dir` fails, and the message names `file`, says `what` went wrong and gives the fix.
+fn assert_load_error(dir: &Path, file: &str, what: &str) {
+    let err = Embedder::load(dir, 2)
         .err()
-        .expect("a corrupt shard is an error")
+        .unwrap_or_else(|| panic!("loading with a {what} {file} must fail"))
         .to_string();
     assert!(
-        err.contains("layer3.ffn1.onnx")
-            && err.contains("cannot be loaded")
-            && err.contains("cargo xtask model"),
-        "{err}"
-    );
-    std::fs::remove_file(shards.join("layer3.ffn1.onnx")).unwrap();
-    let err = Embedder::load(dir.path(), 2)
-        .err()
-        .expect("a missing shard is an error")
-        .to_string();
-    assert!(
-        err.contains("layer3.ffn1.onnx")
-            && err.contains("missing")
-            && err.contains("cargo xtask model"),
+        err.contains(file) && err.contains(what) && err.contains("cargo xtask model"),
         "{err}"
     );
 }
@@ -194,31 +174,31 @@ fn a_corrupt_shard_names_the_file_and_the_fix() {
 #[test]
 fn a_missing_or_corrupt_model_names_the_file_and_the_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let err = Embedder::load(dir.path(), 1)
-        .err()
-        .expect("missing model is an error")
-        .to_string();
-    assert!(
-        err.contains("model.onnx") && err.contains("cargo xtask model"),
-        "{err}"
-    );
-
-    std::fs::copy(
-        model_dir().join("tokenizer.json"),
-        dir.path().join("tokenizer.json"),
-    )
-    .unwrap();
+    assert_load_error(dir.path(), "model.onnx", "missing");
+    link_model_files(dir.path(), &["tokenizer.json"]);
     std::fs::write(dir.path().join("model.onnx"), b"this is not an onnx file").unwrap();
-    let err = Embedder::load(dir.path(), 1)
-        .err()
-        .expect("corrupt model is an error")
-        .to_string();
-    assert!(
-        err.contains("model.onnx")
-            && err.contains("cannot be loaded")
-            && err.contains("cargo xtask model"),
-        "{err}"
+    assert_load_error(dir.path(), "model.onnx", "cannot be loaded");
+}
+
+#[test]
+fn a_corrupt_or_missing_shard_names_the_file_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    link_model_files(dir.path(), &["model.onnx", "tokenizer.json"]);
+    std::fs::create_dir(dir.path().join("shards")).unwrap();
+    let names: Vec<String> = std::fs::read_dir(model_dir().join("shards"))
+        .unwrap()
+        .map(|e| format!("shards/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    link_model_files(
+        dir.path(),
+        &names.iter().map(String::as_str).collect::<Vec<_>>(),
     );
+    let shard = dir.path().join("shards/layer3.ffn1.onnx");
+    std::fs::remove_file(&shard).unwrap();
+    std::fs::write(&shard, b"truncated").unwrap();
+    assert_load_error(dir.path(), "layer3.ffn1.onnx", "cannot be loaded");
+    std::fs::remove_file(&shard).unwrap();
+    assert_load_error(dir.path(), "layer3.ffn1.onnx", "missing");
 }
 
 #[tokio::test]
