@@ -80,10 +80,6 @@ impl Embedder {
                 return Err(EmbedError::Missing { path: path.clone() });
             }
         }
-        let corrupt = |path: &Path, e: &dyn std::fmt::Display| EmbedError::Corrupt {
-            path: path.to_owned(),
-            reason: first_line(&e.to_string()),
-        };
         let mut tokenizer =
             Tokenizer::from_file(&tokenizer_path).map_err(|e| corrupt(&tokenizer_path, &e))?;
         // The shipped tokenizer pads and truncates at 128; sentence-transformers uses batch-longest
@@ -106,17 +102,7 @@ impl Embedder {
             } else {
                 Executor::SingleThread
             };
-            let options = RunOptions {
-                executor: Some(executor),
-                ..Default::default()
-            };
-            Engine::Whole(
-                tract_onnx::onnx()
-                    .model_for_path(&onnx_path)
-                    .and_then(|m| m.into_optimized())
-                    .and_then(|m| m.into_runnable_with_options(&options))
-                    .map_err(|e| corrupt(&onnx_path, &e))?,
-            )
+            Engine::Whole(load_plan(&onnx_path, executor)?)
         };
         let mut embedder = Self {
             engine,
@@ -189,7 +175,6 @@ impl Embedder {
         &self,
         encodings: &[tokenizers::Encoding],
     ) -> Result<(Vec<f32>, Vec<usize>), EmbedError> {
-        let inference = |e: TractError| EmbedError::Inference(first_line(&e.to_string()));
         // Padding is on the right: a text's real tokens come first.
         let texts: Vec<&[u32]> = encodings
             .iter()
@@ -215,7 +200,7 @@ impl Embedder {
                         tensor(mask).map_err(inference)?
                     ))
                     .map_err(inference)?;
-                let hidden = sharded::floats(&outputs[0]).map_err(inference)?;
+                let hidden = floats(&outputs[0]).map_err(inference)?;
                 let dim = hidden.len() / (batch * seq).max(1);
                 let mut states = Vec::new();
                 let mut starts = vec![0];
@@ -237,6 +222,42 @@ fn real_tokens(encoding: &tokenizers::Encoding) -> usize {
         .iter()
         .filter(|&&m| m == 1)
         .count()
+}
+
+/// Loads `path` (an ONNX file) and optimizes it into a plan whose matrix products run on `executor`.
+fn load_plan(path: &Path, executor: Executor) -> Result<Arc<TypedRunnableModel>, EmbedError> {
+    if !path.is_file() {
+        return Err(EmbedError::Missing {
+            path: path.to_owned(),
+        });
+    }
+    let options = RunOptions {
+        executor: Some(executor),
+        ..Default::default()
+    };
+    tract_onnx::onnx()
+        .model_for_path(path)
+        .and_then(|m| m.into_optimized())
+        .and_then(|m| m.into_runnable_with_options(&options))
+        .map_err(|e| corrupt(path, &e))
+}
+
+/// `path` exists but cannot be used.
+fn corrupt(path: &Path, e: &dyn std::fmt::Display) -> EmbedError {
+    EmbedError::Corrupt {
+        path: path.to_owned(),
+        reason: first_line(&e.to_string()),
+    }
+}
+
+/// A tract failure while running the model.
+fn inference(e: TractError) -> EmbedError {
+    EmbedError::Inference(first_line(&e.to_string()))
+}
+
+/// The values of an f32 tensor.
+fn floats(tensor: &Tensor) -> TractResult<&[f32]> {
+    tensor.try_as_plain_ram()?.as_slice::<f32>()
 }
 
 fn first_line(s: &str) -> String {

@@ -16,10 +16,11 @@ use std::sync::{Arc, Mutex};
 
 use glassbox_core::vector;
 use serde::Deserialize;
+use tract_linalg::multithread::Executor;
 use tract_onnx::prelude::*;
 
-use super::EmbedError;
 use super::crew::Crew;
+use super::{EmbedError, corrupt, floats, inference, load_plan};
 
 /// `shards/shards.json`, written by the converter.
 #[derive(Debug, Deserialize)]
@@ -79,17 +80,8 @@ impl ShardedEncoder {
         let layout: Layout = std::fs::read_to_string(&layout_path)
             .map_err(|e| corrupt(&layout_path, &e))
             .and_then(|s| serde_json::from_str(&s).map_err(|e| corrupt(&layout_path, &e)))?;
-        let plan = |name: String| -> Result<Arc<TypedRunnableModel>, EmbedError> {
-            let path = dir.join(name);
-            if !path.is_file() {
-                return Err(EmbedError::Missing { path });
-            }
-            tract_onnx::onnx()
-                .model_for_path(&path)
-                .and_then(|m| m.into_optimized())
-                .and_then(|m| m.into_runnable())
-                .map_err(|e| corrupt(&path, &e))
-        };
+        // Each shard runs on one thread: the parallelism is across shards.
+        let plan = |name: String| load_plan(&dir.join(name), Executor::SingleThread);
         let norms_path = dir.join("norms.onnx");
         let norms = plan("norms.onnx".into())?
             .run(tvec!())
@@ -153,6 +145,9 @@ impl ShardedEncoder {
         order.sort_by_key(|&i| texts[i].len());
         let sorted: Vec<&[u32]> = order.iter().map(|&i| texts[i]).collect();
         let (states, starts) = self.run_sorted(&sorted)?;
+        if order.iter().enumerate().all(|(p, &i)| p == i) {
+            return Ok((states, starts));
+        }
         // Back to the callers' order.
         let width = self.model.layout.hidden;
         let mut position = vec![0; order.len()];
@@ -265,7 +260,6 @@ impl GroupWorker {
 impl Model {
     /// Runs `texts` through the encoder; with a crew, the shards of each step run side by side.
     fn forward(&self, texts: &[&[u32]], mut crew: Option<&mut Crew>) -> Result<States, EmbedError> {
-        let inference = |e: TractError| EmbedError::Inference(first_line(&e.to_string()));
         let batch = texts.len();
         let sequence = texts.iter().map(|t| t.len()).max().unwrap_or(0);
         if sequence > self.layout.max_positions {
@@ -307,18 +301,17 @@ impl Model {
         let mut x = floats(&embedded[0]).map_err(inference)?.to_vec();
         let hidden = self.layout.hidden;
         layer_norm(&mut x, &[], hidden, &self.embed_norm, self.layout.eps);
+        let input = |x: &[f32]| {
+            Tensor::from_shape(&[tokens, hidden], x)
+                .map(Tensor::into_tvalue)
+                .map_err(inference)
+        };
         for layer in &self.layers {
-            let input = Tensor::from_shape(&[tokens, hidden], &x)
-                .map_err(inference)?
-                .into_tvalue();
-            let inputs = tvec!(input, pad.clone(), unpad.clone());
+            let inputs = tvec!(input(&x)?, pad.clone(), unpad.clone());
             let partials = run_shards(crew.as_deref_mut(), &layer.attention, &inputs)?;
             residual_norm(&mut x, &partials, &layer.attention_norm, self.layout.eps)
                 .map_err(inference)?;
-            let input = Tensor::from_shape(&[tokens, hidden], &x)
-                .map_err(inference)?
-                .into_tvalue();
-            let partials = run_shards(crew.as_deref_mut(), &layer.ffn, &tvec!(input))?;
+            let partials = run_shards(crew.as_deref_mut(), &layer.ffn, &tvec!(input(&x)?))?;
             residual_norm(&mut x, &partials, &layer.output_norm, self.layout.eps)
                 .map_err(inference)?;
         }
@@ -420,9 +413,7 @@ fn run_shards(
 
 /// The first output of `plan` on `inputs`.
 fn run_plan(plan: &Arc<TypedRunnableModel>, inputs: TVec<TValue>) -> Result<TValue, EmbedError> {
-    let mut outputs = plan
-        .run(inputs)
-        .map_err(|e| EmbedError::Inference(first_line(&e.to_string())))?;
+    let mut outputs = plan.run(inputs).map_err(inference)?;
     Ok(outputs.remove(0))
 }
 
@@ -451,23 +442,6 @@ fn layer_norm(x: &mut [f32], partials: &[&[f32]], width: usize, norm: &Norm, eps
             *v = *v * scale * g + b;
         }
     }
-}
-
-/// The values of an f32 tensor.
-pub(super) fn floats(tensor: &Tensor) -> TractResult<&[f32]> {
-    tensor.try_as_plain_ram()?.as_slice::<f32>()
-}
-
-fn corrupt(path: &Path, e: &dyn std::fmt::Display) -> EmbedError {
-    EmbedError::Corrupt {
-        path: path.to_owned(),
-        reason: first_line(&e.to_string()),
-    }
-}
-
-fn first_line(s: &str) -> String {
-    let line = s.lines().next().unwrap_or(s);
-    line.chars().take(300).collect()
 }
 
 #[cfg(test)]
