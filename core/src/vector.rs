@@ -2,6 +2,7 @@
 //! Loops are written over fixed-width chunks so the compiler auto-vectorizes them.
 
 /// Dot product of two equal-length vectors (extra elements of the longer one are ignored).
+#[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     const LANES: usize = 8;
     let n = a.len().min(b.len());
@@ -21,6 +22,7 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Sum of the elements.
+#[inline]
 pub fn sum(v: &[f32]) -> f32 {
     const LANES: usize = 8;
     let mut acc = [0f32; LANES];

@@ -8,12 +8,11 @@ MODEL_DIR holds config.json and model.safetensors. Writes into OUT_DIR:
 - model.onnx: the whole encoder. Inputs input_ids and attention_mask (int64, [batch, sequence], both
   symbolic); output last_hidden_state [batch, sequence, hidden]. Any ONNX runtime can run it.
 - shards/: the same weights cut for tensor-parallel execution on SHARDS threads (default 2), which is how
-  the Glassbox engine runs them. Token rows are unpadded ([tokens, hidden]); each layer is an attention
-  shard (its share of the heads, with its rows of the output projection) and a feed-forward shard (its
-  share of the intermediate units); the engine sums the shards' partial outputs, adds the residual and
-  applies the layer norms (their weights are in norms.onnx). Attention gathers the padded
-  [batch, sequence] view through pad_index, where padded slots point at one extra row (index `tokens`)
-  whose keys are masked, and scatters back through unpad_index. shards.json describes the set.
+  the Glassbox engine runs them. Token rows are unpadded ([tokens, hidden]); each layer gives each shard
+  its share of the heads (one query/key/value projection, qkv{t}, and its rows of the output projection,
+  attention_output{t}) and of the intermediate units (ffn{t}). The engine runs the attention core between
+  the two attention graphs (each text over its own tokens), sums the shards' partial outputs, adds the
+  residual and applies the layer norms (their weights are in norms.onnx). shards.json describes the set.
 
 Written for tract and onnxruntime: IR version 8, opset 17 (LayerNormalization), GELU spelled as
 0.5*x*(1+erf(x/sqrt 2)), an additive attention mask built from Cast/Unsqueeze/Sub/Mul so it analyses under
@@ -32,7 +31,7 @@ from safetensors.numpy import load_file
 
 OPSET = 17
 IR_VERSION = 8  # onnxruntime refuses newer IR versions; tract reads either.
-MASKED = -10000.0
+MASKED = -10000.0  # model.onnx's additive attention mask for padded keys
 
 
 class Graph:
@@ -191,51 +190,25 @@ def write_shards(bert: Bert, out: str, shards: int) -> None:
         p = f"encoder.layer.{i}"
         for t in range(shards):
             cols = slice(t * width, (t + 1) * width)
-            g = Graph()
-            # One projection for this shard's queries, keys and values: [tokens, q | k | v]. Each head's
-            # query gets a 33rd component fixed at 1 and each key one fixed at 0, so the dot product is
-            # unchanged; the padding row appended below has MASKED there, which masks padded keys
-            # inside the product itself (no separate mask tensor, no broadcast add).
+            # One projection for this shard's queries (scaled by 1/sqrt(head_dim)), keys and values:
+            # [tokens, q | k | v], head after head in each part. The engine runs the attention core
+            # itself, over each text's own tokens, then this shard's rows of the output projection.
             q_w, q_b = bert.linear(f"{p}.attention.self.query", cols=cols, scale=1.0 / math.sqrt(bert.head_dim))
             k_w, k_b = bert.linear(f"{p}.attention.self.key", cols=cols)
             v_w, v_b = bert.linear(f"{p}.attention.self.value", cols=cols)
-            d = bert.head_dim
+            g = Graph()
+            qkv = g.op("Add", [g.op("MatMul", ["hidden", g.const(np.concatenate([q_w, k_w, v_w], 1), "qkv.weight")]),
+                               g.const(np.concatenate([q_b, k_b, v_b]), "qkv.bias")])
+            g.save(f"{out}/layer{i}.qkv{t}.onnx", [float_value("hidden", rows)],
+                   {"qkv": (qkv, ["tokens", 3 * width])}, f"layer{i}_qkv{t}")
 
-            def with_flag(weight, bias, flag):
-                w_heads = np.concatenate([weight.reshape(hidden, per_shard, d), np.zeros((hidden, per_shard, 1), np.float32)], 2)
-                b_heads = np.concatenate([bias.reshape(per_shard, d), np.full((per_shard, 1), flag, np.float32)], 1)
-                return w_heads.reshape(hidden, -1), b_heads.reshape(-1)
-
-            q_w, q_b = with_flag(q_w, q_b, 1.0)
-            k_w, k_b = with_flag(k_w, k_b, 0.0)
-            qkv_w = np.concatenate([q_w, k_w, v_w], 1)
-            qkv_b = np.concatenate([q_b, k_b, v_b])
-            pad_row = np.zeros((1, qkv_w.shape[1]), np.float32)
-            pad_row[0, q_w.shape[1]:2 * q_w.shape[1]] = np.tile(np.array([0.0] * d + [MASKED], np.float32), per_shard)
-            qkv = g.op("Add", [g.op("MatMul", ["hidden", g.const(qkv_w, "qkv.weight")]), g.const(qkv_b, "qkv.bias")])
-            # Unpadded rows (+ the padding row at index `tokens`) -> [batch, sequence, q | k | v].
-            qkv = g.op("Gather", [g.op("Concat", [qkv, g.const(pad_row, "padding_row")], axis=0), "pad_index"], axis=0)
-            q, k, v = (g.name(n) for n in ("q", "k", "v"))
-            split = g.const(np.array([q_w.shape[1], k_w.shape[1], v_w.shape[1]], np.int64), "qkv.split")
-            g.nodes.append(helper.make_node("Split", [qkv, split], [q, k, v], axis=2))
-
-            def heads(x: str, size: int, perm) -> str:
-                shape = g.const(np.array([0, 0, per_shard, size], np.int64), g.name("heads"))
-                return g.op("Transpose", [g.op("Reshape", [x, shape])], perm=perm)
-
-            scores = g.op("MatMul", [heads(q, d + 1, [0, 2, 1, 3]), heads(k, d + 1, [0, 2, 3, 1])])
-            probs = g.op("Softmax", [scores], axis=-1)
-            context = g.op("Transpose", [g.op("MatMul", [probs, heads(v, d, [0, 2, 1, 3])])], perm=[0, 2, 1, 3])
-            context = g.op("Reshape", [context, g.const(np.array([-1, width], np.int64), "merge")])
-            context = g.op("Gather", [context, "unpad_index"], axis=0)
+            g = Graph()
             weight, bias = bert.linear(f"{p}.attention.output.dense", rows=cols)
-            out_proj = g.op("MatMul", [context, g.const(weight, "output.weight")])
+            out_proj = g.op("MatMul", ["context", g.const(weight, "output.weight")])
             if t == 0:
                 out_proj = g.op("Add", [out_proj, g.const(bias, "output.bias")])
-            g.save(f"{out}/layer{i}.attention{t}.onnx",
-                   [float_value("hidden", rows), int_input("pad_index", ["batch", "sequence"]),
-                    int_input("unpad_index", ["tokens"])],
-                   {"partial": (out_proj, rows)}, f"layer{i}_attention{t}")
+            g.save(f"{out}/layer{i}.attention_output{t}.onnx", [float_value("context", ["tokens", width])],
+                   {"partial": (out_proj, rows)}, f"layer{i}_attention_output{t}")
 
             units = slice(t * ffn, (t + 1) * ffn)
             g = Graph()
@@ -247,7 +220,8 @@ def write_shards(bert: Bert, out: str, shards: int) -> None:
                 y = g.op("Add", [y, g.const(bias, "output.bias")])
             g.save(f"{out}/layer{i}.ffn{t}.onnx", [float_value("hidden", rows)], {"partial": (y, rows)}, f"layer{i}_ffn{t}")
 
-    json.dump({"shards": shards, "layers": bert.layers, "hidden": hidden, "eps": bert.eps,
+    json.dump({"shards": shards, "layers": bert.layers, "hidden": hidden, "heads": bert.heads,
+               "head_dim": bert.head_dim, "eps": bert.eps,
                "max_positions": int(w["embeddings.position_embeddings.weight"].shape[0])},
               open(f"{out}/shards.json", "w"), indent=1)
 

@@ -37,8 +37,9 @@ def shards(out_dir: str):
     norms_graph = load("norms")
     norms = dict(zip(norms_graph.output_names, norms_graph.run(None, {})))
     embed_graph = load("embed")
-    layers = [([load(f"layer{i}.attention{t}") for t in range(layout["shards"])],
-               [load(f"layer{i}.ffn{t}") for t in range(layout["shards"])])
+    shard_heads, dim = layout["heads"] // layout["shards"], layout["head_dim"]
+    layers = [[(load(f"layer{i}.qkv{t}"), load(f"layer{i}.attention_output{t}"), load(f"layer{i}.ffn{t}"))
+               for t in range(layout["shards"])]
               for i in range(layout["layers"])]
 
     def layer_norm(x, name):
@@ -46,16 +47,25 @@ def shards(out_dir: str):
         var = ((x - mean) ** 2).mean(-1, keepdims=True)
         return (x - mean) / np.sqrt(var + layout["eps"]) * norms[f"{name}.weight"] + norms[f"{name}.bias"]
 
+    def attention(qkv):
+        """The engine's attention core for one text: qkv is [n, q | k | v], queries already scaled."""
+        n = qkv.shape[0]
+        q, k, v = (part.reshape(n, shard_heads, dim).transpose(1, 0, 2) for part in np.split(qkv, 3, axis=1))
+        scores = q @ k.transpose(0, 2, 1)
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        context = (weights / weights.sum(-1, keepdims=True)) @ v
+        return context.transpose(1, 0, 2).reshape(n, shard_heads * dim)
+
     def embed(ids):
         n = len(ids)
         tokens = np.array(ids, np.int64)
-        feeds = {"pad_index": np.arange(n, dtype=np.int64)[None, :], "unpad_index": np.arange(n, dtype=np.int64)}
         x = embed_graph.run(None, {"input_ids": tokens, "position_ids": np.arange(n, dtype=np.int64)})[0]
         x = layer_norm(x, "embeddings.LayerNorm")
-        for i, (attention, ffn) in enumerate(layers):
-            x = layer_norm(x + sum(a.run(None, {"hidden": x, **feeds})[0] for a in attention),
-                           f"encoder.layer.{i}.attention.output.LayerNorm")
-            x = layer_norm(x + sum(f.run(None, {"hidden": x})[0] for f in ffn),
+        for i, layer in enumerate(layers):
+            partials = [out.run(None, {"context": attention(qkv.run(None, {"hidden": x})[0])})[0]
+                        for qkv, out, _ in layer]
+            x = layer_norm(x + sum(partials), f"encoder.layer.{i}.attention.output.LayerNorm")
+            x = layer_norm(x + sum(ffn.run(None, {"hidden": x})[0] for _, _, ffn in layer),
                            f"encoder.layer.{i}.output.LayerNorm")
         return unit(x.mean(0))
 

@@ -6,6 +6,7 @@
 //! on `threads` threads ([`sharded`]); any other sentence-transformers ONNX file runs as one plan with
 //! tract's multithreaded matrix products.
 
+mod attention;
 mod crew;
 pub mod service;
 mod sharded;

@@ -1,10 +1,10 @@
 //! Tensor-parallel execution of a BERT encoder converted into shards (`xtask/model/bert_to_onnx.py`
-//! writes them to `shards/` beside `model.onnx`). Each layer is one attention shard per thread (its
-//! share of the heads and of the output projection's rows) and one feed-forward shard per thread (its
-//! share of the intermediate units); every shard is a tract plan with symbolic dims. The shards of a
-//! step run at once on the caller's thread and a helper ([`Crew`]), and this module sums their partial
-//! outputs, adds the residual and applies the layer norm. Token rows are unpadded (`[tokens, hidden]`): the linear layers, which are
-//! nearly all the work, never compute padding; only attention sees the padded `[batch, sequence]` view.
+//! writes them to `shards/` beside `model.onnx`). Each layer gives each thread its share of the heads
+//! (a query/key/value projection, the attention core of [`Attention`], and its rows of the output
+//! projection) and of the feed-forward units; every projection is a tract plan with symbolic dims. The
+//! shards of a step run at once on the caller's thread and a helper ([`Crew`]), and this module sums
+//! their partial outputs, adds the residual and applies the layer norm. Token rows are unpadded
+//! (`[tokens, hidden]`): nothing computes padding, and each text attends over its own tokens.
 //!
 //! Why not tract's own multithreading: on two cores its threaded matmul gains little or loses (thread
 //! wake-ups per product cost more than small products take), while each shard's half-size products run
@@ -19,6 +19,7 @@ use serde::Deserialize;
 use tract_linalg::multithread::Executor;
 use tract_onnx::prelude::*;
 
+use super::attention::Attention;
 use super::crew::Crew;
 use super::{EmbedError, corrupt, floats, inference, load_plan};
 
@@ -28,6 +29,8 @@ struct Layout {
     shards: usize,
     layers: usize,
     hidden: usize,
+    heads: usize,
+    head_dim: usize,
     eps: f32,
     max_positions: usize,
 }
@@ -38,8 +41,14 @@ struct Norm {
     beta: Vec<f32>,
 }
 
+/// One thread's share of a layer's attention: its heads' projection and its rows of the output projection.
+struct AttentionShard {
+    qkv: Arc<TypedRunnableModel>,
+    output: Arc<TypedRunnableModel>,
+}
+
 struct Layer {
-    attention: Vec<Arc<TypedRunnableModel>>,
+    attention: Vec<AttentionShard>,
     attention_norm: Norm,
     ffn: Vec<Arc<TypedRunnableModel>>,
     output_norm: Norm,
@@ -51,6 +60,8 @@ struct Model {
     embed: Arc<TypedRunnableModel>,
     embed_norm: Norm,
     layers: Vec<Layer>,
+    /// The attention core of one shard (its share of the heads).
+    core: Attention,
 }
 
 /// A sharded encoder, ready to run. `Send + Sync`.
@@ -107,8 +118,13 @@ impl ShardedEncoder {
         let mut layers = Vec::with_capacity(layout.layers);
         for i in 0..layout.layers {
             let attention = (0..layout.shards)
-                .map(|t| plan(format!("layer{i}.attention{t}.onnx")))
-                .collect::<Result<_, _>>()?;
+                .map(|t| {
+                    Ok(AttentionShard {
+                        qkv: plan(format!("layer{i}.qkv{t}.onnx"))?,
+                        output: plan(format!("layer{i}.attention_output{t}.onnx"))?,
+                    })
+                })
+                .collect::<Result<_, EmbedError>>()?;
             let ffn = (0..layout.shards)
                 .map(|t| plan(format!("layer{i}.ffn{t}.onnx")))
                 .collect::<Result<_, _>>()?;
@@ -119,12 +135,18 @@ impl ShardedEncoder {
                 output_norm: next_norm(),
             });
         }
+        if layout.shards == 0 || layout.heads % layout.shards != 0 {
+            return Err(corrupt(&layout_path, &"the shards do not divide the heads"));
+        }
+        let core =
+            Attention::new(layout.heads / layout.shards, layout.head_dim).map_err(inference)?;
         Ok(Self {
             model: Arc::new(Model {
                 layout,
                 embed,
                 embed_norm,
                 layers,
+                core,
             }),
             threads: threads.max(1),
             crew: Mutex::new(None),
@@ -168,7 +190,13 @@ impl ShardedEncoder {
         let mut crew = match self.crew.try_lock() {
             Ok(guard) if self.threads > 1 => guard,
             Err(std::sync::TryLockError::Poisoned(p)) if self.threads > 1 => p.into_inner(),
-            _ => return merge(groups.iter().map(|group| self.model.forward(group, None))),
+            _ => {
+                return merge(
+                    groups
+                        .iter()
+                        .map(|group| Model::forward(&self.model, group, None)),
+                );
+            }
         };
         if crew.is_none() {
             *crew = Some(Crew::new(self.threads - 1, "glassbox-embed").map_err(|e| {
@@ -179,7 +207,7 @@ impl ShardedEncoder {
             return Err(stopped());
         };
         if groups.len() <= 1 {
-            self.model.forward(texts, Some(crew))
+            Model::forward(&self.model, texts, Some(crew))
         } else {
             self.run_groups(crew, texts, &groups)
         }
@@ -252,70 +280,90 @@ impl GroupWorker {
                 .iter()
                 .map(Vec::as_slice)
                 .collect();
-            done.push((g, self.model.forward(&group, None)));
+            done.push((g, Model::forward(&self.model, &group, None)));
         }
     }
 }
 
 impl Model {
     /// Runs `texts` through the encoder; with a crew, the shards of each step run side by side.
-    fn forward(&self, texts: &[&[u32]], mut crew: Option<&mut Crew>) -> Result<States, EmbedError> {
-        let batch = texts.len();
-        let sequence = texts.iter().map(|t| t.len()).max().unwrap_or(0);
-        if sequence > self.layout.max_positions {
+    fn forward(
+        model: &Arc<Model>,
+        texts: &[&[u32]],
+        mut crew: Option<&mut Crew>,
+    ) -> Result<States, EmbedError> {
+        let layout = &model.layout;
+        let longest = texts.iter().map(|t| t.len()).max().unwrap_or(0);
+        if longest > layout.max_positions {
             return Err(EmbedError::Inference(format!(
-                "{sequence} tokens exceed the model's {} positions",
-                self.layout.max_positions
+                "{longest} tokens exceed the model's {} positions",
+                layout.max_positions
             )));
         }
-        let mut starts = Vec::with_capacity(batch + 1);
-        let (mut ids, mut positions, mut unpad) = (vec![], vec![], vec![]);
-        let tokens: usize = texts.iter().map(|t| t.len()).sum();
-        // Padded slots point one past the last token: the shards' masked padding row.
-        let mut pad = vec![tokens as i64; batch * sequence];
-        for (b, text) in texts.iter().enumerate() {
+        let mut starts = Vec::with_capacity(texts.len() + 1);
+        let (mut ids, mut positions) = (vec![], vec![]);
+        for text in texts {
             starts.push(ids.len());
-            for (s, &id) in text.iter().enumerate() {
-                pad[b * sequence + s] = ids.len() as i64;
-                unpad.push((b * sequence + s) as i64);
-                ids.push(i64::from(id));
-                positions.push(s as i64);
-            }
+            ids.extend(text.iter().map(|&id| i64::from(id)));
+            positions.extend((0..text.len()).map(|s| s as i64));
         }
+        let tokens = ids.len();
         starts.push(tokens);
         if tokens == 0 {
             return Ok((vec![], starts));
         }
-        let tensor = |shape: &[usize], data: Vec<i64>| {
-            Tensor::from_shape(shape, &data).map(|t| t.into_tvalue())
-        };
-        let pad = tensor(&[batch, sequence], pad).map_err(inference)?;
-        let unpad = tensor(&[tokens], unpad).map_err(inference)?;
-        let embedded = self
+        let starts = Arc::new(starts);
+        let tensor = |data: Vec<i64>| Tensor::from_shape(&[tokens], &data).map(|t| t.into_tvalue());
+        let embedded = model
             .embed
             .run(tvec!(
-                tensor(&[tokens], ids).map_err(inference)?,
-                tensor(&[tokens], positions).map_err(inference)?
+                tensor(ids).map_err(inference)?,
+                tensor(positions).map_err(inference)?
             ))
             .map_err(inference)?;
         let mut x = floats(&embedded[0]).map_err(inference)?.to_vec();
-        let hidden = self.layout.hidden;
-        layer_norm(&mut x, &[], hidden, &self.embed_norm, self.layout.eps);
+        let hidden = layout.hidden;
+        layer_norm(&mut x, &[], hidden, &model.embed_norm, layout.eps);
         let input = |x: &[f32]| {
             Tensor::from_shape(&[tokens, hidden], x)
                 .map(Tensor::into_tvalue)
                 .map_err(inference)
         };
-        for layer in &self.layers {
-            let inputs = tvec!(input(&x)?, pad.clone(), unpad.clone());
-            let partials = run_shards(crew.as_deref_mut(), &layer.attention, &inputs)?;
-            residual_norm(&mut x, &partials, &layer.attention_norm, self.layout.eps)
+        for (l, layer) in model.layers.iter().enumerate() {
+            let (shared, starts, hidden) = (model.clone(), starts.clone(), input(&x)?);
+            let partials = run_shards(crew.as_deref_mut(), layout.shards, move |t| {
+                shared.attend(l, t, hidden.clone(), &starts)
+            })?;
+            residual_norm(&mut x, &partials, &layer.attention_norm, layout.eps)
                 .map_err(inference)?;
-            let partials = run_shards(crew.as_deref_mut(), &layer.ffn, &tvec!(input(&x)?))?;
-            residual_norm(&mut x, &partials, &layer.output_norm, self.layout.eps)
-                .map_err(inference)?;
+            let (shared, hidden) = (model.clone(), input(&x)?);
+            let partials = run_shards(crew.as_deref_mut(), layout.shards, move |t| {
+                run_plan(&shared.layers[l].ffn[t], tvec!(hidden.clone()))
+            })?;
+            residual_norm(&mut x, &partials, &layer.output_norm, layout.eps).map_err(inference)?;
         }
-        Ok((x, starts))
+        Ok((x, Arc::unwrap_or_clone(starts)))
+    }
+
+    /// Shard `t`'s partial output of layer `l`'s attention: its heads' projection of `hidden`, the
+    /// attention core over each text (`starts`), and its rows of the output projection.
+    fn attend(
+        &self,
+        l: usize,
+        t: usize,
+        hidden: TValue,
+        starts: &[usize],
+    ) -> Result<TValue, EmbedError> {
+        let shard = &self.layers[l].attention[t];
+        let qkv = run_plan(&shard.qkv, tvec!(hidden))?;
+        let context = self
+            .core
+            .run(floats(&qkv).map_err(inference)?, starts)
+            .map_err(inference)?;
+        let tokens = starts.last().copied().unwrap_or(0);
+        let context = tract_ndarray::Array2::from_shape_vec((tokens, self.core.width()), context)
+            .map_err(|e| inference(e.into()))?;
+        run_plan(&shard.output, tvec!(context.into_tvalue()))
     }
 }
 
@@ -375,34 +423,33 @@ fn merge(
     Ok((states, starts))
 }
 
-/// Runs every shard's plan on `inputs` and returns their outputs in order: with a crew, thread `w`
-/// runs shards `w`, `w + threads`, … (the caller's thread is `w = 0`); without, one after the other.
-fn run_shards(
+/// Runs `shard(t)` for every shard `t` of a step and returns their outputs in order: with a crew,
+/// thread `w` runs shards `w`, `w + threads`, … (the caller's thread is `w = 0`); without, one after
+/// the other.
+fn run_shards<F>(
     crew: Option<&mut Crew>,
-    plans: &[Arc<TypedRunnableModel>],
-    inputs: &TVec<TValue>,
-) -> Result<Vec<TValue>, EmbedError> {
+    shards: usize,
+    shard: F,
+) -> Result<Vec<TValue>, EmbedError>
+where
+    F: Fn(usize) -> Result<TValue, EmbedError> + Clone + Send + 'static,
+{
     let Some(crew) = crew else {
-        return plans.iter().map(|p| run_plan(p, inputs.clone())).collect();
+        return (0..shards).map(shard).collect();
     };
-    let threads = crew.threads().min(plans.len());
-    let share = |w: usize| -> Vec<Arc<TypedRunnableModel>> {
-        plans.iter().skip(w).step_by(threads).cloned().collect()
-    };
-    let job = |mine: Vec<Arc<TypedRunnableModel>>, inputs: TVec<TValue>| {
+    let threads = crew.threads().min(shards).max(1);
+    let job = |w: usize| {
+        let shard = shard.clone();
         move || -> Result<Vec<TValue>, EmbedError> {
-            mine.iter().map(|p| run_plan(p, inputs.clone())).collect()
+            (w..shards).step_by(threads).map(&shard).collect()
         }
     };
     let theirs = (1..threads)
-        .map(|w| {
-            Box::new(job(share(w), inputs.clone()))
-                as Box<dyn FnOnce() -> Result<Vec<TValue>, EmbedError> + Send>
-        })
+        .map(|w| Box::new(job(w)) as Box<dyn FnOnce() -> Result<Vec<TValue>, EmbedError> + Send>)
         .collect();
-    let done = crew.run(job(share(0), inputs.clone()), theirs);
+    let done = crew.run(job(0), theirs);
     // Thread w's k-th output is shard w + k·threads.
-    let mut outputs: Vec<Option<TValue>> = plans.iter().map(|_| None).collect();
+    let mut outputs: Vec<Option<TValue>> = (0..shards).map(|_| None).collect();
     for (w, finished) in done.into_iter().enumerate() {
         for (k, output) in finished.ok_or_else(stopped)??.into_iter().enumerate() {
             outputs[w + k * threads] = Some(output);
