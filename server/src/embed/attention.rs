@@ -12,19 +12,6 @@ use tract_linalg::element_wise::ElementWise;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::internal::ensure;
 
-/// Instruction sets the loops below are compiled for besides the baseline, picked at run time: the
-/// server binary targets plain x86-64 (SSE2), where these loops would run four lanes without FMA.
-macro_rules! simd {
-    ($item:item) => {
-        #[multiversion::multiversion(targets(
-            "x86_64+avx512f+avx512vl+avx2+fma+avx",
-            "x86_64+avx2+fma+avx",
-            "aarch64+neon"
-        ))]
-        $item
-    };
-}
-
 /// Scaled dot-product attention over `heads` heads of `dim` values each. `Send + Sync`.
 pub struct Attention {
     heads: usize,

@@ -6,6 +6,19 @@
 //! on `threads` threads ([`sharded`]); any other sentence-transformers ONNX file runs as one plan with
 //! tract's multithreaded matrix products.
 
+/// Compiles a hot loop for the vector extensions of the CPU it runs on besides the baseline, picked
+/// at run time: the server targets plain x86-64, where these loops would run four lanes without FMA.
+macro_rules! simd {
+    ($item:item) => {
+        #[multiversion::multiversion(targets(
+            "x86_64+avx512f+avx512vl+avx2+fma+avx",
+            "x86_64+avx2+fma+avx",
+            "aarch64+neon"
+        ))]
+        $item
+    };
+}
+
 mod attention;
 mod crew;
 pub mod service;
