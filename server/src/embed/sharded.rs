@@ -91,6 +91,9 @@ impl ShardedEncoder {
         let layout: Layout = std::fs::read_to_string(&layout_path)
             .map_err(|e| corrupt(&layout_path, &e))
             .and_then(|s| serde_json::from_str(&s).map_err(|e| corrupt(&layout_path, &e)))?;
+        if layout.shards == 0 || layout.heads % layout.shards != 0 {
+            return Err(corrupt(&layout_path, &"the shards do not divide the heads"));
+        }
         // Each shard runs on one thread: the parallelism is across shards.
         let plan = |name: String| load_plan(&dir.join(name), Executor::SingleThread);
         let norms_path = dir.join("norms.onnx");
@@ -134,9 +137,6 @@ impl ShardedEncoder {
                 ffn,
                 output_norm: next_norm(),
             });
-        }
-        if layout.shards == 0 || layout.heads % layout.shards != 0 {
-            return Err(corrupt(&layout_path, &"the shards do not divide the heads"));
         }
         let core =
             Attention::new(layout.heads / layout.shards, layout.head_dim).map_err(inference)?;
