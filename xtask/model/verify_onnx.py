@@ -1,6 +1,7 @@
 """Checks a conversion against sentence-transformers' own vectors before `cargo xtask model` accepts it:
-both model.onnx and the shards/ set, run by onnx's reference evaluator (numpy), tokenized by the model's
-tokenizer.json, mean-pooled and normalised. Every reference sentence must reach cosine >= 0.9999.
+both model.onnx and the shards/ set, their graphs run by onnx's reference evaluator (numpy) and, for the
+shards, the engine's own steps (attention core, residual, layer norms) redone in numpy; tokenized by the
+model's tokenizer.json, mean-pooled and normalised. Every reference sentence must reach cosine >= 0.9999.
 
     python verify_onnx.py OUT_DIR TOKENIZER_JSON FIXTURE_JSON
 """
