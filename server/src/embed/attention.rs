@@ -5,7 +5,7 @@
 //! per text and head), and tract runs each as a separate matrix product that packs both operands;
 //! measured on 9 texts of 22 tokens, that was about 40% of an attention shard's time, against a few
 //! percent of its arithmetic. Here they are loops over contiguous rows, compiled for the CPU's vector
-//! extensions (`multiversion`), with tract-linalg's own `exp` kernel for the softmax.
+//! width (`multiversion`), with tract-linalg's own `exp` kernel for the softmax.
 
 use tract_linalg::Func;
 use tract_linalg::element_wise::ElementWise;
@@ -126,8 +126,7 @@ fn scores(queries: &[f32], keys: &[f32], n: usize, dim: usize, scores: &mut [f32
         for block in (0..n).step_by(LANES) {
             let mut sums = [0f32; LANES];
             for (&q, key) in query[..dim].iter().zip(keys.chunks_exact(long)) {
-                let key: &[f32; LANES] = key[block..block + LANES].try_into().unwrap_or(&[0.0; LANES]);
-                for (s, &k) in sums.iter_mut().zip(key) {
+                for (s, &k) in sums.iter_mut().zip(&key.as_chunks::<LANES>().0[block / LANES]) {
                     *s += q * k;
                 }
             }
@@ -150,8 +149,7 @@ fn weigh(weights: &[f32], values: &[f32], n: usize, dim: usize, context: &mut [f
         for (block, out) in out.chunks_exact_mut(LANES).enumerate() {
             let mut sums = [0f32; LANES];
             for (&w, value) in row.iter().zip(values.chunks_exact(wide)) {
-                let value: &[f32; LANES] = value[block * LANES..][..LANES].try_into().unwrap_or(&[0.0; LANES]);
-                for (s, &v) in sums.iter_mut().zip(value) {
+                for (s, &v) in sums.iter_mut().zip(&value.as_chunks::<LANES>().0[block]) {
                     *s += w * v;
                 }
             }
@@ -187,16 +185,21 @@ mod tests {
 
     #[test]
     fn each_text_attends_over_its_own_tokens() {
-        let (heads, dim) = (3, 5);
+        // Heads narrower than a block; texts of 4, 1, 0 and 7 tokens.
+        check(3, 5, &[0, 4, 5, 5, 12]);
+        // The model's heads (32 values: two blocks); texts of 1, 17 and 40 tokens (several key blocks).
+        check(2, 32, &[0, 1, 18, 58]);
+    }
+
+    /// Compares the core with [`reference`] on deterministic values in about [-2, 2].
+    fn check(heads: usize, dim: usize, starts: &[usize]) {
         let core = Attention::new(heads, dim).unwrap();
-        let starts = [0, 4, 5, 5, 12];
-        let tokens = 12;
+        let tokens = starts[starts.len() - 1];
         let row = 3 * heads * dim;
-        // Deterministic values in about [-2, 2].
         let qkv: Vec<f32> = (0..tokens * row)
             .map(|i| ((i * 7919 % 1009) as f32 / 1009.0 - 0.5) * 4.0)
             .collect();
-        let context = core.run(&qkv, &starts).unwrap();
+        let context = core.run(&qkv, starts).unwrap();
         assert_eq!(context.len(), tokens * heads * dim);
         for text in starts.windows(2) {
             for h in 0..heads {

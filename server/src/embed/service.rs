@@ -1,7 +1,8 @@
 //! The embedding service the rest of the server uses: loads the model in the background (chat works
 //! meanwhile) and runs requests through a bounded queue served by worker threads, TEI-style: a worker
-//! takes every waiting request that fits its token budget, sorts their texts by length so batches carry
-//! little padding, runs them together and hands each request its vectors. A full queue answers 429.
+//! takes every waiting request that fits its token budget, sorts their texts by length (a model run as one
+//! plan pads each batch to its longest text), runs them together and hands each request its vectors. A
+//! full queue answers 429.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -28,7 +29,7 @@ pub fn content_hash(text: &str) -> String {
 
 /// Most texts in one request.
 pub const MAX_INPUTS: usize = 128;
-/// Texts per model run; inputs are sorted by length first so batches carry little padding.
+/// Texts per model run; inputs are sorted by length first, so a padded batch carries little padding.
 const RUN_BATCH: usize = 32;
 /// Estimated tokens a worker gathers from waiting requests before it starts a run.
 const MAX_BATCH_TOKENS: usize = 8192;

@@ -162,29 +162,6 @@ impl ShardedEncoder {
     /// helpers, this one runs on its own thread: tensor-parallel hand-offs need both threads running,
     /// which more busy threads than cores would break.
     pub fn run(&self, texts: &[&[u32]]) -> Result<States, EmbedError> {
-        // Texts of similar length land in the same group, so attention's padded view stays small.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
-        let sorted: Vec<&[u32]> = order.iter().map(|&i| texts[i]).collect();
-        let (states, starts) = self.run_sorted(&sorted)?;
-        if order.iter().enumerate().all(|(p, &i)| p == i) {
-            return Ok((states, starts));
-        }
-        // Back to the callers' order.
-        let width = self.model.layout.hidden;
-        let mut position = vec![0; order.len()];
-        for (p, &i) in order.iter().enumerate() {
-            position[i] = p;
-        }
-        let (mut unsorted, mut unsorted_starts) = (Vec::with_capacity(states.len()), vec![0]);
-        for &p in &position {
-            unsorted.extend_from_slice(&states[starts[p] * width..starts[p + 1] * width]);
-            unsorted_starts.push(unsorted.len() / width);
-        }
-        Ok((unsorted, unsorted_starts))
-    }
-
-    fn run_sorted(&self, texts: &[&[u32]]) -> Result<States, EmbedError> {
         let total = texts.iter().map(|t| t.len()).sum();
         let groups = groups_by_tokens(texts, group_count(total, texts.len(), self.threads));
         let mut crew = match self.crew.try_lock() {
