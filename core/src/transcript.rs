@@ -139,7 +139,8 @@ impl Transcript {
                 self.upsert(message);
             }
             ServerEvent::Delta(d) => {
-                if let Some(m) = self.messages.iter_mut().find(|m| m.id == d.message_id) {
+                // The streaming reply is almost always the newest message.
+                if let Some(m) = self.messages.iter_mut().rev().find(|m| m.id == d.message_id) {
                     m.content.push_str(&d.text);
                 }
             }
