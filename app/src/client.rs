@@ -3,14 +3,15 @@
 //! from the last sync id it saw.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 
 use glassbox_core::ErrorCode;
 use glassbox_core::limits::{InputError, validate_chat};
 use glassbox_core::transcript::Transcript;
 use glassbox_core::wire::{
-    Attachment, ChatRequest, ClientFrame, Hello, PageContext, RetryRequest, ServerEvent,
-    ServerFrame,
+    Attachment, ChatMessage, ChatRequest, ClientFrame, Hello, MessageStatus, PageContext,
+    RetryRequest, ServerEvent, ServerFrame,
 };
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -64,6 +65,8 @@ pub struct ChatClient {
     pub page_context: RwSignal<Option<PageContext>>,
     /// The message being written (counted by the token meter).
     pub draft: RwSignal<String>,
+    /// What the polite live region says: set when a reply completes or fails, never per piece.
+    pub announcement: RwSignal<String>,
 }
 
 struct Inner {
@@ -78,6 +81,12 @@ struct Inner {
     stopped: Cell<bool>,
     reconnect_timer: RefCell<Option<gloo_timers::callback::Timeout>>,
     countdown: RefCell<Option<gloo_timers::callback::Interval>>,
+    announcement: RwSignal<String>,
+    /// One signal per stored message: a change to one message re-renders only its view.
+    cells: RefCell<HashMap<String, ArcRwSignal<ChatMessage>>>,
+    /// Messages with streamed text not yet shown; shown at the next animation frame.
+    unshown: RefCell<Vec<String>>,
+    frame_requested: Cell<bool>,
 }
 
 /// An open WebSocket with its event handlers (kept alive as long as the socket).
@@ -116,7 +125,9 @@ impl ChatClient {
     pub fn new(config: WidgetConfig, host: web_sys::EventTarget) -> Self {
         let transcript = RwSignal::new(Transcript::default());
         let status = RwSignal::new(ConnectionStatus::Connecting);
+        let announcement = RwSignal::new(String::new());
         let inner = Rc::new(Inner {
+            announcement,
             config,
             host,
             transcript,
@@ -127,6 +138,9 @@ impl ChatClient {
             stopped: Cell::new(false),
             reconnect_timer: RefCell::new(None),
             countdown: RefCell::new(None),
+            cells: RefCell::new(HashMap::new()),
+            unshown: RefCell::new(Vec::new()),
+            frame_requested: Cell::new(false),
         });
         Self {
             inner: StoredValue::new_local(inner),
@@ -134,7 +148,13 @@ impl ChatClient {
             status,
             page_context: RwSignal::new(None),
             draft: RwSignal::new(String::new()),
+            announcement,
         }
+    }
+
+    /// The signal of one stored message (its view subscribes to nothing else of the transcript).
+    pub fn message(&self, id: &str) -> Option<ArcRwSignal<ChatMessage>> {
+        self.inner()?.cells.borrow().get(id).cloned()
     }
 
     fn inner(&self) -> Option<Rc<Inner>> {
@@ -375,9 +395,19 @@ impl Inner {
             ServerEvent::Done(d) => Some(d.message.clone()),
             _ => None,
         };
+        if let ServerEvent::Delta(d) = &frame.event {
+            // Streamed text is stored at once and shown at the next frame: nothing that depends on
+            // the whole transcript runs per piece.
+            if this.transcript.try_update_untracked(|t| t.apply(&frame)) == Some(true) {
+                Inner::stream_piece(this, &d.message_id, &d.text);
+            }
+            return;
+        }
         this.transcript.update(|t| {
             t.apply(&frame);
         });
+        this.sync_cells(&frame.event);
+        this.announce(&frame.event);
         if let ServerEvent::Session(_) = frame.event {
             this.joined.set(true);
             this.attempt.set(0);
@@ -389,6 +419,97 @@ impl Inner {
         if let Some(message) = finished {
             this.notify_host("glassbox:reply", &message);
         }
+    }
+
+    /// Appends streamed text to its message's signal without notifying; the view is told once per
+    /// animation frame.
+    fn stream_piece(this: &Rc<Self>, message_id: &str, text: &str) {
+        if let Some(cell) = this.cells.borrow().get(message_id) {
+            cell.update_untracked(|m| m.content.push_str(text));
+        }
+        let mut unshown = this.unshown.borrow_mut();
+        if !unshown.iter().any(|id| id == message_id) {
+            unshown.push(message_id.to_owned());
+        }
+        drop(unshown);
+        if !this.frame_requested.replace(true) {
+            let weak = Rc::downgrade(this);
+            let asked = crate::frame::next_frame(move || {
+                if let Some(inner) = weak.upgrade() {
+                    inner.show_streamed();
+                }
+            });
+            if !asked {
+                this.show_streamed();
+            }
+        }
+    }
+
+    /// Tells the views of messages with new streamed text to show it.
+    fn show_streamed(&self) {
+        self.frame_requested.set(false);
+        let ids = std::mem::take(&mut *self.unshown.borrow_mut());
+        let cells = self.cells.borrow();
+        for id in ids {
+            if let Some(cell) = cells.get(&id) {
+                cell.notify();
+            }
+        }
+    }
+
+    /// Brings the per-message signals in line with the transcript after `event` was applied.
+    fn sync_cells(&self, event: &ServerEvent) {
+        let one = match event {
+            ServerEvent::Accepted(a) => Some(a.message.id.as_str()),
+            ServerEvent::ReplyStart(r) => Some(r.message_id.as_str()),
+            ServerEvent::Done(d) => Some(d.message.id.as_str()),
+            ServerEvent::Error(e) => e.message_id.as_deref(),
+            ServerEvent::Session(_) | ServerEvent::Snapshot(_) => None,
+            ServerEvent::Context(_) | ServerEvent::Delta(_) => return,
+        };
+        let mut cells = self.cells.borrow_mut();
+        self.transcript.with_untracked(|t| {
+            let mut sync = |m: &ChatMessage| match cells.get(&m.id) {
+                Some(cell) => {
+                    if cell.with_untracked(|c| c != m) {
+                        cell.set(m.clone());
+                    }
+                }
+                None => {
+                    cells.insert(m.id.clone(), ArcRwSignal::new(m.clone()));
+                }
+            };
+            match one {
+                Some(id) => {
+                    if let Some(m) = t.find(id) {
+                        sync(m);
+                    }
+                }
+                None => {
+                    t.messages.iter().for_each(&mut sync);
+                    if cells.len() > t.messages.len() {
+                        cells.retain(|id, _| t.find(id).is_some());
+                    }
+                }
+            }
+        });
+    }
+
+    /// Says in the live region when a reply completes or fails (never per piece).
+    fn announce(&self, event: &ServerEvent) {
+        let said = match event {
+            ServerEvent::Done(d) if d.message.status == MessageStatus::Complete => {
+                let text = d.message.content.trim();
+                let cut = text.char_indices().nth(200).map_or(text.len(), |(i, _)| i);
+                let more = if cut < text.len() { "…" } else { "" };
+                format!("Reply complete: {}{more}", &text[..cut])
+            }
+            ServerEvent::Error(e) if e.message_id.is_some() => {
+                format!("Reply failed: {}", e.message)
+            }
+            _ => return,
+        };
+        self.announcement.set(said);
     }
 
     /// Dispatches a DOM event on the host element with `detail` as a JS object.

@@ -5,6 +5,25 @@ use glassbox_core::markdown::MdNode;
 use wasm_bindgen::JsValue;
 use web_sys::{Document, Node};
 
+/// The DOM node for one markdown node (with its subtree).
+pub fn create_node(document: &Document, node: &MdNode) -> Result<Node, JsValue> {
+    Ok(match node {
+        MdNode::Text(t) => document.create_text_node(t).into(),
+        MdNode::Element {
+            tag,
+            attrs,
+            children,
+        } => {
+            let el = document.create_element(tag)?;
+            for (name, value) in attrs {
+                el.set_attribute(name, value)?;
+            }
+            append_markdown(document, &el, children)?;
+            el.into()
+        }
+    })
+}
+
 /// Appends `nodes` under `parent`.
 pub fn append_markdown(
     document: &Document,
@@ -12,23 +31,7 @@ pub fn append_markdown(
     nodes: &[MdNode],
 ) -> Result<(), JsValue> {
     for node in nodes {
-        match node {
-            MdNode::Text(t) => {
-                parent.append_child(&document.create_text_node(t))?;
-            }
-            MdNode::Element {
-                tag,
-                attrs,
-                children,
-            } => {
-                let el = document.create_element(tag)?;
-                for (name, value) in attrs {
-                    el.set_attribute(name, value)?;
-                }
-                append_markdown(document, &el, children)?;
-                parent.append_child(&el)?;
-            }
-        }
+        parent.append_child(&create_node(document, node)?)?;
     }
     Ok(())
 }

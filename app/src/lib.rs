@@ -5,6 +5,7 @@ pub mod client;
 pub mod components;
 pub mod config;
 mod dom;
+mod frame;
 mod host_events;
 pub mod meter_reading;
 mod session_store;

@@ -140,7 +140,12 @@ impl Transcript {
             }
             ServerEvent::Delta(d) => {
                 // The streaming reply is almost always the newest message.
-                if let Some(m) = self.messages.iter_mut().rev().find(|m| m.id == d.message_id) {
+                if let Some(m) = self
+                    .messages
+                    .iter_mut()
+                    .rev()
+                    .find(|m| m.id == d.message_id)
+                {
                     m.content.push_str(&d.text);
                 }
             }

@@ -19,6 +19,8 @@ usage: cargo xtask <command>
   bench gateway    added latency of our server vs the fake provider directly, plus widget payload size
   bench embed      embedding speed vs onnxruntime on the same ONNX file, and top-10 vector search
   bench tokens     token counting in headless Chromium vs gpt-tokenizer and tiktoken (npm)
+  bench render     long streamed replies and a 2,000-message history in headless Chromium: render
+                   lag, longest task, script time per kB (args: --sizes 1,4,16,64 --history N --timeout S)
   model            provision the embedding model (all-MiniLM-L6-v2 as ONNX) into ~/.cache/glassbox/models
   setup            install the build and test tools (done automatically by the commands above)
 ";
@@ -33,8 +35,11 @@ fn main() -> Result<()> {
         ["bench", "gateway"] => run::bench_gateway(),
         ["bench", "embed"] => run::bench_embed(),
         ["bench", "tokens"] => run::bench_tokens(),
+        ["bench", "render", rest @ ..] => run::bench_render(rest),
         ["bench", other] => {
-            bail!("unknown benchmark {other:?}; available: gateway, embed, tokens\n\n{USAGE}")
+            bail!(
+                "unknown benchmark {other:?}; available: gateway, embed, tokens, render\n\n{USAGE}"
+            )
         }
         ["model"] => model::provision().map(|_| ()),
         ["setup"] => {

@@ -149,6 +149,15 @@ pub fn bench_tokens() -> Result<()> {
     release_bin("tokens-bench", &[modules.as_os_str()])
 }
 
+/// Long streamed replies and a long history in headless Chromium (issue 11): render lag, longest
+/// task, script time per kB. `args` go to the bench (`--sizes`, `--history`, `--timeout`).
+pub fn bench_render(args: &[&str]) -> Result<()> {
+    build::widget()?;
+    browser()?;
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    release_bin("render-bench", &args)
+}
+
 /// Builds and runs a benchmark binary of the e2e package in release mode.
 fn release_bin(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
     say(format!("building and running {name} (release)"));

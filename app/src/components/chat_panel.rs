@@ -3,6 +3,9 @@
 use leptos::html::Div;
 use leptos::prelude::*;
 
+use super::history_window::HistoryWindow;
+use super::message_list_follow::Follow;
+
 use super::composer::Composer;
 use super::compression_settings::CompressionSettingsPanel;
 use super::connection_status::ConnectionBadge;
@@ -25,8 +28,18 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
         Signal::derive(move || transcript.with(|t| t.context.as_ref().map(|c| c.compression)));
     let on_settings = Callback::new(move |s| client.update_compression(s));
     let list: NodeRef<Div> = NodeRef::new();
-    let message_ids =
-        move || transcript.with(|t| t.messages.iter().map(|m| m.id.clone()).collect::<Vec<_>>());
+    let content: NodeRef<Div> = NodeRef::new();
+    // A long history opens with its newest messages; older ones are added a batch per frame.
+    let window = HistoryWindow::new();
+    let message_ids = move || {
+        transcript.with(|t| {
+            let from = window.first(t.messages.len());
+            t.messages[from..]
+                .iter()
+                .map(|m| m.id.clone())
+                .collect::<Vec<_>>()
+        })
+    };
     let pending_ids = move || {
         transcript.with(|t| {
             t.pending
@@ -36,16 +49,24 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
         })
     };
     let empty = move || transcript.with(|t| t.messages.is_empty() && t.pending.is_empty());
+    let show_compression = Memo::new(move |_| {
+        transcript.with(|t| {
+            t.context
+                .as_ref()
+                .is_none_or(|c| c.compression.show_indicator)
+        })
+    });
 
-    // Keep the newest message in view while the user is at the bottom of the list.
+    // The list follows the newest message while the user is at the bottom; a message they send
+    // brings them back there.
+    let follow = Follow::attach(list, content);
+    let pending_count = StoredValue::new(0usize);
     Effect::new(move |_| {
-        transcript.track();
-        if let Some(el) = list.get() {
-            let near_bottom = el.scroll_height() - el.scroll_top() - el.client_height() < 120;
-            if near_bottom {
-                el.set_scroll_top(el.scroll_height());
-            }
+        let n = transcript.with(|t| t.pending.len());
+        if n > pending_count.get_value() {
+            follow.jump_to_latest();
         }
+        pending_count.set_value(n);
     });
 
     let notice = move || transcript.with(|t| t.notice.clone());
@@ -81,16 +102,39 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                         }
                     })
             }}
-            <div class="gb-messages" role="log" aria-live="polite" aria-label="Conversation" node_ref=list>
-                <Show when=empty>
-                    <p class="gb-empty">"Ask anything. Replies stream in here."</p>
-                </Show>
-                <For each=message_ids key=|id| id.clone() let:id>
-                    <MessageView client=client id=id />
-                </For>
-                <For each=pending_ids key=|id| id.clone() let:cid>
-                    <PendingView client=client client_message_id=cid />
-                </For>
+            <div class="gb-messages-frame">
+                <div
+                    class="gb-messages"
+                    role="log"
+                    aria-live="off"
+                    aria-label="Conversation"
+                    node_ref=list
+                    on:scroll=move |_| follow.on_scroll()
+                    on:wheel=move |ev: leptos::ev::WheelEvent| follow.on_wheel(ev.delta_y())
+                >
+                    <div class="gb-messages-content" node_ref=content>
+                        <Show when=empty>
+                            <p class="gb-empty">"Ask anything. Replies stream in here."</p>
+                        </Show>
+                        <For each=message_ids key=|id| id.clone() let:id>
+                            <MessageView client=client id=id show_compression=show_compression />
+                        </For>
+                        <For each=pending_ids key=|id| id.clone() let:cid>
+                            <PendingView client=client client_message_id=cid />
+                        </For>
+                    </div>
+                </div>
+                <button
+                    class="gb-jump-latest"
+                    type="button"
+                    hidden=move || follow.following.get()
+                    on:click=move |_| follow.jump_to_latest()
+                >
+                    "Jump to latest ↓"
+                </button>
+            </div>
+            <div class="gb-live gb-visually-hidden" role="status" aria-live="polite">
+                {move || client.announcement.get()}
             </div>
             <Composer client=client />
         </div>

@@ -1,27 +1,193 @@
-//! Renders reply markdown by building DOM nodes (see `dom`), re-rendered as the text streams in.
+//! Renders a message's markdown by building DOM nodes (see `dom`). A streaming reply goes through a
+//! [`MarkdownStream`]: its finished blocks are built once and never touched again, only the open end
+//! is rebuilt, once per animation frame at most; a stored message is parsed and built once.
 
+use std::collections::VecDeque;
+
+use glassbox_core::markdown::{self, MarkdownStream, MdNode, StreamUpdate};
+use glassbox_core::wire::{ChatMessage, MessageStatus};
 use leptos::html::Div;
 use leptos::prelude::*;
+use wasm_bindgen::JsValue;
+use web_sys::{Document, Node};
 
-use crate::dom::append_markdown;
+use crate::dom::{append_markdown, create_node};
 
-/// Markdown text shown as formatted content.
+/// A message's text shown as formatted content.
 #[component]
-pub fn MarkdownView(#[prop(into)] text: Signal<String>) -> impl IntoView {
+pub fn MarkdownView(message: RwSignal<ChatMessage>) -> impl IntoView {
     let target: NodeRef<Div> = NodeRef::new();
+    let shown = StoredValue::new_local(Shown::default());
     Effect::new(move |_| {
-        let source = text.get();
         let (Some(el), Some(document)) =
             (target.get(), web_sys::window().and_then(|w| w.document()))
         else {
             return;
         };
-        el.set_text_content(None);
-        let nodes = glassbox_core::markdown::parse(&source);
-        if append_markdown(&document, &el, &nodes).is_err() {
-            // Never lose the text: fall back to showing it plain.
-            el.set_text_content(Some(&source));
-        }
+        message.with(|m| {
+            shown.update_value(|s| {
+                s.show(
+                    &document,
+                    &el,
+                    &m.content,
+                    m.status == MessageStatus::Streaming,
+                )
+            })
+        });
     });
     view! { <div class="gb-markdown" node_ref=target></div> }
+}
+
+/// What one view has built.
+#[derive(Default)]
+struct Shown {
+    stream: Option<MarkdownStream>,
+    /// The DOM nodes of each finished block of the stream.
+    groups: Vec<Vec<Node>>,
+    /// The stream's open end: each top-level node with the DOM node built for it.
+    tail: Vec<(MdNode, Node)>,
+    /// Length of the text shown in its final form, if it is.
+    final_len: Option<usize>,
+}
+
+impl Shown {
+    fn show(&mut self, document: &Document, el: &Node, text: &str, streaming: bool) {
+        let result = if streaming {
+            self.stream_to(document, el, text)
+        } else {
+            self.finalize(document, el, text)
+        };
+        if result.is_err() {
+            // Never lose the text: show it plain.
+            self.forget();
+            el.set_text_content(Some(text));
+        }
+    }
+
+    fn forget(&mut self) {
+        self.stream = None;
+        self.groups.clear();
+        self.tail.clear();
+        self.final_len = None;
+    }
+
+    /// Shows the text received so far: only what arrived since the last frame is parsed.
+    fn stream_to(&mut self, document: &Document, el: &Node, text: &str) -> Result<(), JsValue> {
+        let continues = self.stream.as_ref().is_some_and(|s| {
+            !s.is_finished()
+                && s.text().len() <= text.len()
+                && text.is_char_boundary(s.text().len())
+        });
+        if !continues {
+            self.forget();
+            el.set_text_content(None);
+        }
+        let stream = self.stream.get_or_insert_with(MarkdownStream::new);
+        let seen = stream.text().len();
+        if seen == text.len() && seen > 0 {
+            return Ok(());
+        }
+        stream.push(&text[seen..]);
+        let update = stream.update();
+        self.apply(document, el, update)
+    }
+
+    /// Shows the final text: the stream finishes (equal to a whole parse), or the text is parsed once.
+    fn finalize(&mut self, document: &Document, el: &Node, text: &str) -> Result<(), JsValue> {
+        if self.final_len == Some(text.len()) && self.stream.is_none() {
+            return Ok(());
+        }
+        match self.stream.take() {
+            Some(mut stream)
+                if !stream.is_finished()
+                    && text.is_char_boundary(stream.text().len().min(text.len()))
+                    && text.starts_with(stream.text()) =>
+            {
+                stream.push(&text[stream.text().len()..]);
+                let update = stream.finish();
+                self.apply(document, el, update)?;
+            }
+            _ => {
+                el.set_text_content(None);
+                append_markdown(document, el, &markdown::parse(text))?;
+            }
+        }
+        self.forget();
+        self.final_len = Some(text.len());
+        Ok(())
+    }
+
+    /// Applies a stream update: finished blocks are added once; the open end is rebuilt, reusing
+    /// the DOM of every leading node that did not change.
+    fn apply(
+        &mut self,
+        document: &Document,
+        el: &Node,
+        update: StreamUpdate,
+    ) -> Result<(), JsValue> {
+        let mut old: VecDeque<(MdNode, Node)> = std::mem::take(&mut self.tail).into();
+        if update.reset {
+            for node in self
+                .groups
+                .drain(..)
+                .flatten()
+                .chain(old.drain(..).map(|(_, n)| n))
+            {
+                el.remove_child(&node)?;
+            }
+        }
+        for (index, nodes) in update.replaced {
+            let next = self.groups[index.min(self.groups.len())..]
+                .iter()
+                .flatten()
+                .next()
+                .or(old.front().map(|(_, n)| n))
+                .cloned();
+            let Some(group) = self.groups.get_mut(index) else {
+                continue;
+            };
+            let mut built = Vec::with_capacity(nodes.len());
+            for md in &nodes {
+                let node = create_node(document, md)?;
+                el.insert_before(&node, next.as_ref())?;
+                built.push(node);
+            }
+            for node in std::mem::replace(group, built) {
+                el.remove_child(&node)?;
+            }
+        }
+        for group in update.appended {
+            let mut nodes = Vec::with_capacity(group.len());
+            for md in group {
+                nodes.push(place(document, el, &mut old, &md)?);
+            }
+            self.groups.push(nodes);
+        }
+        for md in update.tail {
+            let node = place(document, el, &mut old, &md)?;
+            self.tail.push((md, node));
+        }
+        for (_, node) in old {
+            el.remove_child(&node)?;
+        }
+        Ok(())
+    }
+}
+
+/// The DOM node for `md`: the first remaining old one if it shows the same, else a new one inserted
+/// before the remaining old ones.
+fn place(
+    document: &Document,
+    el: &Node,
+    old: &mut VecDeque<(MdNode, Node)>,
+    md: &MdNode,
+) -> Result<Node, JsValue> {
+    if old.front().is_some_and(|(m, _)| m == md)
+        && let Some((_, node)) = old.pop_front()
+    {
+        return Ok(node);
+    }
+    let node = create_node(document, md)?;
+    el.insert_before(&node, old.front().map(|(_, n)| n))?;
+    Ok(node)
 }

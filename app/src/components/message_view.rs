@@ -8,53 +8,44 @@ use super::markdown_view::MarkdownView;
 use super::token_meter::grouped;
 use crate::client::ChatClient;
 
-/// A stored message, looked up by id in the transcript.
+/// A stored message; it re-renders only when its own signal changes.
 #[component]
-pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
-    let transcript = client.transcript;
-    let message = {
-        let id = id.clone();
-        Memo::new(move |_| transcript.with(|t| t.find(&id).cloned()))
+pub fn MessageView(
+    client: ChatClient,
+    id: String,
+    /// Whether compression results are shown under replies (the session's setting).
+    #[prop(into)]
+    show_compression: Signal<bool>,
+) -> impl IntoView {
+    let Some(cell) = client.message(&id) else {
+        return ().into_any();
     };
-    let role = move || message.with(|m| m.as_ref().map_or(Role::User, |m| m.role));
-    let status = move || message.with(|m| m.as_ref().map_or(MessageStatus::Complete, |m| m.status));
-    let content = Signal::derive(move || {
-        message.with(|m| m.as_ref().map(|m| m.content.clone()).unwrap_or_default())
-    });
-    let error = move || message.with(|m| m.as_ref().and_then(|m| m.error.clone()));
-    let usage = move || message.with(|m| m.as_ref().and_then(|m| m.usage));
-    let report = move || message.with(|m| m.as_ref().and_then(|m| m.context_report.clone()));
-    let show_compression = move || {
-        client.transcript.with(|t| {
-            t.context
-                .as_ref()
-                .is_none_or(|c| c.compression.show_indicator)
-        })
-    };
-    let attachments = move || {
-        message.with(|m| {
-            m.as_ref()
-                .map(|m| m.attachments.clone())
-                .unwrap_or_default()
-        })
-    };
+    let message = RwSignal::from(cell);
+    // Memos: a streamed piece notifies the message, and only what changed re-renders.
+    let role = Memo::new(move |_| message.with(|m| m.role));
+    let status = Memo::new(move |_| message.with(|m| m.status));
+    let content = move || message.with(|m| m.content.clone());
+    let error = Memo::new(move |_| message.with(|m| m.error.clone()));
+    let usage = Memo::new(move |_| message.with(|m| m.usage));
+    let report = Memo::new(move |_| message.with(|m| m.context_report.clone()));
+    let attachments = Memo::new(move |_| message.with(|m| m.attachments.clone()));
     let retry_id = id.clone();
     view! {
         <div
             class="gb-message"
-            class:gb-user=move || role() == Role::User
-            class:gb-assistant=move || role() == Role::Assistant
+            class:gb-user=move || role.get() == Role::User
+            class:gb-assistant=move || role.get() == Role::Assistant
             data-message-id=id
-            data-role=move || role().as_str()
-            data-status=move || status().as_str()
+            data-role=move || role.get().as_str()
+            data-status=move || status.get().as_str()
         >
             <div class="gb-bubble">
-                {move || match role() {
+                {move || match role.get() {
                     Role::User => view! { <div class="gb-plain">{content}</div> }.into_any(),
-                    Role::Assistant => view! { <MarkdownView text=content /> }.into_any(),
+                    Role::Assistant => view! { <MarkdownView message=message /> }.into_any(),
                 }}
-                <AttachmentList attachments=Signal::derive(attachments) />
-                <Show when=move || status() == MessageStatus::Streaming>
+                <AttachmentList attachments=attachments />
+                <Show when=move || status.get() == MessageStatus::Streaming>
                     <span class="gb-typing" aria-label="Reply in progress">
                         <span></span>
                         <span></span>
@@ -63,7 +54,8 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
                 </Show>
             </div>
             {move || {
-                error()
+                error
+                    .get()
                     .map(|e| {
                         let retry_id = retry_id.clone();
                         view! {
@@ -84,7 +76,7 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
                     })
             }}
             {move || {
-                let (usage, report) = (usage(), report());
+                let (usage, report) = (usage.get(), report.get());
                 if usage.is_none() && report.is_none() {
                     return None;
                 }
@@ -105,7 +97,7 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
                 });
                 let compression = report
                     .and_then(|r| r.compression)
-                    .filter(|_| show_compression())
+                    .filter(|_| show_compression.get())
                     .map(|c| {
                         format!(
                             "↓ compressed ({}): {} → {} tokens, {} messages left out",
@@ -125,6 +117,7 @@ pub fn MessageView(client: ChatClient, id: String) -> impl IntoView {
             }}
         </div>
     }
+    .into_any()
 }
 
 /// The files attached to a message, as chips; a chip links to the file when it has an http(s) URL.

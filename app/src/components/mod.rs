@@ -4,6 +4,8 @@ pub mod chat_panel;
 pub mod composer;
 pub mod compression_settings;
 pub mod connection_status;
+mod history_window;
 pub mod markdown_view;
+mod message_list_follow;
 pub mod message_view;
 pub mod token_meter;

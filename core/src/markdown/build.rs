@@ -59,8 +59,8 @@ pub(crate) fn scan(text: &str, known: &dyn Fn(&RefLabel) -> Option<RefDef>) -> S
         found.map(|d| (CowStr::from(d.dest), CowStr::from(d.title)))
     };
     let content_end = text.trim_end().len();
-    let mut iter = Parser::new_with_broken_link_callback(text, OPTIONS, Some(callback))
-        .into_offset_iter();
+    let mut iter =
+        Parser::new_with_broken_link_callback(text, OPTIONS, Some(callback)).into_offset_iter();
     let mut scan = Scan::default();
     let mut depth = 0usize;
     // The block being read: its range and its builder (None when it is too long to expand).
@@ -102,7 +102,11 @@ pub(crate) fn scan(text: &str, known: &dyn Fn(&RefLabel) -> Option<RefDef>) -> S
             scan.blocks.push(Block { range, nodes });
         }
     }
-    if scan.blocks.last().is_some_and(|b| b.range.end < content_end) {
+    if scan
+        .blocks
+        .last()
+        .is_some_and(|b| b.range.end < content_end)
+    {
         // Only blank lines or definitions after the last block.
         scan.open_inline = scan.open_inline.filter(|&s| s >= content_end);
     }
@@ -185,17 +189,19 @@ impl Builder {
             Event::Text(t) | Event::Html(t) | Event::InlineHtml(t) => {
                 push(stack, MdNode::Text(t.into_string()))
             }
-            Event::Code(t) => push(stack, el("code", vec![], vec![MdNode::Text(t.into_string())])),
+            Event::Code(t) => push(
+                stack,
+                el("code", vec![], vec![MdNode::Text(t.into_string())]),
+            ),
             Event::InlineMath(t) | Event::DisplayMath(t) => {
                 push(stack, MdNode::Text(t.into_string()))
             }
             Event::SoftBreak => push(stack, MdNode::Text("\n".into())),
             Event::HardBreak => push(stack, el("br", vec![], vec![])),
             Event::Rule => push(stack, el("hr", vec![], vec![])),
-            Event::TaskListMarker(done) => push(
-                stack,
-                MdNode::Text(if done { "☑ " } else { "☐ " }.into()),
-            ),
+            Event::TaskListMarker(done) => {
+                push(stack, MdNode::Text(if done { "☑ " } else { "☐ " }.into()))
+            }
             Event::FootnoteReference(t) => push(stack, MdNode::Text(format!("[{t}]"))),
         }
     }
@@ -223,7 +229,11 @@ type Open = (
     Vec<MdNode>,
 );
 
-pub(super) fn el(tag: &'static str, attrs: Vec<(&'static str, String)>, children: Vec<MdNode>) -> MdNode {
+pub(super) fn el(
+    tag: &'static str,
+    attrs: Vec<(&'static str, String)>,
+    children: Vec<MdNode>,
+) -> MdNode {
     MdNode::Element {
         tag,
         attrs,
@@ -313,4 +323,3 @@ fn wrap(
         _ => el(tag, attrs, children),
     }
 }
-

@@ -110,7 +110,8 @@ impl Scanned {
                     i += run;
                 }
                 b'[' => {
-                    s.brackets.push(if i > 0 && b[i - 1] == b'!' { i - 1 } else { i });
+                    s.brackets
+                        .push(if i > 0 && b[i - 1] == b'!' { i - 1 } else { i });
                     i += 1;
                 }
                 b']' => {
@@ -146,12 +147,13 @@ impl Scanned {
         let prev = text[..pos].chars().next_back().unwrap_or(' ');
         let next = text[pos + len..].chars().next().unwrap_or(' ');
         let punct = |c: char| c.is_ascii_punctuation();
-        let left = !next.is_whitespace()
-            && (!punct(next) || prev.is_whitespace() || punct(prev));
-        let right = !prev.is_whitespace()
-            && (!punct(prev) || next.is_whitespace() || punct(next));
+        let left = !next.is_whitespace() && (!punct(next) || prev.is_whitespace() || punct(prev));
+        let right = !prev.is_whitespace() && (!punct(prev) || next.is_whitespace() || punct(next));
         let (can_open, can_close) = if ch == b'_' {
-            (left && (!right || punct(prev)), right && (!left || punct(next)))
+            (
+                left && (!right || punct(prev)),
+                right && (!left || punct(next)),
+            )
         } else {
             (left, right)
         };
@@ -174,7 +176,11 @@ impl Scanned {
     /// The text with one half-typed link or unclosed bracket reduced to its text, if any.
     fn link_edit(&self, text: &str) -> Option<String> {
         if let Some((open, close)) = self.open_target {
-            let label_start = if text.as_bytes()[open] == b'!' { open + 2 } else { open + 1 };
+            let label_start = if text.as_bytes()[open] == b'!' {
+                open + 2
+            } else {
+                open + 1
+            };
             return Some(format!("{}{}", &text[..open], &text[label_start..close]));
         }
         let open = *self.brackets.last()?;
@@ -227,7 +233,11 @@ mod tests {
         assert_eq!(fix("Hello **").as_deref(), Some("Hello"));
         assert_eq!(fix("Hello `").as_deref(), Some("Hello"));
         assert_eq!(fix("snake_").as_deref(), Some("snake"));
-        assert_eq!(fix("snake_case").as_deref(), None, "intraword underscore is text");
+        assert_eq!(
+            fix("snake_case").as_deref(),
+            None,
+            "intraword underscore is text"
+        );
     }
 
     #[test]

@@ -30,7 +30,12 @@ impl Shown {
     }
 
     fn nodes(&self) -> Vec<MdNode> {
-        self.finished.iter().flatten().chain(&self.tail).cloned().collect()
+        self.finished
+            .iter()
+            .flatten()
+            .chain(&self.tail)
+            .cloned()
+            .collect()
     }
 }
 
@@ -127,7 +132,10 @@ fn block() -> impl Strategy<Value = String> {
 
 fn document() -> impl Strategy<Value = String> {
     prop::collection::vec(
-        (block(), prop::sample::select(vec!["\n", "\n\n", "\n\n", "\n\n\n", "\r\n\r\n"])),
+        (
+            block(),
+            prop::sample::select(vec!["\n", "\n\n", "\n\n", "\n\n\n", "\r\n\r\n"]),
+        ),
         1..12,
     )
     .prop_map(|blocks| {
@@ -163,9 +171,21 @@ fn cut(text: &str, lengths: &[usize]) -> Vec<String> {
 /// have used the other until the stream finishes.
 fn defines_a_label_twice(text: &str) -> bool {
     let mut seen = std::collections::HashSet::new();
-    text.lines().filter_map(|l| l.trim_start_matches(['>', ' ']).strip_prefix('[')?.split_once("]:")).any(|(label, _)| {
-        !seen.insert(label.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase())
-    })
+    text.lines()
+        .filter_map(|l| {
+            l.trim_start_matches(['>', ' '])
+                .strip_prefix('[')?
+                .split_once("]:")
+        })
+        .any(|(label, _)| {
+            !seen.insert(
+                label
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .to_lowercase(),
+            )
+        })
 }
 
 /// Feeds `pieces` to a stream, checking it against whole parses after every update.
@@ -182,7 +202,11 @@ fn stream_and_check(pieces: &[String]) -> Result<Shown, TestCaseError> {
             prop_assert_eq!(stream.nodes(), parse(&text), "after {:?}", text);
         }
         if !text.contains("]:") {
-            prop_assert_eq!(&shown.finished[..before.len()], &before[..], "a finished block changed");
+            prop_assert_eq!(
+                &shown.finished[..before.len()],
+                &before[..],
+                "a finished block changed"
+            );
         }
     }
     shown.apply(stream.finish());
@@ -220,10 +244,18 @@ fn finished_blocks_are_handed_out_once() {
     let mut stream = MarkdownStream::new();
     stream.push("# Title\n\nFirst paragraph.\n\n- a\n- b\n");
     let first = stream.update();
-    assert_eq!(first.appended.len(), 2, "heading and paragraph are finished: {first:?}");
+    assert_eq!(
+        first.appended.len(),
+        2,
+        "heading and paragraph are finished: {first:?}"
+    );
     stream.push("\nmore\n");
     let second = stream.update();
-    assert_eq!(second.appended.len(), 1, "the list is finished once a later line is complete? {second:?}");
+    assert_eq!(
+        second.appended.len(),
+        1,
+        "the list is finished once a later line is complete? {second:?}"
+    );
     let third = stream.update();
     assert!(third.appended.is_empty());
 }
@@ -233,7 +265,10 @@ fn a_list_stays_open_while_an_incomplete_line_could_continue_it() {
     let mut stream = MarkdownStream::new();
     stream.push("1. a\n\n2");
     let update = stream.update();
-    assert!(update.appended.is_empty(), "\"2\" may become \"2. b\": {update:?}");
+    assert!(
+        update.appended.is_empty(),
+        "\"2\" may become \"2. b\": {update:?}"
+    );
     stream.push(". b\n");
     stream.update();
     assert_eq!(stream.nodes(), parse("1. a\n\n2. b\n"));
@@ -250,7 +285,10 @@ fn a_reference_defined_later_renders_the_finished_block_again() {
     assert_eq!(update.replaced.len(), 1, "{update:?}");
     assert!(format!("{:?}", update.replaced[0].1).contains("https://x.org/docs"));
     stream.finish();
-    assert_eq!(stream.nodes(), parse("See [docs].\n\nNext paragraph.\n\n[docs]: https://x.org/docs\n\nEnd.\n"));
+    assert_eq!(
+        stream.nodes(),
+        parse("See [docs].\n\nNext paragraph.\n\n[docs]: https://x.org/docs\n\nEnd.\n")
+    );
 }
 
 #[test]
@@ -259,13 +297,22 @@ fn half_typed_syntax_shows_as_it_will_look_while_streaming() {
     stream.push("Intro.\n\nThis is **import");
     let update = stream.update();
     let shown = format!("{:?}", update.tail);
-    assert!(shown.contains("tag: \"strong\"") && !shown.contains("**"), "{shown}");
+    assert!(
+        shown.contains("tag: \"strong\"") && !shown.contains("**"),
+        "{shown}"
+    );
     stream.push("ant** and [a link](https://exa");
     let shown = format!("{:?}", stream.update().tail);
-    assert!(shown.contains("a link") && !shown.contains("](") && !shown.contains("tag: \"a\""), "{shown}");
+    assert!(
+        shown.contains("a link") && !shown.contains("](") && !shown.contains("tag: \"a\""),
+        "{shown}"
+    );
     stream.push("mple.org) ok\n\n```rust\nfn main() {");
     let shown = format!("{:?}", stream.update().tail);
-    assert!(shown.contains("tag: \"pre\"") && shown.contains("fn main() {"), "{shown}");
+    assert!(
+        shown.contains("tag: \"pre\"") && shown.contains("fn main() {"),
+        "{shown}"
+    );
     let last = stream.finish();
     let all = stream.nodes();
     assert_eq!(all, parse(stream.text()));
@@ -298,10 +345,18 @@ fn an_oversized_block_is_shown_as_its_plain_source() {
     let nodes = parse(&doc);
     assert_eq!(nodes.len(), 2);
     match &nodes[1] {
-        MdNode::Element { tag: "div", children, .. } => {
-            assert_eq!(children, &vec![MdNode::Text(doc[8..].trim_end_matches('\n').to_owned() + "\n")]);
+        MdNode::Element {
+            tag: "div",
+            children,
+            ..
+        } => {
+            assert_eq!(
+                children,
+                &vec![MdNode::Text(
+                    doc[8..].trim_end_matches('\n').to_owned() + "\n"
+                )]
+            );
         }
         other => panic!("{other:?}"),
     }
 }
-

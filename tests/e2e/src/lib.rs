@@ -1,6 +1,9 @@
 //! Helpers for end-to-end tests and benchmarks: a real Glassbox server on a loopback port, and a
 //! headless Chromium driven over WebDriver (Debian's `chromium` + `chromedriver`).
 
+pub mod markdown_fixture;
+pub mod widget_page;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -74,6 +74,15 @@ struct Shared {
     record: bool,
     /// Response bodies still being streamed (their connection is open).
     open_streams: Arc<AtomicUsize>,
+    /// When the latest reply's first and last text chunks were handed to the connection.
+    text_times: Arc<Mutex<TextTimes>>,
+}
+
+/// Wall-clock times of a reply's text chunks, for measuring what happens after the last one.
+#[derive(Debug, Clone, Copy, Default)]
+struct TextTimes {
+    first: Option<SystemTime>,
+    last: Option<SystemTime>,
 }
 
 /// Counts a streaming body while it lives; hyper drops the body when the client goes away.
@@ -112,6 +121,7 @@ impl FakeProvider {
             requests: Mutex::default(),
             record,
             open_streams: Arc::default(),
+            text_times: Arc::default(),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(openai))
@@ -151,6 +161,17 @@ impl FakeProvider {
     /// How many streamed responses are still open (0 once every client hung up or got the end).
     pub fn open_streams(&self) -> usize {
         self.shared.open_streams.load(Ordering::SeqCst)
+    }
+
+    /// When the latest streamed reply's first and last text chunks were handed to its connection
+    /// (wall clock); `None` until a reply has sent its last text chunk.
+    pub fn last_reply_text_times(&self) -> Option<(SystemTime, SystemTime)> {
+        let t = *self
+            .shared
+            .text_times
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        Some((t.first?, t.last?))
     }
 
     /// Every request received so far.
@@ -220,12 +241,20 @@ fn prompt_words(body: &Value) -> u64 {
 enum Piece {
     Data(String),
     Sleep(Duration),
+    /// The text chunk before this one was the reply's first (`true`) or last (`false`) text.
+    TextSent {
+        first: bool,
+    },
     Stall,
     Cut,
 }
 
 fn sse(shared: &Shared, pieces: Vec<Piece>) -> Response {
-    let stream = body_stream(pieces, OpenStream::new(&shared.open_streams));
+    let stream = body_stream(
+        pieces,
+        OpenStream::new(&shared.open_streams),
+        shared.text_times.clone(),
+    );
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
@@ -236,6 +265,7 @@ fn sse(shared: &Shared, pieces: Vec<Piece>) -> Response {
 fn body_stream(
     pieces: Vec<Piece>,
     open: OpenStream,
+    text_times: Arc<Mutex<TextTimes>>,
 ) -> impl Stream<Item = Result<Bytes, std::io::Error>> {
     async_stream::stream! {
         let _open = open;
@@ -243,6 +273,16 @@ fn body_stream(
             match piece {
                 Piece::Data(d) => yield Ok(Bytes::from(d)),
                 Piece::Sleep(d) => tokio::time::sleep(d).await,
+                // Polled again only once the chunk before was taken by the connection.
+                Piece::TextSent { first } => {
+                    let mut t = text_times.lock().unwrap_or_else(|p| p.into_inner());
+                    let now = Some(SystemTime::now());
+                    if first {
+                        *t = TextTimes { first: now, last: None };
+                    } else {
+                        t.last = now;
+                    }
+                }
                 Piece::Stall => futures::future::pending::<()>().await,
                 Piece::Cut => {
                     // Let what was sent reach the client before the connection drops, as on a real network.
@@ -262,6 +302,16 @@ fn error_response(status: u16, message: &str, kind: &str) -> Response {
         axum::Json(json!({"type": "error", "error": {"type": kind, "message": message}})),
     )
         .into_response()
+}
+
+/// Notes the time after the first and the last of `count` text chunks (`index` was just pushed).
+fn mark_text(pieces: &mut Vec<Piece>, index: usize, count: usize) {
+    if index == 0 {
+        pieces.push(Piece::TextSent { first: true });
+    }
+    if index + 1 == count {
+        pieces.push(Piece::TextSent { first: false });
+    }
 }
 
 /// Text chunks of a behaviour and what follows them.
@@ -319,11 +369,12 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         json!({"role": "assistant", "content": ""}),
         Value::Null,
     )];
-    for t in &texts {
+    for (i, t) in texts.iter().enumerate() {
         if !delay.is_zero() {
             pieces.push(Piece::Sleep(delay));
         }
         pieces.push(chunk(json!({"content": t}), Value::Null));
+        mark_text(&mut pieces, i, texts.len());
     }
     if let Some(tail) = tail {
         pieces.push(tail);
@@ -395,11 +446,12 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
         ),
         event("ping", json!({"type": "ping"})),
     ];
-    for t in &texts {
+    for (i, t) in texts.iter().enumerate() {
         if !delay.is_zero() {
             pieces.push(Piece::Sleep(delay));
         }
         pieces.push(event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}})));
+        mark_text(&mut pieces, i, texts.len());
     }
     if let Some(tail) = tail {
         pieces.push(tail);
