@@ -6,12 +6,13 @@
 //! reads block structure line by line, so the line that started the later block has closed it for
 //! good. What can still reach back are link reference definitions (`[x]: https://…` may come after
 //! `[x]` is used): finished blocks that use a label defined later are rendered again, which is the only
-//! time a finished block changes. When the stream finishes, the blocks are checked against a parse of
-//! the whole text, so the final result always equals [`parse`](super::parse).
+//! time a finished block changes. When the stream finishes and the text had definitions, the blocks
+//! are checked against a parse of the whole text (a label defined twice is the one case the blocks
+//! cannot see), so the final result always equals [`parse`](super::parse).
 
 use std::collections::HashMap;
 
-use super::build::{Block, RefDef, RefLabel, scan};
+use super::build::{Block, RefDef, RefLabel, Scan, scan};
 use super::{MdNode, repair};
 
 /// A markdown text being received, rendered block by block.
@@ -34,6 +35,9 @@ pub struct MarkdownStream {
     shown_tail: Vec<MdNode>,
     /// Length of `text` at the last update.
     seen: usize,
+    /// A link reference definition was seen: the one thing that can reach back into finished
+    /// blocks, so the final result is checked against a whole parse.
+    saw_definitions: bool,
     finished: bool,
 }
 
@@ -85,13 +89,16 @@ impl MarkdownStream {
     }
 
     /// Marks the text complete and returns the final update: the result equals a parse of the
-    /// whole text.
+    /// whole text. Costs only the open end, unless the text had reference definitions.
     pub fn finish(&mut self) -> StreamUpdate {
         if self.finished {
             return StreamUpdate::default();
         }
         let mut update = self.advance(true);
         self.finished = true;
+        if !self.saw_definitions {
+            return update;
+        }
         let whole = scan(&self.text, &|_| None).blocks;
         let same_shape = whole.len() == self.blocks.len()
             && whole
@@ -141,7 +148,8 @@ impl MarkdownStream {
         let start = self.tail_start;
         let open = &self.text[start..];
         let defs = &self.defs;
-        let mut parsed = scan(open, &|label| defs.get(label).cloned());
+        let parsed = scan(open, &|label| defs.get(label).cloned());
+        self.saw_definitions |= !parsed.defs.is_empty();
         // Finished: every block followed by a block that starts on a complete line.
         let complete_lines = open.rfind(['\n', '\r']).map_or(0, |i| i + 1);
         let finished = if last {
@@ -152,30 +160,19 @@ impl MarkdownStream {
                 .last()
                 .unwrap_or(0)
         };
-        // The open part starts on the line after the last finished block: whatever follows it
-        // (blank lines, definitions, the next block) is parsed again with the open blocks.
-        let next_start = match finished.checked_sub(1).map(|i| &parsed.blocks[i]) {
-            _ if last => open.len(),
-            Some(b) => next_line(open, b.range.end),
-            None => 0,
+        let (split, done, rest) = if last {
+            (open.len(), Some(parsed), Scan::default())
+        } else {
+            match self.split(open, &parsed, finished) {
+                Some((split, done, rest)) => (split, Some(done), rest),
+                None => (0, None, parsed),
+            }
         };
 
         let mut update = StreamUpdate::default();
         let mut stale: Vec<usize> = Vec::new();
         let first_index = self.blocks.len();
-        if finished > 0 {
-            // The finished part parsed on its own, so that every reference it takes from outside
-            // itself is seen, and followed if a definition in the open part changes.
-            let open_defs: HashMap<RefLabel, RefDef> = parsed
-                .defs
-                .iter()
-                .filter(|(_, _, pos)| *pos >= next_start)
-                .map(|(label, def, _)| (label.clone(), def.clone()))
-                .collect();
-            let defs = &self.defs;
-            let done = scan(&open[..next_start], &|label| {
-                defs.get(label).or_else(|| open_defs.get(label)).cloned()
-            });
+        if let Some(done) = done {
             for (label, pos) in &done.broken {
                 if self.defs.contains_key(label) {
                     continue;
@@ -198,13 +195,13 @@ impl MarkdownStream {
                 update.appended.push(block.nodes.clone());
                 self.blocks.push(block);
             }
-            parsed.blocks.drain(..finished.min(parsed.blocks.len()));
         }
-        // Definitions still in the open part that finished blocks use.
-        let borrowed: HashMap<RefLabel, RefDef> = parsed
+        self.tail_start = start + split;
+        // Definitions in the open part that finished blocks use.
+        let borrowed: HashMap<RefLabel, RefDef> = rest
             .defs
             .iter()
-            .filter(|(label, _, pos)| *pos >= next_start && self.unresolved.contains_key(label))
+            .filter(|(label, _, _)| self.unresolved.contains_key(label))
             .map(|(label, def, _)| (label.clone(), def.clone()))
             .collect();
         for label in self.borrowed.keys().chain(borrowed.keys()) {
@@ -213,7 +210,6 @@ impl MarkdownStream {
             }
         }
         self.borrowed = borrowed;
-
         stale.sort_unstable();
         stale.dedup();
         for index in stale {
@@ -225,12 +221,10 @@ impl MarkdownStream {
             self.blocks[index].nodes = nodes;
         }
 
-        self.tail_start = start + next_start;
-        self.tail = parsed.blocks.into_iter().flat_map(|b| b.nodes).collect();
-        update.tail = match parsed.open_inline.filter(|_| !last) {
-            Some(pos) if pos >= next_start => {
+        self.tail = rest.blocks.into_iter().flat_map(|b| b.nodes).collect();
+        update.tail = match rest.open_inline.filter(|_| !last) {
+            Some(pos) => {
                 let open = &self.text[self.tail_start..];
-                let pos = pos - next_start;
                 match repair::close_open_inline(&open[pos..]) {
                     Some(fixed) => {
                         let shown = format!("{}{fixed}", &open[..pos]);
@@ -239,10 +233,69 @@ impl MarkdownStream {
                     None => self.tail.clone(),
                 }
             }
-            _ => self.tail.clone(),
+            None => self.tail.clone(),
         };
         self.shown_tail = update.tail.clone();
         update
+    }
+
+    /// Where to cut `open` so that its first `finished` blocks are parsed on their own and the rest
+    /// parses to the remaining blocks: the cut that reproduces `parsed` on both sides, with the two
+    /// parses. Reference definitions make block ranges unreliable near them (a definition starts
+    /// the paragraph after it), so candidate cuts are checked rather than trusted.
+    fn split(&self, open: &str, parsed: &Scan, finished: usize) -> Option<(usize, Scan, Scan)> {
+        let (prev, next) = (
+            parsed.blocks.get(finished.checked_sub(1)?)?,
+            parsed.blocks.get(finished)?,
+        );
+        let mut cuts = vec![
+            next_line(open, prev.range.end),
+            line_start(open, next.range.start),
+        ];
+        cuts.extend(
+            parsed
+                .defs
+                .iter()
+                .filter(|(_, _, pos)| (prev.range.start + 1..next.range.start).contains(pos))
+                .map(|(_, _, pos)| line_start(open, *pos)),
+        );
+        cuts.sort_unstable();
+        cuts.dedup();
+        let same = |a: &[Block], b: &[Block]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.nodes == y.nodes)
+        };
+        cuts.into_iter().rev().find_map(|cut| {
+            if cut == 0 || cut > next.range.start {
+                return None;
+            }
+            let later: HashMap<&RefLabel, &RefDef> = parsed
+                .defs
+                .iter()
+                .filter(|(_, _, pos)| *pos >= cut)
+                .map(|(label, def, _)| (label, def))
+                .collect();
+            let done = scan(&open[..cut], &|label| {
+                self.defs
+                    .get(label)
+                    .or_else(|| later.get(label).copied())
+                    .cloned()
+            });
+            if !same(&done.blocks, &parsed.blocks[..finished]) {
+                return None;
+            }
+            let earlier: HashMap<&RefLabel, &RefDef> = done
+                .defs
+                .iter()
+                .map(|(label, def, _)| (label, def))
+                .collect();
+            let rest = scan(&open[cut..], &|label| {
+                self.defs
+                    .get(label)
+                    .or_else(|| earlier.get(label).copied())
+                    .cloned()
+            });
+            same(&rest.blocks, &parsed.blocks[finished..]).then_some((cut, done, rest))
+        })
     }
 
     /// A finished block parsed again with every definition known now.
