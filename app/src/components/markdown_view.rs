@@ -117,8 +117,8 @@ impl Shown {
         Ok(())
     }
 
-    /// Applies a stream update: finished blocks are added once; the open end is rebuilt, reusing
-    /// the DOM of every leading node that did not change.
+    /// Applies a stream update: finished blocks are added once; the open end is patched in place,
+    /// so only what changed since the last frame touches the DOM.
     fn apply(
         &mut self,
         document: &Document,
@@ -174,20 +174,73 @@ impl Shown {
     }
 }
 
-/// The DOM node for `md`: the first remaining old one if it shows the same, else a new one inserted
-/// before the remaining old ones.
+/// The DOM node for `md`: the first remaining old node, patched to show `md`, or a new node
+/// inserted before the remaining old ones when none is left.
 fn place(
     document: &Document,
     el: &Node,
     old: &mut VecDeque<(MdNode, Node)>,
     md: &MdNode,
 ) -> Result<Node, JsValue> {
-    if old.front().is_some_and(|(m, _)| m == md)
-        && let Some((_, node)) = old.pop_front()
-    {
-        return Ok(node);
+    if let Some((was, node)) = old.pop_front() {
+        return patch(document, el, &node, &was, md);
     }
     let node = create_node(document, md)?;
-    el.insert_before(&node, old.front().map(|(_, n)| n))?;
+    el.append_child(&node)?;
     Ok(node)
+}
+
+/// Makes `node` (built for `was`, a child of `parent`) show `now`, touching only what differs: an
+/// open table or list that gained a row changes one row in the DOM, not all of them.
+fn patch(
+    document: &Document,
+    parent: &Node,
+    node: &Node,
+    was: &MdNode,
+    now: &MdNode,
+) -> Result<Node, JsValue> {
+    if was == now {
+        return Ok(node.clone());
+    }
+    match (was, now) {
+        (MdNode::Text(_), MdNode::Text(text)) => {
+            node.set_text_content(Some(text));
+            Ok(node.clone())
+        }
+        (
+            MdNode::Element {
+                tag: was_tag,
+                attrs: was_attrs,
+                children: was_children,
+            },
+            MdNode::Element {
+                tag,
+                attrs,
+                children,
+            },
+        ) if was_tag == tag && was_attrs == attrs => {
+            let kids = node.child_nodes();
+            for (i, child) in children.iter().enumerate() {
+                match (was_children.get(i), kids.item(i as u32)) {
+                    (Some(before), Some(dom)) => {
+                        patch(document, node, &dom, before, child)?;
+                    }
+                    _ => {
+                        node.append_child(&create_node(document, child)?)?;
+                    }
+                }
+            }
+            while kids.length() as usize > children.len() {
+                if let Some(extra) = node.last_child() {
+                    node.remove_child(&extra)?;
+                }
+            }
+            Ok(node.clone())
+        }
+        _ => {
+            let fresh = create_node(document, now)?;
+            parent.replace_child(&fresh, node)?;
+            Ok(fresh)
+        }
+    }
 }

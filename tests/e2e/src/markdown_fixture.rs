@@ -539,3 +539,68 @@ mod tests {
         assert_eq!(p[0], "héll");
     }
 }
+
+/// Replies written to be expensive to render (issue 11: such replies froze the page for 4–11 s):
+/// lists nested 500 deep, and a 110 kB document of known pathological markdown (emphasis and
+/// bracket runs without closers, deep block quotes, a long table, a 40 kB paragraph). Each ends with
+/// a plain paragraph holding its end marker. `(label, document)`.
+pub fn hostile_documents() -> Vec<(String, MarkdownDoc)> {
+    let finish = |label: &str, mut text: String| {
+        let end_marker = format!("(end of the {label})");
+        text.push_str(&format!("\n\nThat is all {end_marker}\n"));
+        (
+            label.to_owned(),
+            MarkdownDoc {
+                text,
+                structure: Structure::default(),
+                end_marker,
+            },
+        )
+    };
+    let mut nested = String::new();
+    for line in 0..20 {
+        nested.push_str(&"- ".repeat(500));
+        nested.push_str(&format!("item {line} at depth 500\n"));
+    }
+    for depth in 0..120 {
+        nested.push_str(&"  ".repeat(depth));
+        nested.push_str(&format!("1. step {depth}\n"));
+    }
+    let mut patho = String::new();
+    let sections: [&dyn Fn(usize) -> String; 8] = [
+        &|i| format!("*a **b _c __d {i} "),
+        &|i| format!("[link {i} ["),
+        &|i| format!("`a ``b {i} "),
+        &|i| format!("<a href=\"x{i}\" "),
+        &|_| "> ".to_owned(),
+        &|i| format!("| {i} | *x | [y |\n"),
+        &|i| format!("a_b_{i}_ **x "),
+        &|i| format!("![i{i}](https://x.org/{i} "),
+    ];
+    for (n, make) in sections.iter().enumerate() {
+        if n == 5 {
+            patho.push_str("| a | b | c |\n|---|---|---|\n");
+        }
+        let mut block = String::new();
+        let mut i = 0;
+        while block.len() < 9 * 1024 {
+            block.push_str(&make(i));
+            i += 1;
+        }
+        patho.push_str(&block);
+        patho.push_str("end of section\n\n");
+    }
+    while patho.len() < 70 * 1024 {
+        patho.push_str("**x ");
+    }
+    patho.push_str("\n\n");
+    let mut one_paragraph = String::new();
+    while one_paragraph.len() < 40 * 1024 {
+        one_paragraph.push_str("*a [b](c ");
+    }
+    patho.push_str(&one_paragraph);
+    vec![
+        finish("500-deep nested lists", nested),
+        finish("110 kB pathological document", patho),
+    ]
+}
