@@ -7,9 +7,9 @@ use leptos::prelude::*;
 use crate::frame::next_frame;
 
 /// Messages rendered at once when a long history opens.
-const FIRST_PAINT: usize = 40;
+const FIRST_PAINT: usize = 30;
 /// Older messages added per animation frame after that.
-const BATCH: usize = 60;
+const BATCH: usize = 30;
 
 /// The index of the first rendered message, widened frame by frame.
 #[derive(Clone, Copy)]
