@@ -33,7 +33,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
     let window = HistoryWindow::new();
     let message_ids = move || {
         transcript.with(|t| {
-            let from = window.first(t.messages.len());
+            let from = window.first(t.session_id.as_deref(), t.messages.len());
             t.messages[from..]
                 .iter()
                 .map(|m| m.id.clone())

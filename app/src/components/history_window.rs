@@ -16,6 +16,8 @@ const BATCH: usize = 30;
 pub struct HistoryWindow {
     /// First rendered index and the message count last seen.
     state: StoredValue<(usize, usize)>,
+    /// The session last seen: another session starts over.
+    session: StoredValue<Option<String>>,
     widened: Trigger,
 }
 
@@ -23,16 +25,21 @@ impl HistoryWindow {
     pub fn new() -> Self {
         Self {
             state: StoredValue::new((0, 0)),
+            session: StoredValue::new(None),
             widened: Trigger::new(),
         }
     }
 
-    /// The first message to render of `len` (tracks the widening).
-    pub fn first(self, len: usize) -> usize {
+    /// The first message to render of `len` in `session` (tracks the widening).
+    pub fn first(self, session: Option<&str>, len: usize) -> usize {
         self.widened.track();
-        let Some((mut from, seen)) = self.state.try_get_value() else {
+        let Some((mut from, mut seen)) = self.state.try_get_value() else {
             return 0;
         };
+        if self.session.with_value(|s| s.as_deref() != session) {
+            self.session.set_value(session.map(str::to_owned));
+            (from, seen) = (0, 0);
+        }
         if len < seen {
             from = 0; // a new session
         } else if seen == 0 && len > FIRST_PAINT {

@@ -46,8 +46,8 @@ struct Shown {
     groups: Vec<Vec<Node>>,
     /// The stream's open end: each top-level node with the DOM node built for it.
     tail: Vec<(MdNode, Node)>,
-    /// Length of the text shown in its final form, if it is.
-    final_len: Option<usize>,
+    /// Fingerprint of the text shown in its final form, if it is.
+    final_text: Option<u64>,
 }
 
 impl Shown {
@@ -68,16 +68,16 @@ impl Shown {
         self.stream = None;
         self.groups.clear();
         self.tail.clear();
-        self.final_len = None;
+        self.final_text = None;
     }
 
     /// Shows the text received so far: only what arrived since the last frame is parsed.
     fn stream_to(&mut self, document: &Document, el: &Node, text: &str) -> Result<(), JsValue> {
-        let continues = self.stream.as_ref().is_some_and(|s| {
-            !s.is_finished()
-                && s.text().len() <= text.len()
-                && text.is_char_boundary(s.text().len())
-        });
+        // A snapshot after a reconnect may replace the text: continue only what it extends.
+        let continues = self
+            .stream
+            .as_ref()
+            .is_some_and(|s| !s.is_finished() && text.starts_with(s.text()));
         if !continues {
             self.forget();
             el.set_text_content(None);
@@ -94,7 +94,8 @@ impl Shown {
 
     /// Shows the final text: the stream finishes (equal to a whole parse), or the text is parsed once.
     fn finalize(&mut self, document: &Document, el: &Node, text: &str) -> Result<(), JsValue> {
-        if self.final_len == Some(text.len()) && self.stream.is_none() {
+        let fingerprint = fingerprint(text);
+        if self.final_text == Some(fingerprint) && self.stream.is_none() {
             return Ok(());
         }
         match self.stream.take() {
@@ -113,7 +114,7 @@ impl Shown {
             }
         }
         self.forget();
-        self.final_len = Some(text.len());
+        self.final_text = Some(fingerprint);
         Ok(())
     }
 
@@ -172,6 +173,14 @@ impl Shown {
         }
         Ok(())
     }
+}
+
+/// A hash of a final text, to tell a changed text (a snapshot after a reconnect) from a re-run.
+fn fingerprint(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The DOM node for `md`: the first remaining old node, patched to show `md`, or a new node

@@ -1,8 +1,8 @@
 //! Keeping the newest message in view. While the user is at the bottom of the list it follows what
 //! arrives, however tall an update is; when they scroll up it stops and "Jump to latest" shows.
 //!
-//! Nothing reads layout per streamed piece: a `ResizeObserver` on the list's content runs after the
-//! browser's own layout, once per frame at most, and scrolls to the bottom if the list is following.
+//! Nothing reads layout per streamed piece: a `ResizeObserver` on the list and its content runs after
+//! the browser's own layout, once per frame at most, and scrolls to the bottom if the list is following.
 //! Scrolling up (wheel, keys, scrollbar) is what stops following; reaching the bottom resumes it.
 
 use std::cell::Cell;
@@ -57,7 +57,7 @@ impl Follow {
         };
         let observer = StoredValue::new_local(None::<Observer>);
         Effect::new(move |_| {
-            let Some(content) = content.get() else {
+            let (Some(content), Some(frame)) = (content.get(), list.get()) else {
                 return;
             };
             let callback = Closure::<dyn FnMut(js_sys::Array, web_sys::ResizeObserver)>::new(
@@ -66,7 +66,9 @@ impl Follow {
             let Ok(ro) = web_sys::ResizeObserver::new(callback.as_ref().unchecked_ref()) else {
                 return;
             };
+            // The content growing, or the list itself shrinking (a banner, the settings panel).
             ro.observe(&content);
+            ro.observe(&frame);
             observer.set_value(Some(Observer {
                 observer: ro,
                 _callback: callback,
@@ -106,17 +108,24 @@ impl Follow {
         };
         let top = el.scroll_top();
         let from_bottom = el.scroll_height() - top - el.client_height();
-        if from_bottom <= AT_BOTTOM_PX {
-            self.set_following(&state, true);
-        } else if top < state.last_top.get() {
+        // Moving up stops following, however little, unless the browser only clamped the position
+        // to a shorter list (then it is exactly at the bottom).
+        if top < state.last_top.get() && from_bottom > 1 {
             self.set_following(&state, false);
+        } else if from_bottom <= AT_BOTTOM_PX {
+            self.set_following(&state, true);
         }
         state.last_top.set(top);
     }
 
     /// A wheel turned: upwards stops following at once (before the scroll event arrives).
     pub fn on_wheel(&self, delta_y: f64) {
+        let can_move_up = self
+            .list
+            .get_untracked()
+            .is_some_and(|el| el.scroll_top() > 0);
         if delta_y < 0.0
+            && can_move_up
             && let Some(state) = self.state()
         {
             self.set_following(&state, false);

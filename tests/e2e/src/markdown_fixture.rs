@@ -477,69 +477,6 @@ fn capitalise(s: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn documents_have_the_exact_size_and_are_the_same_every_time() {
-        for size in [64, 100, 1024, 4096, 16 * 1024, 32 * 1024, 64 * 1024] {
-            let doc = mixed_markdown(size, 7);
-            assert_eq!(doc.text.len(), size, "size {size}");
-            assert!(doc.text.is_ascii());
-            assert_eq!(doc, mixed_markdown(size, 7));
-            assert!(doc.text.trim_end().ends_with(&doc.end_marker));
-        }
-        assert_ne!(mixed_markdown(4096, 1).text, mixed_markdown(4096, 2).text);
-    }
-
-    #[test]
-    fn the_counted_structure_is_what_the_markdown_parser_finds() {
-        for (size, seed) in [
-            (1024, 1),
-            (4096, 2),
-            (16 * 1024, 3),
-            (32 * 1024, 4),
-            (64 * 1024, 5),
-        ] {
-            let doc = mixed_markdown(size, seed);
-            assert_eq!(
-                Structure::of_nodes(&parse(&doc.text)),
-                doc.structure,
-                "size {size}"
-            );
-        }
-    }
-
-    #[test]
-    fn long_documents_mix_every_kind_of_block() {
-        let s = mixed_markdown(32 * 1024, 4).structure;
-        assert!(
-            s.h2 >= 10 && s.pre >= 2 && s.table >= 2 && s.li >= 10 && s.blockquote >= 2,
-            "{s:?}"
-        );
-    }
-
-    #[test]
-    fn the_rendered_text_ends_with_the_marker() {
-        let doc = mixed_markdown(16 * 1024, 3);
-        assert!(
-            rendered_text(&doc.text)
-                .trim_end()
-                .ends_with(&doc.end_marker)
-        );
-    }
-
-    #[test]
-    fn pieces_join_back_into_the_text() {
-        let text = "héllo wörld, 4-char pieces";
-        let p = pieces(text, 4);
-        assert_eq!(p.concat(), text);
-        assert!(p.iter().all(|s| s.chars().count() <= 4));
-        assert_eq!(p[0], "héll");
-    }
-}
-
 /// Replies written to be expensive to render (issue 11: such replies froze the page for 4–11 s):
 /// lists nested 500 deep, and a 110 kB document of known pathological markdown (emphasis and
 /// bracket runs without closers, deep block quotes, a long table, a 40 kB paragraph). Each ends with
@@ -603,4 +540,67 @@ pub fn hostile_documents() -> Vec<(String, MarkdownDoc)> {
         finish("500-deep nested lists", nested),
         finish("110 kB pathological document", patho),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_have_the_exact_size_and_are_the_same_every_time() {
+        for size in [64, 100, 1024, 4096, 16 * 1024, 32 * 1024, 64 * 1024] {
+            let doc = mixed_markdown(size, 7);
+            assert_eq!(doc.text.len(), size, "size {size}");
+            assert!(doc.text.is_ascii());
+            assert_eq!(doc, mixed_markdown(size, 7));
+            assert!(doc.text.trim_end().ends_with(&doc.end_marker));
+        }
+        assert_ne!(mixed_markdown(4096, 1).text, mixed_markdown(4096, 2).text);
+    }
+
+    #[test]
+    fn the_counted_structure_is_what_the_markdown_parser_finds() {
+        for (size, seed) in [
+            (1024, 1),
+            (4096, 2),
+            (16 * 1024, 3),
+            (32 * 1024, 4),
+            (64 * 1024, 5),
+        ] {
+            let doc = mixed_markdown(size, seed);
+            assert_eq!(
+                Structure::of_nodes(&parse(&doc.text)),
+                doc.structure,
+                "size {size}"
+            );
+        }
+    }
+
+    #[test]
+    fn long_documents_mix_every_kind_of_block() {
+        let s = mixed_markdown(32 * 1024, 4).structure;
+        assert!(
+            s.h2 >= 10 && s.pre >= 2 && s.table >= 2 && s.li >= 10 && s.blockquote >= 2,
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn the_rendered_text_ends_with_the_marker() {
+        let doc = mixed_markdown(16 * 1024, 3);
+        assert!(
+            rendered_text(&doc.text)
+                .trim_end()
+                .ends_with(&doc.end_marker)
+        );
+    }
+
+    #[test]
+    fn pieces_join_back_into_the_text() {
+        let text = "héllo wörld, 4-char pieces";
+        let p = pieces(text, 4);
+        assert_eq!(p.concat(), text);
+        assert!(p.iter().all(|s| s.chars().count() <= 4));
+        assert_eq!(p[0], "héll");
+    }
 }

@@ -1,36 +1,15 @@
 //! The demo page in headless Chromium: send a message, watch the reply stream in, reload and find the
 //! history restored; page context reaches the model but never the message; the host JS API works.
 
-use anyhow::{Result, bail};
-use fantoccini::elements::{Element, ElementRef};
+use anyhow::Result;
 use fantoccini::{Client, Locator};
+use glassbox_e2e::widget_page::{CONNECTED, shadow_element};
 use glassbox_e2e::{CuttableProxy, in_browser, start_server, wait_for};
 use glassbox_fake_provider::{Behaviour, FakeProvider};
-use serde_json::{Value, json};
-
-/// An element inside the widget's shadow root.
-async fn shadow_element(client: &Client, selector: &str) -> Result<Element> {
-    let script = format!(
-        "return document.querySelector('glassbox-chat').shadowRoot.querySelector({selector:?});"
-    );
-    let v = client.execute(&script, vec![]).await?;
-    let Some(id) = v
-        .as_object()
-        .and_then(|o| o.values().next())
-        .and_then(Value::as_str)
-    else {
-        bail!("no element {selector} in the widget: {v}");
-    };
-    Ok(Element::from_element_id(
-        client.clone(),
-        ElementRef::from(id.to_owned()),
-    ))
-}
+use serde_json::json;
 
 const MESSAGES: &str = "return [...document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-message-id]')]
     .map(m => ({id: m.dataset.messageId, role: m.dataset.role, status: m.dataset.status, text: m.querySelector('.gb-plain, .gb-markdown')?.textContent ?? ''}));";
-
-const CONNECTED: &str = "const r = document.querySelector('glassbox-chat')?.shadowRoot; return !!r?.querySelector('.gb-status[data-state=connected]');";
 
 async fn send_from_composer(client: &Client, text: &str) -> Result<()> {
     let input = shadow_element(client, "textarea.gb-input").await?;

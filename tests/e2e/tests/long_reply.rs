@@ -158,16 +158,20 @@ fn following_share(samples: &Value) -> (f64, usize) {
     (if n == 0 { 0.0 } else { at as f64 / n as f64 }, n)
 }
 
+/// A server forwarding to `fake` in the OpenAI format.
+async fn openai_server(fake: &FakeProvider) -> Result<glassbox_e2e::Server> {
+    start_server(&[
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "sk-e2e"),
+        ("OPENAI_BASE_URL", &fake.openai_base()),
+    ])
+    .await
+}
+
 #[tokio::test]
 async fn a_long_streamed_reply_ends_as_a_fresh_render_followed_and_announced_once() -> Result<()> {
     let (fake, doc) = long_reply_setup(Duration::from_millis(1)).await?;
-    let base = fake.openai_base();
-    let server = start_server(&[
-        ("GLASSBOX_PROVIDER", "openai"),
-        ("OPENAI_API_KEY", "sk-e2e"),
-        ("OPENAI_BASE_URL", &base),
-    ])
-    .await?;
+    let server = openai_server(&fake).await?;
     in_browser(
         format!("http://{}/", server.addr),
         "long-reply",
@@ -291,13 +295,7 @@ async fn a_long_streamed_reply_ends_as_a_fresh_render_followed_and_announced_onc
 async fn scrolling_up_mid_reply_stops_following_until_jump_to_latest() -> Result<()> {
     // Slower, so that the reply is still streaming through every step below.
     let (fake, doc) = long_reply_setup(Duration::from_millis(2)).await?;
-    let base = fake.openai_base();
-    let server = start_server(&[
-        ("GLASSBOX_PROVIDER", "openai"),
-        ("OPENAI_API_KEY", "sk-e2e"),
-        ("OPENAI_BASE_URL", &base),
-    ])
-    .await?;
+    let server = openai_server(&fake).await?;
     in_browser(
         format!("http://{}/", server.addr),
         "jump-to-latest",
