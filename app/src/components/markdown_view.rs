@@ -1,6 +1,6 @@
 //! Renders a message's markdown by building DOM nodes (see `dom`). A streaming reply goes through a
 //! [`MarkdownStream`]: its finished blocks are built once and never touched again, only the open end
-//! is rebuilt, once per animation frame at most; a stored message is parsed and built once.
+//! is patched, once per animation frame at most; a stored message is parsed and built once.
 
 use std::collections::VecDeque;
 
