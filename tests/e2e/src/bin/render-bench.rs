@@ -26,6 +26,12 @@
 //!   the bench itself runs in the page (a string test per WebSocket frame, one check per animation
 //!   frame after `done`, a poll every 250 ms).
 //!
+//! With `--profile DIR`, each reply's main thread is sampled (CDP `Profiler`, every 250 µs) from
+//! sending until rendered: the profile is written as `DIR/<reply>.cpuprofile` (Chrome DevTools opens
+//! it) and the functions that took the time in busy stretches over 50 ms are printed. `(program)` is
+//! the browser's own work (style, layout, paint); a DevTools trace, which needs a client of its own
+//! (the bench prints the page's DevTools address), splits it further.
+//!
 //! A size whose reply is not rendered `--timeout` seconds (180 by default) after the last byte is
 //! reported as timed out, with its numbers so far and how many `delta` frames the page had handled.
 //!
@@ -62,8 +68,7 @@ const PIECE_CHARS: usize = 4;
 /// Hostile replies stream in larger pieces (same pause), so a 110 kB one takes seconds, not minutes.
 const HOSTILE_PIECE_CHARS: usize = 64;
 const PIECE_PAUSE: Duration = Duration::from_millis(2);
-const USAGE: &str =
-    "usage: render-bench [--sizes 1,4,16,64] [--hostile true] [--history 2000] [--timeout 180]";
+const USAGE: &str = "usage: render-bench [--sizes 1,4,16,64] [--hostile true] [--history 2000] [--timeout 180] [--profile DIR]";
 
 /// Installed before any page script: long tasks, the moment the `done` frame is dispatched, the
 /// render check, and (when asked through sessionStorage) the history load watch.
@@ -175,6 +180,8 @@ struct Args {
     hostile: bool,
     history: usize,
     timeout: Duration,
+    /// Write each reply's CPU profile here and print where its long busy stretches went.
+    profile: Option<std::path::PathBuf>,
 }
 
 fn args() -> Result<Args> {
@@ -183,6 +190,7 @@ fn args() -> Result<Args> {
         hostile: true,
         history: 2000,
         timeout: Duration::from_secs(180),
+        profile: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -203,6 +211,7 @@ fn args() -> Result<Args> {
             "--hostile" => a.hostile = value.parse().context(USAGE)?,
             "--history" => a.history = value.parse().context(USAGE)?,
             "--timeout" => a.timeout = Duration::from_secs(value.parse().context(USAGE)?),
+            "--profile" => a.profile = Some(value.into()),
             _ => bail!("unknown argument {flag}\n{USAGE}"),
         }
     }
@@ -252,6 +261,14 @@ async fn main() -> Result<()> {
     let profile = tempfile::tempdir()?;
     let client = browser(&driver, profile.path()).await?;
     let cdp = Cdp::new(&driver, &client).await?;
+    if let Some(address) = client
+        .capabilities()
+        .and_then(|c| c.get("goog:chromeOptions"))
+        .and_then(|o| o.get("debuggerAddress"))
+    {
+        // For an outside DevTools client (a trace of the page while the bench runs).
+        eprintln!("render-bench: DevTools at {address}");
+    }
     allow_slow_scripts(&client, args.timeout.max(Duration::from_secs(60))).await?;
     cdp.on_new_document(INIT_SCRIPT).await?;
 
@@ -265,7 +282,7 @@ async fn main() -> Result<()> {
             doc,
             piece_chars: PIECE_CHARS,
         };
-        runs.push(reply_run(&client, &cdp, &fake, &url, reply, args.timeout).await?);
+        runs.push(reply_run(&client, &cdp, &fake, &url, reply, &args).await?);
     }
     if args.hostile {
         for (label, doc) in hostile_documents() {
@@ -276,7 +293,7 @@ async fn main() -> Result<()> {
                 doc,
                 piece_chars: HOSTILE_PIECE_CHARS,
             };
-            runs.push(reply_run(&client, &cdp, &fake, &url, reply, args.timeout).await?);
+            runs.push(reply_run(&client, &cdp, &fake, &url, reply, &args).await?);
         }
     }
     let history = if args.history >= 2 {
@@ -361,8 +378,9 @@ async fn reply_run(
     fake: &FakeProvider,
     url: &str,
     reply: Reply,
-    timeout: Duration,
+    args: &Args,
 ) -> Result<ReplyRun> {
+    let timeout = args.timeout;
     let Reply {
         label,
         doc,
@@ -386,6 +404,12 @@ async fn reply_run(
             vec![json!(doc.end_marker)],
         )
         .await?;
+    if args.profile.is_some() {
+        cdp.call("Profiler.enable", json!({})).await?;
+        cdp.call("Profiler.setSamplingInterval", json!({"interval": 250}))
+            .await?;
+        cdp.call("Profiler.start", json!({})).await?;
+    }
     let script_before = cdp.script_ms().await?;
     let sent_at = client
         .execute(
@@ -432,6 +456,10 @@ async fn reply_run(
         }
     };
     let script_after = cdp.script_ms().await?;
+    if let Some(dir) = &args.profile {
+        let stopped = cdp.call("Profiler.stop", json!({})).await?;
+        write_profile(dir, &label, &stopped["profile"])?;
+    }
     let tasks: Vec<f64> = client
         .execute(
             "return window.__gbBench.longTasks.filter(([s]) => s >= arguments[0]).map(([, d]) => d);",
@@ -473,6 +501,37 @@ async fn reply_run(
         deltas_handled: state["deltas"].as_u64().unwrap_or(0),
         text_short_by,
     })
+}
+
+/// Writes `profile` to `dir/<label>.cpuprofile` (opens in Chrome DevTools' Performance panel) and
+/// prints where the busy stretches over 50 ms spent their time.
+fn write_profile(dir: &std::path::Path, label: &str, profile: &Value) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let file: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let path = dir.join(format!("{file}.cpuprofile"));
+    std::fs::write(&path, serde_json::to_vec(profile)?)?;
+    let parsed: glassbox_e2e::cpu_profile::CpuProfile =
+        serde_json::from_value(profile.clone()).context("reading the CPU profile")?;
+    let busy = parsed.busy(50.0);
+    eprintln!(
+        "render-bench: {label}: profile in {}; {} busy stretches over 50 ms: {:?}",
+        path.display(),
+        busy.stretches_ms.len(),
+        busy.stretches_ms
+            .iter()
+            .map(|m| m.round())
+            .collect::<Vec<_>>()
+    );
+    for (title, rows) in [("self", &busy.self_ms), ("total", &busy.total_ms)] {
+        eprintln!("  {title} time in them:");
+        for (name, ms) in rows.iter().take(25) {
+            eprintln!("    {ms:>8.1} ms  {name}");
+        }
+    }
+    Ok(())
 }
 
 /// What the history load and scroll measured.
