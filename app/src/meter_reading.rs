@@ -1,11 +1,9 @@
-//! Builds what the token meter shows from counted texts: the same `core` budget and compression
-//! plan the server applies, so the preview matches the request that will be sent.
+//! Builds what the token meter shows from counted texts: the same `core` plan the server sends
+//! requests with (`context::plan_turn`), so the preview matches the request that will be sent.
 
-use std::borrow::Cow;
-
-use glassbox_core::context::compression::CountedMessage;
-use glassbox_core::context::{ContextInfo, MeterReading, meter};
-use glassbox_core::prompt::page_context_segment;
+use glassbox_core::context::{
+    ContextInfo, MeterReading, Overflow, TurnInput, TurnMessage, plan_turn,
+};
 use glassbox_core::tokens::estimate;
 use glassbox_core::wire::PageContext;
 use leptos::prelude::GetUntracked;
@@ -16,6 +14,8 @@ use crate::token_counts::{TokenCounts, VocabState};
 #[derive(Debug, Clone, PartialEq)]
 pub struct MeterView {
     pub reading: MeterReading,
+    /// What must be sent does not fit the window (the server will refuse it with `context_overflow`).
+    pub overflow: Option<Overflow>,
     /// Some counts are still estimates (vocabulary loading or an answer pending): shown with "~".
     pub estimated: bool,
     /// The vocabulary is the model's own (false: a close approximation).
@@ -54,21 +54,16 @@ impl MeterView {
     }
 }
 
-/// A text to count: stored messages carry their id so their key is cached.
-pub struct MeterText<'a> {
-    pub id: Option<&'a str>,
-    pub text: Cow<'a, str>,
-}
-
-/// Counts `texts` (oldest first, the message being written last) and reads the meter.
+/// Counts `messages` (oldest first, the message being written last) and reads the meter, through
+/// the same plan the server sends requests with.
 pub fn read(
     counts: &TokenCounts,
     info: &ContextInfo,
-    texts: &[MeterText<'_>],
+    messages: &[TurnMessage<'_>],
     page_context: Option<&PageContext>,
 ) -> MeterView {
     let mut estimated = false;
-    let mut tokens_of = |id: Option<&str>, text: &str| {
+    let mut count = |id: Option<&str>, text: &str| {
         let exact = match id {
             Some(id) => counts.count_message(id, text),
             None => counts.count(text),
@@ -78,16 +73,20 @@ pub fn read(
             estimate(text) as u32
         })
     };
-    let counted: Vec<CountedMessage> = texts
-        .iter()
-        .map(|t| CountedMessage {
-            content: &t.text,
-            tokens: tokens_of(t.id, &t.text),
-        })
-        .collect();
-    let knowledge = page_context.map_or(0, |c| tokens_of(None, &page_context_segment(c)));
+    let plan = plan_turn(
+        &TurnInput {
+            info,
+            system_prompt: None,
+            messages,
+            page_context,
+            summary: None,
+            tools: &[],
+        },
+        &mut count,
+    );
     MeterView {
-        reading: meter::read(info, &counted, knowledge),
+        reading: plan.reading,
+        overflow: plan.receipt.overflow,
         estimated,
         exact_vocab: info.exact,
         encoding: info.encoding.clone(),

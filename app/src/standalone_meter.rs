@@ -1,13 +1,16 @@
 //! The token meter on its own, with no server: the host page feeds it text (or a list of messages)
 //! and names a model; the window comes from `core`'s model limits, counting from the same worker.
 
-use glassbox_core::context::{CompressionSettings, ContextInfo, context_limit, encoding_for};
+use glassbox_core::context::{
+    CompressionSettings, ContextInfo, TurnMessage, context_limit, encoding_for,
+};
+use glassbox_core::wire::Role;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
 use crate::components::token_meter::TokenMeter;
 use crate::config::asset_url;
-use crate::meter_reading::{self, MeterText, MeterView};
+use crate::meter_reading::{self, MeterView};
 use crate::token_counts::{TokenCounts, now_ms};
 
 /// Options of a standalone meter.
@@ -124,10 +127,16 @@ pub fn mount_meter(
             };
             info.system_prompt_tokens = system_tokens;
             messages.with(|m| {
-                let texts: Vec<MeterText> = m
+                let texts: Vec<TurnMessage> = m
                     .iter()
-                    .map(|t| MeterText {
+                    .enumerate()
+                    .map(|(i, t)| TurnMessage {
                         id: None,
+                        role: if i % 2 == 0 {
+                            Role::User
+                        } else {
+                            Role::Assistant
+                        },
                         text: t.as_str().into(),
                     })
                     .collect();

@@ -20,6 +20,9 @@ pub enum ErrorCode {
     ContextTooLarge,
     /// Page context has too many keys or is nested too deeply.
     ContextInvalid,
+    /// What must be sent (preserved messages, the message itself) does not fit the model's window;
+    /// the provider was not called.
+    ContextOverflow,
     /// Compression settings out of range.
     InvalidSettings,
     /// Too many attachments, or an attachment field is too long or not allowed.
@@ -61,7 +64,7 @@ impl ErrorCode {
         match self {
             MalformedJson | UnknownFrameType | InvalidFrame | InvalidMessage | HelloRequired => 400,
             InvalidAttachment | InvalidClientMessageId => 422,
-            FrameTooLarge | ContextTooLarge => 413,
+            FrameTooLarge | ContextTooLarge | ContextOverflow => 413,
             ContextInvalid | InvalidSettings => 422,
             Unauthorized => 401,
             NotFound => 404,
@@ -83,6 +86,7 @@ impl ErrorCode {
         matches!(
             self,
             ProviderError
+                | ContextOverflow
                 | ProviderTimeout
                 | ProviderUnavailable
                 | RateLimited

@@ -124,7 +124,7 @@ impl Transcript {
                         status: MessageStatus::Streaming,
                         error: None,
                         usage: None,
-                        context_report: None,
+                        receipt: None,
                         ..old.clone()
                     },
                     None => ChatMessage {

@@ -168,9 +168,14 @@ pub struct ChatMessage {
     pub attachments: Vec<Attachment>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
-    /// For assistant messages: what we counted and compressed for the request (beside `usage`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_report: Option<crate::context::ContextReport>,
+    /// For assistant messages: what the request carried and left out, and our count (beside
+    /// `usage`). Replies stored before receipts have only the totals (`contextReport` then).
+    #[serde(
+        default,
+        alias = "contextReport",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub receipt: Option<crate::context::Receipt>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<WireError>,
 }

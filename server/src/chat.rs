@@ -6,13 +6,11 @@ use std::sync::Arc;
 use futures::StreamExt;
 use glassbox_core::ErrorCode;
 use glassbox_core::limits::validate_chat;
-use glassbox_core::prompt::{RequestOptions, build_request};
 use glassbox_core::wire::{
     Accepted, ChatMessage, ChatRequest, Delta, Done, MessageStatus, ReplyStart, Role, ServerEvent,
     Usage, WireError,
 };
 
-use crate::context::summary_segment;
 use crate::error::AppError;
 use crate::hub::Hub;
 use crate::providers::{ProviderError, ProviderEvent};
@@ -159,22 +157,36 @@ impl AppState {
             .store
             .history_through(session_id, user_message_id)
             .await?;
-        let context = history.last().and_then(|m| m.context.clone());
-        let assembled = self
-            .assemble(session_id, model, history, context.as_ref())
-            .await?;
-        let summary = assembled.summary.as_deref().map(summary_segment);
-        let request = build_request(
-            &assembled.history,
-            RequestOptions {
-                model,
-                system_prompt: self.config.system_prompt.as_deref(),
-                page_context: context.as_ref(),
-                summary: summary.as_deref(),
-                tools: vec![],
-                max_output_tokens: self.config.max_output_tokens,
-            },
-        );
+        let plan = self.plan_reply(session_id, model, &history, &[]).await?;
+        if let Some(overflow) = plan.receipt.overflow {
+            // Nothing goes to the provider; the reply fails with the receipt saying why.
+            let error = AppError::ContextOverflow(overflow)
+                .to_wire()
+                .for_message(reply_id);
+            tracing::info!(
+                session = session_id,
+                reply = reply_id,
+                needed = overflow.needed,
+                room = overflow.room,
+                "context overflow"
+            );
+            self.store
+                .finish_reply(
+                    session_id,
+                    reply_id,
+                    ReplyOutcome {
+                        content: "",
+                        status: MessageStatus::Failed,
+                        usage: None,
+                        receipt: Some(&plan.receipt),
+                        error: Some(&error),
+                    },
+                )
+                .await?;
+            hub.publish(ServerEvent::Error(error));
+            return Ok(());
+        }
+        let request = plan.request.clone();
         let mut content = String::new();
         let mut usage = None;
         let result = tokio::select! {
@@ -208,7 +220,7 @@ impl AppState {
                     content: &content,
                     status,
                     usage,
-                    context_report: Some(&assembled.report),
+                    receipt: Some(&plan.receipt),
                     error: error.as_ref(),
                 },
             )

@@ -1,22 +1,22 @@
 //! The context window on the server: counts tokens with the same `core` tokenizer the widget runs,
-//! applies the session's compression when building a provider request, writes and caches summaries,
-//! and records what was sent on the reply (`ContextReport`), beside the provider's own usage.
+//! gathers a turn's state for `core`'s one plan (receipt and request), and writes and caches the
+//! summaries compression asks for.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::StreamExt;
-use glassbox_core::context::compression::{CountedMessage, SUMMARY_RESERVE};
-use glassbox_core::context::meter::{self, REPLY_PRIMING};
+use glassbox_core::context::compression::SUMMARY_RESERVE;
 use glassbox_core::context::{
-    CompressionSettings, ContextInfo, ContextReport, TokenBreakdown, context_limit, encoding_for,
+    CompressionSettings, ContextInfo, SummaryInput, TurnInput, TurnMessage, TurnPlan,
+    context_limit, encoding_for, plan_turn,
 };
 use glassbox_core::prompt::{
-    PromptMessage, ProviderRequest, model_text, page_context_segment, reaches_model,
+    PromptMessage, ProviderRequest, ToolDefinition, escape_tags, model_text, reaches_model,
 };
 use glassbox_core::tokens::{self, Tokenizer};
-use glassbox_core::wire::{ChatMessage, PageContext, Role, SessionInfo};
+use glassbox_core::wire::{ChatMessage, Role, SessionInfo};
 
 use crate::embed::service::content_hash;
 use crate::error::AppError;
@@ -115,15 +115,6 @@ impl TokenCounter {
     }
 }
 
-/// A provider request's conversation after compression.
-pub struct Assembled {
-    /// Messages sent verbatim, oldest first.
-    pub history: Vec<ChatMessage>,
-    /// Summary of the messages compression replaced, for the system prompt.
-    pub summary: Option<String>,
-    pub report: ContextReport,
-}
-
 /// Instructions for the summarizer; the conversation follows as delimited data.
 const SUMMARIZER_PROMPT: &str = "You summarize earlier parts of a conversation so it can continue \
 without them. Write a compact summary (at most 250 words) of the facts, decisions, open questions \
@@ -145,11 +136,14 @@ impl AppState {
         Ok(self.context_info_with(model, compression))
     }
 
-    fn context_info_with(&self, model: &str, compression: CompressionSettings) -> ContextInfo {
+    /// The context parameters for `model` under `compression`: derived, never stored, so each
+    /// connection of a session gets the meter for the model it talks to.
+    pub fn context_info_with(&self, model: &str, compression: CompressionSettings) -> ContextInfo {
         let (encoding, exact) = encoding_for(model);
+        let limit = context_limit(model, &self.config.model_limits);
         ContextInfo {
             model: model.to_owned(),
-            context_limit: context_limit(model, &self.config.model_limits),
+            context_limit: limit,
             encoding: encoding.to_owned(),
             exact: exact && self.tokens.has(encoding),
             system_prompt_tokens: self
@@ -158,7 +152,8 @@ impl AppState {
                 .as_deref()
                 .map_or(0, |p| self.tokens.count(encoding, p)),
             memory_tokens: 0,
-            output_reserve: self.config.max_output_tokens,
+            // A small window cannot give most of itself to the reply: at most a quarter.
+            output_reserve: self.config.max_output_tokens.min(limit / 4),
             compression,
         }
     }
@@ -184,70 +179,57 @@ impl AppState {
         Ok(self.context_info_with(model, settings))
     }
 
-    /// Applies the session's compression to `history` (oldest first, ending with the user message).
-    pub async fn assemble(
+    /// Plans the reply to the last message of `history` (stored, oldest first): the receipt and the
+    /// request built from it (`core::context::plan`). Writes the summary compression asks for
+    /// (cached per range), then plans again with it; a failed summary leaves the range out, listed.
+    pub async fn plan_reply(
         &self,
         session_id: &str,
         model: &str,
-        history: Vec<ChatMessage>,
-        page_context: Option<&PageContext>,
-    ) -> Result<Assembled, AppError> {
+        history: &[ChatMessage],
+        tools: &[ToolDefinition],
+    ) -> Result<TurnPlan, AppError> {
         let info = self.context_info(session_id, model).await?;
-        let enc = info.encoding.as_str();
-        let history: Vec<ChatMessage> = history.into_iter().filter(reaches_model).collect();
-        let texts: Vec<_> = history.iter().map(model_text).collect();
-        let counted: Vec<CountedMessage> = texts
+        let reaching: Vec<&ChatMessage> = history.iter().filter(|m| reaches_model(m)).collect();
+        let messages: Vec<TurnMessage> = reaching
             .iter()
-            .map(|t| CountedMessage {
-                content: t,
-                tokens: self.tokens.count(enc, t),
+            .map(|m| TurnMessage {
+                id: Some(&m.id),
+                role: m.role,
+                text: model_text(m),
             })
             .collect();
-        let knowledge =
-            page_context.map_or(0, |c| self.tokens.count(enc, &page_context_segment(c)));
-        let reading = meter::read(&info, &counted, knowledge);
-        let plan = &reading.plan;
-        let mut summary = None;
-        if let Some(range) = plan.summarized.clone() {
-            match self
-                .summary_for(session_id, model, &history[range.clone()])
-                .await
-            {
-                Ok(text) => summary = Some(text),
-                Err(e) => {
-                    tracing::warn!(session = session_id, error = %e, "summary failed; older messages left out without one")
-                }
-            }
-        }
-        let kept: Vec<ChatMessage> = plan.kept.iter().map(|&i| history[i].clone()).collect();
-        let kept_tokens: u32 = plan
-            .kept
-            .iter()
-            .map(|&i| counted[i].tokens + tokens::MESSAGE_OVERHEAD as u32)
-            .sum();
-        let summary_tokens = summary
-            .as_deref()
-            .map_or(0, |s| self.tokens.count(enc, &summary_segment(s)));
-        let breakdown = TokenBreakdown {
-            conversation: kept_tokens + summary_tokens,
-            ..reading.breakdown
+        let page_context = history.last().and_then(|m| m.context.as_ref());
+        let mut input = TurnInput {
+            info: &info,
+            system_prompt: self.config.system_prompt.as_deref(),
+            messages: &messages,
+            page_context,
+            summary: None,
+            tools,
         };
-        let compression = reading.compression.map(|mut c| {
-            c.compressed_tokens = breakdown.conversation;
-            c.saved_tokens = c.original_tokens.saturating_sub(c.compressed_tokens);
-            c
-        });
-        Ok(Assembled {
-            history: kept,
-            summary,
-            report: ContextReport {
-                counted_input_tokens: breakdown.total() + REPLY_PRIMING,
-                breakdown,
-                encoding: info.encoding.clone(),
-                exact: info.exact,
-                compression,
+        let encoding = info.encoding.as_str();
+        let mut count = |_: Option<&str>, text: &str| self.tokens.count(encoding, text);
+        let first = plan_turn(&input, &mut count);
+        let Some(range) = first.summary_wanted.clone() else {
+            return Ok(first);
+        };
+        let written = self
+            .summary_for(session_id, model, &reaching[range.clone()])
+            .await;
+        let (first_id, last_id) = (&reaching[range.start].id, &reaching[range.end - 1].id);
+        input.summary = Some(match &written {
+            Ok(text) => SummaryInput::Written {
+                first_id,
+                last_id,
+                text,
             },
-        })
+            Err(e) => {
+                tracing::warn!(session = session_id, error = %e, "summary failed; older messages left out without one");
+                SummaryInput::Failed
+            }
+        });
+        Ok(plan_turn(&input, &mut count))
     }
 
     /// The cached summary of `messages`, or a new one from the summary model.
@@ -255,7 +237,7 @@ impl AppState {
         &self,
         session_id: &str,
         model: &str,
-        messages: &[ChatMessage],
+        messages: &[&ChatMessage],
     ) -> Result<String, AppError> {
         let (Some(first), Some(last)) = (messages.first(), messages.last()) else {
             return Ok(String::new());
@@ -317,18 +299,4 @@ impl AppState {
             .await?;
         Ok(text)
     }
-}
-
-/// The summary as it appears in the system prompt: labelled, delimited data.
-pub fn summary_segment(summary: &str) -> String {
-    format!(
-        "Earlier messages of this conversation were replaced by this summary to fit the context \
-         window:\n<conversation_summary>\n{}\n</conversation_summary>",
-        escape_tags(summary)
-    )
-}
-
-/// Keeps text from closing our delimiters.
-fn escape_tags(s: &str) -> String {
-    s.replace('<', "‹").replace('>', "›")
 }

@@ -39,6 +39,8 @@ pub enum AppError {
     Embed(#[from] EmbedServiceError),
     #[error("invalid settings: {0}")]
     InvalidSettings(String),
+    #[error("{}", .0.describe())]
+    ContextOverflow(glassbox_core::context::Overflow),
 }
 
 impl AppError {
@@ -55,6 +57,7 @@ impl AppError {
             AppError::Provider(e) => e.code(),
             AppError::Storage(_) => ErrorCode::Internal,
             AppError::InvalidSettings(_) => ErrorCode::InvalidSettings,
+            AppError::ContextOverflow(_) => ErrorCode::ContextOverflow,
             AppError::Embed(e) => match e {
                 EmbedServiceError::Unavailable(_) => ErrorCode::EmbeddingsUnavailable,
                 EmbedServiceError::Overloaded => ErrorCode::Overloaded,

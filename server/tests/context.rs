@@ -3,8 +3,12 @@
 
 mod support;
 
+use glassbox_core::context::plan::{Sources, build_request};
+use glassbox_core::context::{PartKind, Receipt, TurnMessage};
+use glassbox_core::prompt::{model_text, reaches_model};
 use glassbox_core::tokens::Tokenizer;
 use glassbox_fake_provider::Behaviour;
+use glassbox_server::providers::openai;
 use serde_json::{Value, json};
 use support::{Api, TestServer};
 
@@ -179,7 +183,7 @@ async fn sliding_window_sends_only_what_fits_and_reports_it() {
         messages.len()
     );
 
-    let report = &last["reply"]["contextReport"];
+    let report = &last["reply"]["receipt"];
     let compression = &report["compression"];
     assert_eq!(compression["strategy"], "sliding-window");
     assert_eq!(
@@ -263,7 +267,7 @@ async fn summarize_replaces_old_messages_with_a_model_summary() {
             .contains("<conversation_summary>\nSummary: user sent data.\n</conversation_summary>"),
         "{system}"
     );
-    let report = &last["reply"]["contextReport"]["compression"];
+    let report = &last["reply"]["receipt"]["compression"];
     assert_eq!(report["strategy"], "summarize");
     assert!(report["summarizedCount"].as_u64().unwrap() > 0, "{report}");
     // The stored reply the user sees is untouched by compression.
@@ -296,7 +300,7 @@ async fn a_llama_model_is_counted_with_its_own_tokenizer() {
     let body = server
         .post_json("/api/chat", &json!({"message": text}))
         .await;
-    let report = &body["reply"]["contextReport"];
+    let report = &body["reply"]["receipt"];
     assert_eq!(report["encoding"], "llama3");
     assert_eq!(report["exact"], true);
     assert_eq!(
@@ -319,21 +323,100 @@ async fn a_summary_is_written_once_per_message_range_and_then_read_from_the_cach
     let asked = || server.fake.requests().len();
 
     let before = asked();
-    let first = server
-        .state
-        .assemble(&id, "tiny-model", history.clone(), None)
+    let state = &server.state;
+    let first = state
+        .plan_reply(&id, "tiny-model", &history, &[])
         .await
         .unwrap();
-    assert!(first.summary.is_some());
+    assert!(
+        first
+            .receipt
+            .parts
+            .iter()
+            .any(|p| matches!(p.kind, PartKind::Summary { .. })),
+        "{:?}",
+        first.receipt
+    );
     let after_first = asked();
-    let second = server
-        .state
-        .assemble(&id, "tiny-model", history, None)
+    let second = state
+        .plan_reply(&id, "tiny-model", &history, &[])
         .await
         .unwrap();
     assert_eq!(asked(), after_first, "the same range was summarized again");
-    assert_eq!(first.summary, second.summary);
-    assert_eq!(first.report, second.report);
+    assert_eq!(first.request, second.request);
+    assert_eq!(first.receipt, second.receipt);
     // The last turn already wrote this range's summary, so even the first call here was a cache hit.
     assert_eq!(after_first, before);
+}
+
+#[tokio::test]
+async fn a_stored_receipt_rebuilds_exactly_what_the_provider_received() {
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["Summary: ", "user sent data."]),
+        TINY,
+    )
+    .await;
+    let (id, _, last) = six_turns_summarized(&server).await;
+    let receipt: Receipt = serde_json::from_value(last["reply"]["receipt"].clone()).unwrap();
+    assert!(
+        receipt
+            .parts
+            .iter()
+            .any(|p| matches!(p.kind, PartKind::Summary { .. })),
+        "{receipt:?}"
+    );
+    let user_id = last["message"]["id"].as_str().unwrap();
+    let stored = server
+        .state
+        .store
+        .history_through(&id, user_id)
+        .await
+        .unwrap();
+    let messages: Vec<TurnMessage> = stored
+        .iter()
+        .filter(|m| reaches_model(m))
+        .map(|m| TurnMessage {
+            id: Some(&m.id),
+            role: m.role,
+            text: model_text(m),
+        })
+        .collect();
+    let rebuilt = build_request(
+        &receipt,
+        &Sources {
+            model: "tiny-model",
+            system_prompt: server.state.config.system_prompt.as_deref(),
+            messages: &messages,
+            page_context: stored.last().and_then(|m| m.context.as_ref()),
+            summary: Some("Summary: user sent data."),
+            tools: &[],
+        },
+    );
+    let received = server.fake.requests().last().unwrap().body.clone();
+    assert_eq!(openai::request_body(&rebuilt), received);
+}
+
+#[tokio::test]
+async fn what_cannot_fit_fails_the_reply_before_the_provider_is_called() {
+    let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["never"]), TINY).await;
+    let (id, token, _) = new_session(&server).await;
+    let off = json!({"enabled": false});
+    assert_eq!(put_settings(&server, &id, &token, off).await.status(), 200);
+    let asked = server.fake.requests().len();
+    // 700-token window, 100 reserved for the reply: this message alone needs more.
+    let body = chat(&server, &id, &token, &"data ".repeat(800)).await;
+    assert_eq!(
+        server.fake.requests().len(),
+        asked,
+        "the provider was called"
+    );
+    assert_eq!(body["reply"]["error"]["code"], "context_overflow", "{body}");
+    assert_eq!(body["reply"]["error"]["retryable"], true);
+    let overflow = &body["reply"]["receipt"]["overflow"];
+    assert_eq!(overflow["room"], 600, "{body}");
+    assert!(overflow["needed"].as_u64().unwrap() > 800);
+    // The user's message is kept; the reply failed, retryable once the settings change.
+    assert_eq!(body["message"]["content"], "data ".repeat(800));
+    assert_eq!(body["reply"]["status"], "failed");
 }

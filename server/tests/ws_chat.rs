@@ -503,3 +503,44 @@ async fn a_widget_may_pick_only_an_allowed_model() {
     ws.until_reply_ends().await;
     assert_eq!(server.fake.requests()[0].body["model"], "o3");
 }
+
+#[tokio::test]
+async fn each_connection_keeps_the_meter_of_its_own_model_after_a_settings_change() {
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["ok"]),
+        &[
+            ("GLASSBOX_MODEL", "gpt-4o-mini"),
+            ("GLASSBOX_ALLOWED_MODELS", "gpt-4.1"),
+        ],
+    )
+    .await;
+    let mut a = server.ws().await;
+    let (session, token) = a.hello_new().await;
+    let mut b = server.ws().await;
+    b.send(json!({"type": "hello", "data": {"sessionId": session, "token": token, "model": "gpt-4.1"}}))
+        .await;
+    let (f, _) = b.next().await;
+    assert!(
+        matches!(f.event, ServerEvent::Session(ref s) if s.model == "gpt-4.1"),
+        "{f:?}"
+    );
+    b.next().await; // snapshot
+    a.send(json!({"type": "settings", "data": {"strategy": "sliding-window"}}))
+        .await;
+    for (ws, model, limit) in [
+        (&mut a, "gpt-4o-mini", 128_000),
+        (&mut b, "gpt-4.1", 1_047_576),
+    ] {
+        let (f, _) = ws.next().await;
+        let ServerEvent::Context(info) = f.event else {
+            panic!("expected context, got {f:?}")
+        };
+        assert_eq!(info.model, model);
+        assert_eq!(info.context_limit, limit);
+        assert_eq!(
+            info.compression.strategy,
+            glassbox_core::context::Strategy::SlidingWindow
+        );
+    }
+}

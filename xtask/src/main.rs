@@ -21,6 +21,7 @@ usage: cargo xtask <command>
   bench tokens     token counting in headless Chromium vs gpt-tokenizer and tiktoken (npm)
   bench render     long streamed replies and a 2,000-message history in headless Chromium: render
                    lag, longest task, script time per kB (args: --sizes 1,4,16,64 --history N --timeout S)
+  bench context    planning one turn (receipt + request) for a 1,000-message session, and the receipt's size
   model            provision the embedding model (all-MiniLM-L6-v2 as ONNX) into ~/.cache/glassbox/models
   setup            install the build and test tools (done automatically by the commands above)
 ";
@@ -36,9 +37,10 @@ fn main() -> Result<()> {
         ["bench", "embed"] => run::bench_embed(),
         ["bench", "tokens"] => run::bench_tokens(),
         ["bench", "render", rest @ ..] => run::bench_render(rest),
+        ["bench", "context"] => run::bench_context(),
         ["bench", other] => {
             bail!(
-                "unknown benchmark {other:?}; available: gateway, embed, tokens, render\n\n{USAGE}"
+                "unknown benchmark {other:?}; available: gateway, embed, tokens, render, context\n\n{USAGE}"
             )
         }
         ["model"] => model::provision().map(|_| ()),

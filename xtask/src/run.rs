@@ -158,6 +158,12 @@ pub fn bench_render(args: &[&str]) -> Result<()> {
     release_bin("render-bench", &args)
 }
 
+/// Planning one turn for a 1,000-message session (issue 12): p50/p99 and the stored receipt's size.
+pub fn bench_context() -> Result<()> {
+    build::widget()?;
+    release_bin("context-bench", &[])
+}
+
 /// Builds and runs a benchmark binary of the e2e package in release mode.
 fn release_bin(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
     say(format!("building and running {name} (release)"));

@@ -13,9 +13,11 @@ use super::message_view::{MessageView, PendingView};
 use super::token_meter::TokenMeter;
 use crate::client::ChatClient;
 use crate::config::Theme;
+use glassbox_core::context::TurnMessage;
 use glassbox_core::prompt::{model_text, reaches_model};
+use glassbox_core::wire::Role;
 
-use crate::meter_reading::{self, MeterText, MeterView};
+use crate::meter_reading::{self, MeterView};
 use crate::token_counts::{TokenCounts, now_ms};
 
 /// The chat panel.
@@ -159,22 +161,25 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
         let page_context = client.page_context.get();
         transcript.with(|t| {
             let info = t.context.as_ref()?;
-            let mut texts: Vec<MeterText> = t
+            let mut texts: Vec<TurnMessage> = t
                 .messages
                 .iter()
                 .filter(|m| reaches_model(m))
-                .map(|m| MeterText {
+                .map(|m| TurnMessage {
                     id: Some(&m.id),
+                    role: m.role,
                     text: model_text(m),
                 })
                 .collect();
-            texts.extend(t.pending.iter().map(|p| MeterText {
+            texts.extend(t.pending.iter().map(|p| TurnMessage {
                 id: None,
+                role: Role::User,
                 text: p.request.message.as_str().into(),
             }));
             if !draft.trim().is_empty() {
-                texts.push(MeterText {
+                texts.push(TurnMessage {
                     id: None,
+                    role: Role::User,
                     text: draft.as_str().into(),
                 });
             }

@@ -27,7 +27,7 @@ pub fn MessageView(
     let content = move || message.with(|m| m.content.clone());
     let error = Memo::new(move |_| message.with(|m| m.error.clone()));
     let usage = Memo::new(move |_| message.with(|m| m.usage));
-    let report = Memo::new(move |_| message.with(|m| m.context_report.clone()));
+    let report = Memo::new(move |_| message.with(|m| m.receipt.clone().map(|r| r.totals)));
     let attachments = Memo::new(move |_| message.with(|m| m.attachments.clone()));
     let retry_id = id.clone();
     view! {

@@ -74,6 +74,7 @@ pub fn TokenMeter(
     let tilde = move || if estimated() { "~" } else { "" };
     let percent = move || reading().map_or(0, |r| r.percent);
     let state = move || reading().map_or(MeterState::Standard, |r| r.state);
+    let overflow = move || view.with(|v| v.as_ref().and_then(|v| v.overflow));
     let label = move || {
         view.with(|v| {
             let Some(v) = v else {
@@ -95,6 +96,10 @@ pub fn TokenMeter(
                 MeterState::Warning => s.push_str(". Warning: nearly full"),
                 MeterState::Critical => s.push_str(". Critical: full"),
                 _ => {}
+            }
+            if let Some(o) = v.overflow {
+                s.push_str(". ");
+                s.push_str(&o.describe());
             }
             s
         })
@@ -119,6 +124,7 @@ pub fn TokenMeter(
             data-state=move || state_name(state())
             data-percent=move || percent().to_string()
             data-estimated=move || estimated().to_string()
+            data-overflow=move || overflow().is_some().to_string()
             data-update-ms=move || format!("{:.3}", update_ms.get())
             role="meter"
             tabindex="0"
@@ -199,6 +205,10 @@ pub fn TokenMeter(
                                 </p>
                             }
                         })
+                }}
+                {move || {
+                    overflow()
+                        .map(|o| view! { <p class="gb-meter-overflow">{o.describe()}</p> })
                 }}
                 <p class="gb-meter-vocab">
                     {move || {

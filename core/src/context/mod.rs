@@ -8,5 +8,9 @@ pub use budget::{ContextBudget, TokenBreakdown, calculate_budget};
 pub use compression::{CompressionOutcome, CompressionSettings, CountedMessage, Strategy};
 pub use model_limits::{context_limit, encoding_for};
 pub mod meter;
+pub mod plan;
+pub mod receipt;
 
 pub use meter::{CompressionReport, ContextInfo, ContextReport, MeterReading, MeterState};
+pub use plan::{SummaryInput, TurnInput, TurnMessage, TurnPlan, plan_turn};
+pub use receipt::{LeftOut, LeftOutWhy, Overflow, Part, PartKind, Reason, Receipt};

@@ -6,9 +6,9 @@
 //! both providers the same timeout, cancellation (drop the stream) and error mapping, and we decode only
 //! the fields we use, so compatible servers' extensions never break a reply.
 
-mod anthropic;
+pub mod anthropic;
 mod offline;
-mod openai;
+pub mod openai;
 
 use std::sync::Arc;
 use std::time::Duration;

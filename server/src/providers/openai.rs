@@ -45,6 +45,21 @@ pub fn request_body(req: &ProviderRequest) -> Value {
         "stream": true,
         "stream_options": {"include_usage": true},
     });
+    if req.max_output_tokens > 0 {
+        // The reply's reserve in the window's budget is its cap. OpenAI's reasoning models take
+        // only the newer name; other OpenAI-compatible servers (Ollama, vLLM, llama.cpp) the older.
+        let reasoning = ["o1", "o3", "o4", "gpt-5"].iter().any(|p| {
+            req.model
+                .strip_prefix(p)
+                .is_some_and(|r| r.is_empty() || r.starts_with('-'))
+        });
+        let key = if reasoning {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[key] = json!(req.max_output_tokens);
+    }
     if !req.tools.is_empty() {
         body["tools"] = req
             .tools
@@ -200,5 +215,25 @@ mod tests {
         );
         assert_eq!(body["tools"][0]["function"]["name"], "t");
         assert_eq!(body["stream"], true);
+        assert_eq!(body["max_tokens"], 100);
+    }
+
+    #[test]
+    fn reasoning_models_get_their_output_cap_under_the_newer_name() {
+        let req = |model: &str| ProviderRequest {
+            model: model.into(),
+            system: None,
+            messages: vec![],
+            tools: vec![],
+            max_output_tokens: 64,
+        };
+        for model in ["o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5"] {
+            let body = request_body(&req(model));
+            assert_eq!(body["max_completion_tokens"], 64, "{model}");
+            assert!(body.get("max_tokens").is_none(), "{model}");
+        }
+        for model in ["gpt-4o", "llama3.1", "o1x", "gpt-5x"] {
+            assert_eq!(request_body(&req(model))["max_tokens"], 64, "{model}");
+        }
     }
 }

@@ -40,6 +40,7 @@ struct Closed;
 
 /// A connection inside a session: its outgoing side and what it has sent.
 struct Attached {
+    state: AppState,
     hub: Arc<Hub>,
     model: String,
     frames: broadcast::Receiver<Arc<ServerFrame>>,
@@ -149,6 +150,7 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
         .await?;
     // Subscribe before looking back, so nothing falls between replay and live frames.
     let mut a = Attached {
+        state: state.clone(),
         frames: open.hub.subscribe(),
         _lease: open.hub.attach(),
         hub: open.hub,
@@ -212,6 +214,21 @@ async fn forward<W: Sink<Message> + Unpin>(
     if frame.sync_id <= a.last_sent {
         return Ok(());
     }
+    // Settings are the session's; the window and vocabulary are this connection's model's.
+    let localized;
+    let frame = match &frame.event {
+        ServerEvent::Context(info) if info.model != a.model => {
+            localized = ServerFrame {
+                sync_id: frame.sync_id,
+                event: ServerEvent::Context(
+                    a.state
+                        .context_info_with(&a.model, info.compression.clone()),
+                ),
+            };
+            &localized
+        }
+        _ => frame,
+    };
     send(sink, frame).await?;
     a.last_sent = frame.sync_id;
     Ok(())

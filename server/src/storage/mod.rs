@@ -5,7 +5,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use glassbox_core::context::{CompressionSettings, ContextReport};
+use glassbox_core::context::{CompressionSettings, Receipt};
 use glassbox_core::wire::{
     Attachment, ChatMessage, MessageStatus, PageContext, Role, Usage, WireError,
 };
@@ -54,7 +54,7 @@ pub struct ReplyOutcome<'a> {
     pub content: &'a str,
     pub status: MessageStatus,
     pub usage: Option<Usage>,
-    pub context_report: Option<&'a ContextReport>,
+    pub receipt: Option<&'a Receipt>,
     pub error: Option<&'a WireError>,
 }
 
@@ -231,7 +231,7 @@ impl Store {
             .bind(outcome.content)
             .bind(outcome.status.as_str())
             .bind(outcome.usage.as_ref().map(to_json))
-            .bind(outcome.context_report.map(to_json))
+            .bind(outcome.receipt.map(to_json))
             .bind(outcome.error.map(to_json))
             .bind(session_id)
             .bind(id)
@@ -469,7 +469,7 @@ fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
         attachments: from_json("attachments_json", r.try_get("attachments_json")?)?
             .unwrap_or_default(),
         usage: from_json("usage_json", r.try_get("usage_json")?)?,
-        context_report: from_json("context_report_json", r.try_get("context_report_json")?)?,
+        receipt: from_json("context_report_json", r.try_get("context_report_json")?)?,
         error: from_json("error_json", r.try_get("error_json")?)?,
     })
 }

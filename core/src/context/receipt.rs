@@ -1,0 +1,148 @@
+//! The receipt of one turn: every part the provider request carried, in order, with why it got in
+//! and its tokens, plus what was left out and why (`CONTEXT-PIPELINE.md`). The request is built from
+//! the receipt and nothing else ([`crate::context::plan::build_request`]).
+//!
+//! Stored compactly: consecutive history messages with the same reason are one range, so the
+//! receipt of a long session stays a few hundred bytes. Replies stored before receipts existed
+//! carry only the totals (`ContextReport`); they load as receipts without parts.
+
+use serde::{Deserialize, Serialize};
+
+use super::meter::ContextReport;
+
+/// What one turn sent to the model, and what it left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    /// Our count of the input, its breakdown, the vocabulary and compression (the figures replies
+    /// carried before receipts).
+    #[serde(flatten)]
+    pub totals: ContextReport,
+    /// The parts of the request, in the order the model reads them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<Part>,
+    /// Candidates that did not go, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
+    /// The model's window (0 on replies stored before receipts).
+    #[serde(default)]
+    pub context_limit: u32,
+    /// Tokens reserved for the reply (the request's output limit).
+    #[serde(default)]
+    pub output_reserve: u32,
+    /// Set when what must be sent does not fit the window: the request was not sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overflow: Option<Overflow>,
+}
+
+impl Receipt {
+    /// Input tokens the window can take besides the reply's reserve.
+    pub fn input_room(&self) -> u32 {
+        self.context_limit.saturating_sub(self.output_reserve)
+    }
+}
+
+/// One part of a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Part {
+    #[serde(flatten)]
+    pub kind: PartKind,
+    pub reason: Reason,
+    /// Tokens counted with the meter's counter (message overhead included for messages).
+    pub tokens: u32,
+}
+
+/// What a part is, with its identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PartKind {
+    /// The operator's system prompt (its text stays on the server).
+    SystemPrompt,
+    /// The host page's context for this message: its top-level key names (values stay out).
+    PageContext { keys: Vec<String> },
+    /// A summary replacing the messages `first..=last` (ids), `count` of them.
+    #[serde(rename_all = "camelCase")]
+    Summary {
+        first_id: String,
+        last_id: String,
+        count: u32,
+    },
+    /// Consecutive history messages `first..=last` (ids, among the messages that reach the
+    /// model), `count` of them.
+    #[serde(rename_all = "camelCase")]
+    History {
+        first_id: String,
+        last_id: String,
+        count: u32,
+    },
+    /// The message being answered (no id for a draft in the preview).
+    #[serde(rename_all = "camelCase")]
+    UserMessage {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+    },
+}
+
+/// How a part got in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// Always sent (system prompt, the user's message, page context).
+    Always,
+    /// History that fits the budget.
+    Fits,
+    /// History among the last N messages compression never touches.
+    Preserved,
+    /// A summary written by the model in place of older messages.
+    Compression,
+}
+
+/// Candidates that did not go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeftOut {
+    /// Messages `first..=last` (ids), `count` of them.
+    pub first_id: String,
+    pub last_id: String,
+    pub count: u32,
+    pub why: LeftOutWhy,
+    /// Their tokens, overhead included.
+    pub tokens: u32,
+}
+
+/// Why something did not go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeftOutWhy {
+    /// Compression left out an acknowledgement ("ok", "thanks").
+    LowValue,
+    /// Compression left out the oldest messages (sliding window).
+    Window,
+    /// Replaced by the summary part.
+    Summarized,
+    /// Compression wanted a summary, but none could be written: left out without one.
+    SummaryUnavailable,
+}
+
+/// What must be sent does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Overflow {
+    /// Input tokens the request needs after compression.
+    pub needed: u32,
+    /// Input tokens the window has room for (its size less the reply's reserve).
+    pub room: u32,
+}
+
+impl Overflow {
+    /// The reason in words, for the meter and the error.
+    pub fn describe(&self) -> String {
+        format!(
+            "This message cannot be sent: the conversation needs {} tokens but the model's window \
+             has room for {} (after reserving the reply). Shorten the message, turn on compression \
+             or lower “Keep recent messages”, or start a new chat.",
+            self.needed, self.room
+        )
+    }
+}
