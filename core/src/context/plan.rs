@@ -337,10 +337,17 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
                 }
             }
             PartKind::History {
-                first_id, count, ..
+                first_id,
+                last_id,
+                count,
             } => {
-                if let Some(start) = position(first_id) {
-                    for m in src.messages.iter().skip(start).take(*count as usize) {
+                // The run as recorded: first..=last, and only if it still has `count` messages
+                // (a message that reaches the model since, e.g. a retried reply, is not guessed in).
+                if let (Some(a), Some(b)) = (position(first_id), position(last_id))
+                    && b >= a
+                    && b - a + 1 == *count as usize
+                {
+                    for m in &src.messages[a..=b] {
                         push(m);
                     }
                 }

@@ -361,3 +361,66 @@ fn replies_stored_before_receipts_still_load() {
     assert_eq!(r.totals.counted_input_tokens, 120);
     assert!(r.parts.is_empty());
 }
+
+#[test]
+fn the_message_being_answered_is_never_compressed_away() {
+    let mut t = texts(6, 50);
+    t.push("paste ".repeat(2000));
+    let msgs = conversation(&t);
+    let settings = CompressionSettings {
+        strategy: Strategy::SlidingWindow,
+        preserve_recent_messages: 0,
+        ..Default::default()
+    };
+    let info = info(1000, 0, settings);
+    let p = plan(&TurnInput {
+        info: &info,
+        system_prompt: None,
+        messages: &msgs,
+        page_context: None,
+        summary: None,
+        tools: &[],
+    });
+    assert!(p.receipt.overflow.is_some(), "{:?}", p.receipt);
+    let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
+    assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
+}
+
+#[test]
+fn a_history_run_that_changed_since_is_not_guessed() {
+    let t = texts(4, 5);
+    let msgs = conversation(&t);
+    let info = info(10_000, 0, off());
+    let p = plan(&TurnInput {
+        info: &info,
+        system_prompt: None,
+        messages: &msgs,
+        page_context: None,
+        summary: None,
+        tools: &[],
+    });
+    // A message now sits inside the recorded run (a failed reply retried since): the run is left out
+    // rather than sent with a message the receipt does not list.
+    let extra = "inserted".to_owned();
+    let mut later = msgs.clone();
+    later.insert(
+        1,
+        TurnMessage {
+            id: Some("x"),
+            role: Role::Assistant,
+            text: Cow::Borrowed(extra.as_str()),
+        },
+    );
+    let rebuilt = build_request(
+        &p.receipt,
+        &Sources {
+            model: "m",
+            system_prompt: None,
+            messages: &later,
+            page_context: None,
+            summary: None,
+            tools: &[],
+        },
+    );
+    assert!(rebuilt.messages.iter().all(|m| m.content != "inserted"));
+}

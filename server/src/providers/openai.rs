@@ -51,7 +51,7 @@ pub fn request_body(req: &ProviderRequest) -> Value {
         let reasoning = ["o1", "o3", "o4", "gpt-5"].iter().any(|p| {
             req.model
                 .strip_prefix(p)
-                .is_some_and(|r| r.is_empty() || r.starts_with('-'))
+                .is_some_and(|r| r.is_empty() || r.starts_with(['-', '.']))
         });
         let key = if reasoning {
             "max_completion_tokens"
@@ -227,7 +227,7 @@ mod tests {
             tools: vec![],
             max_output_tokens: 64,
         };
-        for model in ["o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5"] {
+        for model in ["o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5.1"] {
             let body = request_body(&req(model));
             assert_eq!(body["max_completion_tokens"], 64, "{model}");
             assert!(body.get("max_tokens").is_none(), "{model}");

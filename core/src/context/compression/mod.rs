@@ -191,7 +191,8 @@ pub fn plan(
     if !settings.enabled || original <= target {
         return outcome;
     }
-    let preserve = settings.preserve_recent_messages as usize;
+    // The message being answered always goes, whatever the setting.
+    let preserve = (settings.preserve_recent_messages as usize).max(1);
     let cost = |i: &usize| messages[*i].tokens + MESSAGE_OVERHEAD as u32;
     let total = |idx: &[usize]| idx.iter().map(cost).sum::<u32>();
     let mut kept = outcome.kept.clone();
