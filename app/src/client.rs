@@ -230,6 +230,13 @@ impl ChatClient {
         }
     }
 
+    /// Changes one of the session's context sets (the host's `setContext`); every tab gets `context`.
+    pub fn set_context(&self, args: glassbox_core::context::sets::SetContextArgs) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::SetContext(args));
+        }
+    }
+
     /// Drops a message the server refused.
     pub fn dismiss(&self, client_message_id: &str) {
         self.transcript
@@ -419,6 +426,9 @@ impl Inner {
         if let Some(message) = finished {
             this.notify_host("glassbox:reply", &message);
         }
+        if let ServerEvent::Context(c) = &frame.event {
+            this.notify_host("glassbox:context", c);
+        }
     }
 
     /// Appends streamed text to its message's signal without notifying; the view is told once per
@@ -465,7 +475,8 @@ impl Inner {
             ServerEvent::Done(d) => Some(d.message.id.as_str()),
             ServerEvent::Error(e) => e.message_id.as_deref(),
             ServerEvent::Session(_) | ServerEvent::Snapshot(_) => None,
-            ServerEvent::Context(_) | ServerEvent::Delta(_) => return,
+            ServerEvent::Tool(t) => Some(t.message_id.as_str()),
+            ServerEvent::ContextInfo(_) | ServerEvent::Context(_) | ServerEvent::Delta(_) => return,
         };
         let mut cells = self.cells.borrow_mut();
         self.transcript.with_untracked(|t| {

@@ -81,6 +81,8 @@ pub fn read(
             page_context,
             summary: None,
             tools: &[],
+            tool_instructions: None,
+            resume: None,
         },
         &mut count,
     );

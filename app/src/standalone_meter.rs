@@ -84,6 +84,7 @@ fn info_for(config: &MeterConfig) -> ContextInfo {
         exact,
         system_prompt_tokens: 0,
         memory_tokens: 0,
+        tool_tokens: 0,
         output_reserve: config.output_reserve,
         compression: config.compression,
     }
@@ -138,6 +139,7 @@ pub fn mount_meter(
                             Role::Assistant
                         },
                         text: t.as_str().into(),
+                        rounds: &[],
                     })
                     .collect();
                 let mut v = meter_reading::read(&counts, &info, &texts, None);

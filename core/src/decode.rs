@@ -9,7 +9,7 @@ use crate::limits::MAX_FRAME_BYTES;
 use crate::wire::ClientFrame;
 
 /// The frame types a client may send.
-pub const CLIENT_FRAME_TYPES: [&str; 4] = ["hello", "chat", "retry", "settings"];
+pub const CLIENT_FRAME_TYPES: [&str; 5] = ["hello", "chat", "retry", "settings", "set_context"];
 
 /// Why a frame or body could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -18,7 +18,7 @@ pub enum DecodeError {
     TooLarge { size: usize, limit: usize },
     #[error("not valid JSON: {0}")]
     MalformedJson(String),
-    #[error("unknown frame type {0:?}; expected one of hello, chat, retry, settings")]
+    #[error("unknown frame type {0:?}; expected one of hello, chat, retry, settings, set_context")]
     UnknownType(String),
     #[error("invalid frame: {0}")]
     Invalid(String),

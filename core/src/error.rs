@@ -25,6 +25,9 @@ pub enum ErrorCode {
     ContextOverflow,
     /// Compression settings out of range.
     InvalidSettings,
+    /// A context-set change breaks a rule (set name, item length or characters, 10 per set, 50 in
+    /// all); nothing was saved.
+    InvalidContextSet,
     /// Too many attachments, or an attachment field is too long or not allowed.
     InvalidAttachment,
     /// `clientMessageId` is malformed.
@@ -65,7 +68,7 @@ impl ErrorCode {
             MalformedJson | UnknownFrameType | InvalidFrame | InvalidMessage | HelloRequired => 400,
             InvalidAttachment | InvalidClientMessageId => 422,
             FrameTooLarge | ContextTooLarge | ContextOverflow => 413,
-            ContextInvalid | InvalidSettings => 422,
+            ContextInvalid | InvalidSettings | InvalidContextSet => 422,
             Unauthorized => 401,
             NotFound => 404,
             Conflict => 409,

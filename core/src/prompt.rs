@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::wire::{Attachment, ChatMessage, MessageStatus, PageContext, Role};
+use crate::wire::{Attachment, ChatMessage, MessageStatus, PageContext, Role, ToolRound};
 
 /// Opening delimiter of the page-context segment.
 pub const CONTEXT_OPEN: &str = "<host_page_context>";
@@ -26,11 +26,38 @@ pub struct ProviderRequest {
     pub max_output_tokens: u32,
 }
 
-/// One turn of the conversation as the model sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One turn of the conversation as the model sees it: text, and in a tool round the assistant's
+/// tool calls or the results sent back (as a `user` turn; each provider writes them its own way).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PromptMessage {
     pub role: Role,
     pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_results: Vec<ToolResult>,
+}
+
+impl PromptMessage {
+    /// A message of plain text.
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The result of a tool call, sent back to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    pub call_id: String,
+    pub name: String,
+    pub content: String,
+    #[serde(default)]
+    pub is_error: bool,
 }
 
 /// A tool the model may call (JSON-schema parameters).
@@ -42,7 +69,7 @@ pub struct ToolDefinition {
 }
 
 /// A complete tool call streamed back by the model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
@@ -94,6 +121,49 @@ pub fn model_text(m: &ChatMessage) -> Cow<'_, str> {
         m.content,
         attachments_json(&m.attachments)
     ))
+}
+
+/// A stored message as the model reads it: its text, and for a reply with tool rounds, each round's
+/// text and calls followed by their results, then the text after the last round. Text is cut at the
+/// byte offsets the rounds recorded; an empty closing text is left out (a reply can end in a round).
+pub fn replay(role: Role, text: &str, rounds: &[ToolRound]) -> Vec<PromptMessage> {
+    if rounds.is_empty() {
+        return vec![PromptMessage::text(role, text)];
+    }
+    let mut out = Vec::with_capacity(rounds.len() * 2 + 1);
+    let mut from = 0;
+    for round in rounds {
+        out.extend(replay_round(text, &mut from, round));
+    }
+    if from < text.len() {
+        out.push(PromptMessage::text(role, &text[from..]));
+    }
+    out
+}
+
+/// One tool round of a reply: the assistant's text since `from` with its calls, then the results.
+/// Moves `from` to where the round's calls were made.
+pub fn replay_round(text: &str, from: &mut usize, round: &ToolRound) -> [PromptMessage; 2] {
+    let mut at = (round.at as usize).clamp(*from, text.len());
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    let said = text[*from..at].to_owned();
+    *from = at;
+    [
+        PromptMessage {
+            role: Role::Assistant,
+            content: said,
+            tool_calls: round.exchanges.iter().map(|e| e.call.clone()).collect(),
+            tool_results: Vec::new(),
+        },
+        PromptMessage {
+            role: Role::User,
+            content: String::new(),
+            tool_calls: Vec::new(),
+            tool_results: round.exchanges.iter().map(|e| e.result()).collect(),
+        },
+    ]
 }
 
 fn attachments_json(list: &[Attachment]) -> String {

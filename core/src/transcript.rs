@@ -1,7 +1,7 @@
 //! The client's view of a conversation: stored messages plus messages still being sent, updated by
 //! applying server frames. The widget renders it; it holds no IO so it is tested natively.
 
-use crate::context::ContextInfo;
+use crate::context::{ContextInfo, ContextSets};
 use crate::sync::SyncCursor;
 use crate::wire::{
     ChatMessage, ChatRequest, MessageStatus, Role, ServerEvent, ServerFrame, WireError,
@@ -35,6 +35,8 @@ pub struct Transcript {
     pub notice: Option<WireError>,
     /// The session's context window and compression settings (for the token meter).
     pub context: Option<ContextInfo>,
+    /// The session's context sets (the footer); `None` until the server sent them.
+    pub sets: Option<ContextSets>,
     cursor: SyncCursor,
 }
 
@@ -100,7 +102,23 @@ impl Transcript {
                     self.context = info.context.clone();
                 }
             }
-            ServerEvent::Context(info) => self.context = Some(info.clone()),
+            ServerEvent::ContextInfo(info) => self.context = Some(info.clone()),
+            ServerEvent::Context(c) => self.sets = Some(c.context.clone()),
+            ServerEvent::Tool(t) => {
+                if let Some(m) = self
+                    .messages
+                    .iter_mut()
+                    .rev()
+                    .find(|m| m.id == t.message_id)
+                {
+                    let round = t.round as usize;
+                    if m.tool_rounds.len() <= round {
+                        m.tool_rounds.resize_with(round + 1, Default::default);
+                    }
+                    m.tool_rounds[round].at = t.at;
+                    m.tool_rounds[round].exchanges.push(t.exchange.clone());
+                }
+            }
             ServerEvent::Snapshot(s) => {
                 self.messages = s.messages.clone();
                 let stored: Vec<&str> = self
@@ -125,6 +143,7 @@ impl Transcript {
                         error: None,
                         usage: None,
                         receipt: None,
+                        tool_rounds: Vec::new(),
                         ..old.clone()
                     },
                     None => ChatMessage {

@@ -21,8 +21,10 @@ pub enum ClientFrame {
     Chat(ChatRequest),
     /// Regenerate a failed assistant reply in place.
     Retry(RetryRequest),
-    /// Change the session's compression settings (persisted; every tab receives `context`).
+    /// Change the session's compression settings (persisted; every tab receives `context_info`).
     Settings(crate::context::CompressionSettings),
+    /// Change one context set (the host's `setContext`); every tab receives `context`.
+    SetContext(crate::context::sets::SetContextArgs),
 }
 
 /// Opens a new session (no id) or resumes one (id + token), optionally replaying missed frames.
@@ -176,8 +178,47 @@ pub struct ChatMessage {
         skip_serializing_if = "Option::is_none"
     )]
     pub receipt: Option<crate::context::Receipt>,
+    /// A reply's tool rounds, in order (each exchange is shown as one collapsed line).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_rounds: Vec<ToolRound>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<WireError>,
+}
+
+/// One round of tool calls inside a reply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolRound {
+    /// Byte offset in the reply's `content` where the model made the calls (the text before it
+    /// streamed in this and earlier rounds).
+    pub at: u32,
+    pub exchanges: Vec<ToolExchange>,
+}
+
+/// A tool call the model made and the result it was given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolExchange {
+    pub call: crate::prompt::ToolCall,
+    /// The text the model was given back.
+    pub result: String,
+    /// The call failed (unknown tool, bad arguments, a tool error); the model saw why.
+    #[serde(default)]
+    pub is_error: bool,
+    /// One line for the reply, e.g. `set_relevant_context · files · merged 2`.
+    pub line: String,
+}
+
+impl ToolExchange {
+    /// The result as it goes back to the model.
+    pub fn result(&self) -> crate::prompt::ToolResult {
+        crate::prompt::ToolResult {
+            call_id: self.call.id.clone(),
+            name: self.call.name.clone(),
+            content: self.result.clone(),
+            is_error: self.is_error,
+        }
+    }
 }
 
 /// A typed error as sent on the wire.
@@ -242,8 +283,45 @@ pub enum ServerEvent {
     Done(Done),
     /// Something failed; with `messageId` when a reply failed (its partial text is kept).
     Error(WireError),
-    /// The session's context parameters changed (compression settings).
-    Context(crate::context::ContextInfo),
+    /// The session's context parameters changed (compression settings): the meter's inputs for
+    /// this connection's model.
+    ContextInfo(crate::context::ContextInfo),
+    /// The session's context sets: after history loads, on the first message after a resume, and
+    /// after every change (a tool, REST, the host page).
+    Context(ContextEvent),
+    /// A tool exchange of a streaming reply finished (it is also in the reply's `toolRounds`).
+    Tool(ToolEvent),
+}
+
+/// Why a `context` event was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextReason {
+    Load,
+    Resume,
+    Changed,
+}
+
+/// The session's context sets, whole, for the footer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextEvent {
+    pub reason: ContextReason,
+    pub context: crate::context::sets::ContextSets,
+    /// The set that changed (`changed` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_name: Option<String>,
+}
+
+/// A finished tool exchange of reply `message_id`, in round `round` (0-based).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolEvent {
+    pub message_id: String,
+    pub round: u32,
+    /// Where the round sits in the reply's text (bytes).
+    pub at: u32,
+    pub exchange: ToolExchange,
 }
 
 /// The session a connection works in.

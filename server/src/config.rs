@@ -59,6 +59,17 @@ pub struct Config {
     pub embed_queue: usize,
     /// Threads one model run may use (the shards of a converted model run side by side).
     pub embed_threads: usize,
+    /// Offer the context tools to the model (`GLASSBOX_TOOLS=context`, the default; `off` offers
+    /// none, e.g. for a model without tool support or a very small window).
+    pub tools_enabled: bool,
+    /// Most tool rounds in one reply (`GLASSBOX_MAX_CHAT_TURNS`, default 10).
+    pub max_chat_turns: u32,
+    /// The system-prompt section about the context tools (`GLASSBOX_CONTEXT_PROMPT`: the text, or
+    /// `off`); the seed's wording by default.
+    pub context_prompt: Option<String>,
+    /// The host's existence check for files in the resume block (`GLASSBOX_FILE_CHECK_URL`, with
+    /// `{path}` where the URL-encoded path goes): 2xx exists, 404/410 does not.
+    pub file_check_url: Option<String>,
 }
 
 /// A configuration value that cannot be used.
@@ -167,6 +178,24 @@ impl Config {
             embed_workers: parse(&get, "GLASSBOX_EMBED_WORKERS", "2")?,
             embed_queue: parse(&get, "GLASSBOX_EMBED_QUEUE", "64")?,
             embed_threads: parse(&get, "GLASSBOX_EMBED_THREADS", "2")?,
+            tools_enabled: match get("GLASSBOX_TOOLS").as_deref() {
+                None | Some("context") => true,
+                Some("off") => false,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "GLASSBOX_TOOLS",
+                        value: other.into(),
+                        reason: "use context or off".into(),
+                    });
+                }
+            },
+            max_chat_turns: parse(&get, "GLASSBOX_MAX_CHAT_TURNS", "10")?,
+            context_prompt: match get("GLASSBOX_CONTEXT_PROMPT") {
+                Some(v) if v == "off" => None,
+                Some(v) => Some(v),
+                None => Some(glassbox_core::context::sets::DEFAULT_TOOLS_PROMPT.to_owned()),
+            },
+            file_check_url: get("GLASSBOX_FILE_CHECK_URL"),
         })
     }
 

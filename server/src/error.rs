@@ -41,6 +41,10 @@ pub enum AppError {
     InvalidSettings(String),
     #[error("{}", .0.describe())]
     ContextOverflow(glassbox_core::context::Overflow),
+    #[error("{0}")]
+    InvalidBody(&'static str),
+    #[error(transparent)]
+    ContextSet(#[from] glassbox_core::context::sets::ContextSetError),
 }
 
 impl AppError {
@@ -58,6 +62,8 @@ impl AppError {
             AppError::Storage(_) => ErrorCode::Internal,
             AppError::InvalidSettings(_) => ErrorCode::InvalidSettings,
             AppError::ContextOverflow(_) => ErrorCode::ContextOverflow,
+            AppError::ContextSet(_) => ErrorCode::InvalidContextSet,
+            AppError::InvalidBody(_) => ErrorCode::InvalidFrame,
             AppError::Embed(e) => match e {
                 EmbedServiceError::Unavailable(_) => ErrorCode::EmbeddingsUnavailable,
                 EmbedServiceError::Overloaded => ErrorCode::Overloaded,

@@ -2,6 +2,7 @@
 //! that runs replies one at a time, and a count of attached clients that cancels a reply nobody awaits.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -31,6 +32,9 @@ pub struct Hub {
     clients: Mutex<usize>,
     abandoned: watch::Sender<bool>,
     grace: Duration,
+    /// Set when an existing session comes back to life in this process (a resume): its next turn
+    /// reminds the model of the session's context sets.
+    resume_pending: AtomicBool,
 }
 
 impl Hub {
@@ -46,6 +50,7 @@ impl Hub {
             clients: Mutex::new(0),
             abandoned: watch::channel(false).0,
             grace,
+            resume_pending: AtomicBool::new(false),
         }
     }
 
@@ -105,6 +110,11 @@ impl Hub {
     /// What a client that has seen up to `seen` missed.
     pub fn resume(&self, seen: u64) -> Resume {
         self.state().log.since(seen)
+    }
+
+    /// True once after the session was resumed: the turn that asks takes the reminder.
+    pub fn take_resume(&self) -> bool {
+        self.resume_pending.swap(false, Ordering::AcqRel)
     }
 
     /// Registers an attached client until the lease is dropped.
@@ -174,12 +184,15 @@ impl Hubs {
     ///
     /// A new hub numbers frames from the current time in microseconds, so ids keep increasing across
     /// server restarts without storing them (a client whose id is ahead of ours gets a snapshot anyway).
-    pub fn get_or_create(&self, session_id: &str, grace: Duration) -> Arc<Hub> {
+    /// `resumed` marks a session that existed before (its next turn gets the resume reminder when
+    /// the hub is new here).
+    pub fn get_or_create(&self, session_id: &str, grace: Duration, resumed: bool) -> Arc<Hub> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let hub = match live.get(session_id).and_then(Weak::upgrade) {
             Some(hub) => hub,
             None => {
                 let hub = Arc::new(Hub::new(session_id.to_owned(), first_sync_id(), grace));
+                hub.resume_pending.store(resumed, Ordering::Release);
                 live.insert(session_id.to_owned(), Arc::downgrade(&hub));
                 hub
             }

@@ -11,6 +11,7 @@ pub mod routes;
 pub mod sessions;
 pub mod state;
 pub mod storage;
+pub mod turn;
 
 pub use routes::app;
 pub use state::AppState;

@@ -64,7 +64,7 @@ impl AppState {
                 self.store
                     .create_session(&id, &hash_token(&token), now_ms())
                     .await?;
-                let hub = self.hubs.get_or_create(&id, grace);
+                let hub = self.hubs.get_or_create(&id, grace, false);
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {
@@ -86,7 +86,7 @@ impl AppState {
                 if !same_bytes(row.token_hash.as_bytes(), hash_token(token).as_bytes()) {
                     return Err(AppError::Unauthorized);
                 }
-                let hub = self.hubs.get_or_create(id, grace);
+                let hub = self.hubs.get_or_create(id, grace, true);
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {

@@ -8,6 +8,8 @@ use crate::embed::EmbeddingService;
 use crate::hub::Hubs;
 use crate::providers::Provider;
 use crate::storage::Store;
+use crate::turn::call::Limits;
+use crate::turn::tools::ToolRegistry;
 
 /// Everything handlers need; cheap to clone.
 #[derive(Clone)]
@@ -19,6 +21,10 @@ pub struct AppState {
     pub embeddings: Arc<EmbeddingService>,
     /// Token counting for budgets and compression (same code and vocabularies as the widget).
     pub tokens: Arc<TokenCounter>,
+    /// Tools offered to the model with every reply.
+    pub tools: ToolRegistry,
+    /// Outgoing HTTP besides providers (the host's file existence check).
+    pub http: reqwest::Client,
 }
 
 impl AppState {
@@ -33,6 +39,11 @@ impl AppState {
             .chain(config.allowed_models.iter().map(String::as_str))
             .collect();
         let tokens = TokenCounter::load(&config.vocab_dir, &models);
+        let tools = if config.tools_enabled {
+            ToolRegistry::builtin()
+        } else {
+            ToolRegistry::new(Vec::new())
+        };
         Self {
             tokens,
             config: Arc::new(config),
@@ -40,6 +51,16 @@ impl AppState {
             provider,
             hubs: Arc::new(Hubs::default()),
             embeddings,
+            tools,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The idle and total timeouts of every provider call.
+    pub fn call_limits(&self) -> Limits {
+        Limits {
+            idle: self.config.provider_idle_timeout,
+            total: self.config.provider_total_timeout,
         }
     }
 }

@@ -4,11 +4,12 @@
 mod support;
 
 use glassbox_core::context::plan::{Sources, build_request};
-use glassbox_core::context::{PartKind, Receipt, TurnMessage};
-use glassbox_core::prompt::{model_text, reaches_model};
+use glassbox_core::context::{CurrentReply, PartKind, Receipt, TurnMessage};
+use glassbox_core::prompt::reaches_model;
 use glassbox_core::tokens::Tokenizer;
 use glassbox_fake_provider::Behaviour;
 use glassbox_server::providers::openai;
+use glassbox_server::turn::gather::{TurnExtras, plan_reply};
 use serde_json::{Value, json};
 use support::{Api, TestServer};
 
@@ -96,6 +97,7 @@ async fn session_reports_its_window_and_settings_persist_per_session() {
         .await;
     tab.next().await; // session
     tab.next().await; // snapshot
+    tab.next().await; // context (load)
 
     let bad = put_settings(&server, &id, &token, json!({"threshold": 0})).await;
     assert_eq!(bad.status(), 422);
@@ -108,7 +110,10 @@ async fn session_reports_its_window_and_settings_persist_per_session() {
     assert_eq!(ok.status(), 200);
     let (frame, raw) = tab.next().await;
     assert!(
-        matches!(frame.event, glassbox_core::wire::ServerEvent::Context(_)),
+        matches!(
+            frame.event,
+            glassbox_core::wire::ServerEvent::ContextInfo(_)
+        ),
         "{raw}"
     );
     assert_eq!(raw["data"]["compression"], wanted);
@@ -324,10 +329,17 @@ async fn a_summary_is_written_once_per_message_range_and_then_read_from_the_cach
 
     let before = asked();
     let state = &server.state;
-    let first = state
-        .plan_reply(&id, "tiny-model", &history, &[])
-        .await
-        .unwrap();
+    let plan = || {
+        plan_reply(
+            state,
+            &id,
+            "tiny-model",
+            history.clone(),
+            TurnExtras::default(),
+            std::future::pending(),
+        )
+    };
+    let (_, first) = plan().await.unwrap();
     assert!(
         first
             .receipt
@@ -338,10 +350,7 @@ async fn a_summary_is_written_once_per_message_range_and_then_read_from_the_cach
         first.receipt
     );
     let after_first = asked();
-    let second = state
-        .plan_reply(&id, "tiny-model", &history, &[])
-        .await
-        .unwrap();
+    let (_, second) = plan().await.unwrap();
     assert_eq!(asked(), after_first, "the same range was summarized again");
     assert_eq!(first.request, second.request);
     assert_eq!(first.receipt, second.receipt);
@@ -376,11 +385,7 @@ async fn a_stored_receipt_rebuilds_exactly_what_the_provider_received() {
     let messages: Vec<TurnMessage> = stored
         .iter()
         .filter(|m| reaches_model(m))
-        .map(|m| TurnMessage {
-            id: Some(&m.id),
-            role: m.role,
-            text: model_text(m),
-        })
+        .map(TurnMessage::stored)
         .collect();
     let rebuilt = build_request(
         &receipt,
@@ -391,6 +396,9 @@ async fn a_stored_receipt_rebuilds_exactly_what_the_provider_received() {
             page_context: stored.last().and_then(|m| m.context.as_ref()),
             summary: Some("Summary: user sent data."),
             tools: &[],
+            tool_instructions: None,
+            resume: None,
+            current: CurrentReply::default(),
         },
     );
     let received = server.fake.requests().last().unwrap().body.clone();

@@ -11,10 +11,7 @@ fn request() -> ProviderRequest {
     ProviderRequest {
         model: "test-model".into(),
         system: Some("system text".into()),
-        messages: vec![PromptMessage {
-            role: Role::User,
-            content: "weather in Paris?".into(),
-        }],
+        messages: vec![PromptMessage::text(Role::User, "weather in Paris?")],
         tools: vec![ToolDefinition {
             name: "get_weather".into(),
             description: "Current weather".into(),

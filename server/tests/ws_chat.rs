@@ -464,6 +464,7 @@ async fn two_connections_of_one_session_both_see_the_reply() {
         .await;
     b.next().await;
     b.next().await; // snapshot
+    b.next().await; // context (load)
     a.send(json!({"type": "chat", "data": {"message": "hi"}}))
         .await;
     assert_eq!(delta_text(&a.until_reply_ends().await), "shared");
@@ -498,6 +499,7 @@ async fn a_widget_may_pick_only_an_allowed_model() {
         "{f:?}"
     );
     ws.next().await; // snapshot
+    ws.next().await; // context (load)
     ws.send(json!({"type": "chat", "data": {"message": "hi"}}))
         .await;
     ws.until_reply_ends().await;
@@ -526,6 +528,7 @@ async fn each_connection_keeps_the_meter_of_its_own_model_after_a_settings_chang
         "{f:?}"
     );
     b.next().await; // snapshot
+    b.next().await; // context (load)
     a.send(json!({"type": "settings", "data": {"strategy": "sliding-window"}}))
         .await;
     for (ws, model, limit) in [
@@ -533,7 +536,7 @@ async fn each_connection_keeps_the_meter_of_its_own_model_after_a_settings_chang
         (&mut b, "gpt-4.1", 1_047_576),
     ] {
         let (f, _) = ws.next().await;
-        let ServerEvent::Context(info) = f.event else {
+        let ServerEvent::ContextInfo(info) = f.event else {
             panic!("expected context, got {f:?}")
         };
         assert_eq!(info.model, model);

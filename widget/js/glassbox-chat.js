@@ -6,7 +6,7 @@
 // Attributes: server (defaults to the origin this script came from), session (names the conversation
 // slot kept in localStorage), model, theme (light | dark | auto), vocab (token vocabulary URL with
 // {encoding}; defaults to vocab/{encoding}.gbv beside this script).
-// Methods: sendMessage(text, attachments?, context?), setPageContext(obj).
+// Methods: sendMessage(text, attachments?, context?), setPageContext(obj), setContext(setName, items, mode?).
 // Events: "glassbox:reply" (detail: the finished reply message).
 import { shadowContainer } from './shadow-shell.js';
 import init, { GlassboxWidget } from './glassbox_widget.js';
@@ -54,6 +54,12 @@ class GlassboxChat extends HTMLElement {
     this.#pageContext = context ?? null;
     await this.#mount();
     this.#live().setPageContext(this.#pageContext);
+  }
+
+  /** Changes one of the session's context sets (`mode`: 'replace' by default, or 'merge'). */
+  async setContext(setName, items, mode) {
+    await this.#mount();
+    this.#live().setContext(String(setName), items ?? [], mode ?? null);
   }
 
   #live() {

@@ -119,6 +119,40 @@ impl GlassboxWidget {
     }
 
     /// Switches the theme: "light", "dark" or "auto".
+    /// Changes one context set of the session (`mode` `replace` by default, or `merge`); every tab
+    /// receives the change and the `glassbox:context` event. Items are checked here and on the server.
+    #[wasm_bindgen(js_name = setContext)]
+    pub fn set_context(
+        &self,
+        set_name: String,
+        items: JsValue,
+        mode: Option<String>,
+    ) -> Result<(), JsValue> {
+        use glassbox_core::context::sets::{MergeMode, SetContextArgs, validate_set};
+        let Some(handle) = &self.handle else {
+            return Err(js_error("conflict", "widget is unmounted"));
+        };
+        let items: Vec<String> = optional(items, "items")?.unwrap_or_default();
+        let mode = match mode.as_deref() {
+            None | Some("") | Some("replace") => MergeMode::Replace,
+            Some("merge") => MergeMode::Merge,
+            Some(other) => {
+                return Err(js_error(
+                    "invalid_context_set",
+                    format!("mode {other:?}: use replace or merge"),
+                ));
+            }
+        };
+        validate_set(&set_name, &items)
+            .map_err(|e| js_error("invalid_context_set", e.to_string()))?;
+        handle.client().set_context(SetContextArgs {
+            set_name,
+            items,
+            mode,
+        });
+        Ok(())
+    }
+
     #[wasm_bindgen(js_name = setTheme)]
     pub fn set_theme(&self, theme: Option<String>) {
         if let Some(handle) = &self.handle {

@@ -9,13 +9,13 @@ use super::message_list_follow::Follow;
 use super::composer::Composer;
 use super::compression_settings::CompressionSettingsPanel;
 use super::connection_status::ConnectionBadge;
+use super::context_footer::ContextFooter;
 use super::message_view::{MessageView, PendingView};
 use super::token_meter::TokenMeter;
 use crate::client::ChatClient;
 use crate::config::Theme;
 use glassbox_core::context::TurnMessage;
-use glassbox_core::prompt::{model_text, reaches_model};
-use glassbox_core::wire::Role;
+use glassbox_core::prompt::reaches_model;
 
 use crate::meter_reading::{self, MeterView};
 use crate::token_counts::{TokenCounts, now_ms};
@@ -72,6 +72,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
     });
 
     let notice = move || transcript.with(|t| t.notice.clone());
+    let context_sets = Memo::new(move |_| transcript.with(|t| t.sets.clone()));
     view! {
         <div class="gb-root" data-theme=move || theme.get().as_str()>
             <header class="gb-header">
@@ -139,6 +140,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                 {move || client.announcement.get()}
             </div>
             <Composer client=client />
+            <ContextFooter sets=context_sets />
         </div>
     }
 }
@@ -165,23 +167,15 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
                 .messages
                 .iter()
                 .filter(|m| reaches_model(m))
-                .map(|m| TurnMessage {
-                    id: Some(&m.id),
-                    role: m.role,
-                    text: model_text(m),
-                })
+                .map(TurnMessage::stored)
                 .collect();
-            texts.extend(t.pending.iter().map(|p| TurnMessage {
-                id: None,
-                role: Role::User,
-                text: p.request.message.as_str().into(),
-            }));
+            texts.extend(
+                t.pending
+                    .iter()
+                    .map(|p| TurnMessage::draft(&p.request.message)),
+            );
             if !draft.trim().is_empty() {
-                texts.push(TurnMessage {
-                    id: None,
-                    role: Role::User,
-                    text: draft.as_str().into(),
-                });
+                texts.push(TurnMessage::draft(&draft));
             }
             Some(meter_reading::read(
                 &counts,

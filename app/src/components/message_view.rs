@@ -1,7 +1,7 @@
 //! One message: a user bubble (plain text, as typed) or an assistant reply (markdown), with its state:
 //! streaming, failed with Retry, or complete with the provider's token usage.
 
-use glassbox_core::wire::{Attachment, MessageStatus, Role};
+use glassbox_core::wire::{Attachment, MessageStatus, Role, ToolExchange};
 use leptos::prelude::*;
 
 use super::markdown_view::MarkdownView;
@@ -29,6 +29,14 @@ pub fn MessageView(
     let usage = Memo::new(move |_| message.with(|m| m.usage));
     let report = Memo::new(move |_| message.with(|m| m.receipt.clone().map(|r| r.totals)));
     let attachments = Memo::new(move |_| message.with(|m| m.attachments.clone()));
+    let exchanges = Memo::new(move |_| {
+        message.with(|m| {
+            m.tool_rounds
+                .iter()
+                .flat_map(|r| r.exchanges.iter().cloned())
+                .collect::<Vec<_>>()
+        })
+    });
     let retry_id = id.clone();
     view! {
         <div
@@ -40,6 +48,7 @@ pub fn MessageView(
             data-status=move || status.get().as_str()
         >
             <div class="gb-bubble">
+                <ToolLines exchanges=exchanges />
                 {move || match role.get() {
                     Role::User => view! { <div class="gb-plain">{content}</div> }.into_any(),
                     Role::Assistant => view! { <MarkdownView message=message /> }.into_any(),
@@ -118,6 +127,32 @@ pub fn MessageView(
         </div>
     }
     .into_any()
+}
+
+/// The reply's tool exchanges, one collapsed line each; opened, the arguments and the result.
+#[component]
+fn ToolLines(#[prop(into)] exchanges: Signal<Vec<ToolExchange>>) -> impl IntoView {
+    move || {
+        let list = exchanges.get();
+        (!list.is_empty()).then(|| {
+            view! {
+                <div class="gb-tools" aria-label="Tools used for this reply">
+                    {list
+                        .into_iter()
+                        .map(|e| {
+                            view! {
+                                <details class="gb-tool" class:gb-tool-error=e.is_error>
+                                    <summary>{e.line}</summary>
+                                    <pre class="gb-tool-detail">{e.call.arguments}</pre>
+                                    <pre class="gb-tool-detail">{e.result}</pre>
+                                </details>
+                            }
+                        })
+                        .collect_view()}
+                </div>
+            }
+        })
+    }
 }
 
 /// The files attached to a message, as chips; a chip links to the file when it has an http(s) URL.

@@ -4,6 +4,7 @@ pub mod chat_panel;
 pub mod composer;
 pub mod compression_settings;
 pub mod connection_status;
+pub mod context_footer;
 mod history_window;
 pub mod markdown_view;
 mod message_list_follow;

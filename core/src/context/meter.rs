@@ -19,6 +19,9 @@ pub struct ContextInfo {
     pub exact: bool,
     /// Tokens of the server's system prompt (its text stays on the server).
     pub system_prompt_tokens: u32,
+    /// Tokens of the tools offered with every message (definitions and the instructions about them).
+    #[serde(default)]
+    pub tool_tokens: u32,
     /// Tokens of user memories (none yet).
     pub memory_tokens: u32,
     /// Tokens reserved for the reply.
@@ -156,6 +159,7 @@ mod tests {
             exact: true,
             system_prompt_tokens: 97,
             memory_tokens: 0,
+            tool_tokens: 0,
             output_reserve: 0,
             compression,
         }

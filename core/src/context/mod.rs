@@ -2,6 +2,7 @@
 
 pub mod budget;
 pub mod compression;
+pub mod footer;
 pub mod model_limits;
 
 pub use budget::{ContextBudget, TokenBreakdown, calculate_budget};
@@ -10,7 +11,14 @@ pub use model_limits::{context_limit, encoding_for};
 pub mod meter;
 pub mod plan;
 pub mod receipt;
+pub mod sets;
+pub mod settings;
 
 pub use meter::{CompressionReport, ContextInfo, ContextReport, MeterReading, MeterState};
-pub use plan::{SummaryInput, TurnInput, TurnMessage, TurnPlan, plan_turn};
+pub use plan::{
+    CurrentReply, ResumeInput, SummaryInput, TurnInput, TurnMessage, TurnPlan, plan_turn,
+    record_tool_round,
+};
 pub use receipt::{LeftOut, LeftOutWhy, Overflow, Part, PartKind, Reason, Receipt};
+pub use sets::{ContextSets, MergeMode};
+pub use settings::SessionSettings;

@@ -8,10 +8,11 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use crate::prompt::{
-    PromptMessage, ProviderRequest, ToolDefinition, page_context_segment, summary_segment,
+    ProviderRequest, ToolDefinition, model_text, page_context_segment, replay, replay_round,
+    summary_segment,
 };
 use crate::tokens::MESSAGE_OVERHEAD;
-use crate::wire::{PageContext, Role};
+use crate::wire::{ChatMessage, PageContext, Role, ToolExchange, ToolRound};
 
 use super::compression::{CountedMessage, SUMMARY_RESERVE, Strategy, is_low_value};
 use super::meter::{self, ContextInfo, ContextReport, MeterReading, REPLY_PRIMING};
@@ -26,6 +27,66 @@ pub struct TurnMessage<'a> {
     pub role: Role,
     /// The text as the model sees it (`prompt::model_text`).
     pub text: Cow<'a, str>,
+    /// A reply's tool rounds (replayed in the provider's format).
+    pub rounds: &'a [ToolRound],
+}
+
+impl<'a> TurnMessage<'a> {
+    /// A stored message.
+    pub fn stored(m: &'a ChatMessage) -> Self {
+        Self {
+            id: Some(&m.id),
+            role: m.role,
+            text: model_text(m),
+            rounds: &m.tool_rounds,
+        }
+    }
+
+    /// A user's message not sent yet (the preview).
+    pub fn draft(text: &'a str) -> Self {
+        Self {
+            id: None,
+            role: Role::User,
+            text: Cow::Borrowed(text),
+            rounds: &[],
+        }
+    }
+
+    /// Its tokens, tool rounds included.
+    fn tokens(&self, count: &mut Count<'_>) -> u32 {
+        let text = count(self.id, &self.text);
+        let rounds: u32 = self
+            .rounds
+            .iter()
+            .flat_map(|r| &r.exchanges)
+            .map(|e| exchange_tokens(e, count))
+            .sum();
+        text + rounds
+    }
+}
+
+/// Tokens of one tool exchange: the call (name and arguments) and its result, each a message.
+pub fn exchange_tokens(e: &ToolExchange, count: &mut Count<'_>) -> u32 {
+    count(None, &e.call.name)
+        + count(None, &e.call.arguments)
+        + count(None, &e.result)
+        + 2 * MESSAGE_OVERHEAD as u32
+}
+
+/// The reminder of the session's context sets for the first message after a resume.
+#[derive(Debug, Clone, Copy)]
+pub struct ResumeInput<'a> {
+    /// The block as the model reads it (`sets::resume_block`).
+    pub block: &'a str,
+    /// The names of the sets it mentions.
+    pub sets: &'a [String],
+}
+
+/// The reply being written: its text so far and the tool rounds it has made.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CurrentReply<'a> {
+    pub text: &'a str,
+    pub rounds: &'a [ToolRound],
 }
 
 /// The summary a previous plan asked for ([`TurnPlan::summary_wanted`]).
@@ -53,7 +114,12 @@ pub struct TurnInput<'a> {
     pub page_context: Option<&'a PageContext>,
     /// The summary compression asked for, once written or failed.
     pub summary: Option<SummaryInput<'a>>,
+    /// The tools offered; empty in the widget, which counts them from `info.tool_tokens`.
     pub tools: &'a [ToolDefinition],
+    /// The system-prompt section about the tools (the server's; `None` when switched off).
+    pub tool_instructions: Option<&'a str>,
+    /// The resume reminder, on the first message after a resume.
+    pub resume: Option<ResumeInput<'a>>,
 }
 
 /// The plan of one turn.
@@ -81,7 +147,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
         .iter()
         .map(|m| CountedMessage {
             content: &m.text,
-            tokens: count(m.id, &m.text),
+            tokens: m.tokens(count),
         })
         .collect();
     let cost = |i: usize| counted[i].tokens + MESSAGE_OVERHEAD as u32;
@@ -92,11 +158,20 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
         Some(text) => count(None, text),
         None => info.system_prompt_tokens,
     };
+    let tool_tokens = if input.tools.is_empty() {
+        info.tool_tokens
+    } else {
+        let definitions = serde_json::to_string(input.tools).unwrap_or_default();
+        count(None, &definitions) + input.tool_instructions.map_or(0, |t| count(None, t))
+    };
+    let resume_tokens = input.resume.map(|r| count(None, r.block));
+    // The tools share the system prompt's part of the window; the resume block the page context's.
     let info_now = ContextInfo {
-        system_prompt_tokens: system_tokens,
+        system_prompt_tokens: system_tokens + tool_tokens,
         ..info.clone()
     };
-    let mut reading = meter::read(&info_now, &counted, context_tokens.unwrap_or(0));
+    let knowledge = context_tokens.unwrap_or(0) + resume_tokens.unwrap_or(0);
+    let mut reading = meter::read(&info_now, &counted, knowledge);
     let outcome = reading.plan.clone();
 
     let mut parts = Vec::new();
@@ -105,6 +180,15 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             kind: PartKind::SystemPrompt,
             reason: Reason::Always,
             tokens: system_tokens,
+        });
+    }
+    if tool_tokens > 0 {
+        parts.push(Part {
+            kind: PartKind::Tools {
+                names: input.tools.iter().map(|t| t.name.clone()).collect(),
+            },
+            reason: Reason::Always,
+            tokens: tool_tokens,
         });
     }
     if let (Some(ctx), Some(tokens)) = (input.page_context, context_tokens) {
@@ -116,6 +200,15 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             tokens,
         });
     }
+    if let (Some(resume), Some(tokens)) = (input.resume, resume_tokens) {
+        parts.push(Part {
+            kind: PartKind::Resume {
+                sets: resume.sets.to_vec(),
+            },
+            reason: Reason::Resume,
+            tokens,
+        });
+    }
 
     // The summary, when compression wants one.
     let id_of = |i: usize| msgs[i].id.unwrap_or_default().to_owned();
@@ -124,8 +217,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     let mut summary_tokens = 0;
     if let Some(range) = outcome.summarized.clone() {
         let (first, last) = (id_of(range.start), id_of(range.end - 1));
-        let range_tokens = range.clone().map(cost).sum();
-        match input.summary {
+        let why = match input.summary {
             Some(SummaryInput::Written {
                 first_id,
                 last_id,
@@ -141,34 +233,23 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
                     reason: Reason::Compression,
                     tokens: summary_tokens,
                 });
-                left_out.push(LeftOut {
-                    first_id: first,
-                    last_id: last,
-                    count: range.len() as u32,
-                    why: LeftOutWhy::Summarized,
-                    tokens: range_tokens,
-                });
+                LeftOutWhy::Summarized
             }
-            Some(SummaryInput::Failed) => left_out.push(LeftOut {
-                first_id: first,
-                last_id: last,
-                count: range.len() as u32,
-                why: LeftOutWhy::SummaryUnavailable,
-                tokens: range_tokens,
-            }),
+            Some(SummaryInput::Failed) => LeftOutWhy::SummaryUnavailable,
             // Not written yet (or written for another range): count its reserve, ask for it.
             _ => {
                 summary_tokens = SUMMARY_RESERVE;
-                left_out.push(LeftOut {
-                    first_id: first,
-                    last_id: last,
-                    count: range.len() as u32,
-                    why: LeftOutWhy::Summarized,
-                    tokens: range_tokens,
-                });
-                summary_wanted = Some(range);
+                summary_wanted = Some(range.clone());
+                LeftOutWhy::Summarized
             }
-        }
+        };
+        left_out.push(LeftOut {
+            first_id: first,
+            last_id: last,
+            count: range.len() as u32,
+            why,
+            tokens: range.map(cost).sum(),
+        });
     }
 
     // History: kept messages grouped by reason; dropped ones grouped by why.
@@ -277,6 +358,9 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
                 _ => None,
             },
             tools: input.tools,
+            tool_instructions: input.tool_instructions,
+            resume: input.resume.map(|r| r.block),
+            current: CurrentReply::default(),
         },
     );
     TurnPlan {
@@ -305,6 +389,11 @@ pub struct Sources<'a> {
     pub page_context: Option<&'a PageContext>,
     pub summary: Option<&'a str>,
     pub tools: &'a [ToolDefinition],
+    pub tool_instructions: Option<&'a str>,
+    /// The resume block, when the receipt has one.
+    pub resume: Option<&'a str>,
+    /// The reply being written, whose tool rounds the receipt's tool exchanges name.
+    pub current: CurrentReply<'a>,
 }
 
 /// Builds the provider request from a receipt: exactly its parts, in its order, and nothing else.
@@ -313,12 +402,10 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
     let mut system: Vec<Cow<str>> = Vec::new();
     let mut messages = Vec::new();
     let position = |id: &str| src.messages.iter().position(|m| m.id == Some(id));
-    let mut push = |m: &TurnMessage| {
-        messages.push(PromptMessage {
-            role: m.role,
-            content: m.text.clone().into_owned(),
-        })
-    };
+    let replayed = |m: &TurnMessage| replay(m.role, &m.text, m.rounds);
+    let mut tools: &[ToolDefinition] = &[];
+    // Rounds of the current reply already written, and where its text continues.
+    let (mut next_round, mut text_from) = (0usize, 0usize);
     for part in &receipt.parts {
         match &part.kind {
             PartKind::SystemPrompt => {
@@ -326,9 +413,31 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
                     system.push(Cow::Borrowed(p));
                 }
             }
+            PartKind::Tools { .. } => {
+                tools = src.tools;
+                if let Some(t) = src.tool_instructions {
+                    system.push(Cow::Borrowed(t));
+                }
+            }
             PartKind::PageContext { .. } => {
                 if let Some(c) = src.page_context {
                     system.push(Cow::Owned(page_context_segment(c)));
+                }
+            }
+            PartKind::Resume { .. } => {
+                if let Some(r) = src.resume {
+                    system.push(Cow::Borrowed(r));
+                }
+            }
+            PartKind::ToolExchange { round, .. } => {
+                let rounds = src.current.rounds;
+                while next_round <= *round as usize && next_round < rounds.len() {
+                    messages.extend(replay_round(
+                        src.current.text,
+                        &mut text_from,
+                        &rounds[next_round],
+                    ));
+                    next_round += 1;
                 }
             }
             PartKind::Summary { .. } => {
@@ -348,7 +457,7 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
                     && b - a + 1 == *count as usize
                 {
                     for m in &src.messages[a..=b] {
-                        push(m);
+                        messages.extend(replayed(m));
                     }
                 }
             }
@@ -358,7 +467,7 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
                     None => src.messages.last(),
                 };
                 if let Some(m) = m {
-                    push(m);
+                    messages.extend(replayed(m));
                 }
             }
         }
@@ -367,9 +476,43 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
         model: src.model.to_owned(),
         system: (!system.is_empty()).then(|| system.join("\n\n")),
         messages,
-        tools: src.tools.to_vec(),
+        tools: tools.to_vec(),
         max_output_tokens: receipt.output_reserve,
     }
+}
+
+/// Adds a finished tool round of the current reply to its receipt: one part per exchange (the text
+/// the model wrote before the calls counted with the first), the totals, and whether the next
+/// request still fits.
+pub fn record_tool_round(
+    receipt: &mut Receipt,
+    round: u32,
+    text_before: &str,
+    exchanges: &[ToolExchange],
+    count: &mut Count<'_>,
+) {
+    let mut added = 0;
+    for (i, e) in exchanges.iter().enumerate() {
+        let mut tokens = exchange_tokens(e, count);
+        if i == 0 && !text_before.is_empty() {
+            tokens += count(None, text_before);
+        }
+        added += tokens;
+        receipt.parts.push(Part {
+            kind: PartKind::ToolExchange {
+                round,
+                name: e.call.name.clone(),
+                call_id: e.call.id.clone(),
+                error: e.is_error,
+            },
+            reason: Reason::ToolLoop,
+            tokens,
+        });
+    }
+    receipt.totals.breakdown.conversation += added;
+    receipt.totals.counted_input_tokens += added;
+    let (needed, room) = (receipt.totals.counted_input_tokens, receipt.input_room());
+    receipt.overflow = (needed > room).then_some(Overflow { needed, room });
 }
 
 #[cfg(test)]

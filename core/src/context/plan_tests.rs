@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::context::CompressionSettings;
 use crate::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN};
+use crate::wire::{ToolExchange, ToolRound};
 
 fn info(limit: u32, reserve: u32, compression: CompressionSettings) -> ContextInfo {
     ContextInfo {
@@ -14,6 +15,7 @@ fn info(limit: u32, reserve: u32, compression: CompressionSettings) -> ContextIn
         exact: true,
         system_prompt_tokens: 0,
         memory_tokens: 0,
+        tool_tokens: 0,
         output_reserve: reserve,
         compression,
     }
@@ -40,6 +42,7 @@ fn conversation(texts: &[String]) -> Vec<TurnMessage<'_>> {
                 Role::Assistant
             },
             text: Cow::Borrowed(t.as_str()),
+            rounds: &[],
         })
         .collect()
 }
@@ -82,6 +85,8 @@ fn everything_fits_one_history_range_and_the_user_message() {
         page_context: None,
         summary: None,
         tools: &[],
+        tool_instructions: None,
+        resume: None,
     });
     let kinds: Vec<_> = p.receipt.parts.iter().map(|p| &p.kind).collect();
     assert_eq!(
@@ -121,6 +126,8 @@ fn page_context_is_delimited_data_listed_by_key_names() {
         page_context: ctx.as_object(),
         summary: None,
         tools: &[],
+        tool_instructions: None,
+        resume: None,
     });
     let PartKind::PageContext { keys } = &p.receipt.parts[0].kind else {
         panic!("{:?}", p.receipt.parts)
@@ -156,6 +163,8 @@ fn a_sliding_window_lists_what_it_dropped_and_what_it_preserved() {
         page_context: None,
         summary: None,
         tools: &[],
+        tool_instructions: None,
+        resume: None,
     });
     let out = &p.receipt.left_out;
     assert_eq!(out.len(), 1, "{out:?}");
@@ -199,6 +208,8 @@ fn a_summary_is_asked_for_then_placed() {
         page_context: None,
         summary: None,
         tools: &[],
+        tool_instructions: None,
+        resume: None,
     };
     let first = plan(&input);
     let range = first.summary_wanted.clone().expect("a summary is wanted");
@@ -248,6 +259,8 @@ fn what_must_go_and_does_not_fit_is_an_overflow() {
         page_context: None,
         summary: None,
         tools: &[],
+        tool_instructions: None,
+        resume: None,
     });
     let o = p.receipt.overflow.expect("overflow");
     assert_eq!(o.room, 800);
@@ -272,6 +285,8 @@ fn preserved_messages_that_do_not_fit_overflow_even_when_compressed() {
         page_context: None,
         summary: None,
         tools: &[],
+        tool_instructions: None,
+        resume: None,
     });
     assert!(p.receipt.overflow.is_some());
 }
@@ -294,6 +309,8 @@ fn a_stored_receipt_rebuilds_the_same_request() {
         page_context: ctx.as_object(),
         summary: None,
         tools: &[],
+        tool_instructions: None,
+        resume: None,
     };
     let p = plan(&input);
     let stored: Receipt =
@@ -307,6 +324,9 @@ fn a_stored_receipt_rebuilds_the_same_request() {
             page_context: ctx.as_object(),
             summary: None,
             tools: &[],
+            tool_instructions: None,
+            resume: None,
+            current: CurrentReply::default(),
         },
     );
     assert_eq!(rebuilt, p.request);
@@ -330,6 +350,7 @@ fn a_thousand_message_receipt_stays_small() {
                 Role::Assistant
             },
             text: Cow::Borrowed(t),
+            rounds: &[],
         })
         .collect();
     let settings = CompressionSettings {
@@ -344,6 +365,8 @@ fn a_thousand_message_receipt_stays_small() {
         page_context: None,
         summary: None,
         tools: &[],
+        tool_instructions: None,
+        resume: None,
     });
     let size = serde_json::to_string(&p.receipt).unwrap().len();
     assert!(size < 8 * 1024, "{size} bytes");
@@ -380,6 +403,8 @@ fn the_message_being_answered_is_never_compressed_away() {
         page_context: None,
         summary: None,
         tools: &[],
+        tool_instructions: None,
+        resume: None,
     });
     assert!(p.receipt.overflow.is_some(), "{:?}", p.receipt);
     let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
@@ -398,6 +423,8 @@ fn a_history_run_that_changed_since_is_not_guessed() {
         page_context: None,
         summary: None,
         tools: &[],
+        tool_instructions: None,
+        resume: None,
     });
     // A message now sits inside the recorded run (a failed reply retried since): the run is left out
     // rather than sent with a message the receipt does not list.
@@ -409,6 +436,7 @@ fn a_history_run_that_changed_since_is_not_guessed() {
             id: Some("x"),
             role: Role::Assistant,
             text: Cow::Borrowed(extra.as_str()),
+            rounds: &[],
         },
     );
     let rebuilt = build_request(
@@ -420,7 +448,134 @@ fn a_history_run_that_changed_since_is_not_guessed() {
             page_context: None,
             summary: None,
             tools: &[],
+            tool_instructions: None,
+            resume: None,
+            current: CurrentReply::default(),
         },
     );
     assert!(rebuilt.messages.iter().all(|m| m.content != "inserted"));
+}
+
+fn exchange(id: &str, name: &str, args: &str, result: &str) -> ToolExchange {
+    ToolExchange {
+        call: crate::prompt::ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.into(),
+        },
+        result: result.into(),
+        is_error: false,
+        line: String::new(),
+    }
+}
+
+#[test]
+fn tools_resume_and_tool_rounds_are_parts_and_rebuild_exactly() {
+    let rounds = vec![ToolRound {
+        at: 6,
+        exchanges: vec![exchange("c1", "get_relevant_context", "{}", "No context")],
+    }];
+    let (question, answer, now) = (
+        "first question".to_owned(),
+        "Let me look. Done.".to_owned(),
+        "and now?".to_owned(),
+    );
+    let msgs = vec![
+        TurnMessage {
+            id: Some("u1"),
+            role: Role::User,
+            text: Cow::Borrowed(&question),
+            rounds: &[],
+        },
+        TurnMessage {
+            id: Some("a1"),
+            role: Role::Assistant,
+            text: Cow::Borrowed(&answer),
+            rounds: &rounds,
+        },
+        TurnMessage {
+            id: Some("u2"),
+            role: Role::User,
+            text: Cow::Borrowed(&now),
+            rounds: &[],
+        },
+    ];
+    let tools = crate::context::sets::context_tools();
+    let sets = vec!["files".to_owned()];
+    let info = info(100_000, 1000, off());
+    let input = TurnInput {
+        info: &info,
+        system_prompt: Some("Sys."),
+        messages: &msgs,
+        page_context: None,
+        summary: None,
+        tools: &tools,
+        tool_instructions: Some("Track files."),
+        resume: Some(ResumeInput {
+            block: "<session_context>files</session_context>",
+            sets: &sets,
+        }),
+    };
+    let mut p = plan(&input);
+    let kinds: Vec<&str> = p
+        .receipt
+        .parts
+        .iter()
+        .map(|p| match p.kind {
+            PartKind::SystemPrompt => "system",
+            PartKind::Tools { .. } => "tools",
+            PartKind::Resume { .. } => "resume",
+            PartKind::History { .. } => "history",
+            PartKind::UserMessage { .. } => "user",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["system", "tools", "resume", "history", "user"]);
+    // The earlier reply replays as: text + call, results, text after.
+    let req = &p.request;
+    assert_eq!(req.tools.len(), 2);
+    assert!(req.system.as_deref().unwrap().contains("Track files."));
+    assert!(req.system.as_deref().unwrap().contains("<session_context>"));
+    assert_eq!(req.messages.len(), 5);
+    assert_eq!(req.messages[1].content, "Let me");
+    assert_eq!(req.messages[1].tool_calls[0].id, "c1");
+    assert_eq!(req.messages[2].tool_results[0].content, "No context");
+    assert_eq!(req.messages[3].content, " look. Done.");
+    // A round of the current reply: recorded in the receipt, rebuilt from it.
+    let before = p.receipt.totals.counted_input_tokens;
+    let current = vec![ToolRound {
+        at: 3,
+        exchanges: vec![exchange(
+            "c2",
+            "set_relevant_context",
+            r#"{"setName":"files","items":["/a.md"]}"#,
+            "Merged files: 1 items",
+        )],
+    }];
+    record_tool_round(&mut p.receipt, 0, "Ok.", &current[0].exchanges, &mut words);
+    assert!(p.receipt.totals.counted_input_tokens > before);
+    let src = Sources {
+        model: "m",
+        system_prompt: Some("Sys."),
+        messages: &msgs,
+        page_context: None,
+        summary: None,
+        tools: &tools,
+        tool_instructions: Some("Track files."),
+        resume: Some("<session_context>files</session_context>"),
+        current: CurrentReply {
+            text: "Ok.",
+            rounds: &current,
+        },
+    };
+    let next = build_request(&p.receipt, &src);
+    assert_eq!(next.messages.len(), 7);
+    assert_eq!(next.messages[5].content, "Ok.");
+    assert_eq!(next.messages[5].tool_calls[0].id, "c2");
+    assert_eq!(next.messages[6].tool_results[0].call_id, "c2");
+    // Without a tools part nothing is offered.
+    let mut bare = p.receipt.clone();
+    bare.parts
+        .retain(|p| !matches!(p.kind, PartKind::Tools { .. }));
+    assert!(build_request(&bare, &src).tools.is_empty());
 }

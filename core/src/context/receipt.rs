@@ -76,6 +76,20 @@ pub enum PartKind {
         last_id: String,
         count: u32,
     },
+    /// The tools offered to the model and the instructions about them (definitions and text stay
+    /// on the server; their tokens are counted here).
+    Tools { names: Vec<String> },
+    /// The reminder of the session's context sets on the first message after a resume (set names).
+    Resume { sets: Vec<String> },
+    /// A tool call of this reply and its result, in round `round` (0-based).
+    #[serde(rename_all = "camelCase")]
+    ToolExchange {
+        round: u32,
+        name: String,
+        call_id: String,
+        #[serde(default)]
+        error: bool,
+    },
     /// The message being answered (no id for a draft in the preview).
     #[serde(rename_all = "camelCase")]
     UserMessage {
@@ -96,6 +110,10 @@ pub enum Reason {
     Preserved,
     /// A summary written by the model in place of older messages.
     Compression,
+    /// The first message after the session was resumed.
+    Resume,
+    /// The model called a tool while answering; the call and its result go back to it.
+    ToolLoop,
 }
 
 /// Candidates that did not go.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use async_stream::try_stream;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
-use glassbox_core::prompt::{ProviderRequest, ToolCall};
+use glassbox_core::prompt::{PromptMessage, ProviderRequest, ToolCall};
 use glassbox_core::wire::Usage;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,11 +35,7 @@ impl AnthropicProvider {
 
 /// The JSON body of a streaming Messages request.
 pub fn request_body(req: &ProviderRequest) -> Value {
-    let messages: Vec<Value> = req
-        .messages
-        .iter()
-        .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-        .collect();
+    let messages: Vec<Value> = req.messages.iter().filter_map(message).collect();
     let mut body = json!({
         "model": req.model,
         "max_tokens": req.max_output_tokens,
@@ -57,6 +53,32 @@ pub fn request_body(req: &ProviderRequest) -> Value {
             .collect();
     }
     body
+}
+
+/// One message: plain text as a string; a tool round as content blocks (`tool_use` in the
+/// assistant's turn, `tool_result` in the user's). Empty text blocks are left out (the API refuses
+/// them), and a message with nothing in it is skipped.
+fn message(m: &PromptMessage) -> Option<Value> {
+    if m.tool_calls.is_empty() && m.tool_results.is_empty() {
+        return (!m.content.is_empty())
+            .then(|| json!({"role": m.role.as_str(), "content": m.content}));
+    }
+    let mut blocks: Vec<Value> = Vec::new();
+    for r in &m.tool_results {
+        blocks.push(json!({"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}));
+    }
+    if !m.content.is_empty() {
+        blocks.push(json!({"type": "text", "text": m.content}));
+    }
+    for c in &m.tool_calls {
+        // Arguments that were not a JSON object were answered with an error; replay them as {}.
+        let input = serde_json::from_str::<Value>(&c.arguments)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+    }
+    Some(json!({"role": m.role.as_str(), "content": blocks}))
 }
 
 #[derive(Deserialize)]
@@ -181,7 +203,7 @@ impl Provider for AnthropicProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use glassbox_core::prompt::PromptMessage;
+    use glassbox_core::prompt::ToolResult;
     use glassbox_core::wire::Role;
 
     #[test]
@@ -189,10 +211,7 @@ mod tests {
         let req = ProviderRequest {
             model: "claude".into(),
             system: Some("sys".into()),
-            messages: vec![PromptMessage {
-                role: Role::User,
-                content: "hi".into(),
-            }],
+            messages: vec![PromptMessage::text(Role::User, "hi")],
             tools: vec![],
             max_output_tokens: 1234,
         };
@@ -201,5 +220,53 @@ mod tests {
         assert_eq!(body["max_tokens"], 1234);
         assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
         assert!(body.get("tools").is_none());
+    }
+
+    #[test]
+    fn tool_rounds_replay_as_tool_use_and_tool_result_blocks() {
+        let req = ProviderRequest {
+            model: "claude".into(),
+            system: None,
+            messages: vec![
+                PromptMessage::text(Role::User, "hi"),
+                PromptMessage {
+                    role: Role::Assistant,
+                    content: "Checking.".into(),
+                    tool_calls: vec![ToolCall {
+                        id: "toolu_1".into(),
+                        name: "set_relevant_context".into(),
+                        arguments: r#"{"setName":"files","items":["/a"]}"#.into(),
+                    }],
+                    tool_results: vec![],
+                },
+                PromptMessage {
+                    role: Role::User,
+                    content: String::new(),
+                    tool_calls: vec![],
+                    tool_results: vec![ToolResult {
+                        call_id: "toolu_1".into(),
+                        name: "set_relevant_context".into(),
+                        content: "Set files: 1 items".into(),
+                        is_error: false,
+                    }],
+                },
+                PromptMessage::text(Role::Assistant, ""),
+            ],
+            tools: vec![],
+            max_output_tokens: 10,
+        };
+        assert_eq!(
+            request_body(&req)["messages"],
+            json!([
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "set_relevant_context", "input": {"setName": "files", "items": ["/a"]}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Set files: 1 items", "is_error": false}
+                ]}
+            ])
+        );
     }
 }

@@ -1,9 +1,13 @@
-//! The zero-config provider: a deterministic local reply that states what it received.
+//! The zero-config provider: a deterministic local reply that states what it received. When the
+//! context tools are offered and the message names paths or URLs, it first calls
+//! `set_relevant_context` to merge them into `files` / `endpoints` (so the demo shows the footer with
+//! no API key), then answers with what the tools said.
 
 use std::time::Duration;
 
 use async_stream::stream;
-use glassbox_core::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN, ProviderRequest};
+use glassbox_core::context::sets::{MAX_ITEMS_PER_SET, SET_TOOL};
+use glassbox_core::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN, ProviderRequest, ToolCall};
 use glassbox_core::wire::Role;
 use serde_json::Value;
 
@@ -21,10 +25,76 @@ impl OfflineProvider {
     }
 }
 
+/// The paths and the URLs a text names (at most 10 of each, first mention first): a URL is an
+/// `http(s)://` word; a path is a word with a file extension that has a `/` or a common extension.
+pub fn mentions(text: &str) -> (Vec<String>, Vec<String>) {
+    const EXTENSIONS: [&str; 24] = [
+        "md", "txt", "rs", "ts", "tsx", "js", "jsx", "py", "json", "toml", "yaml", "yml", "html",
+        "css", "go", "java", "c", "h", "cpp", "sql", "sh", "csv", "pdf", "log",
+    ];
+    let (mut files, mut urls): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    for word in text.split_whitespace() {
+        let word = word.trim_matches(|c: char| "`'\"()[]{}<>,;:!?".contains(c));
+        let word = word.strip_suffix('.').unwrap_or(word);
+        if word.is_empty() || word.chars().count() > 300 {
+            continue;
+        }
+        let (list, keep) = if word.starts_with("http://") || word.starts_with("https://") {
+            (&mut urls, word.len() > "https://".len())
+        } else {
+            let ext = word.rsplit_once('.').map(|(stem, ext)| (stem, ext));
+            let looks_like_file = ext.is_some_and(|(stem, ext)| {
+                !stem.is_empty()
+                    && !stem.ends_with('/')
+                    && !ext.is_empty()
+                    && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                    && (word.contains('/')
+                        || EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))
+            }) && word
+                .chars()
+                .all(|c| c.is_alphanumeric() || "/._-~+@".contains(c));
+            (&mut files, looks_like_file)
+        };
+        if keep && list.len() < MAX_ITEMS_PER_SET && !list.iter().any(|w| w == word) {
+            list.push(word.to_owned());
+        }
+    }
+    (files, urls)
+}
+
+/// The calls the offline model makes for `req`: only when the tool is offered and the newest
+/// message is the user's (not a round of tool results).
+fn tool_calls(req: &ProviderRequest) -> Vec<ToolCall> {
+    let offered = req.tools.iter().any(|t| t.name == SET_TOOL);
+    let Some(last) = req.messages.last() else {
+        return vec![];
+    };
+    if !offered || last.role != Role::User || !last.tool_results.is_empty() {
+        return vec![];
+    }
+    let (files, urls) = mentions(&last.content);
+    [("files", files), ("endpoints", urls)]
+        .into_iter()
+        .filter(|(_, items)| !items.is_empty())
+        .enumerate()
+        .map(|(i, (set, items))| ToolCall {
+            id: format!("offline_call_{}_{i}", req.messages.len()),
+            name: SET_TOOL.to_owned(),
+            arguments: serde_json::json!({"setName": set, "items": items, "mode": "merge"})
+                .to_string(),
+        })
+        .collect()
+}
+
 /// The reply the offline provider gives to `req`.
 pub fn reply_text(req: &ProviderRequest) -> String {
-    let total = req.messages.len();
-    let from_user = req.messages.iter().filter(|m| m.role == Role::User).count();
+    let said: Vec<_> = req
+        .messages
+        .iter()
+        .filter(|m| m.tool_results.is_empty() && !m.content.is_empty())
+        .collect();
+    let total = said.len();
+    let from_user = said.iter().filter(|m| m.role == Role::User).count();
     let context_keys = req.system.as_deref().and_then(context_keys);
     let context_line = match context_keys {
         Some(keys) if !keys.is_empty() => {
@@ -34,13 +104,28 @@ pub fn reply_text(req: &ProviderRequest) -> String {
         Some(_) => "Page context came with it, but it was empty.".to_owned(),
         None => "No page context came with it.".to_owned(),
     };
-    let last = req
-        .messages
+    let last = said
         .iter()
         .rev()
         .find(|m| m.role == Role::User)
         .map(|m| m.content.as_str())
         .unwrap_or("");
+    // After a round of tool calls: what the tools answered.
+    let tools_line = match req.messages.last() {
+        Some(m) if !m.tool_results.is_empty() => {
+            let results: Vec<String> = m
+                .tool_results
+                .iter()
+                .map(|r| format!("`{}` → {}", r.name, r.content.lines().next().unwrap_or("")))
+                .collect();
+            format!(
+                "I kept what you mentioned in this session's context ({}); it shows below the \
+                 message box.\n\n",
+                results.join("; ")
+            )
+        }
+        _ => String::new(),
+    };
     let mut quoted: String = last.chars().take(200).collect();
     if quoted.len() < last.len() {
         quoted.push('…');
@@ -51,7 +136,7 @@ pub fn reply_text(req: &ProviderRequest) -> String {
         .collect::<Vec<_>>()
         .join("\n");
     format!(
-        "**Offline reply** (no model is configured). I received {total} message{} ({from_user} from you). \
+        "{tools_line}**Offline reply** (no model is configured). I received {total} message{} ({from_user} from you). \
          {context_line}\n\nYour last message:\n\n{quote}\n\nSet `GLASSBOX_PROVIDER` and an API key to talk to a real model.",
         if total == 1 { "" } else { "s" },
     )
@@ -76,8 +161,20 @@ impl Provider for OfflineProvider {
     }
 
     fn stream(&self, request: ProviderRequest) -> ProviderStream {
-        let text = reply_text(&request);
         let delay = self.delay;
+        let calls = tool_calls(&request);
+        if !calls.is_empty() {
+            return Box::pin(stream! {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                for call in calls {
+                    yield Ok(ProviderEvent::ToolCall(call));
+                }
+                yield Ok(ProviderEvent::Finished { reason: Some("tool_calls".into()) });
+            });
+        }
+        let text = reply_text(&request);
         Box::pin(stream! {
             for word in text.split_inclusive(' ') {
                 if !delay.is_zero() {
@@ -103,18 +200,9 @@ mod tests {
             model: "offline".into(),
             system: Some(page_context_segment(ctx.as_object().unwrap())),
             messages: vec![
-                PromptMessage {
-                    role: Role::User,
-                    content: "one".into(),
-                },
-                PromptMessage {
-                    role: Role::Assistant,
-                    content: "two".into(),
-                },
-                PromptMessage {
-                    role: Role::User,
-                    content: "Change the theme".into(),
-                },
+                PromptMessage::text(Role::User, "one"),
+                PromptMessage::text(Role::Assistant, "two"),
+                PromptMessage::text(Role::User, "Change the theme"),
             ],
             tools: vec![],
             max_output_tokens: 10,
@@ -126,5 +214,34 @@ mod tests {
         );
         assert!(text.contains("keys `entity`, `page`"), "{text}");
         assert!(text.contains("> Change the theme"), "{text}");
+    }
+
+    #[test]
+    fn paths_and_urls_are_found_and_nothing_else() {
+        let (files, urls) = mentions(
+            "Look at docs/spec.md, `src/main.rs` and notes.txt. See https://api.example.com/v1 too. \
+             e.g. 3.5 times, version 1.2, ./a/ and Mr. Smith. docs/spec.md again",
+        );
+        assert_eq!(files, ["docs/spec.md", "src/main.rs", "notes.txt"]);
+        assert_eq!(urls, ["https://api.example.com/v1"]);
+    }
+
+    #[test]
+    fn tools_are_called_only_when_offered_and_only_for_a_user_message() {
+        let mut req = ProviderRequest {
+            model: "offline".into(),
+            system: None,
+            messages: vec![PromptMessage::text(Role::User, "open /docs/spec.md")],
+            tools: glassbox_core::context::sets::context_tools(),
+            max_output_tokens: 10,
+        };
+        let calls = tool_calls(&req);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(
+            serde_json::from_str::<Value>(&calls[0].arguments).unwrap(),
+            json!({"setName": "files", "items": ["/docs/spec.md"], "mode": "merge"})
+        );
+        req.tools.clear();
+        assert!(tool_calls(&req).is_empty());
     }
 }

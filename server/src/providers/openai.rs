@@ -37,7 +37,23 @@ pub fn request_body(req: &ProviderRequest) -> Value {
         messages.push(json!({"role": "system", "content": system}));
     }
     for m in &req.messages {
-        messages.push(json!({"role": m.role.as_str(), "content": m.content}));
+        // Tool results are `tool` messages, one per call, answering the calls just before them.
+        for r in &m.tool_results {
+            messages.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}));
+        }
+        if m.tool_calls.is_empty() {
+            if !m.content.is_empty() || m.tool_results.is_empty() {
+                messages.push(json!({"role": m.role.as_str(), "content": m.content}));
+            }
+            continue;
+        }
+        let calls: Vec<Value> = m
+            .tool_calls
+            .iter()
+            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            .collect();
+        let content = (!m.content.is_empty()).then_some(m.content.as_str());
+        messages.push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
     }
     let mut body = json!({
         "model": req.model,
@@ -193,10 +209,7 @@ mod tests {
         let req = ProviderRequest {
             model: "gpt-4o".into(),
             system: Some("sys".into()),
-            messages: vec![PromptMessage {
-                role: Role::User,
-                content: "hi".into(),
-            }],
+            messages: vec![PromptMessage::text(Role::User, "hi")],
             tools: vec![ToolDefinition {
                 name: "t".into(),
                 description: "d".into(),
@@ -216,6 +229,52 @@ mod tests {
         assert_eq!(body["tools"][0]["function"]["name"], "t");
         assert_eq!(body["stream"], true);
         assert_eq!(body["max_tokens"], 100);
+    }
+
+    #[test]
+    fn tool_rounds_replay_as_tool_calls_and_tool_messages() {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "get_relevant_context".into(),
+            arguments: "{}".into(),
+        };
+        let req = ProviderRequest {
+            model: "gpt-4o".into(),
+            system: None,
+            messages: vec![
+                PromptMessage::text(Role::User, "hi"),
+                PromptMessage {
+                    role: Role::Assistant,
+                    content: String::new(),
+                    tool_calls: vec![call],
+                    tool_results: vec![],
+                },
+                PromptMessage {
+                    role: Role::User,
+                    content: String::new(),
+                    tool_calls: vec![],
+                    tool_results: vec![glassbox_core::prompt::ToolResult {
+                        call_id: "call_1".into(),
+                        name: "get_relevant_context".into(),
+                        content: "No context".into(),
+                        is_error: false,
+                    }],
+                },
+            ],
+            tools: vec![],
+            max_output_tokens: 0,
+        };
+        let body = request_body(&req);
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "get_relevant_context", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "No context"}
+            ])
+        );
     }
 
     #[test]

@@ -52,7 +52,10 @@ pub fn app(state: AppState) -> Router {
         .route("/ws", get(ws::upgrade))
         .route("/api/chat", post(rest::chat))
         .route("/api/sessions", post(rest::create_session))
-        .route("/api/sessions/{id}", get(rest::session_messages))
+        .route(
+            "/api/sessions/{id}",
+            get(rest::session_messages).patch(rest::patch_session),
+        )
         .route("/api/sessions/{id}/settings", put(rest::update_settings))
         .route("/v1/embeddings", post(embeddings::create))
         .nest("/widget", widget)

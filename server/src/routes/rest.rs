@@ -9,10 +9,12 @@ use axum::http::{HeaderMap, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
+use glassbox_core::context::ContextSets;
+use glassbox_core::context::sets::SetContextArgs;
 use glassbox_core::wire::{
     ChatMessage, RestChatRequest, RestChatResponse, ServerEvent, ServerFrame, SessionInfo,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use super::extract::{BearerToken, JsonBody};
@@ -20,6 +22,7 @@ use crate::chat::Submitted;
 use crate::error::AppError;
 use crate::hub::ClientLease;
 use crate::state::AppState;
+use crate::turn::tools::{change_context_set, replace_context};
 use glassbox_core::context::{CompressionSettings, ContextInfo};
 
 /// `POST /api/sessions`: a new session and its token (shown once).
@@ -28,15 +31,25 @@ pub async fn create_session(State(state): State<AppState>) -> Result<Json<Sessio
     Ok(Json(state.with_context(info).await?))
 }
 
-/// Messages of a session.
+/// Messages of a session and its meta.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionMessages {
     session_id: String,
     messages: Vec<ChatMessage>,
+    meta: SessionMeta,
 }
 
-/// `GET /api/sessions/{id}` with `Authorization: Bearer <token>`: every message, oldest first.
+/// What a session keeps besides its messages.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMeta {
+    /// Context sets: set name → items.
+    context: ContextSets,
+}
+
+/// `GET /api/sessions/{id}` with `Authorization: Bearer <token>`: every message, oldest first, and
+/// the session's meta.
 pub async fn session_messages(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -46,9 +59,57 @@ pub async fn session_messages(
         .open_session(Some(&id), token.as_deref(), None)
         .await?;
     let messages = state.store.messages(&session.info.session_id).await?;
+    let settings = state.store.settings(&session.info.session_id).await?;
     Ok(Json(SessionMessages {
         session_id: session.info.session_id,
         messages,
+        meta: SessionMeta {
+            context: settings.context,
+        },
+    }))
+}
+
+/// Body of `PATCH /api/sessions/{id}`: exactly one of the two.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionPatch {
+    /// Replaces every context set.
+    context: Option<ContextSets>,
+    /// Changes one set (`replace` by default).
+    set_context: Option<SetContextArgs>,
+}
+
+/// What `PATCH /api/sessions/{id}` answers.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchedSession {
+    session_id: String,
+    meta: SessionMeta,
+}
+
+/// `PATCH /api/sessions/{id}` with `Authorization: Bearer <token>`: changes the session's context
+/// sets (all of them with `context`, one with `setContext`); every open tab gets a `context` event.
+pub async fn patch_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+    JsonBody(patch): JsonBody<SessionPatch>,
+) -> Result<Json<PatchedSession>, AppError> {
+    let session = state
+        .open_session(Some(&id), token.as_deref(), None)
+        .await?;
+    let context = match (patch.context, patch.set_context) {
+        (Some(all), None) => replace_context(&state, &session.hub, all).await?,
+        (None, Some(one)) => change_context_set(&state, &session.hub, &one).await?,
+        _ => {
+            return Err(AppError::InvalidBody(
+                "send exactly one of `context` and `setContext`",
+            ));
+        }
+    };
+    Ok(Json(PatchedSession {
+        session_id: session.info.session_id,
+        meta: SessionMeta { context },
     }))
 }
 
@@ -66,7 +127,7 @@ pub async fn update_settings(
     let info = state
         .update_compression(&session.info.session_id, &session.info.model, settings)
         .await?;
-    session.hub.publish(ServerEvent::Context(info.clone()));
+    session.hub.publish(ServerEvent::ContextInfo(info.clone()));
     Ok(Json(info))
 }
 
@@ -127,6 +188,9 @@ fn concerns_reply(frame: &ServerFrame, reply_id: &str) -> bool {
     match &frame.event {
         ServerEvent::ReplyStart(r) => r.message_id == reply_id,
         ServerEvent::Delta(d) => d.message_id == reply_id,
+        ServerEvent::Tool(t) => t.message_id == reply_id,
+        // Context sets change while the reply runs (its tools); the footer follows.
+        ServerEvent::Context(_) => true,
         _ => ends_reply(frame, reply_id),
     }
 }
@@ -150,7 +214,9 @@ fn sse_event(frame: &ServerFrame) -> Event {
         ServerEvent::Delta(_) => "delta",
         ServerEvent::Done(_) => "done",
         ServerEvent::Error(_) => "error",
+        ServerEvent::ContextInfo(_) => "context_info",
         ServerEvent::Context(_) => "context",
+        ServerEvent::Tool(_) => "tool",
     };
     Event::default()
         .event(name)

@@ -11,10 +11,15 @@ use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use futures::{Sink, SinkExt, Stream, StreamExt};
+use glassbox_core::context::SessionSettings;
 use glassbox_core::decode::{DecodeError, decode_client_frame};
 use glassbox_core::limits::MAX_FRAME_BYTES;
 use glassbox_core::sync::Resume;
-use glassbox_core::wire::{ClientFrame, Hello, ServerEvent, ServerFrame, Snapshot};
+
+use crate::turn::tools::change_context_set;
+use glassbox_core::wire::{
+    ClientFrame, ContextEvent, ContextReason, Hello, ServerEvent, ServerFrame, Snapshot,
+};
 use tokio::sync::broadcast;
 
 use crate::error::AppError;
@@ -129,8 +134,11 @@ async fn handle<W: Sink<Message> + Unpin>(
             let info = state
                 .update_compression(&a.hub.session_id, &a.model, settings)
                 .await?;
-            a.hub.publish(ServerEvent::Context(info));
+            a.hub.publish(ServerEvent::ContextInfo(info));
             Ok(())
+        }
+        (ClientFrame::SetContext(args), Some(a)) => {
+            change_context_set(state, &a.hub, &args).await.map(|_| ())
         }
     }
 }
@@ -173,6 +181,14 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
     send_private(sink, &mut a, session).await.map_err(closed)?;
     if resume == Resume::Snapshot {
         send_snapshot(state, sink, &mut a).await?;
+        // The footer's sets, once the history is in (the seed's `load`).
+        let context = state.store.settings(&a.hub.session_id).await?.context;
+        let loaded = a.hub.private(ServerEvent::Context(ContextEvent {
+            reason: ContextReason::Load,
+            context,
+            set_name: None,
+        }));
+        send_private(sink, &mut a, loaded).await.map_err(closed)?;
     }
     Ok(a)
 }
@@ -217,13 +233,14 @@ async fn forward<W: Sink<Message> + Unpin>(
     // Settings are the session's; the window and vocabulary are this connection's model's.
     let localized;
     let frame = match &frame.event {
-        ServerEvent::Context(info) if info.model != a.model => {
+        ServerEvent::ContextInfo(info) if info.model != a.model => {
+            let settings = SessionSettings {
+                compression: info.compression,
+                ..Default::default()
+            };
             localized = ServerFrame {
                 sync_id: frame.sync_id,
-                event: ServerEvent::Context(
-                    a.state
-                        .context_info_with(&a.model, info.compression.clone()),
-                ),
+                event: ServerEvent::ContextInfo(a.state.context_info_with(&a.model, &settings)),
             };
             &localized
         }

@@ -5,9 +5,9 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use glassbox_core::context::{CompressionSettings, Receipt};
+use glassbox_core::context::{Receipt, SessionSettings};
 use glassbox_core::wire::{
-    Attachment, ChatMessage, MessageStatus, PageContext, Role, Usage, WireError,
+    Attachment, ChatMessage, MessageStatus, PageContext, Role, ToolRound, Usage, WireError,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
@@ -55,6 +55,7 @@ pub struct ReplyOutcome<'a> {
     pub status: MessageStatus,
     pub usage: Option<Usage>,
     pub receipt: Option<&'a Receipt>,
+    pub tool_rounds: &'a [ToolRound],
     pub error: Option<&'a WireError>,
 }
 
@@ -67,7 +68,7 @@ pub struct Store {
 }
 
 const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, client_message_id, reply_to, \
-     context_json, attachments_json, usage_json, context_report_json, error_json";
+     context_json, attachments_json, usage_json, context_report_json, tool_rounds_json, error_json";
 
 impl Store {
     /// Opens (creating if needed) `glassbox.db` in `data_dir`, in WAL mode, and applies migrations.
@@ -203,7 +204,8 @@ impl Store {
     /// Resets a failed reply to empty and streaming, for a retry.
     pub async fn restart_reply(&self, session_id: &str, id: &str) -> Result<bool, StorageError> {
         let res = sqlx::query(
-            "UPDATE messages SET content = '', status = ?, error_json = NULL, usage_json = NULL \
+            "UPDATE messages SET content = '', status = ?, error_json = NULL, usage_json = NULL, \
+             tool_rounds_json = NULL \
              WHERE session_id = ? AND id = ? AND role = ? AND status = ?",
         )
         .bind(MessageStatus::Streaming.as_str())
@@ -225,13 +227,15 @@ impl Store {
     ) -> Result<ChatMessage, StorageError> {
         let sql = format!(
             "UPDATE messages SET content = ?, status = ?, usage_json = ?, context_report_json = ?, \
-             error_json = ? WHERE session_id = ? AND id = ? RETURNING {MESSAGE_COLUMNS}"
+             tool_rounds_json = ?, error_json = ? WHERE session_id = ? AND id = ? \
+             RETURNING {MESSAGE_COLUMNS}"
         );
         let row = sqlx::query(&sql)
             .bind(outcome.content)
             .bind(outcome.status.as_str())
             .bind(outcome.usage.as_ref().map(to_json))
             .bind(outcome.receipt.map(to_json))
+            .bind((!outcome.tool_rounds.is_empty()).then(|| to_json(outcome.tool_rounds)))
             .bind(outcome.error.map(to_json))
             .bind(session_id)
             .bind(id)
@@ -243,31 +247,46 @@ impl Store {
             .ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
     }
 
-    /// A session's compression settings, if it ever changed them.
-    pub async fn compression_settings(
-        &self,
-        session_id: &str,
-    ) -> Result<Option<CompressionSettings>, StorageError> {
+    /// A session's settings record (defaults when it never changed any).
+    pub async fn settings(&self, session_id: &str) -> Result<SessionSettings, StorageError> {
         let raw: Option<Option<String>> =
-            sqlx::query_scalar("SELECT compression_json FROM sessions WHERE id = ?")
+            sqlx::query_scalar("SELECT settings_json FROM sessions WHERE id = ?")
                 .bind(session_id)
                 .fetch_optional(&self.reader)
                 .await?;
-        from_json("compression_json", raw.flatten())
+        Ok(from_json("settings_json", raw.flatten())?.unwrap_or_default())
     }
 
-    /// Stores a session's compression settings.
-    pub async fn set_compression_settings(
+    /// Changes a session's settings record: `change` sees the stored record and edits it; when it
+    /// returns `Ok`, the record is written in the same transaction (no change is lost to a
+    /// concurrent one). Returns `change`'s value and the record as stored.
+    pub async fn update_settings<R, E>(
         &self,
         session_id: &str,
-        settings: &CompressionSettings,
-    ) -> Result<(), StorageError> {
-        sqlx::query("UPDATE sessions SET compression_json = ? WHERE id = ?")
-            .bind(to_json(settings))
+        change: impl FnOnce(&mut SessionSettings) -> Result<R, E>,
+    ) -> Result<(R, SessionSettings), E>
+    where
+        E: From<StorageError>,
+    {
+        let mut tx = self.writer.begin().await.map_err(StorageError::from)?;
+        let raw: Option<Option<String>> =
+            sqlx::query_scalar("SELECT settings_json FROM sessions WHERE id = ?")
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(StorageError::from)?;
+        let mut settings: SessionSettings =
+            from_json("settings_json", raw.flatten())?.unwrap_or_default();
+        let value = change(&mut settings)?;
+        settings.version = glassbox_core::context::settings::SETTINGS_VERSION;
+        sqlx::query("UPDATE sessions SET settings_json = ? WHERE id = ?")
+            .bind(to_json(&settings))
             .bind(session_id)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+            .execute(&mut *tx)
+            .await
+            .map_err(StorageError::from)?;
+        tx.commit().await.map_err(StorageError::from)?;
+        Ok((value, settings))
     }
 
     /// A cached summary of messages `first..=last` whose contents hash to `content_hash`.
@@ -470,6 +489,8 @@ fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
             .unwrap_or_default(),
         usage: from_json("usage_json", r.try_get("usage_json")?)?,
         receipt: from_json("context_report_json", r.try_get("context_report_json")?)?,
+        tool_rounds: from_json("tool_rounds_json", r.try_get("tool_rounds_json")?)?
+            .unwrap_or_default(),
         error: from_json("error_json", r.try_get("error_json")?)?,
     })
 }

@@ -60,6 +60,8 @@ impl TestServer {
         vars.insert("GLASSBOX_DISCONNECT_GRACE_MS".into(), "5000".into());
         // Chat tests do not need the embedding model; the embedding tests switch it on.
         vars.insert("GLASSBOX_EMBEDDINGS".into(), "off".into());
+        // Tests of the tool loop switch the context tools on; others compare exact request bodies.
+        vars.insert("GLASSBOX_TOOLS".into(), "off".into());
         // The vocabularies `cargo xtask build` writes, so counts are exact.
         let widget_dir = std::env::var("GLASSBOX_E2E_WIDGET_DIR")
             .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../dist").to_owned());
@@ -193,6 +195,11 @@ impl Ws {
         assert!(
             matches!(snap.event, ServerEvent::Snapshot(_)),
             "expected snapshot, got {snap:?}"
+        );
+        let (loaded, _) = self.next().await;
+        assert!(
+            matches!(loaded.event, ServerEvent::Context(ref c) if c.reason == glassbox_core::wire::ContextReason::Load),
+            "expected context (load), got {loaded:?}"
         );
         (
             info.session_id,

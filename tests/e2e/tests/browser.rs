@@ -103,6 +103,60 @@ async fn a_dropped_connection_reconnects_and_resumes_the_streaming_reply() -> Re
     .await
 }
 
+const FOOTER: &str = "const f = document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-context-footer');";
+
+#[tokio::test]
+async fn a_file_named_in_a_message_appears_in_the_footer_live_and_renders_inert() -> Result<()> {
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "5"),
+    ])
+    .await?;
+    in_browser(format!("http://{}/", server.addr), "footer", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        let hidden = client.execute(&format!("{FOOTER} return f.hidden;"), vec![]).await?;
+        assert_eq!(hidden, json!(true), "a new chat has no footer");
+
+        send_from_composer(&client, "Please review docs/spec.md with me").await?;
+        wait_for(&client, "the footer to show the file", &format!("{FOOTER} return !f.hidden && f.textContent.includes('spec.md');")).await?;
+        let link = client
+            .execute(&format!("{FOOTER} const a = f.querySelector('a[data-kind=file]'); return [a.textContent, a.getAttribute('href'), f.title];"), vec![])
+            .await?;
+        assert_eq!(link, json!(["spec.md", "/?applet=text-editor&path=docs/spec.md", "docs/spec.md"]));
+        // The reply shows the tool exchange as one collapsed line.
+        wait_for(&client, "the tool line", "return [...document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-tool summary')].some(s => s.textContent === 'set_relevant_context · files · merged 1');").await?;
+
+        // The host changes a set; hostile items render as text and make no dangerous link.
+        client
+            .execute(
+                "window.__xss = 0; return document.querySelector('glassbox-chat').setContext('endpoints', ['javascript:window.__xss=1', '<img src=x onerror=window.__xss=2>'], 'replace');",
+                vec![],
+            )
+            .await?;
+        wait_for(&client, "the endpoints in the footer", &format!("{FOOTER} return f.textContent.includes('<img src=x');")).await?;
+        let inert = client
+            .execute(&format!("{FOOTER} return [f.querySelectorAll('img, script').length, [...f.querySelectorAll('a')].map(a => a.getAttribute('href')).filter(h => !/^(https?:|[/])/.test(h)).length, window.__xss];"), vec![])
+            .await?;
+        assert_eq!(inert, json!([0, 0, 0]));
+        let refused = client
+            .execute_async(
+                "const done = arguments[0]; document.querySelector('glassbox-chat').setContext('files', ['a\\u202Eb']).then(() => done('accepted'), e => done(e.code));",
+                vec![],
+            )
+            .await?;
+        assert_eq!(refused, json!("invalid_context_set"));
+
+        // Clearing every set hides the footer.
+        client
+            .execute("document.querySelector('glassbox-chat').setContext('files', []); return document.querySelector('glassbox-chat').setContext('endpoints', []);", vec![])
+            .await?;
+        wait_for(&client, "the footer to hide", &format!("{FOOTER} return f.hidden;")).await?;
+        Ok(())
+    })
+    .await
+}
+
 async fn demo(client: &Client, url: &str) -> Result<()> {
     client.goto(url).await?;
     wait_for(client, "the widget to connect", CONNECTED).await?;

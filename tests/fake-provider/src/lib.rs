@@ -70,6 +70,10 @@ pub struct Recorded {
 
 struct Shared {
     behaviour: Mutex<Behaviour>,
+    /// Behaviours for the next requests, one each, before `behaviour`.
+    queue: Mutex<std::collections::VecDeque<Behaviour>>,
+    /// Requests served so far (numbers tool-call ids, so each round's are unique).
+    served: AtomicUsize,
     requests: Mutex<Vec<Recorded>>,
     record: bool,
     /// Response bodies still being streamed (their connection is open).
@@ -118,6 +122,8 @@ impl FakeProvider {
     pub async fn start_with(behaviour: Behaviour, record: bool) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             behaviour: Mutex::new(behaviour),
+            queue: Mutex::default(),
+            served: AtomicUsize::new(0),
             requests: Mutex::default(),
             record,
             open_streams: Arc::default(),
@@ -147,6 +153,15 @@ impl FakeProvider {
     /// Base URL for an Anthropic client (host only).
     pub fn anthropic_base(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The next requests get these, one each, in order; then the behaviour set last.
+    pub fn queue(&self, behaviours: Vec<Behaviour>) {
+        self.shared
+            .queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(behaviours);
     }
 
     /// Changes what the next requests get.
@@ -189,7 +204,7 @@ fn record(
     api: &'static str,
     headers: &HeaderMap,
     body: &Bytes,
-) -> Result<(Behaviour, Value), Box<Response>> {
+) -> Result<(Behaviour, Value, usize), Box<Response>> {
     let body: Value = serde_json::from_slice(body).map_err(|e| {
         Box::new((StatusCode::BAD_REQUEST, format!("bad json: {e}")).into_response())
     })?;
@@ -209,12 +224,23 @@ fn record(
                 key,
             });
     }
-    let behaviour = shared
-        .behaviour
+    let queued = shared
+        .queue
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    Ok((behaviour, body))
+        .pop_front();
+    let behaviour = queued.unwrap_or_else(|| {
+        shared
+            .behaviour
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    });
+    let n = shared
+        .served
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        + 1;
+    Ok((behaviour, body, n))
 }
 
 /// Counts words of every message, as a deterministic stand-in for prompt tokens.
@@ -343,7 +369,7 @@ fn plan(b: &Behaviour) -> (Vec<String>, Option<Piece>, Option<String>) {
 }
 
 async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let (behaviour, body) = match record(&shared, "openai", &headers, &body) {
+    let (behaviour, body, n) = match record(&shared, "openai", &headers, &body) {
         Ok(x) => x,
         Err(r) => return *r,
     };
@@ -395,7 +421,7 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
     } = &behaviour
     {
         pieces.push(chunk(
-            json!({"tool_calls": [{"index": 0, "id": "call_fake_1", "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            json!({"tool_calls": [{"index": 0, "id": format!("call_fake_{n}"), "type": "function", "function": {"name": name, "arguments": ""}}]}),
             Value::Null,
         ));
         for part in argument_parts {
@@ -415,7 +441,7 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
 }
 
 async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let (behaviour, body) = match record(&shared, "anthropic", &headers, &body) {
+    let (behaviour, body, n) = match record(&shared, "anthropic", &headers, &body) {
         Ok(x) => x,
         Err(r) => return *r,
     };
@@ -476,7 +502,7 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
     } = &behaviour
     {
         pieces.push(event("content_block_start", json!({"type": "content_block_start", "index": 1,
-            "content_block": {"type": "tool_use", "id": "toolu_fake_1", "name": name, "input": {}}})));
+            "content_block": {"type": "tool_use", "id": format!("toolu_fake_{n}"), "name": name, "input": {}}})));
         for part in argument_parts {
             pieces.push(event(
                 "content_block_delta",

@@ -74,6 +74,7 @@ fn info(limit: u32, strategy: Strategy) -> ContextInfo {
         exact: true,
         system_prompt_tokens: 0,
         memory_tokens: 0,
+        tool_tokens: 0,
         output_reserve: 1024,
         compression: CompressionSettings {
             strategy,
@@ -107,6 +108,7 @@ fn main() -> Result<()> {
                 Role::Assistant
             },
             text: Cow::Borrowed(t),
+            rounds: &[],
         })
         .collect();
     let page =
@@ -136,6 +138,8 @@ fn main() -> Result<()> {
             page_context: with_page.then_some(page),
             summary: None,
             tools: &[],
+            tool_instructions: None,
+            resume: None,
         };
         // The summary the server would have written and cached for the range compression wants.
         let first = plan_turn(&input, &mut count);

@@ -1,0 +1,52 @@
+//! A session's settings: one versioned record (compression, context sets; later the topic filter
+//! and items), stored whole and changed whole, so every change is one read-modify-write.
+
+use serde::{Deserialize, Serialize};
+
+use super::compression::CompressionSettings;
+use super::sets::ContextSets;
+
+/// The record's current shape. Older records are read with defaults for what they lack.
+pub const SETTINGS_VERSION: u32 = 1;
+
+fn current_version() -> u32 {
+    SETTINGS_VERSION
+}
+
+/// Everything a session has chosen or accumulated about its context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSettings {
+    #[serde(default = "current_version")]
+    pub version: u32,
+    #[serde(default)]
+    pub compression: CompressionSettings,
+    /// Context sets (files, applet, endpoints, ports, …) kept by the model, the host and REST.
+    #[serde(default)]
+    pub context: ContextSets,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self {
+            version: SETTINGS_VERSION,
+            compression: CompressionSettings::default(),
+            context: ContextSets::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_from_before_context_sets_still_reads() {
+        let old: SessionSettings =
+            serde_json::from_str(r#"{"version":1,"compression":{"enabled":false}}"#).unwrap();
+        assert!(!old.compression.enabled);
+        assert!(old.context.is_empty());
+        let empty: SessionSettings = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty, SessionSettings::default());
+    }
+}

@@ -1,0 +1,107 @@
+//! One provider call, used for replies, summaries and every tool round alike: it streams a request
+//! under the idle and total timeouts and stops as soon as `cancel` resolves (every client gone).
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::StreamExt;
+use glassbox_core::ErrorCode;
+use glassbox_core::prompt::{ProviderRequest, ToolCall};
+use glassbox_core::wire::{Usage, WireError};
+
+use crate::error::AppError;
+use crate::providers::{Provider, ProviderError, ProviderEvent};
+
+/// How long a call may wait for the next event, and take in all.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub idle: Duration,
+    pub total: Duration,
+}
+
+/// Why a call stopped early.
+#[derive(Debug)]
+pub enum CallFailure {
+    Provider(ProviderError),
+    /// Every client went away; nobody waits for the answer.
+    Cancelled,
+}
+
+impl CallFailure {
+    /// The failure as clients see it.
+    pub fn to_wire(&self) -> WireError {
+        match self {
+            CallFailure::Provider(e) => AppError::Provider(e.clone()).to_wire(),
+            CallFailure::Cancelled => WireError::new(
+                ErrorCode::Cancelled,
+                "the reply was stopped because every client disconnected",
+            ),
+        }
+    }
+}
+
+/// What a finished call produced besides its text (which went to `on_text` as it came).
+#[derive(Debug, Default)]
+pub struct CallOutput {
+    /// Tool calls the model made, complete, in order.
+    pub calls: Vec<ToolCall>,
+    pub usage: Option<Usage>,
+    /// The provider's finish reason (`stop`, `length`, `tool_calls`, `end_turn`, `max_tokens`, …).
+    pub finish: Option<String>,
+}
+
+impl CallOutput {
+    /// True when the model stopped because it ran out of output tokens.
+    pub fn cut_short(&self) -> bool {
+        matches!(self.finish.as_deref(), Some("length" | "max_tokens"))
+    }
+}
+
+/// Streams `request`; text goes to `on_text` piece by piece as it arrives.
+pub async fn call(
+    provider: &dyn Provider,
+    request: ProviderRequest,
+    limits: Limits,
+    cancel: impl Future<Output = ()>,
+    on_text: &mut (dyn FnMut(String) + Send),
+) -> Result<CallOutput, CallFailure> {
+    tokio::select! {
+        r = stream(provider, request, limits, on_text) => r.map_err(CallFailure::Provider),
+        _ = cancel => Err(CallFailure::Cancelled),
+    }
+}
+
+async fn stream(
+    provider: &dyn Provider,
+    request: ProviderRequest,
+    limits: Limits,
+    on_text: &mut (dyn FnMut(String) + Send),
+) -> Result<CallOutput, ProviderError> {
+    let deadline = tokio::time::Instant::now() + limits.total;
+    let mut events = provider.stream(request);
+    let mut out = CallOutput::default();
+    loop {
+        let next = tokio::time::timeout_at(
+            deadline.min(tokio::time::Instant::now() + limits.idle),
+            events.next(),
+        )
+        .await;
+        let event = match next {
+            Err(_) if tokio::time::Instant::now() >= deadline => {
+                return Err(ProviderError::TotalTimeout(limits.total));
+            }
+            Err(_) => return Err(ProviderError::IdleTimeout(limits.idle)),
+            Ok(None) => return Err(ProviderError::Truncated),
+            Ok(Some(event)) => event?,
+        };
+        match event {
+            ProviderEvent::Text(text) => on_text(text),
+            ProviderEvent::Usage(u) => out.usage = Some(u),
+            ProviderEvent::ToolCall(call) => out.calls.push(call),
+            ProviderEvent::Finished { reason } => {
+                out.finish = reason;
+                return Ok(out);
+            }
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! The tool loop against the fake provider in both wire formats: several rounds, the round limit,
+//! bad arguments and unknown tools answered as error results, a failure mid-loop, replay of stored
+//! exchanges on later turns, the request rebuilt from the stored receipt, and the context sets the
+//! tools keep (REST `PATCH`/`GET`, the offline provider).
+
+mod support;
+
+use glassbox_core::context::plan::{Sources, build_request};
+use glassbox_core::context::sets::{DEFAULT_TOOLS_PROMPT, context_tools};
+use glassbox_core::context::{CurrentReply, PartKind, Receipt, TurnMessage};
+use glassbox_core::prompt::reaches_model;
+use glassbox_core::wire::ChatMessage;
+use glassbox_fake_provider::Behaviour;
+use glassbox_server::providers::{anthropic, openai};
+use serde_json::{Value, json};
+use support::{Api, TestServer};
+
+const TOOLS_ON: &[(&str, &str)] = &[("GLASSBOX_TOOLS", "context")];
+
+fn tool_call(name: &str, args: &str) -> Behaviour {
+    Behaviour::ToolCall {
+        text: format!("Calling {name}. "),
+        name: name.into(),
+        argument_parts: vec![args.into()],
+    }
+}
+
+async fn new_session(server: &TestServer) -> (String, String) {
+    let s = server.post_json("/api/sessions", &json!({})).await;
+    (
+        s["sessionId"].as_str().unwrap().to_owned(),
+        s["token"].as_str().unwrap().to_owned(),
+    )
+}
+
+async fn chat(server: &TestServer, id: &str, token: &str, text: &str) -> Value {
+    let resp = server
+        .http
+        .post(server.url("/api/chat"))
+        .bearer_auth(token)
+        .json(&json!({"sessionId": id, "message": text}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.json().await.unwrap()
+}
+
+async fn session(server: &TestServer, id: &str, token: &str) -> Value {
+    let resp = server
+        .http
+        .get(server.url(&format!("/api/sessions/{id}")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.json().await.unwrap()
+}
+
+async fn patch(server: &TestServer, id: &str, token: &str, body: Value) -> reqwest::Response {
+    server
+        .http
+        .patch(server.url(&format!("/api/sessions/{id}")))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The tool results a request carries, in the provider's format: (call id, content).
+fn results_in(api: Api, body: &Value) -> Vec<(String, String)> {
+    let messages = body["messages"].as_array().unwrap();
+    match api {
+        Api::OpenAi => messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| {
+                (
+                    m["tool_call_id"].as_str().unwrap().to_owned(),
+                    m["content"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect(),
+        Api::Anthropic => messages
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| {
+                (
+                    b["tool_use_id"].as_str().unwrap().to_owned(),
+                    b["content"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// The tool call ids an assistant turn of a request carries, in the provider's format.
+fn calls_in(api: Api, body: &Value) -> Vec<String> {
+    let messages = body["messages"].as_array().unwrap();
+    match api {
+        Api::OpenAi => messages
+            .iter()
+            .filter_map(|m| m["tool_calls"].as_array())
+            .flatten()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect(),
+        Api::Anthropic => messages
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_use")
+            .map(|b| b["id"].as_str().unwrap().to_owned())
+            .collect(),
+    }
+}
+
+async fn several_rounds_then_text(api: Api) {
+    let server = TestServer::start_with(api, Behaviour::reply(&["All", " done."]), TOOLS_ON).await;
+    server.fake.queue(vec![
+        tool_call(
+            "set_relevant_context",
+            r#"{"setName":"files","items":["/docs/spec.md","/notes.md"],"mode":"merge"}"#,
+        ),
+        tool_call("get_relevant_context", "{}"),
+    ]);
+    let (id, token) = new_session(&server).await;
+    let body = chat(&server, &id, &token, "Work on the spec").await;
+    let reply = &body["reply"];
+    assert_eq!(reply["status"], "complete", "{body}");
+    // Text streamed in each round, then the final text.
+    assert_eq!(
+        reply["content"],
+        "Calling set_relevant_context. Calling get_relevant_context. All done."
+    );
+    let rounds = reply["toolRounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{reply}");
+    assert_eq!(
+        rounds[0]["exchanges"][0]["line"],
+        "set_relevant_context · files · merged 2"
+    );
+    assert_eq!(rounds[0]["exchanges"][0]["result"], "Merged files: 2 items");
+    assert_eq!(
+        rounds[1]["exchanges"][0]["line"],
+        "get_relevant_context · all"
+    );
+    assert!(
+        rounds[1]["exchanges"][0]["result"]
+            .as_str()
+            .unwrap()
+            .contains("/docs/spec.md")
+    );
+
+    // The tools were offered, with the instructions; each round's request carried the results so far.
+    let requests = server.fake.requests();
+    assert_eq!(requests.len(), 3);
+    let first = &requests[0].body;
+    assert_eq!(first["tools"].as_array().unwrap().len(), 2);
+    let system = match api {
+        Api::OpenAi => first["messages"][0]["content"].as_str().unwrap().to_owned(),
+        Api::Anthropic => first["system"].as_str().unwrap().to_owned(),
+    };
+    assert!(system.contains(DEFAULT_TOOLS_PROMPT), "{system}");
+    assert_eq!(results_in(api, &requests[1].body).len(), 1);
+    let last = results_in(api, &requests[2].body);
+    assert_eq!(last.len(), 2);
+    assert_eq!(last[0].1, "Merged files: 2 items");
+    assert_eq!(
+        calls_in(api, &requests[2].body),
+        [last[0].0.clone(), last[1].0.clone()]
+    );
+
+    // The context sets were stored and are in the session's meta.
+    let s = session(&server, &id, &token).await;
+    assert_eq!(
+        s["meta"]["context"],
+        json!({"files": ["/docs/spec.md", "/notes.md"]})
+    );
+
+    // The receipt lists each exchange; rebuilding from it gives exactly the last request.
+    let receipt: Receipt = serde_json::from_value(reply["receipt"].clone()).unwrap();
+    let exchanges: Vec<&PartKind> = receipt
+        .parts
+        .iter()
+        .map(|p| &p.kind)
+        .filter(|k| matches!(k, PartKind::ToolExchange { .. }))
+        .collect();
+    assert_eq!(exchanges.len(), 2, "{receipt:?}");
+    let stored: Vec<ChatMessage> = serde_json::from_value(s["messages"].clone()).unwrap();
+    let history: Vec<TurnMessage> = stored[..1]
+        .iter()
+        .filter(|m| reaches_model(m))
+        .map(TurnMessage::stored)
+        .collect();
+    let reply_msg = &stored[1];
+    let tools = context_tools();
+    let rebuilt = build_request(
+        &receipt,
+        &Sources {
+            model: &server.state.config.model,
+            system_prompt: None,
+            messages: &history,
+            page_context: None,
+            summary: None,
+            tools: &tools,
+            tool_instructions: Some(DEFAULT_TOOLS_PROMPT),
+            resume: None,
+            current: CurrentReply {
+                text: &reply_msg.content,
+                rounds: &reply_msg.tool_rounds,
+            },
+        },
+    );
+    let wire = match api {
+        Api::OpenAi => openai::request_body(&rebuilt),
+        Api::Anthropic => anthropic::request_body(&rebuilt),
+    };
+    assert_eq!(wire, requests[2].body);
+
+    // A later turn replays the stored exchanges in the provider's format.
+    chat(&server, &id, &token, "And now?").await;
+    let next = server.fake.requests().last().unwrap().body.clone();
+    assert_eq!(results_in(api, &next).len(), 2);
+    assert_eq!(calls_in(api, &next).len(), 2);
+}
+
+#[tokio::test]
+async fn openai_several_rounds_then_text() {
+    several_rounds_then_text(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn anthropic_several_rounds_then_text() {
+    several_rounds_then_text(Api::Anthropic).await;
+}
+
+async fn bad_calls_become_error_results(api: Api) {
+    let server = TestServer::start_with(api, Behaviour::reply(&["Understood."]), TOOLS_ON).await;
+    server.fake.queue(vec![
+        tool_call("set_relevant_context", "{not json"),
+        tool_call("delete_everything", "{}"),
+        tool_call(
+            "set_relevant_context",
+            r#"{"setName":"files","items":"one"}"#,
+        ),
+        tool_call(
+            "set_relevant_context",
+            r#"{"setName":"files","items":["a\u202Eb"]}"#,
+        ),
+    ]);
+    let (id, token) = new_session(&server).await;
+    let body = chat(&server, &id, &token, "try").await;
+    let reply = &body["reply"];
+    assert_eq!(reply["status"], "complete", "{body}");
+    let rounds = reply["toolRounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 4);
+    let results: Vec<&str> = rounds
+        .iter()
+        .map(|r| r["exchanges"][0]["result"].as_str().unwrap())
+        .collect();
+    assert!(
+        results[0].starts_with("Error: arguments are not valid JSON"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].contains("unknown tool \"delete_everything\""),
+        "{results:?}"
+    );
+    assert!(
+        results[2].starts_with("Error: arguments do not match the tool's schema"),
+        "{results:?}"
+    );
+    assert!(results[3].contains("control character"), "{results:?}");
+    for r in rounds {
+        assert_eq!(r["exchanges"][0]["isError"], true);
+        assert!(
+            r["exchanges"][0]["line"]
+                .as_str()
+                .unwrap()
+                .ends_with("· error")
+        );
+    }
+    // The model saw each error, and nothing was saved.
+    let last = server.fake.requests().last().unwrap().body.clone();
+    assert_eq!(results_in(api, &last).len(), 4);
+    let s = session(&server, &id, &token).await;
+    assert_eq!(s["meta"]["context"], json!({}));
+}
+
+#[tokio::test]
+async fn openai_bad_calls_become_error_results() {
+    bad_calls_become_error_results(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn anthropic_bad_calls_become_error_results() {
+    bad_calls_become_error_results(Api::Anthropic).await;
+}
+
+async fn the_round_limit_ends_the_reply(api: Api) {
+    let looping = tool_call("get_relevant_context", "{}");
+    let server = TestServer::start_with(
+        api,
+        looping,
+        &[
+            ("GLASSBOX_TOOLS", "context"),
+            ("GLASSBOX_MAX_CHAT_TURNS", "2"),
+        ],
+    )
+    .await;
+    let (id, token) = new_session(&server).await;
+    let body = chat(&server, &id, &token, "loop").await;
+    let reply = &body["reply"];
+    assert_eq!(reply["status"], "complete", "{body}");
+    assert_eq!(
+        server.fake.requests().len(),
+        3,
+        "two rounds run, the third call not"
+    );
+    let rounds = reply["toolRounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 3);
+    let last = &rounds[2]["exchanges"][0];
+    assert_eq!(last["isError"], true);
+    assert_eq!(
+        last["line"],
+        "get_relevant_context · not run (limit of 2 rounds)"
+    );
+    // The stored reply replays cleanly: every call has its result.
+    chat(&server, &id, &token, "again").await;
+    let next = server.fake.requests()[3].body.clone();
+    assert_eq!(results_in(api, &next).len(), 3);
+}
+
+#[tokio::test]
+async fn openai_the_round_limit_ends_the_reply() {
+    the_round_limit_ends_the_reply(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn anthropic_the_round_limit_ends_the_reply() {
+    the_round_limit_ends_the_reply(Api::Anthropic).await;
+}
+
+async fn a_failure_mid_loop_keeps_what_was_done(api: Api) {
+    let server = TestServer::start_with(api, Behaviour::reply(&["Recovered."]), TOOLS_ON).await;
+    server.fake.queue(vec![
+        tool_call(
+            "set_relevant_context",
+            r#"{"setName":"endpoints","items":["https://api.example/v1"]}"#,
+        ),
+        Behaviour::Status {
+            status: 503,
+            message: "overloaded".into(),
+        },
+    ]);
+    let (id, token) = new_session(&server).await;
+    let body = chat(&server, &id, &token, "go").await;
+    let reply = &body["reply"];
+    assert_eq!(reply["status"], "failed", "{body}");
+    assert_eq!(reply["error"]["retryable"], true);
+    assert_eq!(reply["content"], "Calling set_relevant_context. ");
+    assert_eq!(reply["toolRounds"].as_array().unwrap().len(), 1);
+    let s = session(&server, &id, &token).await;
+    assert_eq!(
+        s["meta"]["context"]["endpoints"],
+        json!(["https://api.example/v1"])
+    );
+    // A failed reply does not reach the model on the next turn.
+    let next = chat(&server, &id, &token, "next").await;
+    assert_eq!(next["reply"]["status"], "complete");
+    let last = server.fake.requests().last().unwrap().body.clone();
+    assert!(results_in(api, &last).is_empty());
+}
+
+#[tokio::test]
+async fn openai_a_failure_mid_loop_keeps_what_was_done() {
+    a_failure_mid_loop_keeps_what_was_done(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn anthropic_a_failure_mid_loop_keeps_what_was_done() {
+    a_failure_mid_loop_keeps_what_was_done(Api::Anthropic).await;
+}
+
+#[tokio::test]
+async fn patch_changes_context_sets_with_typed_errors() {
+    let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["ok"])).await;
+    let (id, token) = new_session(&server).await;
+    let r = patch(
+        &server,
+        &id,
+        &token,
+        json!({"setContext": {"setName": "files", "items": ["/a.md", "/b.md"]}}),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let r = patch(
+        &server,
+        &id,
+        &token,
+        json!({"setContext": {"setName": "files", "items": ["/b.md", "/c.md"], "mode": "merge"}}),
+    )
+    .await;
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["meta"]["context"]["files"],
+        json!(["/a.md", "/b.md", "/c.md"])
+    );
+    let r = patch(
+        &server,
+        &id,
+        &token,
+        json!({"context": {"applet": ["git-diff", "file=a.rs"]}}),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        session(&server, &id, &token).await["meta"]["context"],
+        json!({"applet": ["git-diff", "file=a.rs"]})
+    );
+
+    let many: Value = (0..6)
+        .map(|i| {
+            (
+                format!("s{i}"),
+                json!((0..10).map(|j| format!("{i}-{j}")).collect::<Vec<_>>()),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    let cases = [
+        (json!({}), 400, "invalid_frame"),
+        (
+            json!({"context": {}, "setContext": {"setName": "f", "items": []}}),
+            400,
+            "invalid_frame",
+        ),
+        (
+            json!({"setContext": {"setName": "<script>", "items": []}}),
+            422,
+            "invalid_context_set",
+        ),
+        (
+            json!({"setContext": {"setName": "files", "items": ["x".repeat(3000)]}}),
+            422,
+            "invalid_context_set",
+        ),
+        (
+            json!({"setContext": {"setName": "files", "items": ["a\nb"]}}),
+            422,
+            "invalid_context_set",
+        ),
+        (json!({"context": many}), 422, "invalid_context_set"),
+        (
+            json!({"setContext": {"setName": "files", "items": [1]}}),
+            400,
+            "invalid_frame",
+        ),
+        (json!({"other": 1}), 400, "invalid_frame"),
+    ];
+    for (body, status, code) in cases {
+        let r = patch(&server, &id, &token, body.clone()).await;
+        assert_eq!(r.status().as_u16(), status, "{body}");
+        let err: Value = r.json().await.unwrap();
+        assert_eq!(err["error"]["code"], code, "{body}");
+    }
+    // Nothing was saved by a refused change; a wrong token reaches nothing.
+    assert_eq!(
+        session(&server, &id, &token).await["meta"]["context"],
+        json!({"applet": ["git-diff", "file=a.rs"]})
+    );
+    let r = patch(&server, &id, "wrong", json!({"context": {}})).await;
+    assert_eq!(r.status(), 401);
+}
+
+#[tokio::test]
+async fn the_offline_provider_keeps_the_files_a_message_names() {
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["unused"]),
+        &[
+            ("GLASSBOX_PROVIDER", "offline"),
+            ("GLASSBOX_TOOLS", "context"),
+            ("GLASSBOX_OFFLINE_DELAY_MS", "0"),
+        ],
+    )
+    .await;
+    let (id, token) = new_session(&server).await;
+    let body = chat(
+        &server,
+        &id,
+        &token,
+        "Please review docs/spec.md and https://api.example.com/v2",
+    )
+    .await;
+    let reply = &body["reply"];
+    assert_eq!(reply["status"], "complete", "{body}");
+    let lines: Vec<&str> = reply["toolRounds"][0]["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["line"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "set_relevant_context · files · merged 1",
+            "set_relevant_context · endpoints · merged 1"
+        ]
+    );
+    assert!(
+        reply["content"]
+            .as_str()
+            .unwrap()
+            .contains("Merged files: 1 items"),
+        "{reply}"
+    );
+    let s = session(&server, &id, &token).await;
+    assert_eq!(
+        s["meta"]["context"],
+        json!({"endpoints": ["https://api.example.com/v2"], "files": ["docs/spec.md"]})
+    );
+    // No paths: no tool round.
+    let body = chat(&server, &id, &token, "thanks").await;
+    assert!(body["reply"]["toolRounds"].is_null(), "{body}");
+}
