@@ -157,6 +157,11 @@ impl ChatClient {
         self.inner()?.cells.borrow().get(id).cloned()
     }
 
+    /// What the host configured.
+    pub fn config(&self) -> Option<WidgetConfig> {
+        self.inner().map(|i| i.config.clone())
+    }
+
     fn inner(&self) -> Option<Rc<Inner>> {
         self.inner.try_get_value()
     }

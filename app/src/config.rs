@@ -1,4 +1,8 @@
-//! What the host page configures: server, session slot, model, theme.
+//! What the host page configures: server, session slot, model, theme, the context footer's links,
+//! the idle URL capture and whether page-context values may be shown.
+
+use glassbox_core::context::capture::CaptureRule;
+use glassbox_core::context::footer::FooterLinks;
 
 /// Colour theme of the widget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,6 +48,12 @@ pub struct WidgetConfig {
     pub assets: String,
     /// Vocabulary URL with `{encoding}` for the encoding's name; `{assets}vocab/{encoding}.gbv` if unset.
     pub vocab_url: Option<String>,
+    /// URL templates of the context footer's links.
+    pub footer_links: FooterLinks,
+    /// Which query parameter of the page's URL is captured into a context set when idle (none: off).
+    pub capture: Option<CaptureRule>,
+    /// Whether "View context" may show the page context's values (key names are always shown).
+    pub show_context_values: bool,
 }
 
 impl WidgetConfig {
@@ -91,6 +101,9 @@ mod tests {
             theme: Theme::Auto,
             assets: "x".into(),
             vocab_url: None,
+            footer_links: FooterLinks::default(),
+            capture: None,
+            show_context_values: true,
         };
         assert_eq!(c("https://x.org/").ws_url(), "wss://x.org/ws");
         assert_eq!(

@@ -11,6 +11,7 @@ pub mod meter_reading;
 mod session_store;
 pub mod standalone_meter;
 pub mod token_counts;
+mod url_capture;
 
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -23,6 +24,8 @@ pub struct ChatHandle {
     client: ChatClient,
     theme: RwSignal<Theme>,
     counts: token_counts::TokenCounts,
+    /// The idle URL capture, while the widget lives (none when the host turned it off).
+    _capture: Option<gloo_timers::callback::Interval>,
     _view: leptos::mount::UnmountHandle<leptos::tachys::view::any_view::AnyViewState>,
 }
 
@@ -72,10 +75,15 @@ pub fn mount(
     let (client, theme, counts) = slot
         .take()
         .expect("mount_to runs its closure before returning");
+    let capture = client
+        .config()
+        .and_then(|c| c.capture)
+        .map(|rule| url_capture::watch(client, rule));
     ChatHandle {
         client,
         theme,
         counts,
+        _capture: capture,
         _view: view,
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
 use glassbox_core::context::{
-    CompressionSettings, ContextInfo, SessionSettings, context_limit, encoding_for,
+    CompressionSettings, ContextInfo, ServerFacts, SessionSettings, encoding_for,
 };
 use glassbox_core::tokens::{self, Tokenizer};
 use glassbox_core::wire::SessionInfo;
@@ -119,40 +119,23 @@ impl AppState {
     /// The context parameters for `model` under a session's `settings`: derived, never stored, so
     /// each connection of a session gets the meter for the model it talks to.
     pub fn context_info_with(&self, model: &str, settings: &SessionSettings) -> ContextInfo {
-        let (encoding, exact) = encoding_for(model);
-        let limit = context_limit(model, &self.config.model_limits);
-        ContextInfo {
-            model: model.to_owned(),
-            context_limit: limit,
-            encoding: encoding.to_owned(),
-            exact: exact && self.tokens.has(encoding),
-            system_prompt_tokens: self
-                .config
-                .system_prompt
-                .as_deref()
-                .map_or(0, |p| self.tokens.count(encoding, p)),
-            memory_tokens: 0,
-            tool_tokens: self.tool_tokens(encoding),
-            // A small window cannot give most of itself to the reply: at most a quarter.
-            output_reserve: self.config.max_output_tokens.min(limit / 4),
-            compression: settings.compression,
-        }
-    }
-
-    /// Tokens of the tools offered with every reply and the instructions about them, counted as the
-    /// plan counts them.
-    fn tool_tokens(&self, encoding: &str) -> u32 {
-        let definitions = self.tools.definitions();
-        if definitions.is_empty() {
-            return 0;
-        }
-        let json = serde_json::to_string(&definitions).unwrap_or_default();
-        self.tokens.count(encoding, &json)
-            + self
-                .config
-                .context_prompt
-                .as_deref()
-                .map_or(0, |p| self.tokens.count(encoding, p))
+        let encoding = encoding_for(model).0;
+        let count = |text: &str| self.tokens.count(encoding, text);
+        let facts = ServerFacts {
+            model_limits: &self.config.model_limits,
+            max_output_tokens: self.config.max_output_tokens,
+            system_prompt_tokens: self.config.system_prompt.as_deref().map_or(0, count),
+            // The tools offered with every reply and the instructions about them, as the plan counts
+            // them (counts are cached by text, the definitions serialized once).
+            tool_tokens: if self.tools.is_empty() {
+                0
+            } else {
+                count(self.tools.definitions_json())
+                    + self.config.context_prompt.as_deref().map_or(0, count)
+            },
+            vocabulary_loaded: self.tokens.has(encoding),
+        };
+        ContextInfo::derive(model, settings, facts)
     }
 
     /// `info` with its `context` filled in, for the answers that carry it (`hello`, new sessions);

@@ -26,15 +26,6 @@ fn o200k() -> Tokenizer {
     tokenizer("o200k_base")
 }
 
-async fn new_session(server: &TestServer) -> (String, String, Value) {
-    let s = server.post_json("/api/sessions", &json!({})).await;
-    (
-        s["sessionId"].as_str().unwrap().to_owned(),
-        s["token"].as_str().unwrap().to_owned(),
-        s["context"].clone(),
-    )
-}
-
 async fn put_settings(
     server: &TestServer,
     id: &str,
@@ -51,19 +42,6 @@ async fn put_settings(
         .unwrap()
 }
 
-async fn chat(server: &TestServer, id: &str, token: &str, text: &str) -> Value {
-    let resp = server
-        .http
-        .post(server.url("/api/chat"))
-        .bearer_auth(token)
-        .json(&json!({"sessionId": id, "message": text}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    resp.json().await.unwrap()
-}
-
 #[tokio::test]
 async fn session_reports_its_window_and_settings_persist_per_session() {
     let server = TestServer::start_with(
@@ -76,7 +54,8 @@ async fn session_reports_its_window_and_settings_persist_per_session() {
         ],
     )
     .await;
-    let (id, token, context) = new_session(&server).await;
+    let (id, token, session) = server.new_session().await;
+    let context = &session["context"];
     assert_eq!(context["contextLimit"], 128_000);
     assert_eq!(context["encoding"], "o200k_base");
     assert_eq!(context["exact"], true);
@@ -125,7 +104,7 @@ async fn session_reports_its_window_and_settings_persist_per_session() {
         .await;
     let (_, raw) = reload.next().await;
     assert_eq!(raw["data"]["context"]["compression"], wanted);
-    let (_, _, other) = new_session(&server).await;
+    let other = server.new_session().await.2["context"].clone();
     assert_eq!(other["compression"]["strategy"], "hybrid");
 
     // Without the token, settings cannot be changed.
@@ -144,7 +123,7 @@ async fn model_limit_overrides_come_from_config() {
         ],
     )
     .await;
-    let (_, _, context) = new_session(&server).await;
+    let context = server.new_session().await.2["context"].clone();
     assert_eq!(context["contextLimit"], 4096);
     assert_eq!(
         context["exact"], false,
@@ -166,7 +145,7 @@ fn long_message(i: usize) -> String {
 #[tokio::test]
 async fn sliding_window_sends_only_what_fits_and_reports_it() {
     let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["Noted."]), TINY).await;
-    let (id, token, _) = new_session(&server).await;
+    let (id, token, _) = server.new_session().await;
     let r = put_settings(
         &server,
         &id,
@@ -177,7 +156,7 @@ async fn sliding_window_sends_only_what_fits_and_reports_it() {
     assert_eq!(r.status(), 200);
     let mut last = Value::Null;
     for i in 0..8 {
-        last = chat(&server, &id, &token, &long_message(i)).await;
+        last = server.chat(&id, &token, &long_message(i)).await;
     }
     let sent = server.fake.requests().last().unwrap().body.clone();
     let messages = sent["messages"].as_array().unwrap();
@@ -221,7 +200,7 @@ async fn sliding_window_sends_only_what_fits_and_reports_it() {
 /// A new session set to summarize (keeping the last 2), after six 100-token turns in the tiny
 /// window; returns its id, token and the last REST answer.
 async fn six_turns_summarized(server: &TestServer) -> (String, String, Value) {
-    let (id, token, _) = new_session(server).await;
+    let (id, token, _) = server.new_session().await;
     let settings = json!({"strategy": "summarize", "preserveRecentMessages": 2});
     assert_eq!(
         put_settings(server, &id, &token, settings).await.status(),
@@ -229,7 +208,7 @@ async fn six_turns_summarized(server: &TestServer) -> (String, String, Value) {
     );
     let mut last = Value::Null;
     for i in 0..6 {
-        last = chat(server, &id, &token, &long_message(i)).await;
+        last = server.chat(&id, &token, &long_message(i)).await;
     }
     (id, token, last)
 }
@@ -290,7 +269,7 @@ async fn a_llama_model_is_counted_with_its_own_tokenizer() {
     // The Hugging Face tokenizer loads in the background; until then counts are marked inexact.
     let mut context = Value::Null;
     for _ in 0..200 {
-        context = new_session(&server).await.2;
+        context = server.new_session().await.2["context"].clone();
         if context["exact"] == true {
             break;
         }
@@ -408,12 +387,12 @@ async fn a_stored_receipt_rebuilds_exactly_what_the_provider_received() {
 #[tokio::test]
 async fn what_cannot_fit_fails_the_reply_before_the_provider_is_called() {
     let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["never"]), TINY).await;
-    let (id, token, _) = new_session(&server).await;
+    let (id, token, _) = server.new_session().await;
     let off = json!({"enabled": false});
     assert_eq!(put_settings(&server, &id, &token, off).await.status(), 200);
     let asked = server.fake.requests().len();
     // 700-token window, 100 reserved for the reply: this message alone needs more.
-    let body = chat(&server, &id, &token, &"data ".repeat(800)).await;
+    let body = server.chat(&id, &token, &"data ".repeat(800)).await;
     assert_eq!(
         server.fake.requests().len(),
         asked,

@@ -25,39 +25,6 @@ fn tool_call(name: &str, args: &str) -> Behaviour {
     }
 }
 
-async fn new_session(server: &TestServer) -> (String, String) {
-    let s = server.post_json("/api/sessions", &json!({})).await;
-    (
-        s["sessionId"].as_str().unwrap().to_owned(),
-        s["token"].as_str().unwrap().to_owned(),
-    )
-}
-
-async fn chat(server: &TestServer, id: &str, token: &str, text: &str) -> Value {
-    let resp = server
-        .http
-        .post(server.url("/api/chat"))
-        .bearer_auth(token)
-        .json(&json!({"sessionId": id, "message": text}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    resp.json().await.unwrap()
-}
-
-async fn session(server: &TestServer, id: &str, token: &str) -> Value {
-    let resp = server
-        .http
-        .get(server.url(&format!("/api/sessions/{id}")))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    resp.json().await.unwrap()
-}
-
 async fn patch(server: &TestServer, id: &str, token: &str, body: Value) -> reqwest::Response {
     server
         .http
@@ -127,8 +94,8 @@ async fn several_rounds_then_text(api: Api) {
         ),
         tool_call("get_relevant_context", "{}"),
     ]);
-    let (id, token) = new_session(&server).await;
-    let body = chat(&server, &id, &token, "Work on the spec").await;
+    let (id, token, _) = server.new_session().await;
+    let body = server.chat(&id, &token, "Work on the spec").await;
     let reply = &body["reply"];
     assert_eq!(reply["status"], "complete", "{body}");
     // Text streamed in each round, then the final text.
@@ -174,7 +141,7 @@ async fn several_rounds_then_text(api: Api) {
     );
 
     // The context sets were stored and are in the session's meta.
-    let s = session(&server, &id, &token).await;
+    let s = server.session(&id, &token).await;
     assert_eq!(
         s["meta"]["context"],
         json!({"files": ["/docs/spec.md", "/notes.md"]})
@@ -221,7 +188,7 @@ async fn several_rounds_then_text(api: Api) {
     assert_eq!(wire, requests[2].body);
 
     // A later turn replays the stored exchanges in the provider's format.
-    chat(&server, &id, &token, "And now?").await;
+    server.chat(&id, &token, "And now?").await;
     let next = server.fake.requests().last().unwrap().body.clone();
     assert_eq!(results_in(api, &next).len(), 2);
     assert_eq!(calls_in(api, &next).len(), 2);
@@ -251,8 +218,8 @@ async fn bad_calls_become_error_results(api: Api) {
             r#"{"setName":"files","items":["a\u202Eb"]}"#,
         ),
     ]);
-    let (id, token) = new_session(&server).await;
-    let body = chat(&server, &id, &token, "try").await;
+    let (id, token, _) = server.new_session().await;
+    let body = server.chat(&id, &token, "try").await;
     let reply = &body["reply"];
     assert_eq!(reply["status"], "complete", "{body}");
     let rounds = reply["toolRounds"].as_array().unwrap();
@@ -286,7 +253,7 @@ async fn bad_calls_become_error_results(api: Api) {
     // The model saw each error, and nothing was saved.
     let last = server.fake.requests().last().unwrap().body.clone();
     assert_eq!(results_in(api, &last).len(), 4);
-    let s = session(&server, &id, &token).await;
+    let s = server.session(&id, &token).await;
     assert_eq!(s["meta"]["context"], json!({}));
 }
 
@@ -311,8 +278,8 @@ async fn the_round_limit_ends_the_reply(api: Api) {
         ],
     )
     .await;
-    let (id, token) = new_session(&server).await;
-    let body = chat(&server, &id, &token, "loop").await;
+    let (id, token, _) = server.new_session().await;
+    let body = server.chat(&id, &token, "loop").await;
     let reply = &body["reply"];
     assert_eq!(reply["status"], "complete", "{body}");
     assert_eq!(
@@ -329,7 +296,7 @@ async fn the_round_limit_ends_the_reply(api: Api) {
         "get_relevant_context · not run (limit of 2 rounds)"
     );
     // The stored reply replays cleanly: every call has its result.
-    chat(&server, &id, &token, "again").await;
+    server.chat(&id, &token, "again").await;
     let next = server.fake.requests()[3].body.clone();
     assert_eq!(results_in(api, &next).len(), 3);
 }
@@ -356,20 +323,20 @@ async fn a_failure_mid_loop_keeps_what_was_done(api: Api) {
             message: "overloaded".into(),
         },
     ]);
-    let (id, token) = new_session(&server).await;
-    let body = chat(&server, &id, &token, "go").await;
+    let (id, token, _) = server.new_session().await;
+    let body = server.chat(&id, &token, "go").await;
     let reply = &body["reply"];
     assert_eq!(reply["status"], "failed", "{body}");
     assert_eq!(reply["error"]["retryable"], true);
     assert_eq!(reply["content"], "Calling set_relevant_context. ");
     assert_eq!(reply["toolRounds"].as_array().unwrap().len(), 1);
-    let s = session(&server, &id, &token).await;
+    let s = server.session(&id, &token).await;
     assert_eq!(
         s["meta"]["context"]["endpoints"],
         json!(["https://api.example/v1"])
     );
     // A failed reply does not reach the model on the next turn.
-    let next = chat(&server, &id, &token, "next").await;
+    let next = server.chat(&id, &token, "next").await;
     assert_eq!(next["reply"]["status"], "complete");
     let last = server.fake.requests().last().unwrap().body.clone();
     assert!(results_in(api, &last).is_empty());
@@ -388,7 +355,7 @@ async fn anthropic_a_failure_mid_loop_keeps_what_was_done() {
 #[tokio::test]
 async fn patch_changes_context_sets_with_typed_errors() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["ok"])).await;
-    let (id, token) = new_session(&server).await;
+    let (id, token, _) = server.new_session().await;
     let r = patch(
         &server,
         &id,
@@ -418,7 +385,7 @@ async fn patch_changes_context_sets_with_typed_errors() {
     .await;
     assert_eq!(r.status(), 200);
     assert_eq!(
-        session(&server, &id, &token).await["meta"]["context"],
+        server.session(&id, &token).await["meta"]["context"],
         json!({"applet": ["git-diff", "file=a.rs"]})
     );
 
@@ -469,7 +436,7 @@ async fn patch_changes_context_sets_with_typed_errors() {
     }
     // Nothing was saved by a refused change; a wrong token reaches nothing.
     assert_eq!(
-        session(&server, &id, &token).await["meta"]["context"],
+        server.session(&id, &token).await["meta"]["context"],
         json!({"applet": ["git-diff", "file=a.rs"]})
     );
     let r = patch(&server, &id, "wrong", json!({"context": {}})).await;
@@ -488,14 +455,14 @@ async fn the_offline_provider_keeps_the_files_a_message_names() {
         ],
     )
     .await;
-    let (id, token) = new_session(&server).await;
-    let body = chat(
-        &server,
-        &id,
-        &token,
-        "Please review docs/spec.md and https://api.example.com/v2",
-    )
-    .await;
+    let (id, token, _) = server.new_session().await;
+    let body = server
+        .chat(
+            &id,
+            &token,
+            "Please review docs/spec.md and https://api.example.com/v2",
+        )
+        .await;
     let reply = &body["reply"];
     assert_eq!(reply["status"], "complete", "{body}");
     let lines: Vec<&str> = reply["toolRounds"][0]["exchanges"]
@@ -518,12 +485,12 @@ async fn the_offline_provider_keeps_the_files_a_message_names() {
             .contains("Merged files: 1 items"),
         "{reply}"
     );
-    let s = session(&server, &id, &token).await;
+    let s = server.session(&id, &token).await;
     assert_eq!(
         s["meta"]["context"],
         json!({"endpoints": ["https://api.example.com/v2"], "files": ["docs/spec.md"]})
     );
     // No paths: no tool round.
-    let body = chat(&server, &id, &token, "thanks").await;
+    let body = server.chat(&id, &token, "thanks").await;
     assert!(body["reply"]["toolRounds"].is_null(), "{body}");
 }

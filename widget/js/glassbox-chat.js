@@ -5,9 +5,13 @@
 //
 // Attributes: server (defaults to the origin this script came from), session (names the conversation
 // slot kept in localStorage), model, theme (light | dark | auto), vocab (token vocabulary URL with
-// {encoding}; defaults to vocab/{encoding}.gbv beside this script).
+// {encoding}; defaults to vocab/{encoding}.gbv beside this script), file-link and applet-link (the
+// context footer's link templates with {path}, or {slug} and {params}; "none" for no links), capture
+// (the idle URL capture: "off", "PARAM" or "PARAM:SET"; default "applet"), hide-context-values
+// (present: "View context" shows page-context key names only, never their values).
 // Methods: sendMessage(text, attachments?, context?), setPageContext(obj), setContext(setName, items, mode?).
-// Events: "glassbox:reply" (detail: the finished reply message).
+// Events: "glassbox:reply" (detail: the finished reply message), "glassbox:context" (the session's
+// context sets: {reason, context, setName?}).
 import { shadowContainer } from './shadow-shell.js';
 import init, { GlassboxWidget } from './glassbox_widget.js';
 
@@ -16,7 +20,10 @@ const ready = init({ module_or_path: new URL('glassbox_widget_bg.wasm', here) })
 const defaultServer = new URL('..', here).href.replace(/\/$/, '');
 
 class GlassboxChat extends HTMLElement {
-  static observedAttributes = ['server', 'session', 'model', 'theme', 'vocab'];
+  static observedAttributes = [
+    'server', 'session', 'model', 'theme', 'vocab', 'file-link', 'applet-link', 'capture',
+    'hide-context-values',
+  ];
 
   #widget = null;
   #container = null;
@@ -37,7 +44,8 @@ class GlassboxChat extends HTMLElement {
     if (name === 'theme') {
       this.#widget.setTheme(newValue);
     } else {
-      // A different server, session slot or model is a different conversation.
+      // A different server, session slot or model is a different conversation; the other
+      // attributes are read when mounting.
       this.#unmount();
       this.#mount();
     }
@@ -79,6 +87,10 @@ class GlassboxChat extends HTMLElement {
           theme: this.getAttribute('theme') || 'auto',
           assets: here.href,
           vocab: this.getAttribute('vocab') || null,
+          fileLink: this.getAttribute('file-link'),
+          appletLink: this.getAttribute('applet-link'),
+          capture: this.getAttribute('capture'),
+          hideContextValues: this.hasAttribute('hide-context-values'),
         });
         if (this.#pageContext !== undefined) this.#widget.setPageContext(this.#pageContext);
       }).finally(() => { this.#mounting = null; });

@@ -2,6 +2,8 @@
 //! It converts JS values at the boundary and delegates everything else to `glassbox-app`.
 
 use glassbox_app::{ChatHandle, Theme, WidgetConfig};
+use glassbox_core::context::capture::CaptureRule;
+use glassbox_core::context::footer::FooterLinks;
 use glassbox_core::wire::{Attachment, PageContext};
 use wasm_bindgen::prelude::*;
 
@@ -13,6 +15,7 @@ pub struct GlassboxWidget {
 
 /// Options read from the element's attributes.
 #[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Options {
     server: String,
     #[serde(default)]
@@ -26,6 +29,27 @@ struct Options {
     /// Host-given vocabulary URL with `{encoding}`.
     #[serde(default)]
     vocab: Option<String>,
+    /// The footer's file link template (`{path}`); `none` for no links.
+    #[serde(default)]
+    file_link: Option<String>,
+    /// The footer's applet link template (`{slug}`, `{params}`); `none` for no links.
+    #[serde(default)]
+    applet_link: Option<String>,
+    /// The idle URL capture rule: `off`, `PARAM` or `PARAM:SET` (the seed's applet capture if unset).
+    #[serde(default)]
+    capture: Option<String>,
+    /// Set when the host forbids showing page-context values in "View context".
+    #[serde(default)]
+    hide_context_values: bool,
+}
+
+/// A link template attribute: unset → the default, `none` → no links.
+fn link_template(attr: Option<String>, default: Option<String>) -> Option<String> {
+    match attr.as_deref().map(str::trim) {
+        None | Some("") => default,
+        Some(t) if t.eq_ignore_ascii_case("none") => None,
+        Some(t) => Some(t.to_owned()),
+    }
 }
 
 pub(crate) fn js_error(code: &str, message: impl std::fmt::Display) -> JsValue {
@@ -67,6 +91,13 @@ impl GlassboxWidget {
         console_error_panic_hook::set_once();
         let options: Options = serde_wasm_bindgen::from_value(options)
             .map_err(|e| js_error("invalid_frame", format!("options: {e}")))?;
+        let defaults = FooterLinks::default();
+        let capture = CaptureRule::parse(options.capture.as_deref()).unwrap_or_else(|e| {
+            web_sys::console::warn_1(
+                &format!("<glassbox-chat capture>: {e}; capture is off").into(),
+            );
+            None
+        });
         let config = WidgetConfig {
             server: options.server,
             session: options
@@ -77,6 +108,12 @@ impl GlassboxWidget {
             theme: Theme::parse(options.theme.as_deref()),
             assets: options.assets,
             vocab_url: options.vocab.filter(|v| !v.is_empty()),
+            footer_links: FooterLinks {
+                files: link_template(options.file_link, defaults.files),
+                applet: link_template(options.applet_link, defaults.applet),
+            },
+            capture,
+            show_context_values: !options.hide_context_values,
         };
         Ok(GlassboxWidget {
             handle: Some(glassbox_app::mount(container, host, config)),

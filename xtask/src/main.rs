@@ -15,13 +15,15 @@ usage: cargo xtask <command>
 
   build            build the widget into dist/ (wasm32, wasm-bindgen, wasm-opt -Oz)
   serve            build what is needed and run the server with the demo page (GLASSBOX_* env applies)
-  test             run every test: unit, server integration, and the headless-Chromium end-to-end test
+  test [FILTER]    run every test: unit, server integration, and the headless-Chromium end-to-end test
+                   (FILTER: only tests whose name contains it, e.g. `cargo xtask test view_context`)
   bench gateway    added latency of our server vs the fake provider directly, plus widget payload size
   bench embed      embedding speed vs onnxruntime on the same ONNX file, and top-10 vector search
   bench tokens     token counting in headless Chromium vs gpt-tokenizer and tiktoken (npm)
   bench render     long streamed replies and a 2,000-message history in headless Chromium: render
                    lag, longest task, script time per kB (args: --sizes 1,4,16,64 --history N --timeout S)
-  bench context    planning one turn (receipt + request) for a 1,000-message session, and the receipt's size
+  bench context    planning one turn (receipt + request) for a 1,000-message session, the receipt's size,
+                   and one tool round's added latency over a plain reply (fake provider)
   model            provision the embedding model (all-MiniLM-L6-v2 as ONNX) into ~/.cache/glassbox/models
   setup            install the build and test tools (done automatically by the commands above)
 ";
@@ -32,7 +34,8 @@ fn main() -> Result<()> {
     match args.as_slice() {
         ["build"] => build::widget().map(|_| ()),
         ["serve"] => run::serve(),
-        ["test"] => run::test(),
+        ["test"] => run::test(None),
+        ["test", filter] => run::test(Some(filter)),
         ["bench", "gateway"] => run::bench_gateway(),
         ["bench", "embed"] => run::bench_embed(),
         ["bench", "tokens"] => run::bench_tokens(),

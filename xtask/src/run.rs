@@ -40,8 +40,9 @@ pub fn serve() -> Result<()> {
     run(&mut cmd)
 }
 
-/// Runs every test of the workspace, including the browser end-to-end test.
-pub fn test() -> Result<()> {
+/// Runs every test of the workspace, including the browser end-to-end test (only those whose name
+/// contains `filter`, when given).
+pub fn test(filter: Option<&str>) -> Result<()> {
     let dist = build::widget()?;
     let (chromium, driver) = browser()?;
     let model_dir = model::provision()?;
@@ -56,6 +57,7 @@ pub fn test() -> Result<()> {
             "--bins",
             "--tests",
         ])
+        .args(filter.map(|f| ["--", f]).into_iter().flatten())
         .env("GLASSBOX_E2E_WIDGET_DIR", &dist)
         .env("GLASSBOX_E2E_NODE_MODULES", crate::tools::npm_tools()?)
         .env("GLASSBOX_E2E_PUBLIC_DIR", root().join("public"))
@@ -158,7 +160,8 @@ pub fn bench_render(args: &[&str]) -> Result<()> {
     release_bin("render-bench", &args)
 }
 
-/// Planning one turn for a 1,000-message session (issue 12): p50/p99 and the stored receipt's size.
+/// Planning one turn for a 1,000-message session (issue 12): p50/p99 and the stored receipt's size;
+/// then one tool round's added latency over a plain reply against the fake provider.
 pub fn bench_context() -> Result<()> {
     build::widget()?;
     release_bin("context-bench", &[])

@@ -10,6 +10,7 @@ use super::composer::Composer;
 use super::compression_settings::CompressionSettingsPanel;
 use super::connection_status::ConnectionBadge;
 use super::context_footer::ContextFooter;
+use super::context_view::{ContextDialog, ContextViewer};
 use super::message_view::{MessageView, PendingView};
 use super::token_meter::TokenMeter;
 use crate::client::ChatClient;
@@ -73,6 +74,14 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
 
     let notice = move || transcript.with(|t| t.notice.clone());
     let context_sets = Memo::new(move |_| transcript.with(|t| t.sets.clone()));
+    let changed_keys = Memo::new(move |_| transcript.with(changed_page_keys));
+    let config = client.config();
+    let footer_links = config
+        .as_ref()
+        .map(|c| c.footer_links.clone())
+        .unwrap_or_default();
+    let show_values = config.is_some_and(|c| c.show_context_values);
+    let viewer = ContextViewer::new();
     view! {
         <div class="gb-root" data-theme=move || theme.get().as_str()>
             <header class="gb-header">
@@ -120,7 +129,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                             <p class="gb-empty">"Ask anything. Replies stream in here."</p>
                         </Show>
                         <For each=message_ids key=|id| id.clone() let:id>
-                            <MessageView client=client id=id show_compression=show_compression />
+                            <MessageView client=client id=id show_compression=show_compression viewer=viewer />
                         </For>
                         <For each=pending_ids key=|id| id.clone() let:cid>
                             <PendingView client=client client_message_id=cid />
@@ -140,9 +149,26 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                 {move || client.announcement.get()}
             </div>
             <Composer client=client />
-            <ContextFooter sets=context_sets />
+            <ContextFooter sets=context_sets links=footer_links changed_keys=changed_keys />
+            <ContextDialog client=client viewer=viewer show_values=show_values messages=content />
         </div>
     }
+}
+
+/// The page-context keys that changed with the latest user message (against the one before).
+fn changed_page_keys(t: &glassbox_core::transcript::Transcript) -> Vec<String> {
+    let mut users = t
+        .messages
+        .iter()
+        .rev()
+        .filter(|m| m.role == glassbox_core::wire::Role::User);
+    let Some(latest) = users.next() else {
+        return Vec::new();
+    };
+    glassbox_core::context::footer::changed_page_keys(
+        users.next().and_then(|m| m.context.as_ref()),
+        latest.context.as_ref(),
+    )
 }
 
 /// The meter's reading for the chat: every message that reaches the model, the pending ones, and

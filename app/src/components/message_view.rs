@@ -4,6 +4,7 @@
 use glassbox_core::wire::{Attachment, MessageStatus, Role, ToolExchange};
 use leptos::prelude::*;
 
+use super::context_view::ContextViewer;
 use super::markdown_view::MarkdownView;
 use super::token_meter::grouped;
 use crate::client::ChatClient;
@@ -16,6 +17,8 @@ pub fn MessageView(
     /// Whether compression results are shown under replies (the session's setting).
     #[prop(into)]
     show_compression: Signal<bool>,
+    /// Opens the reply's "View context" dialog.
+    viewer: ContextViewer,
 ) -> impl IntoView {
     let Some(cell) = client.message(&id) else {
         return ().into_any();
@@ -38,6 +41,7 @@ pub fn MessageView(
         })
     });
     let retry_id = id.clone();
+    let view_id = id.clone();
     view! {
         <div
             class="gb-message"
@@ -89,6 +93,7 @@ pub fn MessageView(
                 if usage.is_none() && report.is_none() {
                     return None;
                 }
+                let has_receipt = report.is_some();
                 let counted = report.as_ref().map(|r| {
                     format!(
                         "{}{} in counted ({})",
@@ -100,8 +105,8 @@ pub fn MessageView(
                 let reported = usage.map(|u| {
                     format!(
                         "{} in · {} out reported by the provider",
-                        grouped(u.input_tokens as u32),
-                        grouped(u.output_tokens as u32)
+                        grouped(u.input_tokens),
+                        grouped(u.output_tokens)
                     )
                 });
                 let compression = report
@@ -117,10 +122,26 @@ pub fn MessageView(
                         )
                     });
                 let line = [counted, reported].into_iter().flatten().collect::<Vec<_>>().join(" · ");
+                let view_id = view_id.clone();
                 Some(view! {
                     <div class="gb-meta" title="Our count of the request beside the provider's, so drift shows">
                         <span class="gb-usage">{line}</span>
                         {compression.map(|c| view! { <span class="gb-compressed">{c}</span> })}
+                        {has_receipt.then(|| view! {
+                            <button
+                                class="gb-link-button gb-view-context"
+                                type="button"
+                                aria-haspopup="dialog"
+                                on:click=move |ev: leptos::ev::MouseEvent| {
+                                    let opener = ev
+                                        .current_target()
+                                        .and_then(|t| wasm_bindgen::JsCast::dyn_into::<web_sys::HtmlElement>(t).ok());
+                                    viewer.open(view_id.clone(), opener);
+                                }
+                            >
+                                "View context"
+                            </button>
+                        })}
                     </div>
                 })
             }}

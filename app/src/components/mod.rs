@@ -5,6 +5,7 @@ pub mod composer;
 pub mod compression_settings;
 pub mod connection_status;
 pub mod context_footer;
+pub mod context_view;
 mod history_window;
 pub mod markdown_view;
 mod message_list_follow;

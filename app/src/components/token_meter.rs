@@ -8,8 +8,8 @@ use crate::meter_reading::MeterView;
 use crate::token_counts::VocabState;
 
 /// `12345` → `12,345`.
-pub fn grouped(n: u32) -> String {
-    let digits = n.to_string();
+pub fn grouped(n: impl Into<u64>) -> String {
+    let digits = n.into().to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i).is_multiple_of(3) {
@@ -234,10 +234,10 @@ pub fn TokenMeter(
 mod tests {
     #[test]
     fn grouping() {
-        assert_eq!(super::grouped(0), "0");
-        assert_eq!(super::grouped(999), "999");
-        assert_eq!(super::grouped(1000), "1,000");
-        assert_eq!(super::grouped(128000), "128,000");
-        assert_eq!(super::grouped(1047576), "1,047,576");
+        assert_eq!(super::grouped(0u32), "0");
+        assert_eq!(super::grouped(999u32), "999");
+        assert_eq!(super::grouped(1000u32), "1,000");
+        assert_eq!(super::grouped(128000u32), "128,000");
+        assert_eq!(super::grouped(1047576u64), "1,047,576");
     }
 }

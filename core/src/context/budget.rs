@@ -1,13 +1,14 @@
 //! How the context window is shared out (seed §4): the system prompt and up to 500 tokens of
-//! memories are reserved, knowledge gets up to a quarter of what remains, the conversation the
-//! rest. We also reserve the reply's output tokens, since providers count them in the window.
+//! memories are reserved, then knowledge, the conversation the rest. We also reserve the reply's
+//! output tokens, since providers count them in the window. Unlike the seed, knowledge (the page
+//! context and the resume block) is not capped at a quarter: it is sent whole (the page context is
+//! bounded when it arrives), so the conversation gets what it actually leaves and compression makes
+//! room for a large context instead of the request overflowing.
 
 use serde::{Deserialize, Serialize};
 
 /// Most tokens memories may take.
 pub const MEMORY_CAP: u32 = 500;
-/// Share of the remaining window knowledge may take.
-pub const KNOWLEDGE_SHARE: f64 = 0.25;
 
 /// Tokens used by each part of a request, as counted by our tokenizer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,9 +56,7 @@ pub fn calculate_budget(limit: u32, output_reserve: u32, used: TokenBreakdown) -
         .saturating_sub(output_reserve)
         .saturating_sub(system)
         .saturating_sub(memories);
-    let knowledge = used
-        .knowledge
-        .min((f64::from(remaining) * KNOWLEDGE_SHARE).floor() as u32);
+    let knowledge = used.knowledge.min(remaining);
     let conversation = remaining - knowledge;
     ContextBudget {
         total: limit,
@@ -96,10 +95,11 @@ mod tests {
         };
         let b = calculate_budget(8192, 0, used);
         assert_eq!(b.memories.allocated, 500); // capped
-        // remaining = 8192 - 1000 - 500 = 6692; knowledge ≤ 25% = 1673
-        assert_eq!(b.knowledge.allocated, 1673);
-        assert_eq!(b.conversation.allocated, 6692 - 1673);
-        assert_eq!(b.available, (6692 - 1673) - 2000);
+        // remaining = 8192 - 1000 - 500 = 6692; all 5000 of knowledge are sent, so the
+        // conversation gets the rest.
+        assert_eq!(b.knowledge.allocated, 5000);
+        assert_eq!(b.conversation.allocated, 6692 - 5000);
+        assert_eq!(b.available, (6692 - 5000) - 2000);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! footer's rules are tested natively; the widget renders labels as text (never as HTML).
 
 use super::sets::ContextSets;
+use crate::wire::PageContext;
 
 /// Files shown before the rest is summarized as "+N".
 pub const MAX_FILES_SHOWN: usize = 5;
@@ -140,6 +141,22 @@ pub fn footer_items(sets: &ContextSets, links: &FooterLinks) -> Vec<FooterItem> 
     out
 }
 
+/// Page-context keys whose value changed between the previous user message and this one (names
+/// only; the footer shows them as chips): keys added or changed, then the ones `now` no longer has.
+pub fn changed_page_keys(before: Option<&PageContext>, now: Option<&PageContext>) -> Vec<String> {
+    let (empty_before, empty_now) = (PageContext::new(), PageContext::new());
+    let (before, now) = (before.unwrap_or(&empty_before), now.unwrap_or(&empty_now));
+    let changed = now
+        .iter()
+        .filter(|(k, v)| before.get(k.as_str()) != Some(v))
+        .map(|(k, _)| k.clone());
+    let removed = before
+        .keys()
+        .filter(|k| !now.contains_key(k.as_str()))
+        .cloned();
+    changed.chain(removed).collect()
+}
+
 /// `href` if it is an http(s) URL or a same-site relative one (`/x`, `?x`, `#x`, `x/y`), else
 /// `None`: no `javascript:`, `data:` or other scheme, no protocol-relative `//host`.
 pub fn safe_href(href: &str) -> Option<String> {
@@ -176,10 +193,15 @@ fn encode(s: &str) -> String {
 }
 
 fn shorten(s: &str) -> String {
-    if s.chars().count() <= MAX_LABEL_CHARS {
+    shorten_to(s, MAX_LABEL_CHARS)
+}
+
+/// `s` cut to at most `max` characters (≥ 1), ending in "…" when cut.
+pub fn shorten_to(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
         return s.to_owned();
     }
-    let mut out: String = s.chars().take(MAX_LABEL_CHARS - 1).collect();
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
 }
@@ -289,6 +311,28 @@ mod tests {
             footer_items(&sets(&[("files", &["/a.md"])]), &links)[0]
                 .href
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn changed_page_keys_name_what_changed_this_turn() {
+        let ctx = |v: serde_json::Value| v.as_object().cloned();
+        let before = ctx(serde_json::json!({"page": "home", "cart": [1], "user": "a"}));
+        let now = ctx(serde_json::json!({"page": "detail", "cart": [1], "entity": "x"}));
+        assert_eq!(
+            changed_page_keys(before.as_ref(), now.as_ref()),
+            ["entity", "page", "user"]
+        );
+        assert!(changed_page_keys(now.as_ref(), now.as_ref()).is_empty());
+        assert_eq!(
+            changed_page_keys(None, now.as_ref()).len(),
+            3,
+            "the first turn: all new"
+        );
+        assert_eq!(
+            changed_page_keys(before.as_ref(), None).len(),
+            3,
+            "context dropped"
         );
     }
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::budget::{TokenBreakdown, calculate_budget};
 use super::compression::{self, CompressionSettings, CountedMessage, Strategy};
+use super::settings::SessionSettings;
 
 /// A session's context parameters, sent by the server with the session and after every change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +28,42 @@ pub struct ContextInfo {
     /// Tokens reserved for the reply.
     pub output_reserve: u32,
     pub compression: CompressionSettings,
+}
+
+/// What a server knows besides the model and the session's settings: the model-window overrides,
+/// the reply cap, and the tokens of what it sends with every message (counted in the model's
+/// encoding, `encoding_for(model).0`).
+#[derive(Debug, Clone, Copy)]
+pub struct ServerFacts<'a> {
+    /// `(model, window)` overrides of the built-in table.
+    pub model_limits: &'a [(String, u32)],
+    /// The configured reply cap.
+    pub max_output_tokens: u32,
+    pub system_prompt_tokens: u32,
+    pub tool_tokens: u32,
+    /// Whether the encoding's vocabulary is loaded (else counts are estimates).
+    pub vocabulary_loaded: bool,
+}
+
+impl ContextInfo {
+    /// The meter's parameters for `model` under a session's `settings`: derived, never stored, so
+    /// each connection of a session gets the meter of the model it talks to. A small window never
+    /// gives more than a quarter of itself to the reply.
+    pub fn derive(model: &str, settings: &SessionSettings, facts: ServerFacts<'_>) -> Self {
+        let (encoding, exact) = super::encoding_for(model);
+        let limit = super::context_limit(model, facts.model_limits);
+        ContextInfo {
+            model: model.to_owned(),
+            context_limit: limit,
+            encoding: encoding.to_owned(),
+            exact: exact && facts.vocabulary_loaded,
+            system_prompt_tokens: facts.system_prompt_tokens,
+            tool_tokens: facts.tool_tokens,
+            memory_tokens: 0,
+            output_reserve: facts.max_output_tokens.min(limit / 4),
+            compression: settings.compression,
+        }
+    }
 }
 
 /// Compression as applied to one request.
@@ -150,6 +187,51 @@ pub fn read(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn info_is_derived_per_model_from_the_sessions_settings() {
+        let mut settings = SessionSettings::default();
+        settings.compression.threshold = 55;
+        let facts = ServerFacts {
+            model_limits: &[("tiny-model".to_owned(), 8_000)],
+            max_output_tokens: 4_096,
+            system_prompt_tokens: 12,
+            tool_tokens: 300,
+            vocabulary_loaded: true,
+        };
+        let big = ContextInfo::derive("gpt-4o", &settings, facts);
+        assert_eq!(
+            (big.context_limit, big.encoding.as_str(), big.exact),
+            (128_000, "o200k_base", true)
+        );
+        assert_eq!(
+            (
+                big.output_reserve,
+                big.tool_tokens,
+                big.compression.threshold
+            ),
+            (4_096, 300, 55)
+        );
+        let tiny = ContextInfo::derive("tiny-model", &settings, facts);
+        assert_eq!(tiny.context_limit, 8_000);
+        assert_eq!(
+            tiny.output_reserve, 2_000,
+            "at most a quarter of a small window"
+        );
+        assert!(
+            !tiny.exact,
+            "an unknown model is counted with o200k, approximately"
+        );
+        let unloaded = ContextInfo::derive(
+            "gpt-4o",
+            &settings,
+            ServerFacts {
+                vocabulary_loaded: false,
+                ..facts
+            },
+        );
+        assert!(!unloaded.exact);
+    }
 
     fn info(limit: u32, compression: CompressionSettings) -> ContextInfo {
         ContextInfo {

@@ -1,6 +1,7 @@
 //! The context window: model limits, how the window is shared out, and compression.
 
 pub mod budget;
+pub mod capture;
 pub mod compression;
 pub mod footer;
 pub mod model_limits;
@@ -11,10 +12,13 @@ pub use model_limits::{context_limit, encoding_for};
 pub mod meter;
 pub mod plan;
 pub mod receipt;
+pub mod receipt_view;
 pub mod sets;
 pub mod settings;
 
-pub use meter::{CompressionReport, ContextInfo, ContextReport, MeterReading, MeterState};
+pub use meter::{
+    CompressionReport, ContextInfo, ContextReport, MeterReading, MeterState, ServerFacts,
+};
 pub use plan::{
     CurrentReply, ResumeInput, SummaryInput, TurnInput, TurnMessage, TurnPlan, plan_turn,
     record_tool_round,

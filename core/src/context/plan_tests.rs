@@ -147,6 +147,35 @@ fn page_context_is_delimited_data_listed_by_key_names() {
 }
 
 #[test]
+fn a_large_page_context_makes_compression_room_rather_than_overflow() {
+    // 20 messages of 50 tokens; a page context of ~700 tokens, far above the seed's 25 % share
+    // of a 1,200-token window: compression must leave room for all of it.
+    let t = texts(20, 50);
+    let msgs = conversation(&t);
+    let big: Vec<String> = (0..700).map(|i| format!("v{i}")).collect();
+    let ctx = json!({ "notes": big.join(" ") });
+    let settings = CompressionSettings {
+        strategy: Strategy::SlidingWindow,
+        preserve_recent_messages: 2,
+        ..Default::default()
+    };
+    let info = info(1_200, 0, settings);
+    let p = plan(&TurnInput {
+        info: &info,
+        system_prompt: None,
+        messages: &msgs,
+        page_context: ctx.as_object(),
+        summary: None,
+        tools: &[],
+        tool_instructions: None,
+        resume: None,
+    });
+    assert_eq!(p.receipt.overflow, None, "{:?}", p.receipt);
+    assert!(!p.receipt.left_out.is_empty(), "older messages made room");
+    assert!(p.receipt.totals.counted_input_tokens <= 1_200);
+}
+
+#[test]
 fn a_sliding_window_lists_what_it_dropped_and_what_it_preserved() {
     let t = texts(20, 50);
     let msgs = conversation(&t);

@@ -208,8 +208,12 @@ pub fn get_result_text(sets: &ContextSets, set_name: Option<&str>) -> String {
 
 /// The two context tools as offered to the model (the seed's descriptions).
 pub fn context_tools() -> Vec<ToolDefinition> {
-    vec![
-        ToolDefinition {
+    vec![set_tool(), get_tool()]
+}
+
+/// `set_relevant_context` as offered to the model.
+pub fn set_tool() -> ToolDefinition {
+    ToolDefinition {
             name: SET_TOOL.to_owned(),
             description: "Set context for this session. Context is shown to the user in a footer \
                 and reminded to you on resume.\n\n\
@@ -238,8 +242,12 @@ pub fn context_tools() -> Vec<ToolDefinition> {
                 "required": ["setName", "items"],
                 "additionalProperties": false
             }),
-        },
-        ToolDefinition {
+    }
+}
+
+/// `get_relevant_context` as offered to the model.
+pub fn get_tool() -> ToolDefinition {
+    ToolDefinition {
             name: GET_TOOL.to_owned(),
             description: "Get session context. Use on resume to remember what you were working \
                 on.\n\nCall with no arguments for all context, or specify setName for a specific set."
@@ -254,8 +262,7 @@ pub fn context_tools() -> Vec<ToolDefinition> {
                 },
                 "additionalProperties": false
             }),
-        },
-    ]
+    }
 }
 
 /// The default system-prompt section that asks the model to keep the sets (the seed's wording, with

@@ -91,7 +91,7 @@ impl ShardedEncoder {
         let layout: Layout = std::fs::read_to_string(&layout_path)
             .map_err(|e| corrupt(&layout_path, &e))
             .and_then(|s| serde_json::from_str(&s).map_err(|e| corrupt(&layout_path, &e)))?;
-        if layout.shards == 0 || layout.heads % layout.shards != 0 {
+        if layout.shards == 0 || !layout.heads.is_multiple_of(layout.shards) {
             return Err(corrupt(&layout_path, &"the shards do not divide the heads"));
         }
         // Each shard runs on one thread: the parallelism is across shards.

@@ -42,7 +42,7 @@ pub fn mentions(text: &str) -> (Vec<String>, Vec<String>) {
         let (list, keep) = if word.starts_with("http://") || word.starts_with("https://") {
             (&mut urls, word.len() > "https://".len())
         } else {
-            let ext = word.rsplit_once('.').map(|(stem, ext)| (stem, ext));
+            let ext = word.rsplit_once('.');
             let looks_like_file = ext.is_some_and(|(stem, ext)| {
                 !stem.is_empty()
                     && !stem.ends_with('/')

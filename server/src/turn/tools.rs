@@ -64,6 +64,8 @@ impl From<AppError> for ToolError {
 
 /// A tool the model can call.
 pub trait Tool: Send + Sync {
+    /// The name the model calls it by (the definition's `name`).
+    fn name(&self) -> &str;
     /// Name, description and JSON-schema parameters, as offered to the model.
     fn definition(&self) -> ToolDefinition;
     /// Runs the tool with the parsed arguments.
@@ -78,12 +80,38 @@ pub trait Tool: Send + Sync {
 #[derive(Clone)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    /// The definitions as JSON, serialized once (the meter counts their tokens).
+    definitions_json: Arc<str>,
 }
 
 impl ToolRegistry {
     /// A registry of `tools`.
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
-        Self { tools }
+        let definitions: Vec<ToolDefinition> = tools.iter().map(|t| t.definition()).collect();
+        for (tool, definition) in tools.iter().zip(&definitions) {
+            debug_assert_eq!(
+                tool.name(),
+                definition.name,
+                "a tool's name is its definition's"
+            );
+        }
+        let definitions_json = serde_json::to_string(&definitions)
+            .unwrap_or_default()
+            .into();
+        Self {
+            tools,
+            definitions_json,
+        }
+    }
+
+    /// Whether any tool is offered.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The definitions as the JSON whose tokens the plan counts.
+    pub fn definitions_json(&self) -> &str {
+        &self.definitions_json
     }
 
     /// The built-in tools: the session's context sets.
@@ -101,14 +129,14 @@ impl ToolRegistry {
 
     /// Runs one call and returns the exchange; failures are error results.
     pub async fn run(&self, ctx: ToolCtx<'_>, call: ToolCall) -> ToolExchange {
-        let tool = self.tools.iter().find(|t| t.definition().name == call.name);
+        let tool = self.tools.iter().find(|t| t.name() == call.name);
         let outcome = match tool {
             None => Err(format!(
                 "unknown tool {:?}; available: {}",
                 call.name,
-                self.definitions()
+                self.tools
                     .iter()
-                    .map(|d| d.name.as_str())
+                    .map(|t| t.name())
                     .collect::<Vec<_>>()
                     .join(", ")
             )),
@@ -153,8 +181,12 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
 struct SetRelevantContext;
 
 impl Tool for SetRelevantContext {
+    fn name(&self) -> &str {
+        sets::SET_TOOL
+    }
+
     fn definition(&self) -> ToolDefinition {
-        sets::context_tools().remove(0)
+        sets::set_tool()
     }
 
     fn call<'a>(
@@ -182,8 +214,12 @@ impl Tool for SetRelevantContext {
 struct GetRelevantContext;
 
 impl Tool for GetRelevantContext {
+    fn name(&self) -> &str {
+        sets::GET_TOOL
+    }
+
     fn definition(&self) -> ToolDefinition {
-        sets::context_tools().remove(1)
+        sets::get_tool()
     }
 
     fn call<'a>(

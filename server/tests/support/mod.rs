@@ -130,6 +130,43 @@ impl TestServer {
             .expect("JSON answer")
     }
 
+    /// Creates a session over REST: its id, its token and the whole answer.
+    pub async fn new_session(&self) -> (String, String, Value) {
+        let s = self.post_json("/api/sessions", &json!({})).await;
+        (
+            s["sessionId"].as_str().expect("sessionId").to_owned(),
+            s["token"].as_str().expect("token").to_owned(),
+            s,
+        )
+    }
+
+    /// One chat turn over REST (JSON answer), which must succeed.
+    pub async fn chat(&self, id: &str, token: &str, text: &str) -> Value {
+        let resp = self
+            .http
+            .post(self.url("/api/chat"))
+            .bearer_auth(token)
+            .json(&json!({"sessionId": id, "message": text}))
+            .send()
+            .await
+            .expect("POST /api/chat");
+        assert_eq!(resp.status(), 200);
+        resp.json().await.expect("JSON answer")
+    }
+
+    /// `GET /api/sessions/{id}`, which must succeed.
+    pub async fn session(&self, id: &str, token: &str) -> Value {
+        let resp = self
+            .http
+            .get(self.url(&format!("/api/sessions/{id}")))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("GET /api/sessions/{id}");
+        assert_eq!(resp.status(), 200);
+        resp.json().await.expect("JSON answer")
+    }
+
     /// Messages of a session via REST.
     pub async fn messages(&self, session: &str, token: &str) -> Vec<Value> {
         let resp = self

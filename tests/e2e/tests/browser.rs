@@ -2,6 +2,8 @@
 //! history restored; page context reaches the model but never the message; the host JS API works.
 
 use anyhow::Result;
+use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+use fantoccini::key::Key;
 use fantoccini::{Client, Locator};
 use glassbox_e2e::widget_page::{CONNECTED, shadow_element};
 use glassbox_e2e::{CuttableProxy, in_browser, start_server, wait_for};
@@ -123,7 +125,8 @@ async fn a_file_named_in_a_message_appears_in_the_footer_live_and_renders_inert(
         let link = client
             .execute(&format!("{FOOTER} const a = f.querySelector('a[data-kind=file]'); return [a.textContent, a.getAttribute('href'), f.title];"), vec![])
             .await?;
-        assert_eq!(link, json!(["spec.md", "/?applet=text-editor&path=docs/spec.md", "docs/spec.md"]));
+        // The tooltip lists every item, then the page-context keys this message changed (all, the first time).
+        assert_eq!(link, json!(["spec.md", "/?applet=text-editor&path=docs/spec.md", "docs/spec.md\nPage context changed: description, page, pathname"]));
         // The reply shows the tool exchange as one collapsed line.
         wait_for(&client, "the tool line", "return [...document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-tool summary')].some(s => s.textContent === 'set_relevant_context · files · merged 1');").await?;
 
@@ -151,7 +154,137 @@ async fn a_file_named_in_a_message_appears_in_the_footer_live_and_renders_inert(
         client
             .execute("document.querySelector('glassbox-chat').setContext('files', []); return document.querySelector('glassbox-chat').setContext('endpoints', []);", vec![])
             .await?;
+        wait_for(&client, "the sets to leave the footer", &format!("{FOOTER} return !f.querySelector('.gb-context-item') && f.querySelector('.gb-context-icon').hidden;")).await?;
+        // Only the chips of the first message's page context are left; the next message changes
+        // nothing, so the footer has nothing to show and hides.
+        send_from_composer(&client, "thanks").await?;
         wait_for(&client, "the footer to hide", &format!("{FOOTER} return f.hidden;")).await?;
+        Ok(())
+    })
+    .await
+}
+
+const ROOT: &str = "const r = document.querySelector('glassbox-chat').shadowRoot;";
+const DIALOG: &str = "const r = document.querySelector('glassbox-chat').shadowRoot; const d = r.querySelector('dialog.gb-context-dialog');";
+
+/// Presses `key` on the keyboard (whatever has focus gets it; WebDriver key codes, e.g. Key::Enter).
+async fn press(client: &Client, key: Key) -> Result<()> {
+    let key = char::from(key);
+    let keys = KeyActions::new("keyboard".into())
+        .then(KeyAction::Down { value: key })
+        .then(KeyAction::Up { value: key });
+    client.perform_actions(keys).await?;
+    Ok(())
+}
+
+/// Focuses the last reply's "View context" button and presses Enter on it.
+async fn open_context_of_last_reply(client: &Client) -> Result<()> {
+    client
+        .execute(&format!("{ROOT} const b = [...r.querySelectorAll('.gb-view-context')].pop(); b.focus(); return !!b;"), vec![])
+        .await?;
+    press(client, Key::Enter).await?;
+    wait_for(
+        client,
+        "the dialog to open",
+        &format!("{DIALOG} return d.open && !!d.querySelector('.gb-receipt-row');"),
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn view_context_shows_what_the_model_got_and_closes_with_escape() -> Result<()> {
+    const SECRET_PROMPT: &str =
+        "You are the demo assistant; SECRET-PROMPT-TEXT stays on the server.";
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "2"),
+        ("GLASSBOX_SYSTEM_PROMPT", SECRET_PROMPT),
+    ])
+    .await?;
+    // The host page's URL names an applet: when idle, the widget captures it into the footer.
+    let url = format!("http://{}/?applet=git-diff&file=src%2Fmain.rs", server.addr);
+    in_browser(url, "view-context", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        client.find(Locator::Css("button[data-page=pack-detail]")).await?.click().await?;
+        send_from_composer(&client, "Please review docs/spec.md with me").await?;
+        wait_for(&client, "the first reply", &format!("{ROOT} return r.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 1;")).await?;
+        // The first message's page context is all new: a chip per key.
+        let chips = client
+            .execute(&format!("{FOOTER} return [...f.querySelectorAll('.gb-context-chip')].map(c => c.textContent);"), vec![])
+            .await?;
+        assert_eq!(chips, json!(["description", "entity", "entityType", "page", "pathname"]));
+        // Idle a few seconds: the URL's applet is captured, linked with the seed's template.
+        let applet = wait_for(&client, "the applet to be captured", &format!("{FOOTER} const a = f.querySelector('[data-kind=applet]'); return a && [a.textContent, a.getAttribute('href')];")).await?;
+        assert_eq!(applet, json!(["[git-diff]", "/?applet=git-diff&file=src/main.rs"]));
+
+        send_from_composer(&client, "And what should change first?").await?;
+        wait_for(&client, "the second reply", &format!("{ROOT} return r.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 2;")).await?;
+        let chips = client.execute(&format!("{FOOTER} return f.querySelectorAll('.gb-context-chip').length;"), vec![]).await?;
+        assert_eq!(chips, json!(0), "the same page context again: nothing changed this turn");
+
+        // Open the second reply's context by keyboard.
+        open_context_of_last_reply(&client).await?;
+        let rows = client
+            .execute(&format!("{DIALOG} return [...d.querySelectorAll('.gb-receipt-parts > .gb-receipt-row')].map(row => ({{kind: row.dataset.kind, label: row.querySelector('.gb-receipt-label').textContent, tokens: parseInt(row.querySelector('.gb-receipt-tokens').textContent.replace(/,/g, '')), names: [...row.querySelectorAll('.gb-receipt-names li')].map(n => n.textContent)}}));"), vec![])
+            .await?;
+        let rows = rows.as_array().cloned().unwrap_or_default();
+        let kinds: Vec<&str> = rows.iter().filter_map(|r| r["kind"].as_str()).collect();
+        for kind in ["system_prompt", "tools", "page_context", "history", "user_message"] {
+            assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
+        }
+        assert!(rows.iter().all(|r| r["tokens"].as_u64().is_some_and(|t| t > 0)), "{rows:?}");
+        let page = rows.iter().find(|r| r["kind"] == "page_context").cloned().unwrap_or_default();
+        assert_eq!(page["names"], json!(["description", "entity", "entityType", "page", "pathname"]));
+        // The history is the first exchange (the message being answered is its own part).
+        let history: u64 = rows
+            .iter()
+            .filter(|r| r["kind"] == "history")
+            .filter_map(|r| r["label"].as_str()?.split(' ').next()?.parse::<u64>().ok())
+            .sum();
+        assert_eq!(history, 2, "{rows:?}");
+        let text = client.execute(&format!("{DIALOG} return d.textContent;"), vec![]).await?;
+        let text = text.as_str().unwrap_or_default();
+        assert!(!text.contains("SECRET-PROMPT-TEXT"), "the system prompt's text never reaches the page");
+        assert!(!text.contains("Illustrious-XL"), "values stay hidden until asked for");
+        assert!(text.contains("Reported by the provider") && text.contains("Our count of the input"), "{text}");
+
+        // Values behind the toggle, as text.
+        client.execute(&format!("{DIALOG} d.querySelector('.gb-receipt-values-toggle').click();"), vec![]).await?;
+        let values = wait_for(&client, "the values", &format!("{DIALOG} const p = d.querySelector('.gb-receipt-values'); return p && p.textContent;")).await?;
+        assert!(values.as_str().unwrap_or_default().contains("\"entity\": \"Illustrious-XL\""), "{values}");
+
+        // Esc closes; focus is back on the button that opened it.
+        press(&client, Key::Escape).await?;
+        wait_for(&client, "the dialog to close", &format!("{DIALOG} return !d.open;")).await?;
+        let focused = client.execute(&format!("{ROOT} return r.activeElement?.classList.contains('gb-view-context') ?? false;"), vec![]).await?;
+        assert_eq!(focused, json!(true), "focus returns to the opener");
+
+        // A history entry scrolls to its message and highlights it.
+        open_context_of_last_reply(&client).await?;
+        client.execute(&format!("{DIALOG} d.querySelector('.gb-receipt-row[data-kind=history] details summary').click();"), vec![]).await?;
+        let target = wait_for(&client, "the history entries", &format!("{DIALOG} const b = d.querySelector('.gb-receipt-message'); return b && b.textContent;")).await?;
+        assert!(target.as_str().unwrap_or_default().starts_with("You: Please review docs/spec.md"), "{target}");
+        client.execute(&format!("{DIALOG} d.querySelector('.gb-receipt-message').click();"), vec![]).await?;
+        let highlighted = wait_for(&client, "the message to be highlighted", &format!("{DIALOG} const m = r.querySelector('.gb-message.gb-highlight'); return !d.open && m && [m.dataset.role, r.activeElement === m];")).await?;
+        assert_eq!(highlighted, json!(["user", true]));
+        // ...and it is in view in the message list.
+        let in_view = wait_for(&client, "the message in view", &format!("{ROOT} const m = r.querySelector('.gb-message.gb-highlight').getBoundingClientRect(); const l = r.querySelector('.gb-messages').getBoundingClientRect(); return m.bottom > l.top && m.top < l.bottom;")).await?;
+        assert_eq!(in_view, json!(true));
+
+        // The host forbids values, and sets its own file links: the element remounts with them.
+        client
+            .execute("const c = document.querySelector('glassbox-chat'); c.setAttribute('file-link', 'https://files.example/open?p={path}'); c.setAttribute('hide-context-values', '');", vec![])
+            .await?;
+        wait_for(&client, "the widget to reconnect", &format!("{ROOT} return !!r.querySelector('.gb-status[data-state=connected]') && r.querySelectorAll('.gb-view-context').length === 2;")).await?;
+        let link = wait_for(&client, "the host's file link", &format!("{FOOTER} const a = f.querySelector('a[data-kind=file]'); return a && a.getAttribute('href');")).await?;
+        assert_eq!(link, json!("https://files.example/open?p=docs/spec.md"));
+        open_context_of_last_reply(&client).await?;
+        let toggles = client.execute(&format!("{DIALOG} return [d.querySelectorAll('.gb-receipt-values-toggle').length, d.querySelectorAll('.gb-receipt-row[data-kind=page_context] .gb-receipt-names li').length];"), vec![]).await?;
+        assert_eq!(toggles, json!([0, 5]), "key names only");
+        client.execute(&format!("{DIALOG} d.querySelector('.gb-dialog-close').click();"), vec![]).await?;
+        wait_for(&client, "the dialog to close", &format!("{DIALOG} return !d.open;")).await?;
         Ok(())
     })
     .await

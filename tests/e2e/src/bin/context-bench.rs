@@ -5,21 +5,29 @@
 //!
 //! Scenarios: everything fits a 128k window; a 16k window with hybrid compression (low-value messages
 //! dropped, a window, a summary in place of the oldest messages); the same with a page context.
+//!
+//! Then the tool loop: a whole reply through the server (`POST /api/chat`, read to `done`) against the
+//! fake OpenAI-compatible provider on loopback, plain vs one `set_relevant_context` round first (the
+//! call is run, stored, sent back, and the model answers): the round's added latency, p50/p99.
 
 use std::borrow::Cow;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use glassbox_core::context::{
     CompressionSettings, ContextInfo, Strategy, SummaryInput, TurnInput, TurnMessage, plan_turn,
 };
 use glassbox_core::wire::Role;
-use glassbox_e2e::widget_dir;
+use glassbox_e2e::{start_server, widget_dir};
+use glassbox_fake_provider::{Behaviour, FakeProvider};
 use glassbox_server::context::TokenCounter;
 use serde_json::json;
 
 const MESSAGES: usize = 1000;
 const ROUNDS: usize = 300;
+/// Replies per case of the tool-loop comparison (after `WARMUP` of each).
+const REPLIES: usize = 400;
+const WARMUP: usize = 50;
 
 fn session() -> (Vec<String>, Vec<String>) {
     let words = [
@@ -87,7 +95,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-fn main() -> Result<()> {
+#[tokio::main]
+async fn main() -> Result<()> {
+    planning()?;
+    tool_round().await
+}
+
+fn planning() -> Result<()> {
     let counter = TokenCounter::load(&widget_dir().join("vocab"), &["gpt-4o-mini"]);
     if !counter.has("o200k_base") {
         anyhow::bail!(
@@ -175,5 +189,81 @@ fn main() -> Result<()> {
         );
     }
     println!("\nGoals (issue 12): p50 ≤ 1 ms, receipt ≤ 8 kB (8,192 bytes).");
+    Ok(())
+}
+
+/// One tool round's added latency: the same reply with and without a `set_relevant_context` round.
+async fn tool_round() -> Result<()> {
+    let reply = Behaviour::reply(&["The ", "files ", "are ", "noted."]);
+    let fake = FakeProvider::start_with(reply.clone(), false).await?;
+    let base = fake.openai_base();
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "bench"),
+        ("OPENAI_BASE_URL", &base),
+        ("GLASSBOX_TOOLS", "context"),
+    ])
+    .await?;
+    let http = reqwest::Client::new();
+    let url = format!("http://{}/api/chat", server.addr);
+    let body = json!({"message": "Please keep docs/spec.md in mind."});
+    let tool_call = || Behaviour::ToolCall {
+        text: "Noting the file. ".into(),
+        name: "set_relevant_context".into(),
+        argument_parts: vec![
+            r#"{"setName":"files","#.into(),
+            r#""items":["docs/spec.md"],"mode":"merge"}"#.into(),
+        ],
+    };
+    let one = |with_tool: bool| {
+        let (http, url, body) = (&http, &url, &body);
+        let fake = &fake;
+        let reply = reply.clone();
+        async move {
+            if with_tool {
+                fake.queue(vec![tool_call(), reply]);
+            }
+            let t = Instant::now();
+            let text = http
+                .post(url)
+                .header("accept", "text/event-stream")
+                .json(body)
+                .send()
+                .await?
+                .text()
+                .await?;
+            let elapsed = t.elapsed();
+            anyhow::ensure!(text.contains("event: done"), "no done event: {text}");
+            if with_tool {
+                anyhow::ensure!(text.contains("event: tool"), "no tool event: {text}");
+            }
+            Ok::<Duration, anyhow::Error>(elapsed)
+        }
+    };
+    // Interleaved, so drift on the machine hits both cases alike.
+    let (mut plain, mut tool) = (Vec::new(), Vec::new());
+    for i in 0..WARMUP + REPLIES {
+        let p = one(false).await?;
+        let t = one(true).await?;
+        if i >= WARMUP {
+            plain.push(p.as_secs_f64() * 1e3);
+            tool.push(t.as_secs_f64() * 1e3);
+        }
+    }
+    plain.sort_by(f64::total_cmp);
+    tool.sort_by(f64::total_cmp);
+    println!(
+        "\n## One tool round vs a plain reply (whole reply through the server, fake OpenAI provider on loopback, {REPLIES} each, sequential)\n"
+    );
+    println!("| | plain reply (anchor) | with one tool round | added | ratio |");
+    println!("|---|---|---|---|---|");
+    for (name, p) in [("p50 (ms)", 0.5), ("p99 (ms)", 0.99)] {
+        let (a, b) = (percentile(&plain, p), percentile(&tool, p));
+        println!("| {name} | {a:.3} | {b:.3} | {:.3} | {:.2} |", b - a, b / a);
+    }
+    println!(
+        "\nA tool round is a second provider call plus running the tool and storing the change; the fake \
+         provider answers at once, so this is all Glassbox's own time."
+    );
     Ok(())
 }

@@ -1,0 +1,451 @@
+//! "View context": a modal dialog showing a reply's receipt — every part the model was given, in
+//! order, with why it went and its tokens; what was left out and why; our count beside the
+//! provider's. The rows' wording is `core::context::receipt_view`; everything is rendered as text.
+//! Opened from a reply's button (so by keyboard too); Esc or the close button closes it and focus
+//! returns to that button, or to the message a history entry pointed at.
+
+use glassbox_core::context::footer::shorten_to;
+use glassbox_core::context::receipt_view::{
+    MessageRun, ReceiptRow, ReceiptTotals, left_out_rows, part_rows, totals,
+};
+use glassbox_core::prompt::reaches_model;
+use glassbox_core::wire::{ChatMessage, PageContext, Role};
+use leptos::html::{Dialog, Div};
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+
+use super::token_meter::grouped;
+use crate::client::ChatClient;
+use crate::frame::next_frame;
+
+/// How long a message pointed at from the dialog stays highlighted.
+const HIGHLIGHT_MS: u32 = 2_500;
+/// Characters of a message shown in the dialog's lists.
+const SNIPPET_CHARS: usize = 80;
+/// Frames to wait for a message of a long history to be rendered (30 more per frame).
+const MAX_FRAMES_TO_FIND: u32 = 1_200;
+
+/// Which reply's context is shown, and where focus goes when the dialog closes.
+#[derive(Clone, Copy)]
+pub struct ContextViewer {
+    showing: RwSignal<Option<String>>,
+    opener: StoredValue<Option<web_sys::HtmlElement>, LocalStorage>,
+    /// A message to scroll to and highlight once the dialog has closed.
+    go_to: StoredValue<Option<String>>,
+}
+
+impl ContextViewer {
+    pub fn new() -> Self {
+        Self {
+            showing: RwSignal::new(None),
+            opener: StoredValue::new_local(None),
+            go_to: StoredValue::new(None),
+        }
+    }
+
+    /// Shows the context of reply `message_id`; focus returns to `opener` on close.
+    pub fn open(self, message_id: String, opener: Option<web_sys::HtmlElement>) {
+        self.opener.set_value(opener);
+        self.go_to.set_value(None);
+        self.showing.set(Some(message_id));
+    }
+
+    fn close(self) {
+        self.showing.set(None);
+    }
+}
+
+impl Default for ContextViewer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The dialog (one per widget). `messages` is the element holding the message views.
+#[component]
+pub fn ContextDialog(
+    client: ChatClient,
+    viewer: ContextViewer,
+    /// Whether page-context values may be shown (the host can forbid it).
+    show_values: bool,
+    messages: NodeRef<Div>,
+) -> impl IntoView {
+    let dialog: NodeRef<Dialog> = NodeRef::new();
+    Effect::new(move |_| {
+        let open = viewer.showing.with(Option::is_some);
+        let Some(d) = dialog.get() else { return };
+        if open && !d.open() {
+            let _ = d.show_modal();
+        } else if !open && d.open() {
+            d.close();
+        }
+    });
+    // Esc (the dialog's own cancel) and `close()` both end here.
+    let on_close = move |_| {
+        viewer.showing.set(None);
+        match viewer.go_to.try_update_value(Option::take).flatten() {
+            Some(id) => highlight_message(client, viewer, messages, id, 0),
+            None => {
+                if let Some(opener) = viewer.opener.try_update_value(Option::take).flatten() {
+                    let _ = opener.focus();
+                }
+            }
+        }
+    };
+    view! {
+        <dialog
+            class="gb-context-dialog"
+            node_ref=dialog
+            aria-labelledby="gb-context-title"
+            on:close=on_close
+        >
+            <div class="gb-dialog-header">
+                <h2 id="gb-context-title">"What the model was given"</h2>
+                <button
+                    class="gb-icon-button gb-dialog-close"
+                    type="button"
+                    aria-label="Close"
+                    on:click=move |_| viewer.close()
+                >
+                    "×"
+                </button>
+            </div>
+            {move || {
+                viewer
+                    .showing
+                    .get()
+                    .map(|id| view! { <ReceiptView client=client viewer=viewer id=id show_values=show_values /> })
+            }}
+        </dialog>
+    }
+}
+
+/// The receipt of reply `id`.
+#[component]
+fn ReceiptView(
+    client: ChatClient,
+    viewer: ContextViewer,
+    id: String,
+    show_values: bool,
+) -> impl IntoView {
+    let Some(reply) = client.message(&id).map(|cell| cell.get_untracked()) else {
+        return view! { <p class="gb-receipt-empty">"This reply is no longer in the conversation."</p> }
+            .into_any();
+    };
+    let Some(receipt) = reply.receipt.clone() else {
+        return view! { <p class="gb-receipt-empty">"Nothing was recorded for this reply."</p> }
+            .into_any();
+    };
+    let page_values = client.transcript.with_untracked(|t| {
+        reply
+            .reply_to
+            .as_deref()
+            .and_then(|u| t.find(u))
+            .and_then(|u| u.context.clone())
+    });
+    let parts = part_rows(&receipt);
+    let left = left_out_rows(&receipt);
+    let sums = totals(&receipt, reply.usage);
+    let old = parts.is_empty();
+    view! {
+        <div class="gb-receipt" data-message-id=id>
+            {receipt.overflow.map(|o| view! { <p class="gb-receipt-overflow" role="alert">{o.describe()}</p> })}
+            {old.then(|| view! {
+                <p class="gb-receipt-empty">
+                    "This reply was stored before Glassbox kept receipts: only the totals are known."
+                </p>
+            })}
+            <ol class="gb-receipt-parts" aria-label="Sent to the model, in order">
+                {parts
+                    .into_iter()
+                    .map(|row| {
+                        let values = (row.kind == "page_context" && show_values)
+                            .then(|| page_values.clone());
+                        view! { <Row client=client viewer=viewer row=row values=values /> }
+                    })
+                    .collect_view()}
+            </ol>
+            {(!old).then(|| {
+                view! {
+                    <h3 class="gb-receipt-heading">"Left out"</h3>
+                    {if left.is_empty() {
+                        view! { <p class="gb-receipt-none">"Nothing was left out."</p> }.into_any()
+                    } else {
+                        view! {
+                            <ol class="gb-receipt-left-out" aria-label="Left out">
+                                {left
+                                    .into_iter()
+                                    .map(|row| view! { <Row client=client viewer=viewer row=row values=None /> })
+                                    .collect_view()}
+                            </ol>
+                        }
+                            .into_any()
+                    }}
+                }
+            })}
+            <Totals sums=sums itemized=!old />
+        </div>
+    }
+    .into_any()
+}
+
+/// One row: what, why, tokens, and what it names or stands for.
+#[component]
+fn Row(
+    client: ChatClient,
+    viewer: ContextViewer,
+    row: ReceiptRow,
+    /// For the page-context row when values may be shown: the values sent (if still known).
+    values: Option<Option<PageContext>>,
+) -> impl IntoView {
+    let ReceiptRow {
+        kind,
+        label,
+        why,
+        tokens,
+        names,
+        messages,
+        note,
+    } = row;
+    view! {
+        <li class="gb-receipt-row" data-kind=kind>
+            <div class="gb-receipt-line">
+                <span class="gb-receipt-label">{label}</span>
+                <span class="gb-receipt-tokens">{format!("{} tokens", grouped(tokens))}</span>
+            </div>
+            <div class="gb-receipt-why">{why}</div>
+            {(!names.is_empty()).then(|| view! {
+                <ul class="gb-receipt-names">
+                    {names.into_iter().map(|n| view! { <li>{n}</li> }).collect_view()}
+                </ul>
+            })}
+            {values.map(|v| view! { <PageValues values=v /> })}
+            {messages.map(|run| view! { <RunMessages client=client viewer=viewer run=run /> })}
+            {note.map(|n| view! { <div class="gb-receipt-note">{n}</div> })}
+        </li>
+    }
+}
+
+/// The "show values" toggle of the page-context row, and the values as text.
+#[component]
+fn PageValues(values: Option<PageContext>) -> impl IntoView {
+    let shown = RwSignal::new(false);
+    let text = values
+        .as_ref()
+        .and_then(|v| serde_json::to_string_pretty(v).ok());
+    view! {
+        <button
+            class="gb-link-button gb-receipt-values-toggle"
+            type="button"
+            aria-pressed=move || shown.get().to_string()
+            on:click=move |_| shown.update(|s| *s = !*s)
+        >
+            {move || if shown.get() { "Hide values" } else { "Show values" }}
+        </button>
+        <Show when=move || shown.get()>
+            {
+                let text = text.clone();
+                match text {
+                    Some(t) => view! { <pre class="gb-receipt-values">{t}</pre> }.into_any(),
+                    None => view! { <p class="gb-receipt-none">"The values are not known here."</p> }.into_any(),
+                }
+            }
+        </Show>
+    }
+}
+
+/// The messages a row stands for: one button for one message; a list, built when opened, for more.
+#[component]
+fn RunMessages(client: ChatClient, viewer: ContextViewer, run: MessageRun) -> impl IntoView {
+    let go = move |id: String| {
+        viewer.go_to.set_value(Some(id));
+        viewer.close();
+    };
+    if run.count == 1 {
+        let id = run.first_id.clone();
+        return view! {
+            <button class="gb-link-button gb-receipt-go" type="button" on:click=move |_| go(id.clone())>
+                "Show in the conversation"
+            </button>
+        }
+        .into_any();
+    }
+    let open = RwSignal::new(false);
+    view! {
+        <details class="gb-receipt-run" on:toggle=move |ev| {
+            let now = ev
+                .target()
+                .and_then(|t| t.dyn_into::<web_sys::HtmlDetailsElement>().ok())
+                .is_some_and(|d| d.open());
+            open.set(now);
+        }>
+            <summary>"Messages"</summary>
+            <Show when=move || open.get()>
+                {
+                    let run = run.clone();
+                    let entries = client.transcript.with_untracked(|t| run_entries(&t.messages, &run));
+                    if entries.is_empty() {
+                        view! { <p class="gb-receipt-none">"These messages are no longer in the conversation."</p> }.into_any()
+                    } else {
+                        view! {
+                            <ol class="gb-receipt-messages">
+                                {entries
+                                    .into_iter()
+                                    .map(|(id, who, snippet)| {
+                                        view! {
+                                            <li>
+                                                <button class="gb-receipt-message" type="button" on:click=move |_| go(id.clone())>
+                                                    <span class="gb-receipt-who">{who}</span>
+                                                    {snippet}
+                                                </button>
+                                            </li>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </ol>
+                        }
+                            .into_any()
+                    }
+                }
+            </Show>
+        </details>
+    }
+    .into_any()
+}
+
+/// The messages of `run` (among those that reach the model, at most `count`, up to `last_id`):
+/// id, who wrote it, its start.
+fn run_entries(messages: &[ChatMessage], run: &MessageRun) -> Vec<(String, &'static str, String)> {
+    let Some(start) = messages.iter().position(|m| m.id == run.first_id) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for m in &messages[start..] {
+        if reaches_model(m) && out.len() < run.count as usize {
+            let who = match m.role {
+                Role::User => "You: ",
+                Role::Assistant => "Assistant: ",
+            };
+            out.push((
+                m.id.clone(),
+                who,
+                shorten_to(m.content.trim(), SNIPPET_CHARS),
+            ));
+        }
+        if m.id == run.last_id {
+            break;
+        }
+    }
+    out
+}
+
+/// Our count beside the provider's, the window and what was left out.
+#[component]
+fn Totals(
+    sums: ReceiptTotals,
+    /// False for replies stored before receipts: their parts and left-out runs are not known.
+    itemized: bool,
+) -> impl IntoView {
+    let ours = format!(
+        "{}{} tokens ({}{})",
+        if sums.exact { "" } else { "~" },
+        grouped(sums.counted_input),
+        sums.encoding,
+        if sums.exact { "" } else { ", an estimate" }
+    );
+    let reported = match (sums.reported, sums.drift_percent) {
+        (Some((input, output)), Some(drift)) => format!(
+            "{} in · {} out (our count {:+.1} %)",
+            grouped(input),
+            grouped(output),
+            drift
+        ),
+        (Some((input, output)), None) => format!("{} in · {} out", grouped(input), grouped(output)),
+        (None, _) => "not reported".to_owned(),
+    };
+    let window = (sums.context_limit > 0).then(|| {
+        format!(
+            "{} tokens, {} kept for the reply",
+            grouped(sums.context_limit),
+            grouped(sums.output_reserve)
+        )
+    });
+    view! {
+        <dl class="gb-receipt-totals">
+            {itemized.then(|| view! {
+                <dt>"Parts"</dt>
+                <dd>{format!("{} tokens", grouped(sums.parts_tokens))}</dd>
+            })}
+            <dt>"Our count of the input"</dt>
+            <dd class="gb-receipt-ours">{ours}</dd>
+            <dt>"Reported by the provider"</dt>
+            <dd class="gb-receipt-reported">{reported}</dd>
+            {window.map(|w| view! { <dt>"Window"</dt> <dd>{w}</dd> })}
+            {itemized.then(|| view! {
+                <dt>"Left out"</dt>
+                <dd>{format!("{} tokens", grouped(sums.left_out_tokens))}</dd>
+            })}
+        </dl>
+    }
+}
+
+/// Scrolls to message `id` in `messages`, focuses and highlights it for a moment. A long history
+/// opens a batch of messages per frame, so a message not rendered yet is looked for again over the
+/// next frames while the transcript still has it; if it never shows, focus goes back to the opener.
+fn highlight_message(
+    client: ChatClient,
+    viewer: ContextViewer,
+    messages: NodeRef<Div>,
+    id: String,
+    attempt: u32,
+) {
+    // The widget may have been removed meanwhile.
+    let Some(list) = messages.try_get_untracked().flatten() else {
+        return;
+    };
+    let children = list.children();
+    let found = (0..children.length())
+        .filter_map(|i| children.item(i))
+        .find(|el| el.get_attribute("data-message-id").as_deref() == Some(id.as_str()));
+    let Some(el) = found else {
+        let known = client
+            .transcript
+            .try_with_untracked(|t| t.find(&id).is_some())
+            .unwrap_or(false);
+        if known && attempt < MAX_FRAMES_TO_FIND {
+            next_frame(move || highlight_message(client, viewer, messages, id, attempt + 1));
+        } else if let Some(opener) = viewer.opener.try_update_value(Option::take).flatten() {
+            let _ = opener.focus();
+        }
+        return;
+    };
+    viewer.opener.try_update_value(|o| o.take());
+    if let Some(html) = el.dyn_ref::<web_sys::HtmlElement>() {
+        html.set_tab_index(-1);
+        let _ = html.focus();
+    }
+    let options = web_sys::ScrollIntoViewOptions::new();
+    options.set_block(web_sys::ScrollLogicalPosition::Center);
+    el.scroll_into_view_with_scroll_into_view_options(&options);
+    HIGHLIGHTED.with(|h| {
+        // One highlight at a time: the previous one ends now, with its timer.
+        if let Some((previous, _timer)) = h.borrow_mut().take() {
+            let _ = previous.class_list().remove_1("gb-highlight");
+        }
+        let _ = el.class_list().add_1("gb-highlight");
+        let timer = gloo_timers::callback::Timeout::new(HIGHLIGHT_MS, || {
+            HIGHLIGHTED.with(|h| {
+                if let Some((el, _)) = h.borrow_mut().take() {
+                    let _ = el.class_list().remove_1("gb-highlight");
+                }
+            });
+        });
+        *h.borrow_mut() = Some((el, timer));
+    });
+}
+
+thread_local! {
+    /// The message highlighted now, and the timer that ends it.
+    static HIGHLIGHTED: std::cell::RefCell<Option<(web_sys::Element, gloo_timers::callback::Timeout)>> =
+        const { std::cell::RefCell::new(None) };
+}

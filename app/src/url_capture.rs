@@ -1,0 +1,69 @@
+//! Idle capture of the host page's URL into a context set (seed "Frontend Applet Capture"): once the
+//! session's sets have loaded and nothing has streamed or waited to be sent for a few seconds, the
+//! query of `location` is read with the host's rule (`core::context::capture`) and, when it names
+//! something the set does not already hold, the set is replaced. Advisory, as in the seed: a capture
+//! racing a session switch may land on the new session (documented in docs/protocol.md).
+
+use glassbox_core::context::capture::CaptureRule;
+use glassbox_core::context::sets::{MergeMode, SetContextArgs};
+use gloo_timers::callback::Interval;
+use leptos::prelude::*;
+
+use crate::client::{ChatClient, ConnectionStatus};
+
+/// How often the URL is looked at.
+const TICK_MS: u32 = 1_000;
+/// Quiet ticks in a row before a capture (so "idle" is a few seconds without streaming).
+const QUIET_TICKS: u32 = 3;
+
+/// Watches the URL while the returned interval lives.
+pub fn watch(client: ChatClient, rule: CaptureRule) -> Interval {
+    let mut quiet = 0u32;
+    let mut last_sent: Option<(Option<String>, Vec<String>)> = None;
+    Interval::new(TICK_MS, move || {
+        let Some((session, busy, current)) = client.transcript.try_with_untracked(|t| {
+            let busy = !t.pending.is_empty() || t.replying();
+            let current = t
+                .sets
+                .as_ref()
+                .map(|s| s.get(&rule.set_name).cloned().unwrap_or_default());
+            (t.session_id.clone(), busy, current)
+        }) else {
+            return;
+        };
+        // Not before the session's sets are known (a new chat, a switch before history loads).
+        let Some(current) = current else {
+            quiet = 0;
+            return;
+        };
+        let connected = client.status.try_get_untracked() == Some(ConnectionStatus::Connected);
+        if !connected {
+            // A frame sent just before the connection dropped may not have landed: send again.
+            last_sent = None;
+        }
+        if busy || !connected {
+            quiet = 0;
+            return;
+        }
+        quiet = quiet.saturating_add(1);
+        if quiet < QUIET_TICKS {
+            return;
+        }
+        let Some(items) = web_sys::window()
+            .and_then(|w| w.location().search().ok())
+            .and_then(|q| rule.capture(&q))
+        else {
+            return;
+        };
+        let key = (session, items);
+        if key.1 == current || last_sent.as_ref() == Some(&key) {
+            return;
+        }
+        client.set_context(SetContextArgs {
+            set_name: rule.set_name.clone(),
+            items: key.1.clone(),
+            mode: MergeMode::Replace,
+        });
+        last_sent = Some(key);
+    })
+}

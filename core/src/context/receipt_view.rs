@@ -1,0 +1,343 @@
+//! A receipt in words, for the "View context" dialog: one row per part (what it is, why it went,
+//! its tokens), one per left-out run, and the totals beside the provider's reported usage. Pure, so
+//! the wording is tested natively and the widget only lays the rows out (as text, never as HTML).
+
+use super::receipt::{LeftOut, LeftOutWhy, Part, PartKind, Reason, Receipt};
+use crate::wire::Usage;
+
+/// Messages a row stands for: `first..=last` (ids), `count` of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageRun {
+    pub first_id: String,
+    pub last_id: String,
+    pub count: u32,
+}
+
+/// One row of the dialog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptRow {
+    /// The part's kind as on the wire (`system_prompt`, `history`, …), for styling and tests.
+    pub kind: &'static str,
+    /// What it is ("System prompt", "12 messages", "Tool call: get_relevant_context").
+    pub label: String,
+    /// Why it went, or why it did not.
+    pub why: String,
+    pub tokens: u32,
+    /// Names listed under the row: page-context keys, tool names, set names.
+    pub names: Vec<String>,
+    /// The messages it stands for, when it stands for messages.
+    pub messages: Option<MessageRun>,
+    /// A remark ("Its text stays on the server.").
+    pub note: Option<&'static str>,
+}
+
+/// The figures under the rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceiptTotals {
+    /// Sum of the parts' tokens.
+    pub parts_tokens: u64,
+    /// Our count of the input (parts plus the reply's priming).
+    pub counted_input: u32,
+    /// Whether `counted_input` used the model's own vocabulary (else it is an estimate).
+    pub exact: bool,
+    pub encoding: String,
+    /// Input and output tokens the provider reported, when it did.
+    pub reported: Option<(u64, u64)>,
+    /// How far our count is from the provider's, in percent of theirs (positive: we counted more).
+    pub drift_percent: Option<f64>,
+    pub context_limit: u32,
+    pub output_reserve: u32,
+    /// Tokens left out of the request (all left-out runs).
+    pub left_out_tokens: u64,
+}
+
+/// Rows for the parts, in the order the model read them.
+pub fn part_rows(receipt: &Receipt) -> Vec<ReceiptRow> {
+    receipt.parts.iter().map(part_row).collect()
+}
+
+/// Rows for what was left out, oldest first.
+pub fn left_out_rows(receipt: &Receipt) -> Vec<ReceiptRow> {
+    receipt.left_out.iter().map(left_out_row).collect()
+}
+
+/// The totals of `receipt` beside `usage`.
+pub fn totals(receipt: &Receipt, usage: Option<Usage>) -> ReceiptTotals {
+    let counted = receipt.totals.counted_input_tokens;
+    let reported = usage.map(|u| (u.input_tokens, u.output_tokens));
+    ReceiptTotals {
+        parts_tokens: receipt.parts.iter().map(|p| u64::from(p.tokens)).sum(),
+        counted_input: counted,
+        exact: receipt.totals.exact,
+        encoding: receipt.totals.encoding.clone(),
+        reported,
+        drift_percent: reported
+            .filter(|(input, _)| *input > 0)
+            .map(|(input, _)| (f64::from(counted) - input as f64) * 100.0 / input as f64),
+        context_limit: receipt.context_limit,
+        output_reserve: receipt.output_reserve,
+        left_out_tokens: receipt.left_out.iter().map(|l| u64::from(l.tokens)).sum(),
+    }
+}
+
+/// Why a part went, in words.
+pub fn reason_words(reason: Reason) -> &'static str {
+    match reason {
+        Reason::Always => "always sent",
+        Reason::Fits => "fits the budget",
+        Reason::Preserved => "recent: compression never touches it",
+        Reason::Compression => "written by the model in place of older messages",
+        Reason::Resume => "first message after the session resumed",
+        Reason::ToolLoop => "the model called a tool while answering",
+    }
+}
+
+/// Why messages were left out, in words.
+pub fn left_out_words(why: LeftOutWhy) -> &'static str {
+    match why {
+        LeftOutWhy::LowValue => "an acknowledgement compression leaves out",
+        LeftOutWhy::Window => "older than compression's sliding window",
+        LeftOutWhy::Summarized => "replaced by the summary",
+        LeftOutWhy::SummaryUnavailable => "compression wanted a summary but none could be written",
+    }
+}
+
+fn messages(count: u32) -> String {
+    if count == 1 {
+        "1 message".to_owned()
+    } else {
+        format!("{count} messages")
+    }
+}
+
+fn part_row(part: &Part) -> ReceiptRow {
+    let row = |kind, label: String| ReceiptRow {
+        kind,
+        label,
+        why: reason_words(part.reason).to_owned(),
+        tokens: part.tokens,
+        names: Vec::new(),
+        messages: None,
+        note: None,
+    };
+    let run = |first: &str, last: &str, count: u32| {
+        Some(MessageRun {
+            first_id: first.to_owned(),
+            last_id: last.to_owned(),
+            count,
+        })
+    };
+    match &part.kind {
+        PartKind::SystemPrompt => ReceiptRow {
+            note: Some("Its text stays on the server."),
+            ..row("system_prompt", "System prompt".to_owned())
+        },
+        PartKind::PageContext { keys } => ReceiptRow {
+            names: keys.clone(),
+            note: Some("Sent as data from the page, not as instructions."),
+            ..row("page_context", "Page context".to_owned())
+        },
+        PartKind::Summary {
+            first_id,
+            last_id,
+            count,
+        } => ReceiptRow {
+            messages: run(first_id, last_id, *count),
+            ..row("summary", format!("Summary of {}", messages(*count)))
+        },
+        PartKind::History {
+            first_id,
+            last_id,
+            count,
+        } => ReceiptRow {
+            messages: run(first_id, last_id, *count),
+            ..row("history", messages(*count))
+        },
+        PartKind::Tools { names } => ReceiptRow {
+            names: names.clone(),
+            note: Some("Definitions and instructions stay on the server."),
+            ..row("tools", "Tools offered".to_owned())
+        },
+        PartKind::Resume { sets } => ReceiptRow {
+            names: sets.clone(),
+            ..row("resume", "Reminder of the session's context".to_owned())
+        },
+        PartKind::ToolExchange {
+            round, name, error, ..
+        } => row(
+            "tool_exchange",
+            format!(
+                "Tool call {}: {name}{}",
+                round + 1,
+                if *error { " (error)" } else { "" }
+            ),
+        ),
+        PartKind::UserMessage { id } => ReceiptRow {
+            messages: id.as_ref().and_then(|id| run(id, id, 1)),
+            ..row("user_message", "The message being answered".to_owned())
+        },
+    }
+}
+
+fn left_out_row(l: &LeftOut) -> ReceiptRow {
+    ReceiptRow {
+        kind: "left_out",
+        label: messages(l.count),
+        why: left_out_words(l.why).to_owned(),
+        tokens: l.tokens,
+        names: Vec::new(),
+        messages: Some(MessageRun {
+            first_id: l.first_id.clone(),
+            last_id: l.last_id.clone(),
+            count: l.count,
+        }),
+        note: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::TokenBreakdown;
+    use crate::context::meter::ContextReport;
+    use crate::context::receipt::Overflow;
+
+    fn receipt() -> Receipt {
+        let part = |kind, reason, tokens| Part {
+            kind,
+            reason,
+            tokens,
+        };
+        Receipt {
+            totals: ContextReport {
+                counted_input_tokens: 1_003,
+                breakdown: TokenBreakdown::default(),
+                encoding: "o200k_base".into(),
+                exact: true,
+                compression: None,
+            },
+            parts: vec![
+                part(PartKind::SystemPrompt, Reason::Always, 100),
+                part(
+                    PartKind::PageContext {
+                        keys: vec!["page".into(), "entity".into()],
+                    },
+                    Reason::Always,
+                    50,
+                ),
+                part(
+                    PartKind::History {
+                        first_id: "m1".into(),
+                        last_id: "m9".into(),
+                        count: 9,
+                    },
+                    Reason::Fits,
+                    800,
+                ),
+                part(
+                    PartKind::ToolExchange {
+                        round: 0,
+                        name: "get_relevant_context".into(),
+                        call_id: "c1".into(),
+                        error: true,
+                    },
+                    Reason::ToolLoop,
+                    20,
+                ),
+                part(
+                    PartKind::UserMessage {
+                        id: Some("m10".into()),
+                    },
+                    Reason::Always,
+                    30,
+                ),
+            ],
+            left_out: vec![LeftOut {
+                first_id: "m0".into(),
+                last_id: "m0".into(),
+                count: 1,
+                why: LeftOutWhy::LowValue,
+                tokens: 7,
+            }],
+            context_limit: 128_000,
+            output_reserve: 4_096,
+            overflow: None::<Overflow>,
+        }
+    }
+
+    #[test]
+    fn rows_say_what_each_part_is_and_why_it_went() {
+        let rows = part_rows(&receipt());
+        let summary: Vec<(&str, &str, &str, u32)> = rows
+            .iter()
+            .map(|r| (r.kind, r.label.as_str(), r.why.as_str(), r.tokens))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("system_prompt", "System prompt", "always sent", 100),
+                ("page_context", "Page context", "always sent", 50),
+                ("history", "9 messages", "fits the budget", 800),
+                (
+                    "tool_exchange",
+                    "Tool call 1: get_relevant_context (error)",
+                    "the model called a tool while answering",
+                    20
+                ),
+                (
+                    "user_message",
+                    "The message being answered",
+                    "always sent",
+                    30
+                ),
+            ]
+        );
+        assert_eq!(rows[1].names, ["page", "entity"]);
+        assert_eq!(
+            rows[2].messages,
+            Some(MessageRun {
+                first_id: "m1".into(),
+                last_id: "m9".into(),
+                count: 9
+            })
+        );
+        assert_eq!(
+            rows[4].messages.as_ref().map(|m| m.first_id.as_str()),
+            Some("m10")
+        );
+        assert!(rows[0].note.is_some_and(|n| n.contains("server")));
+
+        let left = left_out_rows(&receipt());
+        assert_eq!(left[0].label, "1 message");
+        assert_eq!(left[0].why, "an acknowledgement compression leaves out");
+        assert_eq!(left[0].tokens, 7);
+    }
+
+    #[test]
+    fn totals_put_our_count_beside_the_providers() {
+        let r = receipt();
+        let t = totals(
+            &r,
+            Some(Usage {
+                input_tokens: 1_000,
+                output_tokens: 42,
+            }),
+        );
+        assert_eq!(t.parts_tokens, 1_000);
+        assert_eq!(t.counted_input, 1_003);
+        assert_eq!(t.reported, Some((1_000, 42)));
+        assert!((t.drift_percent.unwrap() - 0.3).abs() < 1e-9);
+        assert_eq!(t.left_out_tokens, 7);
+        let none = totals(&r, None);
+        assert_eq!((none.reported, none.drift_percent), (None, None));
+        // A provider reporting 0 input tokens gives no ratio rather than infinity.
+        let zero = totals(
+            &r,
+            Some(Usage {
+                input_tokens: 0,
+                output_tokens: 0,
+            }),
+        );
+        assert_eq!(zero.drift_percent, None);
+    }
+}
