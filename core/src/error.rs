@@ -42,6 +42,10 @@ pub enum ErrorCode {
     Conflict,
     /// The requested model is not allowed by this server.
     ModelNotAllowed,
+    /// The request came from a web page whose origin this server does not allow.
+    OriginNotAllowed,
+    /// A JSON route was sent a body that is not `application/json`.
+    UnsupportedMediaType,
     /// The provider answered with an error.
     ProviderError,
     /// The provider did not answer in time.
@@ -72,7 +76,8 @@ impl ErrorCode {
             Unauthorized => 401,
             NotFound => 404,
             Conflict => 409,
-            ModelNotAllowed => 403,
+            ModelNotAllowed | OriginNotAllowed => 403,
+            UnsupportedMediaType => 415,
             ProviderError => 502,
             ProviderUnavailable => 503,
             ProviderTimeout => 504,

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::origins::{AllowedOrigins, OriginConfigError};
+
 /// Which provider answers chat requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderKind {
@@ -70,6 +72,8 @@ pub struct Config {
     /// The host's existence check for files in the resume block (`GLASSBOX_FILE_CHECK_URL`, with
     /// `{path}` where the URL-encoded path goes): 2xx exists, 404/410 does not.
     pub file_check_url: Option<String>,
+    /// Web pages allowed to use the server (`GLASSBOX_ALLOWED_ORIGINS`).
+    pub allowed_origins: AllowedOrigins,
 }
 
 /// A configuration value that cannot be used.
@@ -83,6 +87,8 @@ pub enum ConfigError {
     },
     #[error("GLASSBOX_PROVIDER=anthropic needs ANTHROPIC_API_KEY")]
     MissingAnthropicKey,
+    #[error(transparent)]
+    Origins(#[from] OriginConfigError),
 }
 
 impl Config {
@@ -196,6 +202,7 @@ impl Config {
                 None => Some(glassbox_core::context::sets::DEFAULT_TOOLS_PROMPT.to_owned()),
             },
             file_check_url: get("GLASSBOX_FILE_CHECK_URL"),
+            allowed_origins: AllowedOrigins::parse(get("GLASSBOX_ALLOWED_ORIGINS").as_deref())?,
         })
     }
 

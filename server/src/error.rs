@@ -45,6 +45,10 @@ pub enum AppError {
     InvalidBody(&'static str),
     #[error(transparent)]
     ContextSet(#[from] glassbox_core::context::sets::ContextSetError),
+    #[error("origin {0:?} is not allowed to use this server (GLASSBOX_ALLOWED_ORIGINS)")]
+    OriginNotAllowed(String),
+    #[error("send the body as application/json (got {0:?})")]
+    UnsupportedMediaType(String),
 }
 
 impl AppError {
@@ -64,6 +68,8 @@ impl AppError {
             AppError::ContextOverflow(_) => ErrorCode::ContextOverflow,
             AppError::ContextSet(_) => ErrorCode::InvalidContextSet,
             AppError::InvalidBody(_) => ErrorCode::InvalidFrame,
+            AppError::OriginNotAllowed(_) => ErrorCode::OriginNotAllowed,
+            AppError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             AppError::Embed(e) => match e {
                 EmbedServiceError::Unavailable(_) => ErrorCode::EmbeddingsUnavailable,
                 EmbedServiceError::Overloaded => ErrorCode::Overloaded,

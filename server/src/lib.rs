@@ -6,6 +6,7 @@ pub mod context;
 pub mod embed;
 pub mod error;
 pub mod hub;
+pub mod origins;
 pub mod providers;
 pub mod routes;
 pub mod sessions;

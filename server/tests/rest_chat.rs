@@ -129,6 +129,7 @@ async fn bounds_are_enforced_with_typed_errors_and_nothing_is_stored() {
     let resp = server
         .http
         .post(server.url("/api/chat"))
+        .header("content-type", "application/json")
         .body("{oops")
         .send()
         .await

@@ -1,7 +1,7 @@
 //! Request extractors whose failures are our typed errors, not axum's plain-text rejections.
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::header::AUTHORIZATION;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use glassbox_core::decode::{DecodeError, decode_body};
 use glassbox_core::limits::MAX_FRAME_BYTES;
@@ -9,13 +9,36 @@ use serde::de::DeserializeOwned;
 
 use crate::error::AppError;
 
-/// A JSON body of at most `MAX_FRAME_BYTES`.
+/// A JSON body of at most `MAX_FRAME_BYTES`, sent as `application/json`: any other content type
+/// is 415, so a page on another site cannot send one without a CORS preflight (which it fails).
 pub struct JsonBody<T>(pub T);
+
+/// Whether `content_type` is JSON (`application/json` or `application/*+json`, any parameters).
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = AppError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, AppError> {
+        let content_type = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap_or("(not text)").to_owned())
+            .unwrap_or_else(|| "(none)".to_owned());
+        if !is_json(&content_type) {
+            return Err(AppError::UnsupportedMediaType(
+                content_type.chars().take(100).collect(),
+            ));
+        }
         let bytes = axum::body::to_bytes(req.into_body(), MAX_FRAME_BYTES)
             .await
             .map_err(|_| DecodeError::TooLarge {
@@ -44,5 +67,29 @@ impl<S: Send + Sync> FromRequestParts<S> for BearerToken {
             .filter(|t| !t.is_empty())
             .ok_or(AppError::Unauthorized)?;
         Ok(BearerToken(Some(token.to_owned())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_json_content_types_pass() {
+        for ok in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/merge-patch+json",
+        ] {
+            assert!(super::is_json(ok), "{ok}");
+        }
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "",
+            "application/jsonp",
+            "text/json",
+        ] {
+            assert!(!super::is_json(bad), "{bad}");
+        }
     }
 }

@@ -3,20 +3,30 @@
 mod embeddings;
 mod extract;
 mod health;
+mod origin;
 mod rest;
 mod ws;
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, Method, header};
+use axum::middleware;
 use axum::routing::{get, post, put};
 use tower::Layer;
 use tower_http::compression::CompressionLayer;
-use tower_http::cors::{Any, CorsLayer};
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::state::AppState;
+
+/// The demo pages' Content-Security-Policy: scripts only from this server (and WebAssembly), the
+/// token worker from a blob, connections only back here, no framing, no plugins. Styles may be
+/// inline (the pages' own `<style>` blocks and the meter's bar width).
+pub const DEMO_CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; \
+    style-src 'self' 'unsafe-inline'; img-src 'self' data: https:; connect-src 'self'; \
+    worker-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; \
+    frame-ancestors 'none'";
 
 /// The whole application router.
 pub fn app(state: AppState) -> Router {
@@ -42,14 +52,45 @@ pub fn app(state: AppState) -> Router {
             .precompressed_br()
             .precompressed_gzip(),
     );
+    // The widget's files are public and loaded by pages anywhere (module scripts and fetches need
+    // CORS); what they talk to is the API, which checks origins.
     let widget = Router::new()
         .nest_service("/vocab", vocab)
-        .fallback_service(widget_files);
-    let public = ServeDir::new(&state.config.public_dir)
-        .fallback(ServeFile::new(state.config.public_dir.join("index.html")));
-    Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/ws", get(ws::upgrade))
+        .fallback_service(widget_files)
+        .layer(
+            CorsLayer::new()
+                .allow_origin(AllowOrigin::any())
+                .allow_methods([Method::GET, Method::HEAD]),
+        );
+    let public = SetResponseHeaderLayer::overriding(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(DEMO_CSP),
+    )
+    .layer(
+        ServeDir::new(&state.config.public_dir)
+            .fallback(ServeFile::new(state.config.public_dir.join("index.html"))),
+    );
+    // Browsers may call the API only from allowed pages: CORS answers only those (with the two
+    // headers we read), and a request from any other page is refused before its handler runs.
+    let allowed = state.config.allowed_origins.clone();
+    let cors = CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(move |origin, parts| {
+            let host = parts
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok());
+            origin.to_str().is_ok_and(|o| allowed.allows(o, host))
+        }))
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+        ])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .max_age(std::time::Duration::from_secs(600));
+    let api = Router::new()
         .route("/api/chat", post(rest::chat))
         .route("/api/sessions", post(rest::create_session))
         .route(
@@ -58,16 +99,24 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/api/sessions/{id}/settings", put(rest::update_settings))
         .route("/v1/embeddings", post(embeddings::create))
+        .route_layer(middleware::from_fn_with_state(state.clone(), origin::guard))
+        .layer(cors);
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/ws", get(ws::upgrade))
+        .merge(api)
         .nest("/widget", widget)
         .fallback_service(public)
         .layer(CompressionLayer::new())
-        // Sessions are guarded by bearer tokens, never cookies, so any origin may embed the widget.
-        .layer(
-            CorsLayer::new()
-                .allow_origin(Any)
-                .allow_methods(Any)
-                .allow_headers(Any),
-        )
+        // Everything we send is what its Content-Type says, and no page address leaks to others.
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("strict-origin-when-cross-origin"),
+        ))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::response::Response;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use glassbox_core::context::SessionSettings;
 use glassbox_core::decode::{DecodeError, decode_client_frame};
@@ -30,8 +31,15 @@ use crate::state::AppState;
 /// they get a typed `frame_too_large` error and the socket stays open.
 const HARD_FRAME_LIMIT: usize = 1024 * 1024;
 
-/// Upgrades to a WebSocket.
-pub async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+/// Upgrades to a WebSocket, for allowed origins only (403 `origin_not_allowed` before upgrading).
+pub async fn upgrade(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if let Err(e) = super::origin::check(&state, &headers, false) {
+        return e.into_response();
+    }
     ws.max_message_size(HARD_FRAME_LIMIT)
         .max_frame_size(HARD_FRAME_LIMIT)
         .on_upgrade(move |socket: WebSocket| {

@@ -92,11 +92,29 @@ impl TestServer {
         format!("http://{}{}", self.addr, path)
     }
 
+    /// A WebSocket as the demo page opens it (its `Origin` is the server's own).
     pub async fn ws(&self) -> Ws {
-        let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws", self.addr))
-            .await
-            .expect("ws connect");
-        Ws { socket }
+        let origin = format!("http://{}", self.addr);
+        self.ws_from(Some(&origin)).await.expect("ws connect")
+    }
+
+    /// A WebSocket opened with this `Origin` header (none when `None`); the HTTP status when the
+    /// upgrade is refused.
+    pub async fn ws_from(&self, origin: Option<&str>) -> Result<Ws, u16> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = format!("ws://{}/ws", self.addr)
+            .into_client_request()
+            .expect("ws request");
+        if let Some(origin) = origin {
+            request
+                .headers_mut()
+                .insert("origin", origin.parse().expect("origin header"));
+        }
+        match tokio_tungstenite::connect_async(request).await {
+            Ok((socket, _)) => Ok(Ws { socket }),
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
+            Err(e) => panic!("ws connect: {e}"),
+        }
     }
 
     /// POSTs `body` as JSON to `path`.
