@@ -242,6 +242,34 @@ impl ChatClient {
         }
     }
 
+    /// Sends a refused message again (after a rate limit's wait); it shows as sending meanwhile.
+    pub fn resend(&self, client_message_id: &str) {
+        let Some(request) = self
+            .transcript
+            .try_update(|t| t.resend_pending(client_message_id))
+            .flatten()
+        else {
+            return;
+        };
+        if let Some(inner) = self.inner()
+            && inner.joined.get()
+        {
+            inner.send_frame(&ClientFrame::Chat(request));
+        }
+    }
+
+    /// Deletes this conversation on the server and starts a new one (the "New chat" control and
+    /// the element's `clearSession()`). Offline, the conversation is forgotten here and left to
+    /// the server's idle purge.
+    pub fn clear_session(&self) {
+        let Some(inner) = self.inner() else { return };
+        if inner.joined.get() {
+            inner.send_frame(&ClientFrame::DeleteSession(Default::default()));
+        } else {
+            Inner::start_afresh(&inner);
+        }
+    }
+
     /// Drops a message the server refused.
     pub fn dismiss(&self, client_message_id: &str) {
         self.transcript
@@ -314,6 +342,17 @@ impl Inner {
         });
     }
 
+    /// Forgets the session (stored id and token, the transcript) and connects for a new one.
+    fn start_afresh(this: &Rc<Self>) {
+        session_store::clear(&this.config.server, &this.config.session);
+        this.transcript.update(|t| {
+            t.reset();
+            t.pending.clear();
+        });
+        this.cells.borrow_mut().clear();
+        Inner::open(this);
+    }
+
     fn schedule_reconnect(this: &Rc<Self>) {
         if this.stopped.get() {
             return;
@@ -382,6 +421,16 @@ impl Inner {
                 session_store::clear(&this.config.server, &this.config.session);
                 this.transcript.update(|t| t.reset());
                 this.say_hello();
+                return;
+            }
+            // The session was deleted (here, in another tab, or over REST): start a new one.
+            ServerEvent::Error(e)
+                if this.joined.get()
+                    && e.code == ErrorCode::Unauthorized
+                    && e.message_id.is_none()
+                    && e.client_message_id.is_none() =>
+            {
+                Inner::start_afresh(this);
                 return;
             }
             ServerEvent::Session(info) => {

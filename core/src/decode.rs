@@ -9,7 +9,14 @@ use crate::limits::MAX_FRAME_BYTES;
 use crate::wire::ClientFrame;
 
 /// The frame types a client may send.
-pub const CLIENT_FRAME_TYPES: [&str; 5] = ["hello", "chat", "retry", "settings", "set_context"];
+pub const CLIENT_FRAME_TYPES: [&str; 6] = [
+    "hello",
+    "chat",
+    "retry",
+    "settings",
+    "set_context",
+    "delete_session",
+];
 
 /// Why a frame or body could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -18,10 +25,21 @@ pub enum DecodeError {
     TooLarge { size: usize, limit: usize },
     #[error("not valid JSON: {0}")]
     MalformedJson(String),
-    #[error("unknown frame type {0:?}; expected one of hello, chat, retry, settings, set_context")]
+    #[error(
+        "unknown frame type {0:?}; expected one of hello, chat, retry, settings, set_context, delete_session"
+    )]
     UnknownType(String),
     #[error("invalid frame: {0}")]
     Invalid(String),
+    /// JSON nested deeper than the parser follows (128 levels); only page context nests freely.
+    #[error(
+        "JSON nested too deeply (page context may be at most {} levels deep)",
+        crate::limits::MAX_CONTEXT_DEPTH
+    )]
+    TooDeep,
+    /// A `settings` frame whose fields are out of range or unknown (e.g. `threshold: 300`).
+    #[error("invalid settings: {0}")]
+    Settings(String),
 }
 
 impl DecodeError {
@@ -32,6 +50,8 @@ impl DecodeError {
             DecodeError::MalformedJson(_) => ErrorCode::MalformedJson,
             DecodeError::UnknownType(_) => ErrorCode::UnknownFrameType,
             DecodeError::Invalid(_) => ErrorCode::InvalidFrame,
+            DecodeError::TooDeep => ErrorCode::ContextInvalid,
+            DecodeError::Settings(_) => ErrorCode::InvalidSettings,
         }
     }
 }
@@ -39,12 +59,18 @@ impl DecodeError {
 /// Decodes one client frame (WebSocket text).
 pub fn decode_client_frame(text: &str) -> Result<ClientFrame, DecodeError> {
     let value = decode_value(text.as_bytes())?;
-    match value.get("type") {
-        Some(Value::String(t)) if CLIENT_FRAME_TYPES.contains(&t.as_str()) => {}
+    let settings = match value.get("type") {
+        Some(Value::String(t)) if CLIENT_FRAME_TYPES.contains(&t.as_str()) => t == "settings",
         Some(Value::String(t)) => return Err(DecodeError::UnknownType(t.clone())),
         _ => return Err(DecodeError::Invalid("missing string field \"type\"".into())),
-    }
-    serde_json::from_value(value).map_err(|e| DecodeError::Invalid(e.to_string()))
+    };
+    serde_json::from_value(value).map_err(|e| {
+        if settings {
+            DecodeError::Settings(e.to_string())
+        } else {
+            DecodeError::Invalid(e.to_string())
+        }
+    })
 }
 
 /// Decodes a JSON body (REST) into `T`, with the same size bound and error kinds.
@@ -60,12 +86,42 @@ fn decode_value(bytes: &[u8]) -> Result<Value, DecodeError> {
             limit: MAX_FRAME_BYTES,
         });
     }
-    serde_json::from_slice(bytes).map_err(|e| DecodeError::MalformedJson(e.to_string()))
+    serde_json::from_slice(bytes).map_err(|e| {
+        // serde_json names this case only in its message.
+        if e.to_string().contains("recursion limit exceeded") {
+            DecodeError::TooDeep
+        } else {
+            DecodeError::MalformedJson(e.to_string())
+        }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_context_and_bad_settings_have_the_documented_codes() {
+        let code = |t: &str| decode_client_frame(t).unwrap_err().code();
+        let deep = format!(
+            r#"{{"type":"chat","data":{{"message":"hi","context":{{"a":{}1{}}}}}}}"#,
+            "[".repeat(130),
+            "]".repeat(130)
+        );
+        assert_eq!(code(&deep), ErrorCode::ContextInvalid);
+        assert_eq!(
+            code(
+                r#"{"type":"settings","data":{"enabled":true,"strategy":"hybrid","threshold":300,"preserveRecentMessages":4,"showIndicator":true}}"#
+            ),
+            ErrorCode::InvalidSettings
+        );
+        assert_eq!(
+            code(
+                r#"{"type":"settings","data":{"enabled":true,"strategy":"magic","threshold":80,"preserveRecentMessages":4,"showIndicator":true}}"#
+            ),
+            ErrorCode::InvalidSettings
+        );
+    }
 
     #[test]
     fn each_kind_of_bad_input_has_its_own_code() {

@@ -63,6 +63,16 @@ impl Transcript {
             .collect()
     }
 
+    /// Clears a refused pending message's error so it shows as sending again; returns its request.
+    pub fn resend_pending(&mut self, client_message_id: &str) -> Option<ChatRequest> {
+        let p = self
+            .pending
+            .iter_mut()
+            .find(|p| p.client_message_id() == client_message_id)?;
+        p.error = None;
+        Some(p.request.clone())
+    }
+
     /// Drops a refused pending message.
     pub fn dismiss_pending(&mut self, client_message_id: &str) {
         self.pending

@@ -25,7 +25,15 @@ pub enum ClientFrame {
     Settings(crate::context::CompressionSettings),
     /// Change one context set (the host's `setContext`); every tab receives `context`.
     SetContext(crate::context::sets::SetContextArgs),
+    /// Delete the session and everything in it now (`data: {}`); every tab then receives the
+    /// `unauthorized` error "this session was deleted" and starts afresh.
+    DeleteSession(DeleteSession),
 }
+
+/// The (empty) data of a `delete_session` frame.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteSession {}
 
 /// Opens a new session (no id) or resumes one (id + token), optionally replaying missed frames.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -235,6 +243,9 @@ pub struct WireError {
     /// The `clientMessageId` of the chat frame that was refused, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_message_id: Option<String>,
+    /// For `rate_limited`: milliseconds until the same action may succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 impl WireError {
@@ -246,6 +257,7 @@ impl WireError {
             retryable: code.retryable(),
             message_id: None,
             client_message_id: None,
+            retry_after_ms: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Chat messages in: store the user message, then start its reply (`turn`) in the background, one
 //! reply at a time per session. A failed reply keeps its partial text and can be retried in place.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use glassbox_core::limits::validate_chat;
@@ -8,6 +9,7 @@ use glassbox_core::wire::{Accepted, ChatMessage, ChatRequest, ReplyStart, Role, 
 
 use crate::error::AppError;
 use crate::hub::Hub;
+use crate::rate_limits::StreamPermit;
 use crate::sessions::{new_id, now_ms};
 use crate::state::AppState;
 use crate::storage::NewUserMessage;
@@ -24,15 +26,18 @@ pub struct Submitted {
 
 impl AppState {
     /// Validates and stores a user message, then starts its reply in the background.
-    /// Nothing is stored when validation fails.
+    /// Nothing is stored when validation fails or a rate limit of `address` or the session refuses.
     pub async fn submit(
         &self,
         hub: &Arc<Hub>,
         model: &str,
         req: ChatRequest,
+        address: Option<IpAddr>,
     ) -> Result<Submitted, AppError> {
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
+        self.limits.message(address, session_id)?;
+        let permit = self.limits.stream(address)?;
         let id = new_id();
         let (message, duplicate) = self
             .store
@@ -73,6 +78,7 @@ impl AppState {
             model.to_owned(),
             message.id.clone(),
             reply.id.clone(),
+            permit,
         );
         Ok(Submitted {
             message,
@@ -81,14 +87,18 @@ impl AppState {
         })
     }
 
-    /// Regenerates a failed reply in place (same message id).
+    /// Regenerates a failed reply in place (same message id); it counts as a message for the
+    /// rate limits.
     pub async fn retry(
         &self,
         hub: &Arc<Hub>,
         model: &str,
         message_id: &str,
+        address: Option<IpAddr>,
     ) -> Result<(), AppError> {
         let session_id = hub.session_id.as_str();
+        self.limits.message(address, session_id)?;
+        let permit = self.limits.stream(address)?;
         let reply = self
             .store
             .message(session_id, message_id)
@@ -102,13 +112,22 @@ impl AppState {
             return Err(AppError::Conflict("only a failed reply can be retried"));
         }
         hub.publish(reply_start(&reply));
-        self.spawn_turn(hub.clone(), model.to_owned(), reply_to, reply.id);
+        self.spawn_turn(hub.clone(), model.to_owned(), reply_to, reply.id, permit);
         Ok(())
     }
 
-    fn spawn_turn(&self, hub: Arc<Hub>, model: String, user_message_id: String, reply_id: String) {
+    /// Runs the reply in the background; `permit` holds the address's streaming slot until it ends.
+    fn spawn_turn(
+        &self,
+        hub: Arc<Hub>,
+        model: String,
+        user_message_id: String,
+        reply_id: String,
+        permit: StreamPermit,
+    ) {
         let state = self.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let _in_order = hub.turn_lock.lock().await;
             if let Err(e) =
                 crate::turn::run(&state, &hub, &model, &user_message_id, &reply_id).await

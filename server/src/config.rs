@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::client_addr::{ProxyConfigError, TrustedProxies};
 use crate::origins::{AllowedOrigins, OriginConfigError};
+use crate::rate_limits::RateLimitConfig;
 
 /// Which provider answers chat requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +76,13 @@ pub struct Config {
     pub file_check_url: Option<String>,
     /// Web pages allowed to use the server (`GLASSBOX_ALLOWED_ORIGINS`).
     pub allowed_origins: AllowedOrigins,
+    /// Proxies whose `X-Forwarded-For` names the client (`GLASSBOX_TRUSTED_PROXIES`).
+    pub trusted_proxies: TrustedProxies,
+    /// Sessions, messages and streaming replies allowed per address and session.
+    pub rate_limits: RateLimitConfig,
+    /// Sessions unused this long are deleted with everything in them (`GLASSBOX_SESSION_TTL`,
+    /// default 30 days; `off` keeps them).
+    pub session_ttl: Option<Duration>,
 }
 
 /// A configuration value that cannot be used.
@@ -89,6 +98,8 @@ pub enum ConfigError {
     MissingAnthropicKey,
     #[error(transparent)]
     Origins(#[from] OriginConfigError),
+    #[error(transparent)]
+    Proxies(#[from] ProxyConfigError),
 }
 
 impl Config {
@@ -203,6 +214,41 @@ impl Config {
             },
             file_check_url: get("GLASSBOX_FILE_CHECK_URL"),
             allowed_origins: AllowedOrigins::parse(get("GLASSBOX_ALLOWED_ORIGINS").as_deref())?,
+            trusted_proxies: TrustedProxies::parse(get("GLASSBOX_TRUSTED_PROXIES").as_deref())?,
+            session_ttl: match get("GLASSBOX_SESSION_TTL").as_deref().map(str::trim) {
+                None => Some(Duration::from_secs(30 * 24 * 3600)),
+                Some("off") => None,
+                Some(v) => {
+                    Some(
+                        humantime::parse_duration(v).map_err(|e| ConfigError::Invalid {
+                            name: "GLASSBOX_SESSION_TTL",
+                            value: v.to_owned(),
+                            reason: format!("{e}; e.g. 30d, 12h or off"),
+                        })?,
+                    )
+                }
+            },
+            rate_limits: {
+                let d = RateLimitConfig::default();
+                let n = |name: &'static str, default: u32| {
+                    parse::<u32>(&get, name, &default.to_string())
+                };
+                RateLimitConfig {
+                    sessions_per_hour: n("GLASSBOX_LIMIT_SESSIONS_PER_HOUR", d.sessions_per_hour)?,
+                    messages_per_minute: n(
+                        "GLASSBOX_LIMIT_MESSAGES_PER_MINUTE",
+                        d.messages_per_minute,
+                    )?,
+                    address_messages_per_minute: n(
+                        "GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE",
+                        d.address_messages_per_minute,
+                    )?,
+                    streams_per_address: n(
+                        "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
+                        d.streams_per_address,
+                    )?,
+                }
+            },
         })
     }
 

@@ -49,6 +49,8 @@ pub enum AppError {
     OriginNotAllowed(String),
     #[error("send the body as application/json (got {0:?})")]
     UnsupportedMediaType(String),
+    #[error(transparent)]
+    RateLimited(#[from] crate::rate_limits::RateLimited),
 }
 
 impl AppError {
@@ -70,6 +72,7 @@ impl AppError {
             AppError::InvalidBody(_) => ErrorCode::InvalidFrame,
             AppError::OriginNotAllowed(_) => ErrorCode::OriginNotAllowed,
             AppError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
+            AppError::RateLimited(_) => ErrorCode::RateLimited,
             AppError::Embed(e) => match e {
                 EmbedServiceError::Unavailable(_) => ErrorCode::EmbeddingsUnavailable,
                 EmbedServiceError::Overloaded => ErrorCode::Overloaded,
@@ -96,7 +99,18 @@ impl AppError {
             }
             other => other.to_string(),
         };
-        WireError::new(self.code(), message)
+        WireError {
+            retry_after_ms: self.retry_after().map(|d| d.as_millis() as u64),
+            ..WireError::new(self.code(), message)
+        }
+    }
+
+    /// For a rate limit: how long until the same action may succeed.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            AppError::RateLimited(r) => Some(r.retry_after),
+            _ => None,
+        }
     }
 }
 
@@ -104,12 +118,22 @@ impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.code().http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (
+        let mut response = (
             status,
             Json(ErrorBody {
                 error: self.to_wire(),
             }),
         )
-            .into_response()
+            .into_response();
+        // Whole seconds, rounded up, as HTTP wants them.
+        if let Some(wait) = self.retry_after() {
+            let secs = wait.as_millis().div_ceil(1000).max(1);
+            if let Ok(v) = axum::http::HeaderValue::from_str(&secs.to_string()) {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, v);
+            }
+        }
+        response
     }
 }

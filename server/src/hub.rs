@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use glassbox_core::ErrorCode;
 use glassbox_core::sync::{ReplayLog, Resume};
-use glassbox_core::wire::{ServerEvent, ServerFrame};
+use glassbox_core::wire::{ServerEvent, ServerFrame, WireError};
 use tokio::sync::{broadcast, watch};
 
 /// Frames kept per session for replay to reconnecting clients.
@@ -203,6 +204,26 @@ impl Hubs {
             (hub.clone(), tokio::time::Instant::now()),
         );
         hub
+    }
+
+    /// Forgets a deleted session: its live hub tells every tab it is gone, and is dropped.
+    pub fn remove(&self, session_id: &str) {
+        let hub = self
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id)
+            .and_then(|w| w.upgrade());
+        self.recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+        if let Some(hub) = hub {
+            hub.publish(ServerEvent::Error(WireError::new(
+                ErrorCode::Unauthorized,
+                "this session was deleted",
+            )));
+        }
     }
 
     /// Forgets sessions unused for a while (their state is in the database).

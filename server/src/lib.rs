@@ -1,6 +1,7 @@
 //! Glassbox server: WebSocket + REST chat that forwards to LLM providers, with persistence.
 
 pub mod chat;
+pub mod client_addr;
 pub mod config;
 pub mod context;
 pub mod embed;
@@ -8,6 +9,7 @@ pub mod error;
 pub mod hub;
 pub mod origins;
 pub mod providers;
+pub mod rate_limits;
 pub mod routes;
 pub mod sessions;
 pub mod state;
@@ -54,12 +56,24 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
 
 /// Serves `app(state)` on `listener` until ctrl-c, sweeping idle sessions in the background.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
-    let hubs = state.hubs.clone();
+    let (hubs, limits) = (state.hubs.clone(), state.limits.clone());
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
         loop {
             tick.tick().await;
             hubs.sweep();
+            limits.sweep();
+        }
+    });
+    // Idle sessions are purged at start and then hourly.
+    let purging = state.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(3_600));
+        loop {
+            tick.tick().await;
+            if let Err(e) = purging.purge_idle_sessions().await {
+                tracing::error!(error = %e, "purging idle sessions failed");
+            }
         }
     });
     // Replies stream as many small writes: without TCP_NODELAY, Nagle's algorithm and delayed ACKs
@@ -67,9 +81,13 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
+    // The peer address feeds the rate limits (`client_addr`).
+    axum::serve(
+        listener,
+        app(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
 }

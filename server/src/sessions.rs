@@ -1,5 +1,6 @@
 //! Session creation and access: unguessable ids, a token issued once, only its hash stored.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use glassbox_core::wire::SessionInfo;
@@ -39,13 +40,15 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl AppState {
-    /// Opens a session: a new one when `id` is `None`, else an existing one whose token must match.
-    /// `model` is the model the client asks for, if any.
+    /// Opens a session: a new one when `id` is `None` (within the sessions-per-hour limit of
+    /// `address`), else an existing one whose token must match. `model` is the model the client
+    /// asks for, if any.
     pub async fn open_session(
         &self,
         id: Option<&str>,
         token: Option<&str>,
         model: Option<&str>,
+        address: Option<IpAddr>,
     ) -> Result<OpenSession, AppError> {
         let model = match model {
             Some(m) if !self.config.model_allowed(m) => {
@@ -57,6 +60,7 @@ impl AppState {
         let grace = self.config.disconnect_grace;
         match id {
             None => {
+                self.limits.create_session(address)?;
                 let id = new_id();
                 let mut raw = [0u8; 32];
                 rand::rng().fill_bytes(&mut raw);
@@ -86,6 +90,7 @@ impl AppState {
                 if !same_bytes(row.token_hash.as_bytes(), hash_token(token).as_bytes()) {
                     return Err(AppError::Unauthorized);
                 }
+                self.store.touch_session(id, now_ms()).await?;
                 let hub = self.hubs.get_or_create(id, grace, true);
                 Ok(OpenSession {
                     hub,
@@ -98,6 +103,35 @@ impl AppState {
                 })
             }
         }
+    }
+}
+
+impl AppState {
+    /// Deletes a session now (its token is checked by the caller): messages, summaries and cached
+    /// embeddings go with it, and every open tab is told it is gone.
+    pub async fn delete_session(&self, id: &str) -> Result<(), AppError> {
+        if !self.store.delete_session(id).await? {
+            return Err(AppError::Unauthorized);
+        }
+        self.hubs.remove(id);
+        tracing::info!(session = id, "session deleted");
+        Ok(())
+    }
+
+    /// Deletes sessions unused for longer than `GLASSBOX_SESSION_TTL`; returns how many.
+    pub async fn purge_idle_sessions(&self) -> Result<u64, AppError> {
+        let Some(ttl) = self.config.session_ttl else {
+            return Ok(0);
+        };
+        let before = now_ms() - i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let purged = self.store.purge_idle_sessions(before).await?;
+        if purged > 0 {
+            tracing::info!(
+                sessions = purged,
+                "purged sessions idle longer than the TTL"
+            );
+        }
+        Ok(purged)
     }
 }
 

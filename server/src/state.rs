@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::rate_limits::RateLimits;
+
 use crate::config::Config;
 use crate::context::TokenCounter;
 use crate::embed::EmbeddingService;
@@ -25,6 +27,8 @@ pub struct AppState {
     pub tools: ToolRegistry,
     /// Outgoing HTTP besides providers (the host's file existence check).
     pub http: reqwest::Client,
+    /// Rate limits per client address and per session.
+    pub limits: Arc<RateLimits>,
 }
 
 impl AppState {
@@ -39,6 +43,7 @@ impl AppState {
             .chain(config.allowed_models.iter().map(String::as_str))
             .collect();
         let tokens = TokenCounter::load(&config.vocab_dir, &models);
+        let config_limits = config.rate_limits;
         let tools = if config.tools_enabled {
             ToolRegistry::builtin()
         } else {
@@ -53,6 +58,7 @@ impl AppState {
             embeddings,
             tools,
             http: reqwest::Client::new(),
+            limits: Arc::new(RateLimits::new(config_limits)),
         }
     }
 

@@ -78,10 +78,17 @@ async fn session_reports_its_window_and_settings_persist_per_session() {
     tab.next().await; // snapshot
     tab.next().await; // context (load)
 
-    let bad = put_settings(&server, &id, &token, json!({"threshold": 0})).await;
-    assert_eq!(bad.status(), 422);
-    let body: Value = bad.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "invalid_settings");
+    // Out of range, too large for its type, an unknown strategy: all invalid_settings (422).
+    for bad in [
+        json!({"threshold": 0}),
+        json!({"threshold": 300}),
+        json!({"strategy": "magic"}),
+    ] {
+        let resp = put_settings(&server, &id, &token, bad.clone()).await;
+        assert_eq!(resp.status(), 422, "{bad}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_settings", "{bad}");
+    }
 
     let wanted = json!({"enabled": true, "threshold": 60, "strategy": "sliding-window",
         "preserveRecentMessages": 3, "showIndicator": false});

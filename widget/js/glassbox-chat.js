@@ -9,7 +9,8 @@
 // context footer's link templates with {path}, or {slug} and {params}; "none" for no links), capture
 // (the idle URL capture: "off", "PARAM" or "PARAM:SET"; default "applet"), hide-context-values
 // (present: "View context" shows page-context key names only, never their values).
-// Methods: sendMessage(text, attachments?, context?), setPageContext(obj), setContext(setName, items, mode?).
+// Methods: sendMessage(text, attachments?, context?), setPageContext(obj), setContext(setName, items, mode?),
+// clearSession() (deletes the conversation on the server and starts a new one).
 // Events: "glassbox:reply" (detail: the finished reply message), "glassbox:context" (the session's
 // context sets: {reason, context, setName?}).
 import { shadowContainer } from './shadow-shell.js';
@@ -68,6 +69,12 @@ class GlassboxChat extends HTMLElement {
   async setContext(setName, items, mode) {
     await this.#mount();
     this.#live().setContext(String(setName), items ?? [], mode ?? null);
+  }
+
+  /** Deletes this conversation on the server and starts a new one (the "New chat" control). */
+  async clearSession() {
+    await this.#mount();
+    this.#live().clearSession();
   }
 
   #live() {

@@ -155,7 +155,14 @@ impl GlassboxWidget {
             .map_err(|e| js_error(&code_name(e.code()), e))
     }
 
-    /// Switches the theme: "light", "dark" or "auto".
+    /// Deletes the conversation on the server and starts a new one.
+    #[wasm_bindgen(js_name = clearSession)]
+    pub fn clear_session(&self) {
+        if let Some(handle) = &self.handle {
+            handle.client().clear_session();
+        }
+    }
+
     /// Changes one context set of the session (`mode` `replace` by default, or `merge`); every tab
     /// receives the change and the `glassbox:context` event. Items are checked here and on the server.
     #[wasm_bindgen(js_name = setContext)]
@@ -190,6 +197,7 @@ impl GlassboxWidget {
         Ok(())
     }
 
+    /// Switches the theme: "light", "dark" or "auto".
     #[wasm_bindgen(js_name = setTheme)]
     pub fn set_theme(&self, theme: Option<String>) {
         if let Some(handle) = &self.handle {

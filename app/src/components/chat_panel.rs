@@ -88,6 +88,15 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                 <span class="gb-title">"Glassbox"</span>
                 <TokenMeter view=meter update_ms=counts.update_ms />
                 <button
+                    class="gb-icon-button gb-new-chat"
+                    type="button"
+                    aria-label="New chat"
+                    title="New chat (this conversation is deleted)"
+                    on:click=move |_| client.clear_session()
+                >
+                    "＋"
+                </button>
+                <button
                     class="gb-icon-button gb-settings-toggle"
                     type="button"
                     aria-label="Context settings"

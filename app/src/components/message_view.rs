@@ -1,6 +1,7 @@
 //! One message: a user bubble (plain text, as typed) or an assistant reply (markdown), with its state:
 //! streaming, failed with Retry, or complete with the provider's token usage.
 
+use glassbox_core::ErrorCode;
 use glassbox_core::wire::{Attachment, MessageStatus, Role, ToolExchange};
 use leptos::prelude::*;
 
@@ -235,6 +236,40 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
         })
     };
     let error = move || pending.with(|p| p.as_ref().and_then(|p| p.error.clone()));
+    // A rate limit says when the message may go: it is kept and sent again then, by itself.
+    let wait = RwSignal::new(None::<u32>);
+    let ticker = StoredValue::new_local(None::<gloo_timers::callback::Interval>);
+    {
+        let cid = client_message_id.clone();
+        Effect::new(move |_| {
+            let retry_ms = pending.with(|p| {
+                p.as_ref()
+                    .and_then(|p| p.error.as_ref())
+                    .filter(|e| e.code == ErrorCode::RateLimited)
+                    .and_then(|e| e.retry_after_ms)
+            });
+            let Some(ms) = retry_ms else {
+                ticker.set_value(None);
+                wait.set(None);
+                return;
+            };
+            let mut left = ms.div_ceil(1000).max(1) as u32;
+            wait.set(Some(left));
+            let cid = cid.clone();
+            ticker.set_value(Some(gloo_timers::callback::Interval::new(
+                1_000,
+                move || {
+                    left = left.saturating_sub(1);
+                    if left == 0 {
+                        let _ = wait.try_set(None);
+                        client.resend(&cid);
+                    } else {
+                        let _ = wait.try_set(Some(left));
+                    }
+                },
+            )));
+        });
+    }
     let cid = client_message_id.clone();
     view! {
         <div
@@ -247,8 +282,21 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
             </div>
             {move || {
                 let cid = cid.clone();
-                match error() {
-                    Some(e) => {
+                match (error(), wait.get()) {
+                    (Some(e), Some(secs)) => {
+                        view! {
+                            <div class="gb-error gb-rate-limited" role="status" data-code=format!("{:?}", e.code)>
+                                <span class="gb-error-text">
+                                    {format!("Too many messages for now: this one is kept and goes in {secs} s.")}
+                                </span>
+                                <button class="gb-link-button" on:click=move |_| client.dismiss(&cid)>
+                                    "Dismiss"
+                                </button>
+                            </div>
+                        }
+                            .into_any()
+                    }
+                    (Some(e), None) => {
                         view! {
                             <div class="gb-error" role="alert" data-code=format!("{:?}", e.code)>
                                 <span class="gb-error-text">{e.message}</span>
@@ -259,7 +307,7 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
                         }
                             .into_any()
                     }
-                    None => view! { <div class="gb-meta">"Sending…"</div> }.into_any(),
+                    (None, _) => view! { <div class="gb-meta">"Sending…"</div> }.into_any(),
                 }
             }}
         </div>

@@ -89,14 +89,19 @@ pub struct BpeTokenizer {
 }
 
 impl BpeTokenizer {
-    /// Wraps a loaded vocabulary.
-    pub fn new(vocab: Vocab) -> Self {
-        BpeTokenizer { vocab }
+    /// Wraps a loaded vocabulary. Byte-level BPE needs every single byte as a token (any text
+    /// falls back to them); a vocabulary without one is refused here, never discovered while
+    /// counting.
+    pub fn new(vocab: Vocab) -> Result<Self, VocabError> {
+        if let Some(b) = (0..=255u8).find(|b| vocab.rank(&[*b]).is_none()) {
+            return Err(VocabError::MissingByte(b));
+        }
+        Ok(BpeTokenizer { vocab })
     }
 
     /// Loads the compact `.gbv` form.
     pub fn from_compact(data: &[u8]) -> Result<Self, VocabError> {
-        Vocab::from_compact(data).map(Self::new)
+        Vocab::from_compact(data).and_then(Self::new)
     }
 
     /// The vocabulary.

@@ -115,7 +115,7 @@ fn heap_merge_equals_tiktoken_flat_merge() {
 
 #[test]
 fn merge_takes_lowest_rank_leftmost_first() {
-    let t = BpeTokenizer::new(toy_vocab());
+    let t = BpeTokenizer::new(toy_vocab()).unwrap();
     // "aaaa": "aa"(0) at 0 and at 2 win before "aaa"(3) could form.
     assert_eq!(t.encode("aaaa"), vec![0, 0]);
     assert_eq!(t.decode(&t.encode(" the aab")), " the aab");
@@ -142,6 +142,26 @@ fn compact_form_round_trips_and_rejects_damage() {
         Vocab::from_compact(b"NOPE").unwrap_err(),
         VocabError::BadMagic
     );
+}
+
+#[test]
+fn a_vocabulary_without_every_single_byte_is_refused_at_load() {
+    let tokens: Vec<Vec<u8>> = (0..=255u8)
+        .filter(|b| *b != b'A')
+        .map(|b| vec![b])
+        .collect();
+    let vocab =
+        Vocab::from_tokens("gap", Pattern::O200k, tokens.iter().map(Vec::as_slice)).unwrap();
+    let compact = vocab.to_compact();
+    assert_eq!(
+        BpeTokenizer::new(vocab).unwrap_err(),
+        VocabError::MissingByte(b'A')
+    );
+    // The loader the server and the worker use says so too, instead of panicking mid-count.
+    assert!(matches!(
+        crate::tokens::Tokenizer::load(&compact),
+        Err(VocabError::MissingByte(0x41))
+    ));
 }
 
 #[test]

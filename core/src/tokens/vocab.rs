@@ -68,6 +68,8 @@ pub enum VocabError {
     RankGap { expected: u32, found: u32 },
     #[error("duplicate token at rank {0}")]
     Duplicate(u32),
+    #[error("the single byte 0x{0:02x} is not a token; byte-level BPE needs all 256")]
+    MissingByte(u8),
     #[error("tokenizer.json could not be loaded: {0}")]
     HfTokenizer(String),
     #[error("this build cannot read Hugging Face tokenizers")]

@@ -95,7 +95,9 @@ pub fn app(state: AppState) -> Router {
         .route("/api/sessions", post(rest::create_session))
         .route(
             "/api/sessions/{id}",
-            get(rest::session_messages).patch(rest::patch_session),
+            get(rest::session_messages)
+                .patch(rest::patch_session)
+                .delete(rest::delete_session),
         )
         .route("/api/sessions/{id}/settings", put(rest::update_settings))
         .route("/v1/embeddings", post(embeddings::create))

@@ -19,6 +19,7 @@ use tokio::sync::broadcast;
 
 use super::extract::{BearerToken, JsonBody};
 use crate::chat::Submitted;
+use crate::client_addr::ClientAddr;
 use crate::error::AppError;
 use crate::hub::ClientLease;
 use crate::state::AppState;
@@ -26,8 +27,11 @@ use crate::turn::tools::{change_context_set, replace_context};
 use glassbox_core::context::{CompressionSettings, ContextInfo};
 
 /// `POST /api/sessions`: a new session and its token (shown once).
-pub async fn create_session(State(state): State<AppState>) -> Result<Json<SessionInfo>, AppError> {
-    let info = state.open_session(None, None, None).await?.info;
+pub async fn create_session(
+    State(state): State<AppState>,
+    ClientAddr(address): ClientAddr,
+) -> Result<Json<SessionInfo>, AppError> {
+    let info = state.open_session(None, None, None, address).await?.info;
     Ok(Json(state.with_context(info).await?))
 }
 
@@ -56,7 +60,7 @@ pub async fn session_messages(
     BearerToken(token): BearerToken,
 ) -> Result<Json<SessionMessages>, AppError> {
     let session = state
-        .open_session(Some(&id), token.as_deref(), None)
+        .open_session(Some(&id), token.as_deref(), None, None)
         .await?;
     let messages = state.store.messages(&session.info.session_id).await?;
     let settings = state.store.settings(&session.info.session_id).await?;
@@ -67,6 +71,20 @@ pub async fn session_messages(
             context: settings.context,
         },
     }))
+}
+
+/// `DELETE /api/sessions/{id}` with `Authorization: Bearer <token>`: deletes the session and
+/// everything in it now (204); its open tabs are told (`unauthorized`, "this session was deleted").
+pub async fn delete_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+) -> Result<axum::http::StatusCode, AppError> {
+    let session = state
+        .open_session(Some(&id), token.as_deref(), None, None)
+        .await?;
+    state.delete_session(&session.info.session_id).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
 /// Body of `PATCH /api/sessions/{id}`: exactly one of the two.
@@ -96,7 +114,7 @@ pub async fn patch_session(
     JsonBody(patch): JsonBody<SessionPatch>,
 ) -> Result<Json<PatchedSession>, AppError> {
     let session = state
-        .open_session(Some(&id), token.as_deref(), None)
+        .open_session(Some(&id), token.as_deref(), None, None)
         .await?;
     let context = match (patch.context, patch.set_context) {
         (Some(all), None) => replace_context(&state, &session.hub, all).await?,
@@ -119,10 +137,13 @@ pub async fn update_settings(
     State(state): State<AppState>,
     Path(id): Path<String>,
     BearerToken(token): BearerToken,
-    JsonBody(settings): JsonBody<CompressionSettings>,
+    JsonBody(settings): JsonBody<serde_json::Value>,
 ) -> Result<Json<ContextInfo>, AppError> {
+    // Out-of-range or unknown values are bad settings, not a bad body (as on the WebSocket).
+    let settings: CompressionSettings =
+        serde_json::from_value(settings).map_err(|e| AppError::InvalidSettings(e.to_string()))?;
     let session = state
-        .open_session(Some(&id), token.as_deref(), None)
+        .open_session(Some(&id), token.as_deref(), None, None)
         .await?;
     let info = state
         .update_compression(&session.info.session_id, &session.info.model, settings)
@@ -136,16 +157,17 @@ pub async fn update_settings(
 pub async fn chat(
     State(state): State<AppState>,
     headers: HeaderMap,
+    ClientAddr(address): ClientAddr,
     BearerToken(token): BearerToken,
     JsonBody(body): JsonBody<RestChatRequest>,
 ) -> Result<Response, AppError> {
     let session = state
-        .open_session(body.session_id.as_deref(), token.as_deref(), None)
+        .open_session(body.session_id.as_deref(), token.as_deref(), None, address)
         .await?;
     let lease = session.hub.attach();
     let frames = session.hub.subscribe();
     let submitted = state
-        .submit(&session.hub, &session.info.model, body.chat)
+        .submit(&session.hub, &session.info.model, body.chat, address)
         .await?;
     let wants_sse = headers
         .get(header::ACCEPT)

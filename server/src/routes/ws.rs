@@ -5,6 +5,7 @@
 //! Bad frames (malformed, unknown type, oversize, invalid) are answered with a typed `error` frame and
 //! the socket stays open; nothing is stored for them.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -23,6 +24,7 @@ use glassbox_core::wire::{
 };
 use tokio::sync::broadcast;
 
+use crate::client_addr::ClientAddr;
 use crate::error::AppError;
 use crate::hub::{ClientLease, Hub};
 use crate::state::AppState;
@@ -35,6 +37,7 @@ const HARD_FRAME_LIMIT: usize = 1024 * 1024;
 pub async fn upgrade(
     State(state): State<AppState>,
     headers: HeaderMap,
+    ClientAddr(address): ClientAddr,
     ws: WebSocketUpgrade,
 ) -> Response {
     if let Err(e) = super::origin::check(&state, &headers, false) {
@@ -44,7 +47,7 @@ pub async fn upgrade(
         .max_frame_size(HARD_FRAME_LIMIT)
         .on_upgrade(move |socket: WebSocket| {
             let (sink, stream) = socket.split();
-            serve(state, sink, stream)
+            serve(state, address, sink, stream)
         })
 }
 
@@ -61,8 +64,9 @@ struct Attached {
     _lease: ClientLease,
 }
 
-/// Serves one connection. Generic over the socket halves so tests can drive it with channels.
-pub async fn serve<W, R>(state: AppState, mut sink: W, mut stream: R)
+/// Serves one connection from `address` (for the rate limits). Generic over the socket halves so
+/// tests can drive it with channels.
+pub async fn serve<W, R>(state: AppState, address: Option<IpAddr>, mut sink: W, mut stream: R)
 where
     W: Sink<Message> + Unpin,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
@@ -106,7 +110,7 @@ where
         };
         let result = match decode_client_frame(&text) {
             Err(e) => Err(AppError::from(e)),
-            Ok(frame) => handle(&state, &mut sink, &mut attached, frame).await,
+            Ok(frame) => handle(&state, address, &mut sink, &mut attached, frame).await,
         };
         if let Err(err) = result {
             let cid = client_message_id_of(&text);
@@ -122,13 +126,14 @@ where
 
 async fn handle<W: Sink<Message> + Unpin>(
     state: &AppState,
+    address: Option<IpAddr>,
     sink: &mut W,
     attached: &mut Option<Attached>,
     frame: ClientFrame,
 ) -> Result<(), AppError> {
     match (frame, attached.as_ref()) {
         (ClientFrame::Hello(hello), None) => {
-            let a = hello_to_session(state, sink, hello).await?;
+            let a = hello_to_session(state, address, sink, hello).await?;
             *attached = Some(a);
             Ok(())
         }
@@ -136,8 +141,13 @@ async fn handle<W: Sink<Message> + Unpin>(
             "this connection already joined a session",
         )),
         (_, None) => Err(AppError::HelloRequired),
-        (ClientFrame::Chat(req), Some(a)) => state.submit(&a.hub, &a.model, req).await.map(|_| ()),
-        (ClientFrame::Retry(r), Some(a)) => state.retry(&a.hub, &a.model, &r.message_id).await,
+        (ClientFrame::Chat(req), Some(a)) => state
+            .submit(&a.hub, &a.model, req, address)
+            .await
+            .map(|_| ()),
+        (ClientFrame::Retry(r), Some(a)) => {
+            state.retry(&a.hub, &a.model, &r.message_id, address).await
+        }
         (ClientFrame::Settings(settings), Some(a)) => {
             let info = state
                 .update_compression(&a.hub.session_id, &a.model, settings)
@@ -148,12 +158,15 @@ async fn handle<W: Sink<Message> + Unpin>(
         (ClientFrame::SetContext(args), Some(a)) => {
             change_context_set(state, &a.hub, &args).await.map(|_| ())
         }
+        // Every tab, this one included, then hears that the session is gone.
+        (ClientFrame::DeleteSession(_), Some(a)) => state.delete_session(&a.hub.session_id).await,
     }
 }
 
 /// Opens the session, answers `session`, then replays missed frames or sends a snapshot.
 async fn hello_to_session<W: Sink<Message> + Unpin>(
     state: &AppState,
+    address: Option<IpAddr>,
     sink: &mut W,
     hello: Hello,
 ) -> Result<Attached, AppError> {
@@ -162,6 +175,7 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
             hello.session_id.as_deref(),
             hello.token.as_deref(),
             hello.model.as_deref(),
+            address,
         )
         .await?;
     // Subscribe before looking back, so nothing falls between replay and live frames.

@@ -70,6 +70,9 @@ pub struct Store {
 const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, client_message_id, reply_to, \
      context_json, attachments_json, usage_json, context_report_json, tool_rounds_json, error_json";
 
+/// The message id of a message embedding's cache key (`{message_id}:{content_hash}`).
+const MESSAGE_KEY_ID: &str = "substr(cache_key, 1, instr(cache_key, ':') - 1)";
+
 impl Store {
     /// Opens (creating if needed) `glassbox.db` in `data_dir`, in WAL mode, and applies migrations.
     pub async fn open(data_dir: &Path) -> Result<Self, StorageError> {
@@ -114,13 +117,81 @@ impl Store {
         token_hash: &str,
         now: i64,
     ) -> Result<(), StorageError> {
-        sqlx::query("INSERT INTO sessions (id, token_hash, created_at) VALUES (?, ?, ?)")
-            .bind(id)
-            .bind(token_hash)
+        sqlx::query(
+            "INSERT INTO sessions (id, token_hash, created_at, last_active_at) VALUES (?, ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(token_hash)
+        .bind(now)
+        .bind(now)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Marks a session used at `now` (written at most once a minute per session).
+    pub async fn touch_session(&self, id: &str, now: i64) -> Result<(), StorageError> {
+        sqlx::query("UPDATE sessions SET last_active_at = ? WHERE id = ? AND last_active_at < ?")
             .bind(now)
+            .bind(id)
+            .bind(now - 60_000)
             .execute(&self.writer)
             .await?;
         Ok(())
+    }
+
+    /// Deletes a session with its messages, summaries and cached message embeddings; false when
+    /// there was no such session.
+    pub async fn delete_session(&self, id: &str) -> Result<bool, StorageError> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(&format!(
+            "DELETE FROM embedding_cache WHERE {MESSAGE_KEY_ID} IN \
+             (SELECT id FROM messages WHERE session_id = ?)"
+        ))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        let gone = sqlx::query("DELETE FROM sessions WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(gone > 0)
+    }
+
+    /// Deletes sessions not used since `before` (ms), like [`Store::delete_session`], in batches
+    /// so no single write holds the database long; returns how many.
+    pub async fn purge_idle_sessions(&self, before: i64) -> Result<u64, StorageError> {
+        const BATCH: i64 = 200;
+        let mut purged = 0;
+        loop {
+            let mut tx = self.writer.begin().await?;
+            let ids: Vec<String> =
+                sqlx::query_scalar("SELECT id FROM sessions WHERE last_active_at < ? LIMIT ?")
+                    .bind(before)
+                    .bind(BATCH)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            if ids.is_empty() {
+                return Ok(purged);
+            }
+            let list = serde_json::to_string(&ids).unwrap_or_default();
+            sqlx::query(&format!(
+                "DELETE FROM embedding_cache WHERE {MESSAGE_KEY_ID} IN \
+                 (SELECT m.id FROM messages m WHERE m.session_id IN (SELECT value FROM json_each(?)))"
+            ))
+            .bind(&list)
+            .execute(&mut *tx)
+            .await?;
+            purged +=
+                sqlx::query("DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))")
+                    .bind(&list)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            tx.commit().await?;
+        }
     }
 
     /// Looks a session up.

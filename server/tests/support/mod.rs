@@ -14,6 +14,14 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+/// The rate-limit variables (all off in tests unless a test sets them).
+pub const RATE_LIMITS: [&str; 4] = [
+    "GLASSBOX_LIMIT_SESSIONS_PER_HOUR",
+    "GLASSBOX_LIMIT_MESSAGES_PER_MINUTE",
+    "GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE",
+    "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
+];
+
 pub struct TestServer {
     pub addr: SocketAddr,
     /// The server's own state, for tests that call its Rust API directly.
@@ -62,6 +70,10 @@ impl TestServer {
         vars.insert("GLASSBOX_EMBEDDINGS".into(), "off".into());
         // Tests of the tool loop switch the context tools on; others compare exact request bodies.
         vars.insert("GLASSBOX_TOOLS".into(), "off".into());
+        // Tests send many messages from one address; the rate-limit tests switch limits on.
+        for limit in RATE_LIMITS {
+            vars.insert(limit.into(), "0".into());
+        }
         // The vocabularies `cargo xtask build` writes, so counts are exact.
         let widget_dir = std::env::var("GLASSBOX_E2E_WIDGET_DIR")
             .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../dist").to_owned());

@@ -290,6 +290,68 @@ async fn view_context_shows_what_the_model_got_and_closes_with_escape() -> Resul
     .await
 }
 
+#[tokio::test]
+async fn a_rate_limited_message_is_kept_counts_down_and_goes_by_itself() -> Result<()> {
+    // One streaming reply per address: a second message while the first reply streams is refused
+    // with a wait; the widget keeps it, says when it goes, and sends it then.
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "30"),
+        ("GLASSBOX_LIMIT_STREAMS_PER_ADDRESS", "1"),
+    ])
+    .await?;
+    in_browser(format!("http://{}/", server.addr), "rate-limited", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        send_from_composer(&client, "first").await?;
+        wait_for(&client, "the first reply to stream", &format!("{ROOT} return !!r.querySelector('.gb-message[data-role=assistant][data-status=streaming]');")).await?;
+        send_from_composer(&client, "second, while it streams").await?;
+        let notice = wait_for(&client, "the wait to show", &format!("{ROOT} const p = r.querySelector('.gb-pending .gb-rate-limited'); return p && [p.closest('.gb-pending').querySelector('.gb-plain').textContent, p.textContent];")).await?;
+        assert_eq!(notice[0], "second, while it streams", "the message is kept as typed");
+        assert!(notice[1].as_str().unwrap_or_default().contains("goes in"), "{notice}");
+        wait_for(&client, "both replies", &format!("{ROOT} return r.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 2 && !r.querySelector('.gb-pending');")).await?;
+        let users = client.execute(&format!("{ROOT} return [...r.querySelectorAll('.gb-message[data-role=user] .gb-plain')].map(p => p.textContent);"), vec![]).await?;
+        assert_eq!(users, json!(["first", "second, while it streams"]));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn new_chat_deletes_the_conversation_and_starts_a_fresh_one() -> Result<()> {
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "2"),
+    ])
+    .await?;
+    let base = format!("http://{}", server.addr);
+    in_browser(format!("{base}/"), "new-chat", |client, url| async move {
+        const STORED: &str = "const k = Object.keys(localStorage).find(k => k.startsWith('glassbox:session:')); return k && JSON.parse(localStorage.getItem(k));";
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        send_from_composer(&client, "Please look at docs/spec.md").await?;
+        wait_for(&client, "the reply and the footer", &format!("{ROOT} return r.querySelector('.gb-message[data-role=assistant][data-status=complete]') && !r.querySelector('.gb-context-footer').hidden;")).await?;
+        let old = wait_for(&client, "the stored session", STORED).await?;
+        client.execute(&format!("{ROOT} r.querySelector('.gb-new-chat').click();"), vec![]).await?;
+        let fresh = wait_for(&client, "a new session", &format!("{ROOT} const s = (() => {{ {STORED} }})(); return s && s.sessionId !== {old} && !!r.querySelector('.gb-status[data-state=connected]') && s;", old = serde_json::to_string(&old["sessionId"])?)).await?;
+        assert_ne!(fresh["sessionId"], old["sessionId"]);
+        let (messages, footer_hidden) = {
+            let v = client.execute(&format!("{ROOT} return [r.querySelectorAll('.gb-message').length, r.querySelector('.gb-context-footer').hidden];"), vec![]).await?;
+            (v[0].clone(), v[1].clone())
+        };
+        assert_eq!((messages, footer_hidden), (json!(0), json!(true)), "an empty chat without the old footer");
+        // The old conversation is gone from the server.
+        let gone = reqwest::Client::new()
+            .get(format!("{base}/api/sessions/{}", old["sessionId"].as_str().unwrap_or_default()))
+            .bearer_auth(old["token"].as_str().unwrap_or_default())
+            .send()
+            .await?;
+        assert_eq!(gone.status(), 401);
+        Ok(())
+    })
+    .await
+}
+
 async fn demo(client: &Client, url: &str) -> Result<()> {
     client.goto(url).await?;
     wait_for(client, "the widget to connect", CONNECTED).await?;

@@ -1,0 +1,299 @@
+//! Rate limits per client address and per session (`governor`'s keyed GCRA limiters): sessions
+//! created per hour and messages per minute for each address, messages per minute for each session,
+//! and streaming replies at once for each address. Each refusal says when to try again. A limit set
+//! to 0 is off. Keys not seen for a while are forgotten by `sweep`, so memory stays bounded by the
+//! addresses active in the last hour.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::middleware::NoOpMiddleware;
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::{Quota, RateLimiter};
+
+/// The configured limits (0 switches one off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimitConfig {
+    /// Sessions one address may create per hour (`GLASSBOX_LIMIT_SESSIONS_PER_HOUR`).
+    pub sessions_per_hour: u32,
+    /// Messages one session may send per minute (`GLASSBOX_LIMIT_MESSAGES_PER_MINUTE`).
+    pub messages_per_minute: u32,
+    /// Messages one address may send per minute, over all its sessions
+    /// (`GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE`).
+    pub address_messages_per_minute: u32,
+    /// Replies streaming at once for one address (`GLASSBOX_LIMIT_STREAMS_PER_ADDRESS`).
+    pub streams_per_address: u32,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            sessions_per_hour: 30,
+            messages_per_minute: 20,
+            address_messages_per_minute: 60,
+            streams_per_address: 4,
+        }
+    }
+}
+
+/// Which limit refused, and when the same action may succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{what}; try again in {} s", retry_after.as_secs_f64().ceil())]
+pub struct RateLimited {
+    pub what: &'static str,
+    pub retry_after: Duration,
+}
+
+/// One keyed limiter on clock `C`.
+type Keyed<K, C> =
+    RateLimiter<K, DefaultKeyedStateStore<K>, C, NoOpMiddleware<<C as Clock>::Instant>>;
+
+/// The server's rate limiters (on the real clock; tests move a fake one).
+pub struct RateLimits<C: Clock = DefaultClock> {
+    config: RateLimitConfig,
+    clock: C,
+    sessions: Option<Keyed<IpAddr, C>>,
+    address_messages: Option<Keyed<IpAddr, C>>,
+    session_messages: Option<Keyed<String, C>>,
+    streams: Arc<Mutex<HashMap<IpAddr, u32>>>,
+}
+
+/// Held while a reply streams; dropping it frees the address's slot.
+pub struct StreamPermit {
+    streams: Arc<Mutex<HashMap<IpAddr, u32>>>,
+    address: Option<IpAddr>,
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        let Some(address) = self.address else { return };
+        if let Ok(mut streams) = self.streams.lock()
+            && let Some(n) = streams.get_mut(&address)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                streams.remove(&address);
+            }
+        }
+    }
+}
+
+/// How long a refused stream should wait before trying again (replies take seconds).
+const STREAM_RETRY: Duration = Duration::from_secs(5);
+
+fn limiter<K: std::hash::Hash + Eq + Clone, C: Clock + Clone>(
+    n: u32,
+    per: fn(NonZeroU32) -> Quota,
+    clock: &C,
+) -> Option<Keyed<K, C>> {
+    NonZeroU32::new(n).map(|n| RateLimiter::dashmap_with_clock(per(n), C::clone(clock)))
+}
+
+impl RateLimits {
+    pub fn new(config: RateLimitConfig) -> Self {
+        Self::with_clock(config, DefaultClock::default())
+    }
+}
+
+impl<C: Clock + Clone> RateLimits<C> {
+    /// Limits on `clock`.
+    pub fn with_clock(config: RateLimitConfig, clock: C) -> Self {
+        Self {
+            sessions: limiter(config.sessions_per_hour, Quota::per_hour, &clock),
+            address_messages: limiter(
+                config.address_messages_per_minute,
+                Quota::per_minute,
+                &clock,
+            ),
+            session_messages: limiter(config.messages_per_minute, Quota::per_minute, &clock),
+            config,
+            clock,
+            streams: Arc::default(),
+        }
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> RateLimitConfig {
+        self.config
+    }
+
+    fn check<K: std::hash::Hash + Eq + Clone>(
+        &self,
+        limiter: &Option<Keyed<K, C>>,
+        key: &K,
+        what: &'static str,
+    ) -> Result<(), RateLimited> {
+        let Some(limiter) = limiter else {
+            return Ok(());
+        };
+        limiter.check_key(key).map_err(|not_until| RateLimited {
+            what,
+            retry_after: not_until.wait_time_from(self.clock.now()),
+        })
+    }
+
+    /// A new session for `address` (`None`: the address is unknown and not limited).
+    pub fn create_session(&self, address: Option<IpAddr>) -> Result<(), RateLimited> {
+        match address {
+            Some(a) => self.check(
+                &self.sessions,
+                &a,
+                "too many new sessions from this address",
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// A message in `session` from `address`.
+    pub fn message(&self, address: Option<IpAddr>, session: &str) -> Result<(), RateLimited> {
+        if let Some(a) = address {
+            self.check(
+                &self.address_messages,
+                &a,
+                "too many messages from this address",
+            )?;
+        }
+        self.check(
+            &self.session_messages,
+            &session.to_owned(),
+            "too many messages in this session",
+        )
+    }
+
+    /// A streaming reply for `address`; the permit frees the slot when the reply ends.
+    pub fn stream(&self, address: Option<IpAddr>) -> Result<StreamPermit, RateLimited> {
+        let permit = |address| StreamPermit {
+            streams: self.streams.clone(),
+            address,
+        };
+        let (Some(address), Some(max)) =
+            (address, NonZeroU32::new(self.config.streams_per_address))
+        else {
+            return Ok(permit(None));
+        };
+        let mut streams = self.streams.lock().map_err(|_| RateLimited {
+            what: "too many replies streaming for this address",
+            retry_after: STREAM_RETRY,
+        })?;
+        let n = streams.entry(address).or_insert(0);
+        if *n >= max.get() {
+            return Err(RateLimited {
+                what: "too many replies streaming for this address",
+                retry_after: STREAM_RETRY,
+            });
+        }
+        *n += 1;
+        drop(streams);
+        Ok(permit(Some(address)))
+    }
+
+    /// Forgets keys whose limits are back to full (call now and then).
+    pub fn sweep(&self) {
+        for l in [&self.sessions, &self.address_messages]
+            .into_iter()
+            .flatten()
+        {
+            l.retain_recent();
+            l.shrink_to_fit();
+        }
+        if let Some(l) = &self.session_messages {
+            l.retain_recent();
+            l.shrink_to_fit();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> Option<IpAddr> {
+        Some(IpAddr::from([10, 0, 0, last]))
+    }
+
+    #[test]
+    fn each_limit_refuses_with_a_wait_and_others_are_unaffected() {
+        let limits = RateLimits::new(RateLimitConfig {
+            sessions_per_hour: 2,
+            messages_per_minute: 3,
+            address_messages_per_minute: 4,
+            streams_per_address: 1,
+        });
+        assert!(limits.create_session(ip(1)).is_ok());
+        assert!(limits.create_session(ip(1)).is_ok());
+        let refused = limits.create_session(ip(1)).unwrap_err();
+        assert!(refused.retry_after > Duration::from_secs(60), "{refused:?}");
+        assert!(limits.create_session(ip(2)).is_ok(), "another address");
+        assert!(limits.create_session(None).is_ok(), "unknown address");
+
+        for _ in 0..3 {
+            assert!(limits.message(ip(1), "s1").is_ok());
+        }
+        let refused = limits.message(ip(1), "s1").unwrap_err();
+        assert_eq!(refused.what, "too many messages in this session");
+        assert!(
+            refused.retry_after > Duration::ZERO && refused.retry_after <= Duration::from_secs(20)
+        );
+        // The address's own budget: 4 a minute over all its sessions (one was spent by the
+        // refused call above, which the address limiter had already let through).
+        let refused = limits.message(ip(1), "s2").unwrap_err();
+        assert_eq!(refused.what, "too many messages from this address");
+
+        let first = limits.stream(ip(1)).unwrap();
+        assert!(limits.stream(ip(1)).is_err());
+        assert!(limits.stream(ip(2)).is_ok());
+        drop(first);
+        assert!(limits.stream(ip(1)).is_ok(), "the slot is free again");
+    }
+
+    #[test]
+    fn limits_lift_as_time_passes() {
+        let clock = governor::clock::FakeRelativeClock::default();
+        let limits = RateLimits::with_clock(
+            RateLimitConfig {
+                sessions_per_hour: 1,
+                messages_per_minute: 2,
+                ..RateLimitConfig::default()
+            },
+            clock.clone(),
+        );
+        assert!(limits.message(ip(1), "s").is_ok());
+        assert!(limits.message(ip(1), "s").is_ok());
+        let wait = limits.message(ip(1), "s").unwrap_err().retry_after;
+        assert_eq!(
+            wait,
+            Duration::from_secs(30),
+            "2 a minute: one more every 30 s"
+        );
+        clock.advance(wait);
+        assert!(
+            limits.message(ip(1), "s").is_ok(),
+            "lifted once the wait is over"
+        );
+
+        assert!(limits.create_session(ip(1)).is_ok());
+        let wait = limits.create_session(ip(1)).unwrap_err().retry_after;
+        assert_eq!(wait, Duration::from_secs(3_600));
+        clock.advance(wait);
+        assert!(limits.create_session(ip(1)).is_ok());
+    }
+
+    #[test]
+    fn zero_switches_a_limit_off() {
+        let limits = RateLimits::new(RateLimitConfig {
+            sessions_per_hour: 0,
+            messages_per_minute: 0,
+            address_messages_per_minute: 0,
+            streams_per_address: 0,
+        });
+        for _ in 0..1_000 {
+            assert!(limits.create_session(ip(1)).is_ok());
+            assert!(limits.message(ip(1), "s").is_ok());
+            std::mem::forget(limits.stream(ip(1)).unwrap());
+        }
+    }
+}

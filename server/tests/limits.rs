@@ -1,0 +1,169 @@
+//! Rate limits per address and per session, answered with `rate_limited` and when to retry
+//! (`Retry-After` over REST, `retryAfterMs` on the WebSocket), nothing stored for a refused message,
+//! and lifted once the reason is gone; `X-Forwarded-For` counts only from trusted proxies.
+
+mod support;
+
+use std::time::Duration;
+
+use glassbox_core::wire::ServerEvent;
+use glassbox_fake_provider::Behaviour;
+use serde_json::{Value, json};
+use support::{Api, TestServer};
+
+async fn start(extra: &[(&str, &str)]) -> TestServer {
+    TestServer::start_with(Api::OpenAi, Behaviour::reply(&["Fine."]), extra).await
+}
+
+/// The seconds of `Retry-After`, checked to be a whole positive number.
+fn retry_after(resp: &reqwest::Response) -> u64 {
+    let secs: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .expect("Retry-After in whole seconds");
+    assert!(secs >= 1);
+    secs
+}
+
+#[tokio::test]
+async fn messages_per_session_over_rest_are_refused_with_retry_after_and_nothing_stored() {
+    let server = start(&[("GLASSBOX_LIMIT_MESSAGES_PER_MINUTE", "2")]).await;
+    let (id, token, _) = server.new_session().await;
+    server.chat(&id, &token, "one").await;
+    server.chat(&id, &token, "two").await;
+    let resp = server
+        .http
+        .post(server.url("/api/chat"))
+        .bearer_auth(&token)
+        .json(&json!({"sessionId": id, "message": "three"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    let secs = retry_after(&resp);
+    assert!(
+        secs <= 30,
+        "2 a minute: the next in at most 30 s, got {secs}"
+    );
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    assert_eq!(body["error"]["retryable"], true);
+    let ms = body["error"]["retryAfterMs"].as_u64().unwrap();
+    assert!(ms > 0 && ms <= 30_000, "{ms}");
+    let texts: Vec<String> = server
+        .messages(&id, &token)
+        .await
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(texts, ["one", "two"], "the refused message was not stored");
+    assert_eq!(server.fake.requests().len(), 2);
+    // Another session of the same address has its own per-session allowance.
+    let (other, other_token, _) = server.new_session().await;
+    server.chat(&other, &other_token, "hello").await;
+}
+
+#[tokio::test]
+async fn on_the_websocket_a_refused_message_names_itself_and_when_to_retry() {
+    let server = start(&[("GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE", "1")]).await;
+    let mut ws = server.ws().await;
+    ws.hello_new().await;
+    ws.send(json!({"type": "chat", "data": {"message": "first", "clientMessageId": "c-1"}}))
+        .await;
+    ws.until_reply_ends().await;
+    ws.send(json!({"type": "chat", "data": {"message": "second", "clientMessageId": "c-2"}}))
+        .await;
+    let (frame, raw) = ws.next().await;
+    let ServerEvent::Error(e) = frame.event else {
+        panic!("expected an error frame, got {raw}")
+    };
+    assert_eq!(raw["data"]["code"], "rate_limited");
+    assert_eq!(e.client_message_id.as_deref(), Some("c-2"));
+    let ms = e.retry_after_ms.expect("retryAfterMs");
+    assert!(ms > 50_000 && ms <= 60_000, "1 a minute: {ms}");
+}
+
+#[tokio::test]
+async fn new_sessions_per_address_are_limited_on_rest_and_the_websocket() {
+    let server = start(&[("GLASSBOX_LIMIT_SESSIONS_PER_HOUR", "2")]).await;
+    server.new_session().await;
+    server.new_session().await;
+    let resp = server.post("/api/sessions", &json!({})).await;
+    assert_eq!(resp.status(), 429);
+    assert!(retry_after(&resp) > 60);
+    // A chat without a session would create one: refused the same way.
+    let resp = server.post("/api/chat", &json!({"message": "hi"})).await;
+    assert_eq!(resp.status(), 429);
+    let mut ws = server.ws().await;
+    ws.send(json!({"type": "hello", "data": {}})).await;
+    let (_, raw) = ws.next().await;
+    assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
+    assert_eq!(server.fake.requests().len(), 0);
+}
+
+#[tokio::test]
+async fn concurrent_streams_per_address_are_limited_and_free_again_when_a_reply_ends() {
+    let server = start(&[("GLASSBOX_LIMIT_STREAMS_PER_ADDRESS", "1")]).await;
+    server.fake.set(Behaviour::Reply {
+        chunks: (0..8).map(|i| format!("w{i} ")).collect(),
+        delay: Duration::from_millis(100),
+    });
+    let (a, a_token, _) = server.new_session().await;
+    let (b, b_token, _) = server.new_session().await;
+    let first = {
+        let (http, url) = (server.http.clone(), server.url("/api/chat"));
+        let body = json!({"sessionId": a, "message": "long one"});
+        tokio::spawn(async move {
+            http.post(url)
+                .bearer_auth(a_token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    while server.fake.open_streams() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let refused = server
+        .http
+        .post(server.url("/api/chat"))
+        .bearer_auth(&b_token)
+        .json(&json!({"sessionId": b, "message": "meanwhile"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    retry_after(&refused);
+    assert_eq!(first.await.unwrap(), 200);
+    // The first reply is over: its slot is free.
+    server.chat(&b, &b_token, "now").await;
+}
+
+#[tokio::test]
+async fn forwarded_addresses_count_only_from_trusted_proxies() {
+    let post = |server: &TestServer, client: &'static str| {
+        server
+            .http
+            .post(server.url("/api/sessions"))
+            .header("x-forwarded-for", client)
+            .json(&json!({}))
+            .send()
+    };
+    // Behind a trusted proxy (the loopback peer), each forwarded client has its own allowance.
+    let server = start(&[
+        ("GLASSBOX_LIMIT_SESSIONS_PER_HOUR", "1"),
+        ("GLASSBOX_TRUSTED_PROXIES", "127.0.0.1/32"),
+    ])
+    .await;
+    assert_eq!(post(&server, "198.51.100.1").await.unwrap().status(), 200);
+    assert_eq!(post(&server, "198.51.100.1").await.unwrap().status(), 429);
+    assert_eq!(post(&server, "198.51.100.2").await.unwrap().status(), 200);
+    // Without it, the header is the client's own claim and changes nothing.
+    let server = start(&[("GLASSBOX_LIMIT_SESSIONS_PER_HOUR", "1")]).await;
+    assert_eq!(post(&server, "198.51.100.1").await.unwrap().status(), 200);
+    assert_eq!(post(&server, "198.51.100.2").await.unwrap().status(), 429);
+}

@@ -1,0 +1,166 @@
+//! Session lifetime: `DELETE /api/sessions/{id}` and the `delete_session` frame delete a session
+//! now, with its messages, summaries and cached embeddings, and tell its open tabs; sessions idle
+//! longer than `GLASSBOX_SESSION_TTL` are purged the same way.
+
+mod support;
+
+use std::time::Duration;
+
+use glassbox_core::wire::ServerEvent;
+use glassbox_fake_provider::Behaviour;
+use serde_json::json;
+use support::{Api, TestServer};
+
+async fn start(extra: &[(&str, &str)]) -> TestServer {
+    TestServer::start_with(Api::OpenAi, Behaviour::reply(&["Noted."]), extra).await
+}
+
+/// A session with one exchange, a summary and a cached embedding of its first message.
+async fn filled_session(server: &TestServer) -> (String, String, String) {
+    let (id, token, _) = server.new_session().await;
+    let body = server.chat(&id, &token, "remember this").await;
+    let first = body["message"]["id"].as_str().unwrap().to_owned();
+    let store = &server.state.store;
+    store
+        .put_summary(&id, (&first, &first, "h"), "a summary", 1)
+        .await
+        .unwrap();
+    store
+        .put_embeddings("m", &[(format!("{first}:hash"), vec![1.0, 0.0])])
+        .await
+        .unwrap();
+    (id, token, first)
+}
+
+async fn cached(server: &TestServer, key: &str) -> bool {
+    let found = server
+        .state
+        .store
+        .cached_embeddings("m", &[key.to_owned()])
+        .await
+        .unwrap();
+    !found.is_empty()
+}
+
+#[tokio::test]
+async fn delete_removes_everything_and_tells_the_open_tabs() {
+    let server = start(&[]).await;
+    let (id, token, first) = filled_session(&server).await;
+    let mut tab = server.ws().await;
+    tab.send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
+        .await;
+    tab.next().await; // session
+    tab.next().await; // snapshot
+    tab.next().await; // context (load)
+
+    let url = server.url(&format!("/api/sessions/{id}"));
+    let wrong = server
+        .http
+        .delete(&url)
+        .bearer_auth("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let resp = server
+        .http
+        .delete(&url)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+
+    let (frame, raw) = tab.next().await;
+    let ServerEvent::Error(e) = frame.event else {
+        panic!("expected the deletion notice, got {raw}")
+    };
+    assert_eq!(raw["data"]["code"], "unauthorized");
+    assert_eq!(e.message, "this session was deleted");
+    let gone = server
+        .http
+        .get(&url)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 401);
+    assert!(server.state.store.messages(&id).await.unwrap().is_empty());
+    assert_eq!(
+        server
+            .state
+            .store
+            .summary(&id, &first, &first, "h")
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(!cached(&server, &format!("{first}:hash")).await);
+    // Deleting again: the session is unknown.
+    let again = server
+        .http
+        .delete(&url)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 401);
+}
+
+#[tokio::test]
+async fn the_delete_session_frame_deletes_the_connections_session() {
+    let server = start(&[]).await;
+    let mut ws = server.ws().await;
+    let (id, token) = ws.hello_new().await;
+    ws.send(json!({"type": "delete_session", "data": {}})).await;
+    let (_, raw) = ws.next().await;
+    assert_eq!(raw["type"], "error");
+    assert_eq!(raw["data"]["code"], "unauthorized");
+    let gone = server
+        .http
+        .get(server.url(&format!("/api/sessions/{id}")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 401);
+}
+
+#[tokio::test]
+async fn idle_sessions_are_purged_after_the_ttl_and_used_ones_stay() {
+    let server = start(&[("GLASSBOX_SESSION_TTL", "1s")]).await;
+    let (idle, idle_token, first) = filled_session(&server).await;
+    // An embedding that belongs to no message (an agent item's chunk) is not touched.
+    server
+        .state
+        .store
+        .put_embeddings("m", &[("chunkhash".to_owned(), vec![0.5])])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let (fresh, fresh_token, _) = filled_session(&server).await;
+
+    assert_eq!(server.state.purge_idle_sessions().await.unwrap(), 1);
+    let status = |id: &str, token: &str| {
+        server
+            .http
+            .get(server.url(&format!("/api/sessions/{id}")))
+            .bearer_auth(token.to_owned())
+            .send()
+    };
+    assert_eq!(status(&idle, &idle_token).await.unwrap().status(), 401);
+    assert_eq!(status(&fresh, &fresh_token).await.unwrap().status(), 200);
+    assert!(!cached(&server, &format!("{first}:hash")).await);
+    assert!(cached(&server, "chunkhash").await);
+    assert_eq!(server.state.purge_idle_sessions().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn many_idle_sessions_are_purged_in_batches() {
+    let server = start(&[("GLASSBOX_SESSION_TTL", "1ms")]).await;
+    for _ in 0..450 {
+        server.new_session().await;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(server.state.purge_idle_sessions().await.unwrap(), 450);
+}
