@@ -72,11 +72,7 @@ async fn session_reports_its_window_and_settings_persist_per_session() {
 
     // A second tab hears about changes.
     let mut tab = server.ws().await;
-    tab.send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
-        .await;
-    tab.next().await; // session
-    tab.next().await; // snapshot
-    tab.next().await; // context (load)
+    tab.hello_existing(&id, &token).await;
 
     // Out of range, too large for its type, an unknown strategy: all invalid_settings (422).
     for bad in [

@@ -47,11 +47,7 @@ async fn delete_removes_everything_and_tells_the_open_tabs() {
     let server = start(&[]).await;
     let (id, token, first) = filled_session(&server).await;
     let mut tab = server.ws().await;
-    tab.send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
-        .await;
-    tab.next().await; // session
-    tab.next().await; // snapshot
-    tab.next().await; // context (load)
+    tab.hello_existing(&id, &token).await;
 
     let url = server.url(&format!("/api/sessions/{id}"));
     let wrong = server

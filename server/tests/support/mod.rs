@@ -274,6 +274,17 @@ impl Ws {
         )
     }
 
+    /// Joins an existing session as a fresh tab: reads its `session`, `snapshot` and `context`
+    /// (load) frames.
+    pub async fn hello_existing(&mut self, id: &str, token: &str) {
+        self.send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
+            .await;
+        for expected in ["session", "snapshot", "context"] {
+            let (_, raw) = self.next().await;
+            assert_eq!(raw["type"], expected, "{raw}");
+        }
+    }
+
     /// Reads frames until the reply ends; returns all frames read.
     pub async fn until_reply_ends(&mut self) -> Vec<ServerFrame> {
         let mut frames = vec![];
