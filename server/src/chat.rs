@@ -7,6 +7,8 @@ use std::sync::Arc;
 use glassbox_core::limits::validate_chat;
 use glassbox_core::wire::{Accepted, ChatMessage, ChatRequest, ReplyStart, Role, ServerEvent};
 
+use tracing::Instrument;
+
 use crate::error::AppError;
 use crate::hub::Hub;
 use crate::rate_limits::StreamPermit;
@@ -126,16 +128,21 @@ impl AppState {
         permit: StreamPermit,
     ) {
         let state = self.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _in_order = hub.turn_lock.lock().await;
-            if let Err(e) =
-                crate::turn::run(&state, &hub, &model, &user_message_id, &reply_id).await
-            {
-                let wire = e.to_wire().for_message(&reply_id);
-                hub.publish(ServerEvent::Error(wire));
+        // The turn logs under the request or connection that started it.
+        let span = tracing::Span::current();
+        tokio::spawn(
+            async move {
+                let _permit = permit;
+                let _in_order = hub.turn_lock.lock().await;
+                if let Err(e) =
+                    crate::turn::run(&state, &hub, &model, &user_message_id, &reply_id).await
+                {
+                    let wire = e.to_wire().for_message(&reply_id);
+                    hub.publish(ServerEvent::Error(wire));
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 }
 

@@ -69,6 +69,7 @@ impl AppState {
                     .create_session(&id, &hash_token(&token), now_ms())
                     .await?;
                 let hub = self.hubs.get_or_create(&id, grace, false);
+                tracing::info!(session = %id, "session created");
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {

@@ -119,6 +119,17 @@ pub fn app(state: AppState) -> Router {
             header::REFERRER_POLICY,
             HeaderValue::from_static("strict-origin-when-cross-origin"),
         ))
-        .layer(TraceLayer::new_for_http())
+        // One id per request in every log line written while it is handled (and, for the
+        // WebSocket, while its connection lives).
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+                tracing::info_span!(
+                    "request",
+                    request_id = %uuid::Uuid::new_v4(),
+                    method = %req.method(),
+                    path = %req.uri().path(),
+                )
+            }),
+        )
         .with_state(state)
 }

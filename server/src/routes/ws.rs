@@ -23,6 +23,7 @@ use glassbox_core::wire::{
     ClientFrame, ContextEvent, ContextReason, Hello, ServerEvent, ServerFrame, Snapshot,
 };
 use tokio::sync::broadcast;
+use tracing::Instrument;
 
 use crate::client_addr::ClientAddr;
 use crate::error::AppError;
@@ -43,11 +44,13 @@ pub async fn upgrade(
     if let Err(e) = super::origin::check(&state, &headers, false) {
         return e.into_response();
     }
+    // The connection keeps the upgrade request's span (and its request id) in every log line.
+    let span = tracing::Span::current();
     ws.max_message_size(HARD_FRAME_LIMIT)
         .max_frame_size(HARD_FRAME_LIMIT)
         .on_upgrade(move |socket: WebSocket| {
             let (sink, stream) = socket.split();
-            serve(state, address, sink, stream)
+            serve(state, address, sink, stream).instrument(span)
         })
 }
 

@@ -289,6 +289,26 @@ impl Store {
         Ok(res.rows_affected() == 1)
     }
 
+    /// Writes a streaming reply's text and tool rounds so far (a crash keeps them); a reply that
+    /// is no longer streaming is left as it is.
+    pub async fn checkpoint_reply(
+        &self,
+        id: &str,
+        content: &str,
+        tool_rounds: &[ToolRound],
+    ) -> Result<(), StorageError> {
+        sqlx::query(
+            "UPDATE messages SET content = ?, tool_rounds_json = ? WHERE id = ? AND status = ?",
+        )
+        .bind(content)
+        .bind((!tool_rounds.is_empty()).then(|| to_json(&tool_rounds)))
+        .bind(id)
+        .bind(MessageStatus::Streaming.as_str())
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
     /// Stores the final state of a reply and returns it.
     pub async fn finish_reply(
         &self,

@@ -5,6 +5,7 @@
 //! receipt and stored on the reply, so later turns replay it in the provider's own format.
 
 pub mod call;
+pub mod checkpoint;
 pub mod gather;
 pub mod tools;
 
@@ -91,9 +92,15 @@ pub async fn run(
     let max_rounds = state.config.max_chat_turns;
     let mut request = plan.request.clone();
     let mut round: u32 = 0;
+    let checkpoints = checkpoint::Checkpoints::start(
+        state.store.clone(),
+        reply_id.to_owned(),
+        reply.content.clone(),
+    );
     loop {
         let mut on_text = |text: String| {
             reply.content.push_str(&text);
+            checkpoints.text(&text);
             hub.publish(ServerEvent::Delta(Delta {
                 message_id: reply_id.to_owned(),
                 text,
@@ -163,6 +170,7 @@ pub async fn run(
             at: at as u32,
             exchanges,
         });
+        checkpoints.rounds(&reply.rounds);
         if over_limit {
             tracing::info!(
                 session = session_id,
