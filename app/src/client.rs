@@ -530,7 +530,10 @@ impl Inner {
             ServerEvent::Error(e) => e.message_id.as_deref(),
             ServerEvent::Session(_) | ServerEvent::Snapshot(_) => None,
             ServerEvent::Tool(t) => Some(t.message_id.as_str()),
-            ServerEvent::ContextInfo(_) | ServerEvent::Context(_) | ServerEvent::Delta(_) => return,
+            ServerEvent::ContextInfo(_)
+            | ServerEvent::Context(_)
+            | ServerEvent::Budget(_)
+            | ServerEvent::Delta(_) => return,
         };
         let mut cells = self.cells.borrow_mut();
         self.transcript.with_untracked(|t| {

@@ -46,6 +46,8 @@ pub enum ErrorCode {
     OriginNotAllowed,
     /// A JSON route was sent a body that is not `application/json`.
     UnsupportedMediaType,
+    /// The session's or the server's daily token budget is spent; the provider was not called.
+    BudgetExhausted,
     /// The provider answered with an error.
     ProviderError,
     /// The provider did not answer in time.
@@ -78,6 +80,7 @@ impl ErrorCode {
             Conflict => 409,
             ModelNotAllowed | OriginNotAllowed => 403,
             UnsupportedMediaType => 415,
+            BudgetExhausted => 402,
             ProviderError => 502,
             ProviderUnavailable => 503,
             ProviderTimeout => 504,

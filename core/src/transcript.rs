@@ -37,6 +37,8 @@ pub struct Transcript {
     pub context: Option<ContextInfo>,
     /// The session's context sets (the footer); `None` until the server sent them.
     pub sets: Option<ContextSets>,
+    /// The session's token budget, when the server sets one.
+    pub budget: Option<crate::wire::SessionBudget>,
     cursor: SyncCursor,
 }
 
@@ -111,7 +113,9 @@ impl Transcript {
                 if info.context.is_some() {
                     self.context = info.context.clone();
                 }
+                self.budget = info.budget;
             }
+            ServerEvent::Budget(b) => self.budget = Some(*b),
             ServerEvent::ContextInfo(info) => self.context = Some(info.clone()),
             ServerEvent::Context(c) => self.sets = Some(c.context.clone()),
             ServerEvent::Tool(t) => {
@@ -252,6 +256,7 @@ mod tests {
                 token: None,
                 model: "m".into(),
                 context: None,
+                budget: None,
             }),
         ));
         t.apply(&frame(

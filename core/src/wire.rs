@@ -303,6 +303,8 @@ pub enum ServerEvent {
     Context(ContextEvent),
     /// A tool exchange of a streaming reply finished (it is also in the reply's `toolRounds`).
     Tool(ToolEvent),
+    /// The session's token budget after a reply spent from it (when the server sets one).
+    Budget(SessionBudget),
 }
 
 /// Why a `context` event was sent.
@@ -348,6 +350,24 @@ pub struct SessionInfo {
     /// Context window, counting vocabulary and compression settings, for the token meter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<crate::context::ContextInfo>,
+    /// The session's token budget, when the server sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<SessionBudget>,
+}
+
+/// Tokens (input + output) a session may spend, and has spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionBudget {
+    pub limit: u64,
+    pub used: u64,
+}
+
+impl SessionBudget {
+    /// Tokens left (none when used up or over).
+    pub fn remaining(&self) -> u64 {
+        self.limit.saturating_sub(self.used)
+    }
 }
 
 /// Every message of the session, oldest first.

@@ -39,6 +39,7 @@ impl AppState {
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
         self.limits.message(address, session_id)?;
+        self.check_budget(session_id).await?;
         let permit = self.limits.stream(address)?;
         let id = new_id();
         let (message, duplicate) = self
@@ -100,6 +101,7 @@ impl AppState {
     ) -> Result<(), AppError> {
         let session_id = hub.session_id.as_str();
         self.limits.message(address, session_id)?;
+        self.check_budget(session_id).await?;
         let permit = self.limits.stream(address)?;
         let reply = self
             .store

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::budgets::BudgetConfig;
 use crate::client_addr::{ProxyConfigError, TrustedProxies};
 use crate::origins::{AllowedOrigins, OriginConfigError};
 use crate::rate_limits::RateLimitConfig;
@@ -80,6 +81,8 @@ pub struct Config {
     pub trusted_proxies: TrustedProxies,
     /// Sessions, messages and streaming replies allowed per address and session.
     pub rate_limits: RateLimitConfig,
+    /// Token spending caps per session and per day.
+    pub budgets: BudgetConfig,
     /// Sessions unused this long are deleted with everything in them (`GLASSBOX_SESSION_TTL`,
     /// default 30 days; `off` keeps them).
     pub session_ttl: Option<Duration>,
@@ -215,6 +218,21 @@ impl Config {
             file_check_url: get("GLASSBOX_FILE_CHECK_URL"),
             allowed_origins: AllowedOrigins::parse(get("GLASSBOX_ALLOWED_ORIGINS").as_deref())?,
             trusted_proxies: TrustedProxies::parse(get("GLASSBOX_TRUSTED_PROXIES").as_deref())?,
+            budgets: {
+                let d = BudgetConfig::default();
+                BudgetConfig {
+                    session_tokens: parse(
+                        &get,
+                        "GLASSBOX_BUDGET_SESSION_TOKENS",
+                        &d.session_tokens.to_string(),
+                    )?,
+                    daily_tokens: parse(
+                        &get,
+                        "GLASSBOX_BUDGET_DAILY_TOKENS",
+                        &d.daily_tokens.to_string(),
+                    )?,
+                }
+            },
             session_ttl: match get("GLASSBOX_SESSION_TTL").as_deref().map(str::trim) {
                 None => Some(Duration::from_secs(30 * 24 * 3600)),
                 Some("off") => None,

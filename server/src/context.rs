@@ -142,6 +142,7 @@ impl AppState {
     /// other routes skip the settings read.
     pub async fn with_context(&self, mut info: SessionInfo) -> Result<SessionInfo, AppError> {
         info.context = Some(self.context_info(&info.session_id, &info.model).await?);
+        info.budget = self.session_budget(&info.session_id).await?;
         Ok(info)
     }
 

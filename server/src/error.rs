@@ -51,6 +51,8 @@ pub enum AppError {
     UnsupportedMediaType(String),
     #[error(transparent)]
     RateLimited(#[from] crate::rate_limits::RateLimited),
+    #[error(transparent)]
+    BudgetExhausted(#[from] crate::budgets::BudgetExhausted),
 }
 
 impl AppError {
@@ -73,6 +75,7 @@ impl AppError {
             AppError::OriginNotAllowed(_) => ErrorCode::OriginNotAllowed,
             AppError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             AppError::RateLimited(_) => ErrorCode::RateLimited,
+            AppError::BudgetExhausted(_) => ErrorCode::BudgetExhausted,
             AppError::Embed(e) => match e {
                 EmbedServiceError::Unavailable(_) => ErrorCode::EmbeddingsUnavailable,
                 EmbedServiceError::Overloaded => ErrorCode::Overloaded,
@@ -105,10 +108,11 @@ impl AppError {
         }
     }
 
-    /// For a rate limit: how long until the same action may succeed.
+    /// For a rate limit or the daily budget: how long until the same action may succeed.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
             AppError::RateLimited(r) => Some(r.retry_after),
+            AppError::BudgetExhausted(b) => b.retry_after(),
             _ => None,
         }
     }

@@ -77,6 +77,7 @@ impl AppState {
                         token: Some(token),
                         model,
                         context: None,
+                        budget: None,
                     },
                 })
             }
@@ -100,6 +101,7 @@ impl AppState {
                         token: None,
                         model,
                         context: None,
+                        budget: None,
                     },
                 })
             }

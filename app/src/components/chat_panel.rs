@@ -82,11 +82,12 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
         .unwrap_or_default();
     let show_values = config.is_some_and(|c| c.show_context_values);
     let viewer = ContextViewer::new();
+    let budget = Memo::new(move |_| transcript.with(|t| t.budget));
     view! {
         <div class="gb-root" data-theme=move || theme.get().as_str()>
             <header class="gb-header">
                 <span class="gb-title">"Glassbox"</span>
-                <TokenMeter view=meter update_ms=counts.update_ms />
+                <TokenMeter view=meter update_ms=counts.update_ms budget=budget />
                 <button
                     class="gb-icon-button gb-new-chat"
                     type="button"

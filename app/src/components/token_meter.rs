@@ -2,6 +2,7 @@
 //! 90 % and critical above 98 %, a tooltip with the breakdown and compression, "~" on estimates.
 
 use glassbox_core::context::MeterState;
+use glassbox_core::wire::SessionBudget;
 use leptos::prelude::*;
 
 use crate::meter_reading::MeterView;
@@ -68,6 +69,9 @@ pub fn TokenMeter(
     /// Milliseconds from the worker's answer to this meter showing it.
     #[prop(into, default = Signal::stored(0.0))]
     update_ms: Signal<f64>,
+    /// The session's token budget, when the server sets one (shown in the tooltip).
+    #[prop(into, default = Signal::stored(None))]
+    budget: Signal<Option<SessionBudget>>,
 ) -> impl IntoView {
     let reading = move || view.with(|v| v.as_ref().map(|v| v.reading.clone()));
     let estimated = move || view.with(|v| v.as_ref().is_some_and(|v| v.estimated));
@@ -209,6 +213,21 @@ pub fn TokenMeter(
                 {move || {
                     overflow()
                         .map(|o| view! { <p class="gb-meter-overflow">{o.describe()}</p> })
+                }}
+                {move || {
+                    budget
+                        .get()
+                        .map(|b| {
+                            view! {
+                                <p class="gb-meter-budget">
+                                    {format!(
+                                        "Budget: {} of {} tokens left in this conversation",
+                                        grouped(b.remaining()),
+                                        grouped(b.limit),
+                                    )}
+                                </p>
+                            }
+                        })
                 }}
                 <p class="gb-meter-vocab">
                     {move || {

@@ -239,6 +239,7 @@ fn sse_event(frame: &ServerFrame) -> Event {
         ServerEvent::ContextInfo(_) => "context_info",
         ServerEvent::Context(_) => "context",
         ServerEvent::Tool(_) => "tool",
+        ServerEvent::Budget(_) => "budget",
     };
     Event::default()
         .event(name)

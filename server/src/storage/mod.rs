@@ -129,6 +129,54 @@ impl Store {
         Ok(())
     }
 
+    /// Tokens spent by `session_id` and by the whole server on `day` (days since the epoch, UTC).
+    pub async fn tokens_spent(
+        &self,
+        session_id: &str,
+        day: i64,
+    ) -> Result<(u64, u64), StorageError> {
+        let row = sqlx::query(
+            "SELECT (SELECT tokens_used FROM sessions WHERE id = ?) AS session, \
+                    (SELECT tokens FROM usage_days WHERE day = ?) AS day",
+        )
+        .bind(session_id)
+        .bind(day)
+        .fetch_one(&self.writer)
+        .await?;
+        let session: Option<i64> = row.try_get("session")?;
+        let day: Option<i64> = row.try_get("day")?;
+        let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
+        Ok((n(session), n(day)))
+    }
+
+    /// Adds `tokens` to what `session_id` and the server spent on `day`; returns the session's total.
+    pub async fn spend_tokens(
+        &self,
+        session_id: &str,
+        day: i64,
+        tokens: u64,
+    ) -> Result<u64, StorageError> {
+        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO usage_days (day, tokens) VALUES (?, ?) \
+             ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens",
+        )
+        .bind(day)
+        .bind(tokens)
+        .execute(&mut *tx)
+        .await?;
+        let used: Option<i64> = sqlx::query_scalar(
+            "UPDATE sessions SET tokens_used = tokens_used + ? WHERE id = ? RETURNING tokens_used",
+        )
+        .bind(tokens)
+        .bind(session_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(used.unwrap_or(0).max(0) as u64)
+    }
+
     /// Marks a session used at `now` (written at most once a minute per session).
     pub async fn touch_session(&self, id: &str, now: i64) -> Result<(), StorageError> {
         sqlx::query("UPDATE sessions SET last_active_at = ? WHERE id = ? AND last_active_at < ?")

@@ -245,6 +245,11 @@ async fn summary_for(
         tools: vec![],
         max_output_tokens: SUMMARY_RESERVE,
     };
+    // A summary is a provider call like any other: within the budget, and counted.
+    state.check_budget(session_id).await?;
+    let (encoding, _) = glassbox_core::context::encoding_for(&request.model);
+    let sent =
+        state.tokens.count(encoding, &transcript) + state.tokens.count(encoding, SUMMARIZER_PROMPT);
     let mut text = String::new();
     let out = call::call(
         &*state.provider,
@@ -255,6 +260,11 @@ async fn summary_for(
     )
     .await
     .map_err(SummaryError::Call)?;
+    let spent = out.usage.map_or_else(
+        || u64::from(sent) + u64::from(state.tokens.count(encoding, &text)),
+        |u| u.input_tokens + u.output_tokens,
+    );
+    state.record_spend(session_id, None, spent).await?;
     if out.cut_short() {
         return Err(SummaryError::CutShort);
     }

@@ -98,6 +98,19 @@ pub async fn run(
         reply.content.clone(),
     );
     loop {
+        // Every provider call is within the session's and the day's budget, or not made.
+        if let Err(e) = state.check_budget(session_id).await {
+            return finish(
+                state,
+                hub,
+                reply_id,
+                &reply,
+                &plan.receipt,
+                Some(e.to_wire()),
+            )
+            .await;
+        }
+        let text_before = reply.content.len();
         let mut on_text = |text: String| {
             reply.content.push_str(&text);
             checkpoints.text(&text);
@@ -136,6 +149,15 @@ pub async fn run(
                 .await;
             }
         };
+        // Spent: what the provider reported, else our count of what went and came back.
+        let spent = out.usage.map_or_else(
+            || {
+                u64::from(plan.receipt.totals.counted_input_tokens)
+                    + u64::from(state.tokens.count(&encoding, &reply.content[text_before..]))
+            },
+            |u| u.input_tokens + u.output_tokens,
+        );
+        state.record_spend(session_id, Some(hub), spent).await?;
         reply.add_usage(out.usage);
         if out.calls.is_empty() {
             return finish(state, hub, reply_id, &reply, &plan.receipt, None).await;

@@ -322,6 +322,7 @@ async fn new_chat_deletes_the_conversation_and_starts_a_fresh_one() -> Result<()
     let server = start_server(&[
         ("GLASSBOX_PROVIDER", "offline"),
         ("GLASSBOX_OFFLINE_DELAY_MS", "2"),
+        ("GLASSBOX_BUDGET_SESSION_TOKENS", "100000"),
     ])
     .await?;
     let base = format!("http://{}", server.addr);
@@ -332,6 +333,10 @@ async fn new_chat_deletes_the_conversation_and_starts_a_fresh_one() -> Result<()
         send_from_composer(&client, "Please look at docs/spec.md").await?;
         wait_for(&client, "the reply and the footer", &format!("{ROOT} return r.querySelector('.gb-message[data-role=assistant][data-status=complete]') && !r.querySelector('.gb-context-footer').hidden;")).await?;
         let old = wait_for(&client, "the stored session", STORED).await?;
+        // The meter's tooltip tells what is left of the session's budget.
+        const BUDGET: &str = "const b = document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-meter-budget'); return b && b.textContent;";
+        let spent = wait_for(&client, "the budget after the reply", &format!("const t = (() => {{ {BUDGET} }})(); return t && !t.startsWith('Budget: 100,000 ') && t;")).await?;
+        assert!(spent.as_str().unwrap_or_default().ends_with("of 100,000 tokens left in this conversation"), "{spent}");
         client.execute(&format!("{ROOT} r.querySelector('.gb-new-chat').click();"), vec![]).await?;
         let fresh = wait_for(&client, "a new session", &format!("{ROOT} const s = (() => {{ {STORED} }})(); return s && s.sessionId !== {old} && !!r.querySelector('.gb-status[data-state=connected]') && s;", old = serde_json::to_string(&old["sessionId"])?)).await?;
         assert_ne!(fresh["sessionId"], old["sessionId"]);
@@ -340,6 +345,8 @@ async fn new_chat_deletes_the_conversation_and_starts_a_fresh_one() -> Result<()
             (v[0].clone(), v[1].clone())
         };
         assert_eq!((messages, footer_hidden), (json!(0), json!(true)), "an empty chat without the old footer");
+        let fresh_budget = wait_for(&client, "the new session's budget", BUDGET).await?;
+        assert_eq!(fresh_budget, "Budget: 100,000 of 100,000 tokens left in this conversation");
         // The old conversation is gone from the server.
         let gone = reqwest::Client::new()
             .get(format!("{base}/api/sessions/{}", old["sessionId"].as_str().unwrap_or_default()))
