@@ -95,7 +95,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     title="New chat (this conversation is deleted)"
                     on:click=move |_| client.clear_session()
                 >
-                    "＋"
+                    "+"
                 </button>
                 <button
                     class="gb-icon-button gb-settings-toggle"

@@ -53,7 +53,26 @@ pub struct ReceiptTotals {
 
 /// Rows for the parts, in the order the model read them.
 pub fn part_rows(receipt: &Receipt) -> Vec<ReceiptRow> {
-    receipt.parts.iter().map(part_row).collect()
+    // Calls are numbered within their round, so two calls of one round read apart.
+    let mut calls_in_round: (u32, u32) = (u32::MAX, 0);
+    receipt
+        .parts
+        .iter()
+        .map(|part| {
+            let call = match &part.kind {
+                PartKind::ToolExchange { round, .. } => {
+                    calls_in_round = if calls_in_round.0 == *round {
+                        (*round, calls_in_round.1 + 1)
+                    } else {
+                        (*round, 1)
+                    };
+                    calls_in_round.1
+                }
+                _ => 0,
+            };
+            part_row(part, call)
+        })
+        .collect()
 }
 
 /// Rows for what was left out, oldest first.
@@ -110,7 +129,8 @@ fn messages(count: u32) -> String {
     }
 }
 
-fn part_row(part: &Part) -> ReceiptRow {
+/// `call` is the tool call's number within its round (1-based; 0 for other parts).
+fn part_row(part: &Part, call: u32) -> ReceiptRow {
     let row = |kind, label: String| ReceiptRow {
         kind,
         label,
@@ -167,7 +187,7 @@ fn part_row(part: &Part) -> ReceiptRow {
         } => row(
             "tool_exchange",
             format!(
-                "Tool call {}: {name}{}",
+                "Tool round {}, call {call}: {name}{}",
                 round + 1,
                 if *error { " (error)" } else { "" }
             ),
@@ -280,7 +300,7 @@ mod tests {
                 ("history", "9 messages", "fits the budget", 800),
                 (
                     "tool_exchange",
-                    "Tool call 1: get_relevant_context (error)",
+                    "Tool round 1, call 1: get_relevant_context (error)",
                     "the model called a tool while answering",
                     20
                 ),
@@ -311,6 +331,33 @@ mod tests {
         assert_eq!(left[0].label, "1 message");
         assert_eq!(left[0].why, "an acknowledgement compression leaves out");
         assert_eq!(left[0].tokens, 7);
+    }
+
+    #[test]
+    fn calls_of_one_round_are_numbered_apart() {
+        let exchange = |round, call_id: &str| Part {
+            kind: PartKind::ToolExchange {
+                round,
+                name: "set_relevant_context".into(),
+                call_id: call_id.into(),
+                error: false,
+            },
+            reason: Reason::ToolLoop,
+            tokens: 10,
+        };
+        let r = Receipt {
+            parts: vec![exchange(0, "a"), exchange(0, "b"), exchange(1, "c")],
+            ..receipt()
+        };
+        let labels: Vec<String> = part_rows(&r).into_iter().map(|r| r.label).collect();
+        assert_eq!(
+            labels,
+            [
+                "Tool round 1, call 1: set_relevant_context",
+                "Tool round 1, call 2: set_relevant_context",
+                "Tool round 2, call 1: set_relevant_context",
+            ]
+        );
     }
 
     #[test]
