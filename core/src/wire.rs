@@ -243,7 +243,8 @@ pub struct WireError {
     /// The `clientMessageId` of the chat frame that was refused, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_message_id: Option<String>,
-    /// For `rate_limited`: milliseconds until the same action may succeed.
+    /// For `rate_limited` and the daily `budget_exhausted`: milliseconds until the same action may
+    /// succeed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
 }

@@ -38,9 +38,11 @@ impl AppState {
     ) -> Result<Submitted, AppError> {
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
-        self.limits.message(address, session_id)?;
+        // What refuses without spending comes first, so a refused message costs no allowance.
         self.check_budget(session_id).await?;
         let permit = self.limits.stream(address)?;
+        self.limits.message(address, session_id)?;
+        self.store.touch_session(session_id, now_ms()).await?;
         let id = new_id();
         let (message, duplicate) = self
             .store
@@ -100,9 +102,10 @@ impl AppState {
         address: Option<IpAddr>,
     ) -> Result<(), AppError> {
         let session_id = hub.session_id.as_str();
-        self.limits.message(address, session_id)?;
         self.check_budget(session_id).await?;
         let permit = self.limits.stream(address)?;
+        self.limits.message(address, session_id)?;
+        self.store.touch_session(session_id, now_ms()).await?;
         let reply = self
             .store
             .message(session_id, message_id)

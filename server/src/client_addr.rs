@@ -44,28 +44,45 @@ impl TrustedProxies {
         self.0.iter().any(|net| net.contains(&ip))
     }
 
-    /// The client's address for a request from `peer` with these headers.
+    /// The client's address for a request from `peer` with these headers (IPv4-mapped IPv6
+    /// addresses read as IPv4).
     pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
-        if !self.trusts(peer) {
-            return peer;
+        let mut client = peer.to_canonical();
+        if !self.trusts(client) {
+            return client;
         }
         // Each proxy appends the address it got the request from: read from the right, past our
-        // own proxies, to the first address a trusted proxy vouches for.
-        let forwarded: Vec<IpAddr> = headers
+        // own proxies, to the first address a trusted proxy vouches for. An entry we cannot read
+        // stops the walk at the last trusted hop, so nothing left of it (what a client may have
+        // written itself) can be picked.
+        let entries: Vec<&str> = headers
             .get_all("x-forwarded-for")
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .filter_map(|a| a.trim().parse().ok())
+            .map(str::trim)
             .collect();
-        forwarded
-            .iter()
-            .rev()
-            .copied()
-            .find(|ip| !self.trusts(*ip))
-            .or(forwarded.first().copied())
-            .unwrap_or(peer)
+        for entry in entries.iter().rev() {
+            let Some(ip) = parse_forwarded(entry) else {
+                return client;
+            };
+            client = ip;
+            if !self.trusts(ip) {
+                return ip;
+            }
+        }
+        client
     }
+}
+
+/// One `X-Forwarded-For` entry: an address, optionally with a port (`1.2.3.4:5678`,
+/// `[2001:db8::1]:443`), as some proxies write it.
+fn parse_forwarded(entry: &str) -> Option<IpAddr> {
+    entry
+        .parse::<IpAddr>()
+        .or_else(|_| entry.parse::<SocketAddr>().map(|s| s.ip()))
+        .ok()
+        .map(|ip| ip.to_canonical())
 }
 
 /// The request's client address; `None` when the server was not told the peer (a router used

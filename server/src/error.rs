@@ -102,9 +102,12 @@ impl AppError {
             }
             other => other.to_string(),
         };
+        let wire = WireError::new(self.code(), message);
         WireError {
             retry_after_ms: self.retry_after().map(|d| d.as_millis() as u64),
-            ..WireError::new(self.code(), message)
+            // Whatever says when to try again may succeed then (the daily budget at midnight).
+            retryable: wire.retryable || self.retry_after().is_some(),
+            ..wire
         }
     }
 

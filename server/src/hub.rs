@@ -206,6 +206,20 @@ impl Hubs {
         hub
     }
 
+    /// Sessions in use now: a tab connected or a reply running (or queued).
+    pub fn live_ids(&self) -> Vec<String> {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|(id, w)| {
+                let hub = w.upgrade()?;
+                let clients = *hub.clients.lock().unwrap_or_else(|p| p.into_inner());
+                (clients > 0 || hub.turn_lock.try_lock().is_err()).then(|| id.clone())
+            })
+            .collect()
+    }
+
     /// Forgets a deleted session: its live hub tells every tab it is gone, and is dropped.
     pub fn remove(&self, session_id: &str) {
         let hub = self

@@ -85,6 +85,19 @@ impl Drop for StreamPermit {
 /// How long a refused stream should wait before trying again (replies take seconds).
 const STREAM_RETRY: Duration = Duration::from_secs(5);
 
+/// The key an address is limited under: IPv6 addresses by their /64 (one customer's usual
+/// allocation), so a client cannot step around the limits by changing the low bits.
+fn address_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let mut bytes = v6.octets();
+            bytes[8..].fill(0);
+            IpAddr::from(bytes)
+        }
+        v4 => v4,
+    }
+}
+
 fn limiter<K: std::hash::Hash + Eq + Clone, C: Clock + Clone>(
     n: u32,
     per: fn(NonZeroU32) -> Quota,
@@ -141,7 +154,7 @@ impl<C: Clock + Clone> RateLimits<C> {
         match address {
             Some(a) => self.check(
                 &self.sessions,
-                &a,
+                &address_key(a),
                 "too many new sessions from this address",
             ),
             None => Ok(()),
@@ -153,7 +166,7 @@ impl<C: Clock + Clone> RateLimits<C> {
         if let Some(a) = address {
             self.check(
                 &self.address_messages,
-                &a,
+                &address_key(a),
                 "too many messages from this address",
             )?;
         }
@@ -164,15 +177,29 @@ impl<C: Clock + Clone> RateLimits<C> {
         )
     }
 
+    /// Another request from `address` that costs the server work (embeddings): it counts against
+    /// the address's messages per minute.
+    pub fn request(&self, address: Option<IpAddr>) -> Result<(), RateLimited> {
+        match address {
+            Some(a) => self.check(
+                &self.address_messages,
+                &address_key(a),
+                "too many requests from this address",
+            ),
+            None => Ok(()),
+        }
+    }
+
     /// A streaming reply for `address`; the permit frees the slot when the reply ends.
     pub fn stream(&self, address: Option<IpAddr>) -> Result<StreamPermit, RateLimited> {
         let permit = |address| StreamPermit {
             streams: self.streams.clone(),
             address,
         };
-        let (Some(address), Some(max)) =
-            (address, NonZeroU32::new(self.config.streams_per_address))
-        else {
+        let (Some(address), Some(max)) = (
+            address.map(address_key),
+            NonZeroU32::new(self.config.streams_per_address),
+        ) else {
             return Ok(permit(None));
         };
         let mut streams = self.streams.lock().map_err(|_| RateLimited {
@@ -280,6 +307,20 @@ mod tests {
         assert_eq!(wait, Duration::from_secs(3_600));
         clock.advance(wait);
         assert!(limits.create_session(ip(1)).is_ok());
+    }
+
+    #[test]
+    fn ipv6_clients_are_limited_by_their_64() {
+        let limits = RateLimits::new(RateLimitConfig {
+            sessions_per_hour: 1,
+            ..RateLimitConfig::default()
+        });
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert!(limits.create_session(Some(a)).is_ok());
+        assert!(limits.create_session(Some(b)).is_err(), "same /64");
+        assert!(limits.create_session(Some(other)).is_ok());
     }
 
     #[test]

@@ -127,14 +127,21 @@ impl AppState {
             return Ok(0);
         };
         let before = now_ms() - i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-        let purged = self.store.purge_idle_sessions(before).await?;
-        if purged > 0 {
+        // A session with a connected tab or a reply running is in use, whatever its timestamp.
+        let purged = self
+            .store
+            .purge_idle_sessions(before, &self.hubs.live_ids())
+            .await?;
+        for id in &purged {
+            self.hubs.remove(id);
+        }
+        if !purged.is_empty() {
             tracing::info!(
-                sessions = purged,
+                sessions = purged.len(),
                 "purged sessions idle longer than the TTL"
             );
         }
-        Ok(purged)
+        Ok(purged.len() as u64)
     }
 }
 

@@ -126,3 +126,18 @@ async fn tabs_hear_the_budget_after_each_reply() {
     assert_eq!(budget.limit, 1000);
     assert!(budget.used > 0 && budget.remaining() < 1000, "{budget:?}");
 }
+
+#[tokio::test]
+async fn a_failed_call_still_counts_what_went_and_came_back() {
+    let server = start(&[("GLASSBOX_BUDGET_SESSION_TOKENS", "1000")]).await;
+    server.fake.set(Behaviour::Cut {
+        chunks: vec!["Half ".into(), "an ".into(), "answer".into()],
+        after: 2,
+    });
+    let (id, token, _) = server.new_session().await;
+    let body = server.chat(&id, &token, "this reply will break off").await;
+    assert_eq!(body["reply"]["status"], "failed", "{body}");
+    let budget = server.state.session_budget(&id).await.unwrap().unwrap();
+    // The provider reported nothing; our count of the request and of "Half an " is charged.
+    assert!(budget.used >= 5, "{budget:?}");
+}

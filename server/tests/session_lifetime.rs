@@ -133,6 +133,10 @@ async fn idle_sessions_are_purged_after_the_ttl_and_used_ones_stay() {
         .put_embeddings("m", &[("chunkhash".to_owned(), vec![0.5])])
         .await
         .unwrap();
+    // As old, but a tab is connected: in use, so kept whatever its timestamp.
+    let (open, open_token, _) = server.new_session().await;
+    let mut tab = server.ws().await;
+    tab.hello_existing(&open, &open_token).await;
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     let (fresh, fresh_token, _) = filled_session(&server).await;
 
@@ -146,6 +150,8 @@ async fn idle_sessions_are_purged_after_the_ttl_and_used_ones_stay() {
     };
     assert_eq!(status(&idle, &idle_token).await.unwrap().status(), 401);
     assert_eq!(status(&fresh, &fresh_token).await.unwrap().status(), 200);
+    assert_eq!(status(&open, &open_token).await.unwrap().status(), 200);
+    drop(tab);
     assert!(!cached(&server, &format!("{first}:hash")).await);
     assert!(cached(&server, "chunkhash").await);
     assert_eq!(server.state.purge_idle_sessions().await.unwrap(), 0);
@@ -153,10 +159,11 @@ async fn idle_sessions_are_purged_after_the_ttl_and_used_ones_stay() {
 
 #[tokio::test]
 async fn many_idle_sessions_are_purged_in_batches() {
-    let server = start(&[("GLASSBOX_SESSION_TTL", "1ms")]).await;
+    // A TTL the startup purge cannot race: the sessions are younger than it until the sleep.
+    let server = start(&[("GLASSBOX_SESSION_TTL", "1s")]).await;
     for _ in 0..450 {
         server.new_session().await;
     }
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
     assert_eq!(server.state.purge_idle_sessions().await.unwrap(), 450);
 }

@@ -5,6 +5,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
 use super::extract::JsonBody;
+use crate::client_addr::ClientAddr;
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -48,11 +49,13 @@ pub struct Usage {
     total_tokens: usize,
 }
 
-/// Embeds the input strings.
+/// Embeds the input strings; each request counts against its address's per-minute allowance.
 pub async fn create(
     State(state): State<AppState>,
+    ClientAddr(address): ClientAddr,
     JsonBody(body): JsonBody<EmbeddingsRequest>,
 ) -> Result<Json<EmbeddingsResponse>, AppError> {
+    state.limits.request(address)?;
     let service = &state.embeddings;
     if let Some(model) = body.model.filter(|m| m != &service.model) {
         return Err(AppError::ModelNotAllowed(model));

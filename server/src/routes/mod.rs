@@ -89,6 +89,7 @@ pub fn app(state: AppState) -> Router {
             Method::DELETE,
         ])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .expose_headers([header::RETRY_AFTER])
         .max_age(std::time::Duration::from_secs(600));
     let api = Router::new()
         .route("/api/chat", post(rest::chat))

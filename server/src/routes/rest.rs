@@ -211,8 +211,9 @@ fn concerns_reply(frame: &ServerFrame, reply_id: &str) -> bool {
         ServerEvent::ReplyStart(r) => r.message_id == reply_id,
         ServerEvent::Delta(d) => d.message_id == reply_id,
         ServerEvent::Tool(t) => t.message_id == reply_id,
-        // Context sets change while the reply runs (its tools); the footer follows.
-        ServerEvent::Context(_) => true,
+        // Context sets change while the reply runs (its tools); the footer follows. The budget
+        // after each of its provider calls.
+        ServerEvent::Context(_) | ServerEvent::Budget(_) => true,
         _ => ends_reply(frame, reply_id),
     }
 }

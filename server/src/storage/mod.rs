@@ -208,19 +208,28 @@ impl Store {
         Ok(gone > 0)
     }
 
-    /// Deletes sessions not used since `before` (ms), like [`Store::delete_session`], in batches
-    /// so no single write holds the database long; returns how many.
-    pub async fn purge_idle_sessions(&self, before: i64) -> Result<u64, StorageError> {
+    /// Deletes sessions not used since `before` (ms), except those in `keep` (live ones), like
+    /// [`Store::delete_session`], in batches so no single write holds the database long; returns
+    /// the ids deleted.
+    pub async fn purge_idle_sessions(
+        &self,
+        before: i64,
+        keep: &[String],
+    ) -> Result<Vec<String>, StorageError> {
         const BATCH: i64 = 200;
-        let mut purged = 0;
+        let keep = serde_json::to_string(keep).unwrap_or_else(|_| "[]".to_owned());
+        let mut purged = Vec::new();
         loop {
             let mut tx = self.writer.begin().await?;
-            let ids: Vec<String> =
-                sqlx::query_scalar("SELECT id FROM sessions WHERE last_active_at < ? LIMIT ?")
-                    .bind(before)
-                    .bind(BATCH)
-                    .fetch_all(&mut *tx)
-                    .await?;
+            let ids: Vec<String> = sqlx::query_scalar(
+                "SELECT id FROM sessions WHERE last_active_at < ? \
+                 AND id NOT IN (SELECT value FROM json_each(?)) LIMIT ?",
+            )
+            .bind(before)
+            .bind(&keep)
+            .bind(BATCH)
+            .fetch_all(&mut *tx)
+            .await?;
             if ids.is_empty() {
                 return Ok(purged);
             }
@@ -232,13 +241,12 @@ impl Store {
             .bind(&list)
             .execute(&mut *tx)
             .await?;
-            purged +=
-                sqlx::query("DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))")
-                    .bind(&list)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
+            sqlx::query("DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))")
+                .bind(&list)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
+            purged.extend(ids);
         }
     }
 

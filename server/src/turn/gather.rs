@@ -258,13 +258,14 @@ async fn summary_for(
         cancel,
         &mut |t| text.push_str(&t),
     )
-    .await
-    .map_err(SummaryError::Call)?;
-    let spent = out.usage.map_or_else(
+    .await;
+    // Counted whether or not the call succeeded: the provider billed it either way.
+    let spent = out.as_ref().ok().and_then(|o| o.usage).map_or_else(
         || u64::from(sent) + u64::from(state.tokens.count(encoding, &text)),
         |u| u.input_tokens + u.output_tokens,
     );
     state.record_spend(session_id, None, spent).await?;
+    let out = out.map_err(SummaryError::Call)?;
     if out.cut_short() {
         return Err(SummaryError::CutShort);
     }

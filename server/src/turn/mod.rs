@@ -130,6 +130,10 @@ pub async fn run(
         let out = match out {
             Ok(out) => out,
             Err(failure) => {
+                // The provider billed what went and what streamed back, failure or not.
+                let spent = u64::from(plan.receipt.totals.counted_input_tokens)
+                    + u64::from(state.tokens.count(&encoding, &reply.content[text_before..]));
+                state.record_spend(session_id, Some(hub), spent).await?;
                 tracing::warn!(
                     session = session_id,
                     reply = reply_id,
