@@ -151,10 +151,11 @@ async fn idle_sessions_are_purged_after_the_ttl_and_used_ones_stay() {
     assert_eq!(status(&idle, &idle_token).await.unwrap().status(), 401);
     assert_eq!(status(&fresh, &fresh_token).await.unwrap().status(), 200);
     assert_eq!(status(&open, &open_token).await.unwrap().status(), 200);
-    drop(tab);
     assert!(!cached(&server, &format!("{first}:hash")).await);
     assert!(cached(&server, "chunkhash").await);
+    // Still connected: still kept.
     assert_eq!(server.state.purge_idle_sessions().await.unwrap(), 0);
+    drop(tab);
 }
 
 #[tokio::test]
