@@ -88,6 +88,17 @@ pub struct Config {
     pub session_ttl: Option<Duration>,
 }
 
+/// The variables of the rate limits and spending caps (`0` turns each off; test and benchmark
+/// harnesses, which send many messages from one address, switch them all off).
+pub const LIMIT_VARS: [&str; 6] = [
+    "GLASSBOX_LIMIT_SESSIONS_PER_HOUR",
+    "GLASSBOX_LIMIT_MESSAGES_PER_MINUTE",
+    "GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE",
+    "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
+    "GLASSBOX_BUDGET_SESSION_TOKENS",
+    "GLASSBOX_BUDGET_DAILY_TOKENS",
+];
+
 /// A configuration value that cannot be used.
 #[derive(Debug, Error)]
 pub enum ConfigError {

@@ -14,16 +14,6 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-/// The rate limits and token budgets (all off in tests unless a test sets them).
-pub const RATE_LIMITS: [&str; 6] = [
-    "GLASSBOX_LIMIT_SESSIONS_PER_HOUR",
-    "GLASSBOX_LIMIT_MESSAGES_PER_MINUTE",
-    "GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE",
-    "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
-    "GLASSBOX_BUDGET_SESSION_TOKENS",
-    "GLASSBOX_BUDGET_DAILY_TOKENS",
-];
-
 pub struct TestServer {
     pub addr: SocketAddr,
     /// The server's own state, for tests that call its Rust API directly.
@@ -73,7 +63,7 @@ impl TestServer {
         // Tests of the tool loop switch the context tools on; others compare exact request bodies.
         vars.insert("GLASSBOX_TOOLS".into(), "off".into());
         // Tests send many messages from one address; the limit and budget tests switch them on.
-        for limit in RATE_LIMITS {
+        for limit in glassbox_server::config::LIMIT_VARS {
             vars.insert(limit.into(), "0".into());
         }
         // The vocabularies `cargo xtask build` writes, so counts are exact.

@@ -71,14 +71,7 @@ pub async fn start_server(vars: &[(&str, &str)]) -> Result<Server> {
     ];
     // Tests and benchmarks send many messages from one address; a test of the limits or budgets
     // sets them.
-    for limit in [
-        "GLASSBOX_LIMIT_SESSIONS_PER_HOUR",
-        "GLASSBOX_LIMIT_MESSAGES_PER_MINUTE",
-        "GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE",
-        "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
-        "GLASSBOX_BUDGET_SESSION_TOKENS",
-        "GLASSBOX_BUDGET_DAILY_TOKENS",
-    ] {
+    for limit in glassbox_server::config::LIMIT_VARS {
         all.push((limit.into(), "0".into()));
     }
     all.extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
