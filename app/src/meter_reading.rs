@@ -83,6 +83,7 @@ pub fn read(
             tools: &[],
             tool_instructions: None,
             resume: None,
+            selection: None,
         },
         &mut count,
     );

@@ -139,6 +139,7 @@ pub fn mount_meter(
                             Role::Assistant
                         },
                         text: t.as_str().into(),
+                        attachments: &[],
                         rounds: &[],
                     })
                     .collect();

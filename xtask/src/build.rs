@@ -85,6 +85,31 @@ pub fn widget() -> Result<PathBuf> {
     Ok(dist)
 }
 
+/// Builds the server with the `serve` profile (optimized, no LTO) in its own target directory
+/// (`<target>/serve-build`, so it can build while the widget builds) and returns the binary.
+pub fn server() -> Result<PathBuf> {
+    let target = target_dir().join("serve-build");
+    let started = std::time::Instant::now();
+    run(Command::new("cargo").current_dir(root()).args([
+        "build",
+        "--quiet",
+        "--package",
+        "glassbox-server",
+        "--bin",
+        "glassbox-server",
+        "--profile",
+        "serve",
+        "--target-dir",
+    ])
+    .arg(&target))
+    .context("building the server (profile serve)")?;
+    say(format!(
+        "server built (profile serve) in {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(target.join("serve/glassbox-server"))
+}
+
 /// cargo build (wasm32) → wasm-bindgen (`--target web`) → wasm-opt, into `dist`.
 fn wasm_module(module: &WasmModule, dist: &std::path::Path) -> Result<()> {
     let (wasm_bindgen, wasm_opt) = wasm_toolchain()?;

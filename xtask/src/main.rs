@@ -14,7 +14,9 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
   build            build the widget into dist/ (wasm32, wasm-bindgen, wasm-opt -Oz)
-  serve            build what is needed and run the server with the demo page (GLASSBOX_* env applies)
+  serve [--dev]    build what is needed and run the server with the demo page (GLASSBOX_* env applies):
+                   an optimized server build; --dev runs the debug build the tests share (quicker to
+                   rebuild while developing)
   test [FILTER]    run every test: unit, server integration, and the headless-Chromium end-to-end test
                    (FILTER: only tests whose name contains it, e.g. `cargo xtask test view_context`)
   bench gateway    added latency of our server vs the fake provider directly, plus widget payload size
@@ -33,7 +35,8 @@ fn main() -> Result<()> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
         ["build"] => build::widget().map(|_| ()),
-        ["serve"] => run::serve(),
+        ["serve"] => run::serve(false),
+        ["serve", "--dev"] => run::serve(true),
         ["test"] => run::test(None),
         ["test", filter] => run::test(Some(filter)),
         ["bench", "gateway"] => run::bench_gateway(),

@@ -8,8 +8,17 @@ use anyhow::{Context, Result, bail};
 use crate::tools::{browser, root, run, say};
 use crate::{build, model};
 
-/// Builds the widget and runs the server on the demo page.
-pub fn serve() -> Result<()> {
+/// Builds the widget and runs the server on the demo page: an optimized server (profile `serve`),
+/// built while the widget builds, or with `dev` the debug build the tests share.
+pub fn serve(dev: bool) -> Result<()> {
+    let server = if dev {
+        None
+    } else {
+        // Cargo locks a target directory per run, so the server gets a directory of its own and
+        // builds alongside the widget: the widget's single-threaded link steps leave a core free.
+        say("building the server (profile serve: optimized, no LTO) while the widget builds");
+        Some(std::thread::spawn(build::server))
+    };
     let dist = build::widget()?;
     // Chat works without it; a failure here is reported and the server starts anyway.
     if let Err(e) = model::provision() {
@@ -17,15 +26,30 @@ pub fn serve() -> Result<()> {
             "embedding model not provisioned ({e:#}); embeddings will be unavailable"
         ));
     }
+    let mut cmd = match server {
+        Some(build) => {
+            if !build.is_finished() {
+                say("waiting for the server build");
+            }
+            let binary = build
+                .join()
+                .map_err(|_| anyhow::anyhow!("the server build thread panicked"))??;
+            Command::new(binary)
+        }
+        None => {
+            let mut cmd = Command::new("cargo");
+            cmd.args([
+                "run",
+                "--package",
+                "glassbox-server",
+                "--bin",
+                "glassbox-server",
+            ]);
+            cmd
+        }
+    };
     say("starting the server (Ctrl-C stops it)");
-    let mut cmd = Command::new("cargo");
-    cmd.current_dir(root()).args([
-        "run",
-        "--package",
-        "glassbox-server",
-        "--bin",
-        "glassbox-server",
-    ]);
+    cmd.current_dir(root());
     set_default(&mut cmd, "GLASSBOX_WIDGET_DIR", dist.display().to_string());
     set_default(
         &mut cmd,

@@ -208,10 +208,10 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
             texts.extend(
                 t.pending
                     .iter()
-                    .map(|p| TurnMessage::draft(&p.request.message)),
+                    .map(|p| TurnMessage::draft(&p.request.message, &p.request.attachments)),
             );
             if !draft.trim().is_empty() {
-                texts.push(TurnMessage::draft(&draft));
+                texts.push(TurnMessage::draft(&draft, &[]));
             }
             Some(meter_reading::read(
                 &counts,

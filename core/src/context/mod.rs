@@ -13,6 +13,7 @@ pub mod meter;
 pub mod plan;
 pub mod receipt;
 pub mod receipt_view;
+pub mod selection;
 pub mod sets;
 pub mod settings;
 
@@ -20,9 +21,12 @@ pub use meter::{
     CompressionReport, ContextInfo, ContextReport, MeterReading, MeterState, ServerFacts,
 };
 pub use plan::{
-    CurrentReply, ResumeInput, SummaryInput, TurnInput, TurnMessage, TurnPlan, plan_turn,
-    record_tool_round,
+    CurrentReply, ResumeInput, Selection, SummaryInput, TurnInput, TurnMessage, TurnPlan,
+    plan_turn, record_tool_round,
 };
-pub use receipt::{LeftOut, LeftOutWhy, Overflow, Part, PartKind, Reason, Receipt};
+pub use receipt::{
+    FilterNote, LeftOut, LeftOutWhy, Overflow, Part, PartKind, Reason, Receipt, Score,
+};
+pub use selection::{Candidate, Choice, MessageMark};
 pub use sets::{ContextSets, MergeMode};
 pub use settings::SessionSettings;

@@ -8,15 +8,18 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use crate::prompt::{
-    ProviderRequest, ToolDefinition, model_text, page_context_segment, replay, replay_round,
-    summary_segment,
+    ProviderRequest, ToolDefinition, attachments_segment, page_context_segment, replay,
+    replay_round, summary_segment,
 };
 use crate::tokens::MESSAGE_OVERHEAD;
-use crate::wire::{ChatMessage, PageContext, Role, ToolExchange, ToolRound};
+use crate::wire::{Attachment, ChatMessage, PageContext, Role, ToolExchange, ToolRound};
 
 use super::compression::{CountedMessage, SUMMARY_RESERVE, Strategy, is_low_value};
 use super::meter::{self, ContextInfo, ContextReport, MeterReading, REPLY_PRIMING};
-use super::receipt::{LeftOut, LeftOutWhy, Overflow, Part, PartKind, Reason, Receipt};
+use super::receipt::{
+    FilterNote, LeftOut, LeftOutWhy, Overflow, Part, PartKind, Reason, Receipt, Score,
+};
+use super::selection::{Choice, Dropped, Kept};
 use super::{CompressionReport, TokenBreakdown};
 
 /// A message that reaches the model, as the model reads it.
@@ -25,8 +28,10 @@ pub struct TurnMessage<'a> {
     /// The stored id (`None` for a draft not sent yet).
     pub id: Option<&'a str>,
     pub role: Role,
-    /// The text as the model sees it (`prompt::model_text`).
+    /// The words of the message.
     pub text: Cow<'a, str>,
+    /// The user's attachments (a part of their own: `prompt::attachments_segment`).
+    pub attachments: &'a [Attachment],
     /// A reply's tool rounds (replayed in the provider's format).
     pub rounds: &'a [ToolRound],
 }
@@ -37,24 +42,34 @@ impl<'a> TurnMessage<'a> {
         Self {
             id: Some(&m.id),
             role: m.role,
-            text: model_text(m),
+            text: Cow::Borrowed(&m.content),
+            attachments: &m.attachments,
             rounds: &m.tool_rounds,
         }
     }
 
-    /// A user's message not sent yet (the preview).
-    pub fn draft(text: &'a str) -> Self {
+    /// A user's message not sent yet (the preview), with its attachments.
+    pub fn draft(text: &'a str, attachments: &'a [Attachment]) -> Self {
         Self {
             id: None,
             role: Role::User,
             text: Cow::Borrowed(text),
+            attachments,
             rounds: &[],
         }
     }
 
-    /// Its tokens, tool rounds included.
+    /// Tokens of its attachment part (0 without attachments).
+    fn attachment_tokens(&self, count: &mut Count<'_>) -> u32 {
+        if self.attachments.is_empty() {
+            return 0;
+        }
+        count(None, &attachments_segment(self.attachments))
+    }
+
+    /// Its tokens, attachments and tool rounds included.
     fn tokens(&self, count: &mut Count<'_>) -> u32 {
-        let text = count(self.id, &self.text);
+        let text = count(self.id, &self.text) + self.attachment_tokens(count);
         let rounds: u32 = self
             .rounds
             .iter()
@@ -120,6 +135,17 @@ pub struct TurnInput<'a> {
     pub tool_instructions: Option<&'a str>,
     /// The resume reminder, on the first message after a resume.
     pub resume: Option<ResumeInput<'a>>,
+    /// Which history goes (topic filter, sticky, pins, excludes); `None`: all of it.
+    pub selection: Option<Selection<'a>>,
+}
+
+/// The history selection of a turn ([`super::selection::select`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Selection<'a> {
+    /// One choice per history message (`messages` without the last, which always goes), in order.
+    pub choices: &'a [Choice],
+    /// The topic filter that made them, recorded on the receipt.
+    pub filter: Option<&'a FilterNote>,
 }
 
 /// The plan of one turn.
@@ -130,9 +156,9 @@ pub struct TurnPlan {
     pub request: ProviderRequest,
     /// The meter's reading of the same plan.
     pub reading: MeterReading,
-    /// Compression wants these messages (indices into `messages`) summarized and no summary for
-    /// exactly them was given: write it, then plan again with it.
-    pub summary_wanted: Option<Range<usize>>,
+    /// Compression wants these messages (indices into `messages`, oldest first) summarized and no
+    /// summary for exactly them was given: write it, then plan again with it.
+    pub summary_wanted: Option<Vec<usize>>,
 }
 
 /// Counts a text's tokens; `key` is a stored message's id (counts can be cached by it).
@@ -171,8 +197,35 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
         ..info.clone()
     };
     let knowledge = context_tokens.unwrap_or(0) + resume_tokens.unwrap_or(0);
-    let mut reading = meter::read(&info_now, &counted, knowledge);
-    let outcome = reading.plan.clone();
+
+    // Selection first: pinned and sticky messages go whatever compression decides (charged like
+    // knowledge), dropped ones are out; compression works on the rest and the message answered.
+    let last = msgs.len().checked_sub(1);
+    let choice = |i: usize| match input.selection {
+        Some(sel) if Some(i) != last => sel
+            .choices
+            .get(i)
+            .copied()
+            .unwrap_or(Choice::Kept(Kept::Unfiltered)),
+        _ => Choice::Kept(Kept::Unfiltered),
+    };
+    let fixed: Vec<usize> = (0..msgs.len()).filter(|&i| choice(i).is_fixed()).collect();
+    let flowing: Vec<usize> = (0..msgs.len())
+        .filter(|&i| choice(i).is_kept() && !choice(i).is_fixed())
+        .collect();
+    let fixed_tokens: u32 = fixed.iter().map(|&i| cost(i)).sum();
+    let flowing_counted: Vec<CountedMessage> = flowing.iter().map(|&i| counted[i]).collect();
+    let mut reading = meter::read(&info_now, &flowing_counted, knowledge + fixed_tokens);
+    reading.breakdown.knowledge -= fixed_tokens;
+    // Compression's indices, back in `messages`.
+    let mut kept_idx: Vec<usize> = reading.plan.kept.iter().map(|&k| flowing[k]).collect();
+    kept_idx.extend(&fixed);
+    kept_idx.sort_unstable();
+    let summarized: Option<Vec<usize>> = reading
+        .plan
+        .summarized
+        .clone()
+        .map(|r| r.map(|k| flowing[k]).collect());
 
     let mut parts = Vec::new();
     if input.system_prompt.is_some() || system_tokens > 0 {
@@ -215,8 +268,8 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     let mut left_out = Vec::new();
     let mut summary_wanted = None;
     let mut summary_tokens = 0;
-    if let Some(range) = outcome.summarized.clone() {
-        let (first, last) = (id_of(range.start), id_of(range.end - 1));
+    if let Some(range) = summarized.clone().filter(|r| !r.is_empty()) {
+        let (first, last) = (id_of(range[0]), id_of(range[range.len() - 1]));
         let why = match input.summary {
             Some(SummaryInput::Written {
                 first_id,
@@ -248,48 +301,87 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             last_id: last,
             count: range.len() as u32,
             why,
-            tokens: range.map(cost).sum(),
+            tokens: range.iter().map(|&i| cost(i)).sum(),
+            scores: Vec::new(),
         });
     }
 
-    // History: kept messages grouped by reason; dropped ones grouped by why.
-    let last = msgs.len().checked_sub(1);
-    let preserve_from = msgs
+    // History: kept messages grouped by reason; dropped ones grouped by why. Compression's
+    // preserved tail counts among the messages it worked on.
+    let outcome = &reading.plan;
+    let preserve_from = match flowing
         .len()
-        .saturating_sub(info.compression.preserve_recent_messages as usize);
+        .checked_sub(info.compression.preserve_recent_messages as usize)
+    {
+        Some(k) => flowing.get(k).copied().unwrap_or(usize::MAX),
+        None => 0,
+    };
     let mut kept = vec![false; msgs.len()];
-    for &i in &outcome.kept {
+    for &i in &kept_idx {
         kept[i] = true;
     }
+    let summarized_set = summarized.as_deref().unwrap_or_default();
     let low_value_strategy = matches!(outcome.strategy, Strategy::DropLowValue | Strategy::Hybrid);
     let mut history: Vec<(Range<usize>, Reason)> = Vec::new();
     let mut dropped: Vec<(Range<usize>, LeftOutWhy)> = Vec::new();
-    for i in 0..msgs.len() {
-        if Some(i) == last {
-            break;
-        }
-        if kept[i] {
-            let reason = if outcome.applied && i >= preserve_from {
-                Reason::Preserved
-            } else {
-                Reason::Fits
-            };
-            extend_run(&mut history, i, reason);
-        } else if !outcome.summarized.as_ref().is_some_and(|r| r.contains(&i)) {
-            let why = if low_value_strategy && is_low_value(&msgs[i].text) {
-                LeftOutWhy::LowValue
-            } else {
-                LeftOutWhy::Window
-            };
-            extend_run(&mut dropped, i, why);
+    for i in 0..last.unwrap_or(0) {
+        match choice(i) {
+            Choice::Dropped(d) => {
+                let why = match d {
+                    Dropped::Excluded => LeftOutWhy::Excluded,
+                    Dropped::TopicFilter(_) => LeftOutWhy::TopicFilter,
+                };
+                extend_run(&mut dropped, i, why);
+            }
+            Choice::Kept(k) if kept[i] => {
+                let reason = match k {
+                    Kept::Pinned => Reason::Pinned,
+                    Kept::Sticky => Reason::Sticky,
+                    Kept::TopicMatch(_) => Reason::TopicMatch,
+                    Kept::Fallback(_) => Reason::Fallback,
+                    Kept::Unfiltered if outcome.applied && i >= preserve_from => Reason::Preserved,
+                    Kept::Unfiltered => Reason::Fits,
+                };
+                extend_run(&mut history, i, reason);
+            }
+            Choice::Kept(_) if summarized_set.contains(&i) => {}
+            Choice::Kept(_) => {
+                let why = if low_value_strategy && is_low_value(&msgs[i].text) {
+                    LeftOutWhy::LowValue
+                } else {
+                    LeftOutWhy::Window
+                };
+                extend_run(&mut dropped, i, why);
+            }
         }
     }
+    let filtered = input.selection.is_some_and(|s| s.filter.is_some());
+    let scores = |range: &Range<usize>| -> Vec<Option<Score>> {
+        if !filtered {
+            return Vec::new();
+        }
+        range
+            .clone()
+            .map(|i| match choice(i) {
+                Choice::Kept(Kept::TopicMatch(s)) => Some(Score::of(s)),
+                Choice::Kept(Kept::Fallback(s)) | Choice::Dropped(Dropped::TopicFilter(s)) => {
+                    s.map(Score::of)
+                }
+                _ => None,
+            })
+            .collect()
+    };
     for (range, reason) in history {
+        let scores = match reason {
+            Reason::TopicMatch | Reason::Fallback => scores(&range),
+            _ => Vec::new(),
+        };
         parts.push(Part {
             kind: PartKind::History {
                 first_id: id_of(range.start),
                 last_id: id_of(range.end - 1),
                 count: range.len() as u32,
+                scores,
             },
             reason,
             tokens: range.clone().map(cost).sum(),
@@ -302,28 +394,47 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             count: range.len() as u32,
             why,
             tokens: range.clone().map(cost).sum(),
+            scores: match why {
+                LeftOutWhy::TopicFilter => scores(&range),
+                _ => Vec::new(),
+            },
         });
     }
     if let Some(i) = last {
+        let attachment_tokens = msgs[i].attachment_tokens(count);
         parts.push(Part {
             kind: PartKind::UserMessage {
                 id: msgs[i].id.map(str::to_owned),
             },
             reason: Reason::Always,
-            tokens: cost(i),
+            tokens: cost(i) - attachment_tokens,
         });
+        if attachment_tokens > 0 {
+            parts.push(Part {
+                kind: PartKind::Attachments {
+                    names: msgs[i].attachments.iter().map(|a| a.name.clone()).collect(),
+                },
+                reason: Reason::Always,
+                tokens: attachment_tokens,
+            });
+        }
     }
 
     // Totals, with the summary as written (or its reserve while it is wanted).
-    let kept_tokens: u32 = outcome.kept.iter().map(|&i| cost(i)).sum();
+    let kept_tokens: u32 = kept_idx.iter().map(|&i| cost(i)).sum();
     let breakdown = TokenBreakdown {
         conversation: kept_tokens + summary_tokens,
         ..reading.breakdown
     };
-    let compression = reading.compression.clone().map(|c| CompressionReport {
-        compressed_tokens: breakdown.conversation,
-        saved_tokens: c.original_tokens.saturating_sub(breakdown.conversation),
-        ..c
+    // Compression worked without the pinned and sticky messages; the report counts them in.
+    let compression = reading.compression.clone().map(|c| {
+        let original_tokens = c.original_tokens + fixed_tokens;
+        CompressionReport {
+            original_tokens,
+            compressed_tokens: breakdown.conversation,
+            saved_tokens: original_tokens.saturating_sub(breakdown.conversation),
+            ..c
+        }
     });
     let counted_input = breakdown.total() + REPLY_PRIMING;
     let room = info.context_limit.saturating_sub(info.output_reserve);
@@ -343,6 +454,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             needed: counted_input,
             room,
         }),
+        filter: input.selection.and_then(|s| s.filter.cloned()),
     };
     reading.breakdown = breakdown;
     reading.compression = compression;
@@ -402,7 +514,9 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
     let mut system: Vec<Cow<str>> = Vec::new();
     let mut messages = Vec::new();
     let position = |id: &str| src.messages.iter().position(|m| m.id == Some(id));
-    let replayed = |m: &TurnMessage| replay(m.role, &m.text, m.rounds);
+    let replayed = |m: &TurnMessage| replay(m.role, &m.text, m.attachments, m.rounds);
+    // The message being answered, once its part is written (its attachments part follows it).
+    let mut answered: Option<(&TurnMessage, usize)> = None;
     let mut tools: &[ToolDefinition] = &[];
     // Rounds of the current reply already written, and where its text continues.
     let (mut next_round, mut text_from) = (0usize, 0usize);
@@ -449,6 +563,7 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
                 first_id,
                 last_id,
                 count,
+                ..
             } => {
                 // The run as recorded: first..=last, and only if it still has `count` messages
                 // (a message that reaches the model since, e.g. a retried reply, is not guessed in).
@@ -467,7 +582,16 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
                     None => src.messages.last(),
                 };
                 if let Some(m) = m {
-                    messages.extend(replayed(m));
+                    // Its words here; its attachments are a part of their own, which follows.
+                    answered = Some((m, messages.len()));
+                    messages.extend(replay(m.role, &m.text, &[], m.rounds));
+                }
+            }
+            PartKind::Attachments { .. } => {
+                if let Some((m, at)) = answered
+                    && let Some(sent) = messages.get_mut(at)
+                {
+                    sent.attachments = m.attachments.to_vec();
                 }
             }
         }

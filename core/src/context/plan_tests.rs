@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::context::CompressionSettings;
 use crate::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN};
+use crate::context::selection::MessageMark;
 use crate::wire::{ToolExchange, ToolRound};
 
 fn info(limit: u32, reserve: u32, compression: CompressionSettings) -> ContextInfo {
@@ -42,6 +43,7 @@ fn conversation(texts: &[String]) -> Vec<TurnMessage<'_>> {
                 Role::Assistant
             },
             text: Cow::Borrowed(t.as_str()),
+            attachments: &[],
             rounds: &[],
         })
         .collect()
@@ -87,6 +89,7 @@ fn everything_fits_one_history_range_and_the_user_message() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     });
     let kinds: Vec<_> = p.receipt.parts.iter().map(|p| &p.kind).collect();
     assert_eq!(
@@ -96,7 +99,8 @@ fn everything_fits_one_history_range_and_the_user_message() {
             &PartKind::History {
                 first_id: "m0".into(),
                 last_id: "m4".into(),
-                count: 5
+                count: 5,
+                scores: vec![],
             },
             &PartKind::UserMessage {
                 id: Some("m5".into())
@@ -128,6 +132,7 @@ fn page_context_is_delimited_data_listed_by_key_names() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     });
     let PartKind::PageContext { keys } = &p.receipt.parts[0].kind else {
         panic!("{:?}", p.receipt.parts)
@@ -169,6 +174,7 @@ fn a_large_page_context_makes_compression_room_rather_than_overflow() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     });
     assert_eq!(p.receipt.overflow, None, "{:?}", p.receipt);
     assert!(!p.receipt.left_out.is_empty(), "older messages made room");
@@ -194,6 +200,7 @@ fn a_sliding_window_lists_what_it_dropped_and_what_it_preserved() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     });
     let out = &p.receipt.left_out;
     assert_eq!(out.len(), 1, "{out:?}");
@@ -239,10 +246,11 @@ fn a_summary_is_asked_for_then_placed() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     };
     let first = plan(&input);
     let range = first.summary_wanted.clone().expect("a summary is wanted");
-    let (a, b) = (ID[range.start], ID[range.end - 1]);
+    let (a, b) = (ID[range[0]], ID[range[range.len() - 1]]);
     input.summary = Some(SummaryInput::Written {
         first_id: a,
         last_id: b,
@@ -290,6 +298,7 @@ fn what_must_go_and_does_not_fit_is_an_overflow() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     });
     let o = p.receipt.overflow.expect("overflow");
     assert_eq!(o.room, 800);
@@ -316,6 +325,7 @@ fn preserved_messages_that_do_not_fit_overflow_even_when_compressed() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     });
     assert!(p.receipt.overflow.is_some());
 }
@@ -340,6 +350,7 @@ fn a_stored_receipt_rebuilds_the_same_request() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     };
     let p = plan(&input);
     let stored: Receipt =
@@ -379,6 +390,7 @@ fn a_thousand_message_receipt_stays_small() {
                 Role::Assistant
             },
             text: Cow::Borrowed(t),
+            attachments: &[],
             rounds: &[],
         })
         .collect();
@@ -396,6 +408,7 @@ fn a_thousand_message_receipt_stays_small() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     });
     let size = serde_json::to_string(&p.receipt).unwrap().len();
     assert!(size < 8 * 1024, "{size} bytes");
@@ -434,6 +447,7 @@ fn the_message_being_answered_is_never_compressed_away() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     });
     assert!(p.receipt.overflow.is_some(), "{:?}", p.receipt);
     let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
@@ -454,6 +468,7 @@ fn a_history_run_that_changed_since_is_not_guessed() {
         tools: &[],
         tool_instructions: None,
         resume: None,
+        selection: None,
     });
     // A message now sits inside the recorded run (a failed reply retried since): the run is left out
     // rather than sent with a message the receipt does not list.
@@ -465,6 +480,7 @@ fn a_history_run_that_changed_since_is_not_guessed() {
             id: Some("x"),
             role: Role::Assistant,
             text: Cow::Borrowed(extra.as_str()),
+            attachments: &[],
             rounds: &[],
         },
     );
@@ -514,18 +530,21 @@ fn tools_resume_and_tool_rounds_are_parts_and_rebuild_exactly() {
             id: Some("u1"),
             role: Role::User,
             text: Cow::Borrowed(&question),
+            attachments: &[],
             rounds: &[],
         },
         TurnMessage {
             id: Some("a1"),
             role: Role::Assistant,
             text: Cow::Borrowed(&answer),
+            attachments: &[],
             rounds: &rounds,
         },
         TurnMessage {
             id: Some("u2"),
             role: Role::User,
             text: Cow::Borrowed(&now),
+            attachments: &[],
             rounds: &[],
         },
     ];
@@ -544,6 +563,7 @@ fn tools_resume_and_tool_rounds_are_parts_and_rebuild_exactly() {
             block: "<session_context>files</session_context>",
             sets: &sets,
         }),
+        selection: None,
     };
     let mut p = plan(&input);
     let kinds: Vec<&str> = p
@@ -607,4 +627,259 @@ fn tools_resume_and_tool_rounds_are_parts_and_rebuild_exactly() {
     bare.parts
         .retain(|p| !matches!(p.kind, PartKind::Tools { .. }));
     assert!(build_request(&bare, &src).tools.is_empty());
+}
+
+#[test]
+fn attachments_are_a_part_of_their_own_and_go_with_their_message() {
+    let t = texts(3, 4);
+    let mut msgs = conversation(&t);
+    let old = [crate::wire::Attachment {
+        name: "old.csv".into(),
+        mime_type: Some("text/csv".into()),
+        size: Some(120),
+        url: None,
+    }];
+    let new = [crate::wire::Attachment {
+        name: "spec.pdf".into(),
+        mime_type: None,
+        size: None,
+        url: Some("https://files.example/spec.pdf".into()),
+    }];
+    msgs[0].attachments = &old;
+    msgs[2].attachments = &new;
+    let info = info(10_000, 100, off());
+    let p = plan(&TurnInput {
+        info: &info,
+        system_prompt: None,
+        messages: &msgs,
+        page_context: None,
+        summary: None,
+        tools: &[],
+        tool_instructions: None,
+        resume: None,
+        selection: None,
+    });
+    let segment = |list: &[crate::wire::Attachment]| words(None, &attachments_segment(list));
+    let parts: Vec<_> = p.receipt.parts.iter().map(|p| (&p.kind, p.tokens)).collect();
+    assert_eq!(
+        parts,
+        [
+            (
+                &PartKind::History {
+                    first_id: "m0".into(),
+                    last_id: "m1".into(),
+                    count: 2,
+                    scores: vec![],
+                },
+                4 + segment(&old) + 4 + 2 * MESSAGE_OVERHEAD as u32
+            ),
+            (
+                &PartKind::UserMessage {
+                    id: Some("m2".into())
+                },
+                4 + MESSAGE_OVERHEAD as u32
+            ),
+            (
+                &PartKind::Attachments {
+                    names: vec!["spec.pdf".into()]
+                },
+                segment(&new)
+            ),
+        ]
+    );
+    let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
+    assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
+    // In the request the words stay the message's text and the attachments travel beside them.
+    let sent = &p.request.messages;
+    assert_eq!(sent.len(), 3);
+    assert_eq!(sent[0].attachments, old);
+    assert_eq!(sent[2].content, t[2]);
+    assert_eq!(sent[2].attachments, new);
+    assert!(sent[1].attachments.is_empty());
+    // A receipt without the attachments part (an older one) rebuilds the message without them.
+    let mut older = p.receipt.clone();
+    older.parts.pop();
+    let rebuilt = build_request(
+        &older,
+        &Sources {
+            model: "m",
+            system_prompt: None,
+            messages: &msgs,
+            page_context: None,
+            summary: None,
+            tools: &[],
+            tool_instructions: None,
+            resume: None,
+            current: CurrentReply::default(),
+        },
+    );
+    assert!(rebuilt.messages[2].attachments.is_empty());
+}
+
+fn filter_note() -> FilterNote {
+    FilterNote {
+        labels: vec!["Kubernetes".into()],
+        threshold: Score::of(0.4),
+    }
+}
+
+fn plan_selected(msgs: &[TurnMessage<'_>], info: &ContextInfo, choices: &[Choice]) -> TurnPlan {
+    let note = filter_note();
+    plan(&TurnInput {
+        info,
+        system_prompt: None,
+        messages: msgs,
+        page_context: None,
+        summary: None,
+        tools: &[],
+        tool_instructions: None,
+        resume: None,
+        selection: Some(Selection {
+            choices,
+            filter: Some(&note),
+        }),
+    })
+}
+
+#[test]
+fn the_topic_filter_sends_matches_and_sticky_and_lists_the_rest_with_scores() {
+    use super::super::selection::{Candidate, select};
+    let t = texts(7, 5);
+    let msgs = conversation(&t);
+    let info = info(10_000, 100, off());
+    let score = |s: f32| Candidate {
+        score: Some(s),
+        ..Default::default()
+    };
+    let sticky = Candidate {
+        sticky: true,
+        ..score(0.05)
+    };
+    let excluded = Candidate {
+        mark: Some(MessageMark::Excluded),
+        ..score(0.9)
+    };
+    // m0..m5 are history; m6 is the message being answered.
+    let choices = select(
+        &[score(0.1), score(0.7), score(0.65), sticky, excluded, score(0.2)],
+        Some(0.4),
+    );
+    let p = plan_selected(&msgs, &info, &choices);
+    let parts: Vec<_> = p.receipt.parts.iter().map(|p| (&p.kind, p.reason)).collect();
+    let s = |v: f32| Some(Score::of(v));
+    assert_eq!(
+        parts,
+        [
+            (
+                &PartKind::History {
+                    first_id: "m1".into(),
+                    last_id: "m2".into(),
+                    count: 2,
+                    scores: vec![s(0.7), s(0.65)],
+                },
+                Reason::TopicMatch
+            ),
+            (
+                &PartKind::History {
+                    first_id: "m3".into(),
+                    last_id: "m3".into(),
+                    count: 1,
+                    scores: vec![],
+                },
+                Reason::Sticky
+            ),
+            (
+                &PartKind::UserMessage {
+                    id: Some("m6".into())
+                },
+                Reason::Always
+            ),
+        ]
+    );
+    let left: Vec<_> = p
+        .receipt
+        .left_out
+        .iter()
+        .map(|l| (l.first_id.as_str(), l.why, l.scores.clone()))
+        .collect();
+    assert_eq!(
+        left,
+        [
+            ("m0", LeftOutWhy::TopicFilter, vec![s(0.1)]),
+            ("m4", LeftOutWhy::Excluded, vec![]),
+            ("m5", LeftOutWhy::TopicFilter, vec![s(0.2)]),
+        ]
+    );
+    assert_eq!(p.receipt.filter, Some(filter_note()));
+    // The request holds exactly those messages, in order.
+    let sent: Vec<&str> = p.request.messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(sent, [&t[1], &t[2], &t[3], &t[6]]);
+    let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
+    assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
+    // The receipt rebuilds the same request.
+    let rebuilt = build_request(
+        &p.receipt,
+        &Sources {
+            model: "m",
+            system_prompt: None,
+            messages: &msgs,
+            page_context: None,
+            summary: None,
+            tools: &[],
+            tool_instructions: None,
+            resume: None,
+            current: CurrentReply::default(),
+        },
+    );
+    assert_eq!(rebuilt, p.request);
+}
+
+#[test]
+fn pinned_and_sticky_messages_survive_compression() {
+    use super::super::selection::{Candidate, select};
+    let t = texts(20, 50);
+    let msgs = conversation(&t);
+    let settings = CompressionSettings {
+        strategy: Strategy::SlidingWindow,
+        preserve_recent_messages: 2,
+        ..Default::default()
+    };
+    let info = info(600, 0, settings);
+    let mut candidates = vec![Candidate::default(); 19];
+    candidates[0].mark = Some(MessageMark::Pinned);
+    candidates[2].sticky = true;
+    let choices = select(&candidates, None);
+    let p = plan_selected(&msgs, &info, &choices);
+    let sent: Vec<&str> = p.request.messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(&sent[..2], [&t[0], &t[2]], "{sent:?}");
+    assert!(sent.len() < 20, "the window left messages out");
+    let reasons: Vec<Reason> = p.receipt.parts.iter().map(|p| p.reason).collect();
+    assert_eq!(&reasons[..2], [Reason::Pinned, Reason::Sticky]);
+    assert!(
+        p.receipt
+            .left_out
+            .iter()
+            .any(|l| l.why == LeftOutWhy::Window && l.first_id == "m1")
+    );
+    // Kept within the window: the counted input stays in the room.
+    assert_eq!(p.receipt.overflow, None);
+    let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
+    assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
+}
+
+#[test]
+fn a_filter_nothing_matches_sends_everything_as_fallback() {
+    use super::super::selection::{Candidate, select};
+    let t = texts(4, 5);
+    let msgs = conversation(&t);
+    let info = info(10_000, 100, off());
+    let low = Candidate {
+        score: Some(0.1),
+        ..Default::default()
+    };
+    let choices = select(&[low; 3], Some(0.4));
+    let p = plan_selected(&msgs, &info, &choices);
+    assert_eq!(p.request.messages.len(), 4);
+    assert_eq!(p.receipt.parts[0].reason, Reason::Fallback);
+    assert!(p.receipt.left_out.is_empty());
 }

@@ -33,6 +33,48 @@ pub struct Receipt {
     /// Set when what must be sent does not fit the window: the request was not sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overflow: Option<Overflow>,
+    /// The topic filter that chose the history, when one applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<FilterNote>,
+}
+
+/// The topic filter a turn's history was chosen by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FilterNote {
+    /// The selected topics' labels.
+    pub labels: Vec<String>,
+    /// The cosine a message needed with one of them.
+    pub threshold: Score,
+}
+
+/// A cosine similarity kept to three decimals (so receipts compare exactly); a number on the wire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "f64", from = "f64")]
+pub struct Score(i16);
+
+impl Score {
+    /// The score of `cosine` (clamped to -1..=1).
+    pub fn of(cosine: f32) -> Self {
+        Self((cosine.clamp(-1.0, 1.0) * 1000.0).round() as i16)
+    }
+
+    /// The score as a number.
+    pub fn value(self) -> f32 {
+        f32::from(self.0) / 1000.0
+    }
+}
+
+impl From<Score> for f64 {
+    fn from(s: Score) -> f64 {
+        f64::from(s.0) / 1000.0
+    }
+}
+
+impl From<f64> for Score {
+    fn from(v: f64) -> Self {
+        Score::of(v as f32)
+    }
 }
 
 impl Receipt {
@@ -70,11 +112,14 @@ pub enum PartKind {
     },
     /// Consecutive history messages `first..=last` (ids, among the messages that reach the
     /// model), `count` of them.
+    /// `scores`: each message's best topic score, under a topic filter (`null`: no vector).
     #[serde(rename_all = "camelCase")]
     History {
         first_id: String,
         last_id: String,
         count: u32,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        scores: Vec<Option<Score>>,
     },
     /// The tools offered to the model and the instructions about them (definitions and text stay
     /// on the server; their tokens are counted here).
@@ -90,6 +135,8 @@ pub enum PartKind {
         #[serde(default)]
         error: bool,
     },
+    /// The attachments of the message being answered (their metadata; file names here).
+    Attachments { names: Vec<String> },
     /// The message being answered (no id for a draft in the preview).
     #[serde(rename_all = "camelCase")]
     UserMessage {
@@ -114,6 +161,14 @@ pub enum Reason {
     Resume,
     /// The model called a tool while answering; the call and its result go back to it.
     ToolLoop,
+    /// A standing instruction ("be concise"): sent whatever the topic filter.
+    Sticky,
+    /// Pinned by the user: sent whatever the topic filter and compression.
+    Pinned,
+    /// Matches a selected topic (the part's `scores`).
+    TopicMatch,
+    /// No message matched the selected topics, so the whole history went.
+    Fallback,
 }
 
 /// Candidates that did not go.
@@ -127,6 +182,9 @@ pub struct LeftOut {
     pub why: LeftOutWhy,
     /// Their tokens, overhead included.
     pub tokens: u32,
+    /// Under `topic_filter`: each message's best score (`null`: it has no vector).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scores: Vec<Option<Score>>,
 }
 
 /// Why something did not go.
@@ -141,6 +199,10 @@ pub enum LeftOutWhy {
     Summarized,
     /// Compression wanted a summary, but none could be written: left out without one.
     SummaryUnavailable,
+    /// Below the threshold for every selected topic (`scores`).
+    TopicFilter,
+    /// The user excluded it.
+    Excluded,
 }
 
 /// What must be sent does not fit.

@@ -2,7 +2,7 @@
 //! its tokens), one per left-out run, and the totals beside the provider's reported usage. Pure, so
 //! the wording is tested natively and the widget only lays the rows out (as text, never as HTML).
 
-use super::receipt::{LeftOut, LeftOutWhy, Part, PartKind, Reason, Receipt};
+use super::receipt::{LeftOut, LeftOutWhy, Part, PartKind, Reason, Receipt, Score};
 use crate::wire::Usage;
 
 /// Messages a row stands for: `first..=last` (ids), `count` of them.
@@ -108,6 +108,10 @@ pub fn reason_words(reason: Reason) -> &'static str {
         Reason::Compression => "written by the model in place of older messages",
         Reason::Resume => "first message after the session resumed",
         Reason::ToolLoop => "the model called a tool while answering",
+        Reason::Sticky => "a standing instruction: always sent",
+        Reason::Pinned => "pinned by you: always sent",
+        Reason::TopicMatch => "matches a selected topic",
+        Reason::Fallback => "no message matched the selected topics, so all of them went",
     }
 }
 
@@ -118,6 +122,24 @@ pub fn left_out_words(why: LeftOutWhy) -> &'static str {
         LeftOutWhy::Window => "older than compression's sliding window",
         LeftOutWhy::Summarized => "replaced by the summary",
         LeftOutWhy::SummaryUnavailable => "compression wanted a summary but none could be written",
+        LeftOutWhy::TopicFilter => "below the threshold for the selected topics",
+        LeftOutWhy::Excluded => "excluded by you",
+    }
+}
+
+/// `why` with the scores of a run under the topic filter: "… (score 0.62)", "… (scores 0.41–0.80)".
+fn with_scores(why: &str, scores: &[Option<Score>]) -> String {
+    let known: Vec<f32> = scores.iter().flatten().map(|s| s.value()).collect();
+    let (Some(lo), Some(hi)) = (
+        known.iter().copied().reduce(f32::min),
+        known.iter().copied().reduce(f32::max),
+    ) else {
+        return why.to_owned();
+    };
+    if known.len() == 1 || (hi - lo).abs() < 0.0005 {
+        format!("{why} (score {lo:.2})")
+    } else {
+        format!("{why} (scores {lo:.2}–{hi:.2})")
     }
 }
 
@@ -169,8 +191,10 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
             first_id,
             last_id,
             count,
+            scores,
         } => ReceiptRow {
             messages: run(first_id, last_id, *count),
+            why: with_scores(reason_words(part.reason), scores),
             ..row("history", messages(*count))
         },
         PartKind::Tools { names } => ReceiptRow {
@@ -192,6 +216,11 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
                 if *error { " (error)" } else { "" }
             ),
         ),
+        PartKind::Attachments { names } => ReceiptRow {
+            names: names.clone(),
+            note: Some("Their metadata (name, type, size, link), sent as data."),
+            ..row("attachments", "Its attachments".to_owned())
+        },
         PartKind::UserMessage { id } => ReceiptRow {
             messages: id.as_ref().and_then(|id| run(id, id, 1)),
             ..row("user_message", "The message being answered".to_owned())
@@ -203,7 +232,7 @@ fn left_out_row(l: &LeftOut) -> ReceiptRow {
     ReceiptRow {
         kind: "left_out",
         label: messages(l.count),
-        why: left_out_words(l.why).to_owned(),
+        why: with_scores(left_out_words(l.why), &l.scores),
         tokens: l.tokens,
         names: Vec::new(),
         messages: Some(MessageRun {
@@ -250,6 +279,7 @@ mod tests {
                         first_id: "m1".into(),
                         last_id: "m9".into(),
                         count: 9,
+                        scores: vec![],
                     },
                     Reason::Fits,
                     800,
@@ -269,7 +299,14 @@ mod tests {
                         id: Some("m10".into()),
                     },
                     Reason::Always,
-                    30,
+                    27,
+                ),
+                part(
+                    PartKind::Attachments {
+                        names: vec!["spec.pdf".into()],
+                    },
+                    Reason::Always,
+                    3,
                 ),
             ],
             left_out: vec![LeftOut {
@@ -278,10 +315,12 @@ mod tests {
                 count: 1,
                 why: LeftOutWhy::LowValue,
                 tokens: 7,
+                scores: vec![],
             }],
             context_limit: 128_000,
             output_reserve: 4_096,
             overflow: None::<Overflow>,
+            filter: None,
         }
     }
 
@@ -308,10 +347,12 @@ mod tests {
                     "user_message",
                     "The message being answered",
                     "always sent",
-                    30
+                    27
                 ),
+                ("attachments", "Its attachments", "always sent", 3),
             ]
         );
+        assert_eq!(rows[5].names, ["spec.pdf"]);
         assert_eq!(rows[1].names, ["page", "entity"]);
         assert_eq!(
             rows[2].messages,
@@ -331,6 +372,40 @@ mod tests {
         assert_eq!(left[0].label, "1 message");
         assert_eq!(left[0].why, "an acknowledgement compression leaves out");
         assert_eq!(left[0].tokens, 7);
+    }
+
+    #[test]
+    fn topic_runs_show_their_scores() {
+        let s = |v: f32| Some(Score::of(v));
+        let r = Receipt {
+            parts: vec![Part {
+                kind: PartKind::History {
+                    first_id: "m1".into(),
+                    last_id: "m3".into(),
+                    count: 3,
+                    scores: vec![s(0.41), s(0.8), s(0.55)],
+                },
+                reason: Reason::TopicMatch,
+                tokens: 30,
+            }],
+            left_out: vec![LeftOut {
+                first_id: "m0".into(),
+                last_id: "m0".into(),
+                count: 1,
+                why: LeftOutWhy::TopicFilter,
+                tokens: 7,
+                scores: vec![s(0.123)],
+            }],
+            ..receipt()
+        };
+        assert_eq!(
+            part_rows(&r)[0].why,
+            "matches a selected topic (scores 0.41–0.80)"
+        );
+        assert_eq!(
+            left_out_rows(&r)[0].why,
+            "below the threshold for the selected topics (score 0.12)"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use async_stream::try_stream;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
-use glassbox_core::prompt::{PromptMessage, ProviderRequest, ToolCall};
+use glassbox_core::prompt::{PromptMessage, ProviderRequest, ToolCall, attachments_segment};
 use glassbox_core::wire::Usage;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -55,11 +55,12 @@ pub fn request_body(req: &ProviderRequest) -> Value {
     body
 }
 
-/// One message: plain text as a string; a tool round as content blocks (`tool_use` in the
-/// assistant's turn, `tool_result` in the user's). Empty text blocks are left out (the API refuses
-/// them), and a message with nothing in it is skipped.
+/// One message: plain text as a string; with attachments or in a tool round, content blocks (the
+/// attachments as a text block after the words, `tool_use` in the assistant's turn, `tool_result`
+/// in the user's). Empty text blocks are left out (the API refuses them), and a message with
+/// nothing in it is skipped.
 fn message(m: &PromptMessage) -> Option<Value> {
-    if m.tool_calls.is_empty() && m.tool_results.is_empty() {
+    if m.tool_calls.is_empty() && m.tool_results.is_empty() && m.attachments.is_empty() {
         return (!m.content.is_empty())
             .then(|| json!({"role": m.role.as_str(), "content": m.content}));
     }
@@ -69,6 +70,9 @@ fn message(m: &PromptMessage) -> Option<Value> {
     }
     if !m.content.is_empty() {
         blocks.push(json!({"type": "text", "text": m.content}));
+    }
+    if !m.attachments.is_empty() {
+        blocks.push(json!({"type": "text", "text": attachments_segment(&m.attachments)}));
     }
     for c in &m.tool_calls {
         // Arguments that were not a JSON object were answered with an error; replay them as {}.
@@ -238,11 +242,13 @@ mod tests {
                         arguments: r#"{"setName":"files","items":["/a"]}"#.into(),
                     }],
                     tool_results: vec![],
+                    attachments: vec![],
                 },
                 PromptMessage {
                     role: Role::User,
                     content: String::new(),
                     tool_calls: vec![],
+                    attachments: vec![],
                     tool_results: vec![ToolResult {
                         call_id: "toolu_1".into(),
                         name: "set_relevant_context".into(),
@@ -266,6 +272,32 @@ mod tests {
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Set files: 1 items", "is_error": false}
                 ]}
+            ])
+        );
+    }
+
+    #[test]
+    fn attachments_follow_the_words_as_their_own_text_block() {
+        let list = vec![glassbox_core::wire::Attachment {
+            name: "spec.pdf".into(),
+            mime_type: Some("application/pdf".into()),
+            size: Some(2048),
+            url: None,
+        }];
+        let mut m = PromptMessage::text(Role::User, "see this");
+        m.attachments = list.clone();
+        let body = request_body(&ProviderRequest {
+            model: "claude".into(),
+            system: None,
+            messages: vec![m],
+            tools: vec![],
+            max_output_tokens: 10,
+        });
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "see this"},
+                {"type": "text", "text": attachments_segment(&list)}
             ])
         );
     }

@@ -91,7 +91,7 @@ pub fn reply_text(req: &ProviderRequest) -> String {
     let said: Vec<_> = req
         .messages
         .iter()
-        .filter(|m| m.tool_results.is_empty() && !m.content.is_empty())
+        .filter(|m| m.tool_results.is_empty() && !(m.content.is_empty() && m.attachments.is_empty()))
         .collect();
     let total = said.len();
     let from_user = said.iter().filter(|m| m.role == Role::User).count();
@@ -104,12 +104,20 @@ pub fn reply_text(req: &ProviderRequest) -> String {
         Some(_) => "Page context came with it, but it was empty.".to_owned(),
         None => "No page context came with it.".to_owned(),
     };
-    let last = said
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::User)
-        .map(|m| m.content.as_str())
-        .unwrap_or("");
+    let last_message = said.iter().rev().find(|m| m.role == Role::User);
+    let last = last_message.map_or("", |m| m.content.as_str());
+    let attachments_line = match last_message.map_or(&[][..], |m| &m.attachments[..]) {
+        [] => String::new(),
+        list => {
+            let names: Vec<String> = list.iter().map(|a| format!("`{}`", a.name)).collect();
+            format!(
+                "It came with {} attachment{}: {}.\n\n",
+                list.len(),
+                if list.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            )
+        }
+    };
     // After a round of tool calls: what the tools answered.
     let tools_line = match req.messages.last() {
         Some(m) if !m.tool_results.is_empty() => {
@@ -137,7 +145,7 @@ pub fn reply_text(req: &ProviderRequest) -> String {
         .join("\n");
     format!(
         "{tools_line}**Offline reply** (no model is configured). I received {total} message{} ({from_user} from you). \
-         {context_line}\n\nYour last message:\n\n{quote}\n\nSet `GLASSBOX_PROVIDER` and an API key to talk to a real model.",
+         {context_line}\n\nYour last message:\n\n{quote}\n\n{attachments_line}Set `GLASSBOX_PROVIDER` and an API key to talk to a real model.",
         if total == 1 { "" } else { "s" },
     )
 }
@@ -214,6 +222,27 @@ mod tests {
         );
         assert!(text.contains("keys `entity`, `page`"), "{text}");
         assert!(text.contains("> Change the theme"), "{text}");
+    }
+
+    #[test]
+    fn reply_names_the_attachments_of_the_last_message() {
+        let mut m = PromptMessage::text(Role::User, "");
+        m.attachments = vec![glassbox_core::wire::Attachment {
+            name: "spec.pdf".into(),
+            mime_type: None,
+            size: None,
+            url: None,
+        }];
+        let req = ProviderRequest {
+            model: "offline".into(),
+            system: None,
+            messages: vec![m],
+            tools: vec![],
+            max_output_tokens: 10,
+        };
+        let text = reply_text(&req);
+        assert!(text.contains("I received 1 message (1 from you)"), "{text}");
+        assert!(text.contains("It came with 1 attachment: `spec.pdf`."), "{text}");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use async_stream::try_stream;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
-use glassbox_core::prompt::{ProviderRequest, ToolCall};
+use glassbox_core::prompt::{ProviderRequest, ToolCall, attachments_segment};
 use glassbox_core::wire::Usage;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -42,7 +42,15 @@ pub fn request_body(req: &ProviderRequest) -> Value {
             messages.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}));
         }
         if m.tool_calls.is_empty() {
-            if !m.content.is_empty() || m.tool_results.is_empty() {
+            if !m.attachments.is_empty() {
+                // The words and the attachments as two text parts of one message.
+                let mut parts = Vec::with_capacity(2);
+                if !m.content.is_empty() {
+                    parts.push(json!({"type": "text", "text": m.content}));
+                }
+                parts.push(json!({"type": "text", "text": attachments_segment(&m.attachments)}));
+                messages.push(json!({"role": m.role.as_str(), "content": parts}));
+            } else if !m.content.is_empty() || m.tool_results.is_empty() {
                 messages.push(json!({"role": m.role.as_str(), "content": m.content}));
             }
             continue;
@@ -248,11 +256,13 @@ mod tests {
                     content: String::new(),
                     tool_calls: vec![call],
                     tool_results: vec![],
+                    attachments: vec![],
                 },
                 PromptMessage {
                     role: Role::User,
                     content: String::new(),
                     tool_calls: vec![],
+                    attachments: vec![],
                     tool_results: vec![glassbox_core::prompt::ToolResult {
                         call_id: "call_1".into(),
                         name: "get_relevant_context".into(),
@@ -294,5 +304,32 @@ mod tests {
         for model in ["gpt-4o", "llama3.1", "o1x", "gpt-5x"] {
             assert_eq!(request_body(&req(model))["max_tokens"], 64, "{model}");
         }
+    }
+
+    #[test]
+    fn attachments_follow_the_words_as_their_own_content_part() {
+        let list = vec![glassbox_core::wire::Attachment {
+            name: "spec.pdf".into(),
+            mime_type: None,
+            size: None,
+            url: Some("https://files.example/spec.pdf".into()),
+        }];
+        let mut m = PromptMessage::text(Role::User, "see this");
+        m.attachments = list.clone();
+        let mut bare = PromptMessage::text(Role::User, "");
+        bare.attachments = list.clone();
+        let body = request_body(&ProviderRequest {
+            model: "gpt-4o".into(),
+            system: None,
+            messages: vec![m, bare],
+            tools: vec![],
+            max_output_tokens: 10,
+        });
+        let part = json!({"type": "text", "text": attachments_segment(&list)});
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([{"type": "text", "text": "see this"}, part])
+        );
+        assert_eq!(body["messages"][1]["content"], json!([part]));
     }
 }

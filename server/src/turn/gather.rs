@@ -12,7 +12,7 @@ use glassbox_core::context::{
     plan_turn,
 };
 use glassbox_core::prompt::{
-    PromptMessage, ProviderRequest, ToolDefinition, escape_tags, model_text, reaches_model,
+    PromptMessage, ProviderRequest, ToolDefinition, escape_tags, flat_text, reaches_model,
 };
 use glassbox_core::wire::{ChatMessage, PageContext, Role};
 
@@ -83,6 +83,7 @@ impl Gathered {
                 .resume
                 .as_ref()
                 .map(|(block, sets)| ResumeInput { block, sets }),
+            selection: None,
         }
     }
 
@@ -159,14 +160,14 @@ pub async fn plan_reply(
         plan_turn(&gathered.input(&messages), &mut count)
     };
     // Nothing to summarize, or even the summary's reserve leaves no room: no summary call.
-    let Some(range) = first
+    let Some(wanted) = first
         .summary_wanted
         .clone()
-        .filter(|_| first.receipt.overflow.is_none())
+        .filter(|w| !w.is_empty() && first.receipt.overflow.is_none())
     else {
         return Ok((gathered, first));
     };
-    let range_messages: Vec<&ChatMessage> = gathered.history[range].iter().collect();
+    let range_messages: Vec<&ChatMessage> = wanted.iter().map(|&i| &gathered.history[i]).collect();
     let written = summary_for(state, session_id, model, &range_messages, cancel).await;
     let (first_id, last_id) = (
         range_messages[0].id.clone(),
@@ -217,7 +218,7 @@ async fn summary_for(
     };
     let transcript: String = messages
         .iter()
-        .map(|m| format!("{}: {}\n", m.role.as_str(), model_text(m)))
+        .map(|m| format!("{}: {}\n", m.role.as_str(), flat_text(m)))
         .collect();
     let hash = content_hash(&transcript);
     if let Some(s) = state

@@ -164,11 +164,17 @@ impl TestServer {
 
     /// One chat turn over REST (JSON answer), which must succeed.
     pub async fn chat(&self, id: &str, token: &str, text: &str) -> Value {
+        self.chat_with(token, json!({"sessionId": id, "message": text}))
+            .await
+    }
+
+    /// One chat turn over REST with the whole request `body`, which must succeed.
+    pub async fn chat_with(&self, token: &str, body: Value) -> Value {
         let resp = self
             .http
             .post(self.url("/api/chat"))
             .bearer_auth(token)
-            .json(&json!({"sessionId": id, "message": text}))
+            .json(&body)
             .send()
             .await
             .expect("POST /api/chat");

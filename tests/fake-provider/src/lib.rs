@@ -247,7 +247,7 @@ fn record(
 fn prompt_words(body: &Value) -> u64 {
     let mut n = 0;
     if let Some(s) = body.get("system").and_then(Value::as_str) {
-        n += s.split_whitespace().count();
+        n += words(s);
     }
     for m in body
         .get("messages")
@@ -255,12 +255,22 @@ fn prompt_words(body: &Value) -> u64 {
         .into_iter()
         .flatten()
     {
-        n += m
-            .get("content")
-            .and_then(Value::as_str)
-            .map_or(0, |c| c.split_whitespace().count());
+        n += match m.get("content") {
+            Some(Value::String(c)) => words(c),
+            // Content parts (OpenAI) or blocks (Anthropic): their texts.
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .map(words)
+                .sum(),
+            _ => 0,
+        };
     }
     n as u64
+}
+
+fn words(s: &str) -> usize {
+    s.split_whitespace().count()
 }
 
 /// One SSE piece of the stream, or a step that is not data.

@@ -122,6 +122,7 @@ fn planning() -> Result<()> {
                 Role::Assistant
             },
             text: Cow::Borrowed(t),
+            attachments: &[],
             rounds: &[],
         })
         .collect();
@@ -154,13 +155,15 @@ fn planning() -> Result<()> {
             tools: &[],
             tool_instructions: None,
             resume: None,
+            selection: None,
         };
         // The summary the server would have written and cached for the range compression wants.
         let first = plan_turn(&input, &mut count);
         let summary_ids = first
             .summary_wanted
             .clone()
-            .map(|r| (ids[r.start].clone(), ids[r.end - 1].clone()));
+            .filter(|r| !r.is_empty())
+            .map(|r| (ids[r[0]].clone(), ids[r[r.len() - 1]].clone()));
         if let Some((a, b)) = &summary_ids {
             input.summary = Some(SummaryInput::Written {
                 first_id: a,

@@ -1,0 +1,231 @@
+//! Which history reaches the model before compression: the topic filter, standing instructions
+//! ("sticky"), and the user's pins and excludes. The seed's steps, pure and with the scores given:
+//!
+//! 1. sticky messages always go;
+//! 2. no filter (or similarity mode off): the whole history, sticky included once;
+//! 3. a filter: each message scored by its best cosine over the selected topics' label vectors,
+//!    those at or above the threshold kept; when none clears it, the whole history goes (fallback);
+//!    then sticky merged in, in chronological order.
+//!
+//! Beyond the seed, a pinned message always goes and an excluded one never does (an exclude wins
+//! over sticky: it is the user's explicit choice). The server computes the scores from cached
+//! vectors ([`topic_scores`]); the plan turns each [`Choice`] into the receipt's reasons.
+
+use serde::{Deserialize, Serialize};
+
+use crate::vector::cosine;
+
+/// The cosine a message needs with a selected topic to be kept (the seed's default).
+pub const DEFAULT_SIMILARITY_THRESHOLD: f32 = 0.4;
+
+/// A user's mark on one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageMark {
+    /// Always sent, whatever the filter and compression.
+    Pinned,
+    /// Never sent.
+    Excluded,
+}
+
+/// What selection knows about one history message.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Candidate {
+    pub mark: Option<MessageMark>,
+    /// A standing instruction ("be concise"), as the topic extraction found.
+    pub sticky: bool,
+    /// Its best cosine over the selected topics; `None` without a filter or without a vector.
+    pub score: Option<f32>,
+}
+
+/// Why a message goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kept {
+    /// No filter: the whole history goes (compression decides the rest).
+    Unfiltered,
+    Pinned,
+    Sticky,
+    /// It matches a selected topic with this score.
+    TopicMatch(f32),
+    /// No message matched the filter, so the whole history goes; its best score.
+    Fallback(Option<f32>),
+}
+
+/// Why a message does not go.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Dropped {
+    /// The user excluded it.
+    Excluded,
+    /// Below the threshold for every selected topic; its best score (`None`: no vector).
+    TopicFilter(Option<f32>),
+}
+
+/// The decision for one message.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Choice {
+    Kept(Kept),
+    Dropped(Dropped),
+}
+
+impl Choice {
+    /// True when the message goes.
+    pub fn is_kept(self) -> bool {
+        matches!(self, Choice::Kept(_))
+    }
+
+    /// True for messages that go whatever compression decides (pinned, sticky).
+    pub fn is_fixed(self) -> bool {
+        matches!(self, Choice::Kept(Kept::Pinned | Kept::Sticky))
+    }
+}
+
+/// Decides for each history message (oldest first; the message being answered is not among them,
+/// it always goes). `threshold` is `Some` when a filter applies: topics are selected, similarity
+/// mode is on and the scores were computed.
+pub fn select(candidates: &[Candidate], threshold: Option<f32>) -> Vec<Choice> {
+    let matches = |c: &Candidate| match (threshold, c.score) {
+        (Some(t), Some(s)) => s >= t,
+        _ => false,
+    };
+    // Only messages the filter decides about count as matches (not pinned, excluded or sticky).
+    let fallback = threshold.is_some()
+        && !candidates
+            .iter()
+            .any(|c| c.mark.is_none() && !c.sticky && matches(c));
+    candidates
+        .iter()
+        .map(|c| {
+            Choice::Kept(match c.mark {
+                Some(MessageMark::Excluded) => return Choice::Dropped(Dropped::Excluded),
+                Some(MessageMark::Pinned) => Kept::Pinned,
+                None if c.sticky => Kept::Sticky,
+                None if threshold.is_none() => Kept::Unfiltered,
+                None if fallback => Kept::Fallback(c.score),
+                None if matches(c) => Kept::TopicMatch(c.score.unwrap_or_default()),
+                None => return Choice::Dropped(Dropped::TopicFilter(c.score)),
+            })
+        })
+        .collect()
+}
+
+/// Each message's best cosine over the label vectors (`None` where a message has no vector).
+pub fn topic_scores(messages: &[Option<&[f32]>], labels: &[Vec<f32>]) -> Vec<Option<f32>> {
+    messages
+        .iter()
+        .map(|v| {
+            let v = (*v)?;
+            labels
+                .iter()
+                .map(|l| cosine(v, l))
+                .reduce(f32::max)
+                .filter(|s| s.is_finite())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(score: f32) -> Candidate {
+        Candidate {
+            score: Some(score),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn without_a_filter_everything_goes_sticky_and_pins_named() {
+        let list = [
+            Candidate::default(),
+            Candidate {
+                sticky: true,
+                ..Default::default()
+            },
+            Candidate {
+                mark: Some(MessageMark::Pinned),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(
+            select(&list, None),
+            [
+                Choice::Kept(Kept::Unfiltered),
+                Choice::Kept(Kept::Sticky),
+                Choice::Kept(Kept::Pinned)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_filter_keeps_matches_at_or_above_the_threshold_and_sticky() {
+        let mut sticky = c(0.1);
+        sticky.sticky = true;
+        let list = [c(0.39), c(0.4), sticky, c(0.9)];
+        assert_eq!(
+            select(&list, Some(0.4)),
+            [
+                Choice::Dropped(Dropped::TopicFilter(Some(0.39))),
+                Choice::Kept(Kept::TopicMatch(0.4)),
+                Choice::Kept(Kept::Sticky),
+                Choice::Kept(Kept::TopicMatch(0.9)),
+            ]
+        );
+    }
+
+    #[test]
+    fn when_nothing_clears_the_threshold_the_whole_history_goes() {
+        let mut sticky = c(0.9);
+        sticky.sticky = true;
+        let mut excluded_match = c(0.95);
+        excluded_match.mark = Some(MessageMark::Excluded);
+        // A sticky or excluded message clearing the threshold does not count as a match.
+        let list = [c(0.1), sticky, excluded_match, c(0.2)];
+        assert_eq!(
+            select(&list, Some(0.4)),
+            [
+                Choice::Kept(Kept::Fallback(Some(0.1))),
+                Choice::Kept(Kept::Sticky),
+                Choice::Dropped(Dropped::Excluded),
+                Choice::Kept(Kept::Fallback(Some(0.2))),
+            ]
+        );
+    }
+
+    #[test]
+    fn pins_always_go_and_excludes_never_even_when_sticky() {
+        let mut pinned = c(0.0);
+        pinned.mark = Some(MessageMark::Pinned);
+        let mut excluded = c(0.99);
+        excluded.mark = Some(MessageMark::Excluded);
+        excluded.sticky = true;
+        let list = [pinned, excluded, c(0.8)];
+        for threshold in [None, Some(0.4)] {
+            let got = select(&list, threshold);
+            assert_eq!(got[0], Choice::Kept(Kept::Pinned));
+            assert_eq!(got[1], Choice::Dropped(Dropped::Excluded));
+            assert!(got[0].is_fixed() && !got[2].is_fixed());
+        }
+    }
+
+    #[test]
+    fn a_message_without_a_vector_does_not_match() {
+        let list = [Candidate::default(), c(0.5)];
+        assert_eq!(
+            select(&list, Some(0.4))[0],
+            Choice::Dropped(Dropped::TopicFilter(None))
+        );
+    }
+
+    #[test]
+    fn scores_are_the_best_cosine_over_the_labels() {
+        let a = [1.0, 0.0];
+        let b = [0.6, 0.8];
+        let labels = vec![vec![0.0, 1.0], vec![1.0, 0.0]];
+        let got = topic_scores(&[Some(&a), None, Some(&b)], &labels);
+        assert_eq!(got[0], Some(1.0));
+        assert_eq!(got[1], None);
+        assert!((got[2].unwrap() - 0.8).abs() < 1e-6);
+        assert_eq!(topic_scores(&[Some(&a)], &[]), [None]);
+    }
+}
