@@ -242,6 +242,39 @@ impl ChatClient {
         }
     }
 
+    /// Selects topics by label (empty clears the filter); the server answers every tab with `filter`.
+    pub fn set_filter(&self, labels: Vec<String>) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::SetFilter(glassbox_core::wire::SetFilter { labels }));
+        }
+    }
+
+    /// Switches similarity mode for the session.
+    pub fn set_similarity_mode(&self, enabled: bool) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::SetSimilarityMode(
+                glassbox_core::wire::SetSimilarityMode { enabled },
+            ));
+        }
+    }
+
+    /// Pins or excludes a message, or clears its mark.
+    pub fn mark_message(&self, message_id: &str, mark: Option<glassbox_core::context::MessageMark>) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::MarkMessage(glassbox_core::wire::MarkMessage {
+                message_id: message_id.to_owned(),
+                mark,
+            }));
+        }
+    }
+
+    /// Asks the server for the session's topics and filter again.
+    pub fn get_topics(&self) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::GetTopics(Default::default()));
+        }
+    }
+
     /// Sends a refused message again (after a rate limit's wait); it shows as sending meanwhile.
     pub fn resend(&self, client_message_id: &str) {
         let Some(request) = self
@@ -483,6 +516,18 @@ impl Inner {
         if let ServerEvent::Context(c) = &frame.event {
             this.notify_host("glassbox:context", c);
         }
+        // The seed's contract: which messages go, on every filter change (bubbles to `document`).
+        if let ServerEvent::Filter(f) = &frame.event {
+            this.notify_host(
+                "glassbox:filter-changed",
+                &serde_json::json!({
+                    "messageIds": f.message_ids,
+                    "labels": f.labels,
+                    "total": f.total,
+                    "status": f.status_line(),
+                }),
+            );
+        }
     }
 
     /// Appends streamed text to its message's signal without notifying; the view is told once per
@@ -530,9 +575,12 @@ impl Inner {
             ServerEvent::Error(e) => e.message_id.as_deref(),
             ServerEvent::Session(_) | ServerEvent::Snapshot(_) => None,
             ServerEvent::Tool(t) => Some(t.message_id.as_str()),
+            ServerEvent::Mark(m) => Some(m.message_id.as_str()),
             ServerEvent::ContextInfo(_)
             | ServerEvent::Context(_)
             | ServerEvent::Budget(_)
+            | ServerEvent::Topics(_)
+            | ServerEvent::Filter(_)
             | ServerEvent::Delta(_) => return,
         };
         let mut cells = self.cells.borrow_mut();

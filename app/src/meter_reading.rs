@@ -2,7 +2,7 @@
 //! requests with (`context::plan_turn`), so the preview matches the request that will be sent.
 
 use glassbox_core::context::{
-    ContextInfo, MeterReading, Overflow, TurnInput, TurnMessage, plan_turn,
+    Choice, ContextInfo, MeterReading, Overflow, Selection, TurnInput, TurnMessage, plan_turn,
 };
 use glassbox_core::tokens::estimate;
 use glassbox_core::wire::PageContext;
@@ -55,12 +55,14 @@ impl MeterView {
 }
 
 /// Counts `messages` (oldest first, the message being written last) and reads the meter, through
-/// the same plan the server sends requests with.
+/// the same plan the server sends requests with; `choices` say which history goes (topic filter,
+/// pins, excludes), one per message from the first.
 pub fn read(
     counts: &TokenCounts,
     info: &ContextInfo,
     messages: &[TurnMessage<'_>],
     page_context: Option<&PageContext>,
+    choices: Option<&[Choice]>,
 ) -> MeterView {
     let mut estimated = false;
     let mut count = |id: Option<&str>, text: &str| {
@@ -83,7 +85,10 @@ pub fn read(
             tools: &[],
             tool_instructions: None,
             resume: None,
-            selection: None,
+            selection: choices.map(|choices| Selection {
+                choices,
+                filter: None,
+            }),
         },
         &mut count,
     );

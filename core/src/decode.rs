@@ -9,13 +9,17 @@ use crate::limits::MAX_FRAME_BYTES;
 use crate::wire::ClientFrame;
 
 /// The frame types a client may send.
-pub const CLIENT_FRAME_TYPES: [&str; 6] = [
+pub const CLIENT_FRAME_TYPES: [&str; 10] = [
     "hello",
     "chat",
     "retry",
     "settings",
     "set_context",
     "delete_session",
+    "set_filter",
+    "get_topics",
+    "set_similarity_mode",
+    "mark_message",
 ];
 
 /// Why a frame or body could not be decoded.
@@ -25,9 +29,7 @@ pub enum DecodeError {
     TooLarge { size: usize, limit: usize },
     #[error("not valid JSON: {0}")]
     MalformedJson(String),
-    #[error(
-        "unknown frame type {0:?}; expected one of hello, chat, retry, settings, set_context, delete_session"
-    )]
+    #[error("unknown frame type {:?}; expected one of {}", .0, CLIENT_FRAME_TYPES.join(", "))]
     UnknownType(String),
     #[error("invalid frame: {0}")]
     Invalid(String),
@@ -149,5 +151,37 @@ mod tests {
             decode_client_frame(r#"{"type":"hello","data":{}}"#),
             Ok(ClientFrame::Hello(_))
         ));
+    }
+
+    #[test]
+    fn the_topic_frames_decode_and_reject_stray_fields() {
+        use crate::context::MessageMark;
+        assert!(matches!(
+            decode_client_frame(r#"{"type":"set_filter","data":{"labels":["Chess"]}}"#),
+            Ok(ClientFrame::SetFilter(f)) if f.labels == ["Chess"]
+        ));
+        assert!(matches!(
+            decode_client_frame(r#"{"type":"get_topics","data":{}}"#),
+            Ok(ClientFrame::GetTopics(_))
+        ));
+        assert!(matches!(
+            decode_client_frame(r#"{"type":"set_similarity_mode","data":{"enabled":false}}"#),
+            Ok(ClientFrame::SetSimilarityMode(m)) if !m.enabled
+        ));
+        assert!(matches!(
+            decode_client_frame(r#"{"type":"mark_message","data":{"messageId":"m1","mark":"pinned"}}"#),
+            Ok(ClientFrame::MarkMessage(m)) if m.mark == Some(MessageMark::Pinned)
+        ));
+        assert!(matches!(
+            decode_client_frame(r#"{"type":"mark_message","data":{"messageId":"m1","mark":null}}"#),
+            Ok(ClientFrame::MarkMessage(m)) if m.mark.is_none()
+        ));
+        for bad in [
+            r#"{"type":"mark_message","data":{"messageId":"m1","mark":"starred"}}"#,
+            r#"{"type":"set_filter","data":{"labels":"Chess"}}"#,
+            r#"{"type":"get_topics","data":{"x":1}}"#,
+        ] {
+            assert_eq!(decode_client_frame(bad).map_err(|e| e.code()).err(), Some(ErrorCode::InvalidFrame), "{bad}");
+        }
     }
 }

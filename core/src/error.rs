@@ -25,6 +25,9 @@ pub enum ErrorCode {
     ContextOverflow,
     /// Compression settings out of range.
     InvalidSettings,
+    /// A topic filter names a label that is not one of the session's topics, too many labels, or
+    /// a threshold outside 0..=1.
+    InvalidFilter,
     /// A context-set change breaks a rule (set name, item length or characters, 10 per set, 50 in
     /// all); nothing was saved.
     InvalidContextSet,
@@ -74,7 +77,7 @@ impl ErrorCode {
             MalformedJson | UnknownFrameType | InvalidFrame | InvalidMessage | HelloRequired => 400,
             InvalidAttachment | InvalidClientMessageId => 422,
             FrameTooLarge | ContextTooLarge | ContextOverflow => 413,
-            ContextInvalid | InvalidSettings | InvalidContextSet => 422,
+            ContextInvalid | InvalidSettings | InvalidContextSet | InvalidFilter => 422,
             Unauthorized => 401,
             NotFound => 404,
             Conflict => 409,

@@ -21,13 +21,25 @@ pub const ATTACHMENTS_OPEN: &str = "<attachments>";
 pub const ATTACHMENTS_CLOSE: &str = "</attachments>";
 
 /// A provider-neutral chat request; each provider translates it to its own wire format.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProviderRequest {
     pub model: String,
     pub system: Option<String>,
     pub messages: Vec<PromptMessage>,
     pub tools: Vec<ToolDefinition>,
     pub max_output_tokens: u32,
+    /// The answer must be JSON of this schema (structured output): OpenAI's `response_format`,
+    /// Anthropic's forced tool (the answer then comes as that tool's call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_schema: Option<ResponseSchema>,
+}
+
+/// A JSON schema for a structured answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseSchema {
+    /// A name for it (`a-z`, `_`): the OpenAI schema name, the Anthropic tool name.
+    pub name: String,
+    pub schema: Value,
 }
 
 /// One turn of the conversation as the model sees it, made of parts: its text, the user's

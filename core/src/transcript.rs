@@ -1,7 +1,7 @@
 //! The client's view of a conversation: stored messages plus messages still being sent, updated by
 //! applying server frames. The widget renders it; it holds no IO so it is tested natively.
 
-use crate::context::{ContextInfo, ContextSets};
+use crate::context::{ContextInfo, ContextSets, FilterView, SessionTopics};
 use crate::sync::SyncCursor;
 use crate::wire::{
     ChatMessage, ChatRequest, MessageStatus, Role, ServerEvent, ServerFrame, WireError,
@@ -39,6 +39,10 @@ pub struct Transcript {
     pub sets: Option<ContextSets>,
     /// The session's token budget, when the server sets one.
     pub budget: Option<crate::wire::SessionBudget>,
+    /// The session's topics (the bubble cloud); `None` until the server sent them.
+    pub topics: Option<SessionTopics>,
+    /// The topic filter and the history it lets through.
+    pub filter: Option<FilterView>,
     cursor: SyncCursor,
 }
 
@@ -116,6 +120,13 @@ impl Transcript {
                 self.budget = info.budget;
             }
             ServerEvent::Budget(b) => self.budget = Some(*b),
+            ServerEvent::Topics(t) => self.topics = Some(t.clone()),
+            ServerEvent::Filter(f) => self.filter = Some(f.clone()),
+            ServerEvent::Mark(m) => {
+                if let Some(msg) = self.messages.iter_mut().find(|x| x.id == m.message_id) {
+                    msg.mark = m.mark;
+                }
+            }
             ServerEvent::ContextInfo(info) => self.context = Some(info.clone()),
             ServerEvent::Context(c) => self.sets = Some(c.context.clone()),
             ServerEvent::Tool(t) => {

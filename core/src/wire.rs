@@ -28,6 +28,42 @@ pub enum ClientFrame {
     /// Delete the session and everything in it now (`data: {}`); every tab then receives the
     /// `unauthorized` error "this session was deleted" and starts afresh.
     DeleteSession(DeleteSession),
+    /// Select topics (labels of the session's topics; empty clears the filter); every tab receives
+    /// `filter`.
+    SetFilter(SetFilter),
+    /// Ask for the session's topics and filter (`data: {}`): answered with `topics` and `filter`.
+    GetTopics(Empty),
+    /// Switch similarity mode for this session; every tab receives `filter`.
+    SetSimilarityMode(SetSimilarityMode),
+    /// Pin or exclude one message, or clear its mark; every tab receives `mark` and `filter`.
+    MarkMessage(MarkMessage),
+}
+
+/// Data of frames that carry none (`{}`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// The labels a filter selects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SetFilter {
+    pub labels: Vec<String>,
+}
+
+/// Similarity mode on or off.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SetSimilarityMode {
+    pub enabled: bool,
+}
+
+/// A message's mark (`null` clears it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MarkMessage {
+    pub message_id: String,
+    pub mark: Option<crate::context::MessageMark>,
 }
 
 /// The (empty) data of a `delete_session` frame.
@@ -191,6 +227,9 @@ pub struct ChatMessage {
     pub tool_rounds: Vec<ToolRound>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<WireError>,
+    /// The user's mark: pinned (always sent) or excluded (never sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<crate::context::MessageMark>,
 }
 
 /// One round of tool calls inside a reply.
@@ -278,9 +317,10 @@ pub struct ServerFrame {
     pub event: ServerEvent,
 }
 
-/// What a server frame says.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a server frame says. Its name (`&'static str` from `&ServerEvent`) is the frame's `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ServerEvent {
     /// Answer to `hello`: the session in use. `token` is present only when the session was just created.
     Session(SessionInfo),
@@ -306,6 +346,13 @@ pub enum ServerEvent {
     Tool(ToolEvent),
     /// The session's token budget after a reply spent from it (when the server sets one).
     Budget(SessionBudget),
+    /// The session's topics: after each extraction, on `get_topics`, and after history loads.
+    Topics(crate::context::SessionTopics),
+    /// The topic filter and the history it lets through: after every change of the filter,
+    /// similarity mode, a mark or the topics, and with each reply.
+    Filter(crate::context::FilterView),
+    /// A message's mark changed.
+    Mark(MarkMessage),
 }
 
 /// Why a `context` event was sent.

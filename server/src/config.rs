@@ -44,6 +44,15 @@ pub struct Config {
     pub model_limits: Vec<(String, u32)>,
     /// Model that writes compression summaries (`GLASSBOX_SUMMARY_MODEL`); the reply model if unset.
     pub summary_model: Option<String>,
+    /// The model that extracts topics (`GLASSBOX_TOPIC_MODEL`; the reply model by default, `offline`
+    /// for extraction from embeddings only; always offline under the offline provider).
+    pub topic_model: Option<String>,
+    /// Whether topics are extracted after replies (`GLASSBOX_TOPICS`, on).
+    pub topics_enabled: bool,
+    /// The cosine a message needs with a selected topic (`GLASSBOX_SIMILARITY_THRESHOLD`, 0.4).
+    pub similarity_threshold: f32,
+    /// Whether topic filters select history (`GLASSBOX_EMBEDDING_SEARCH`, on; per session too).
+    pub embedding_search: bool,
     /// Folder with the token vocabularies (`*.gbv`); `dist/vocab` by default.
     pub vocab_dir: PathBuf,
     /// Longest wait for the provider's next byte.
@@ -180,6 +189,12 @@ impl Config {
         let vocab_dir = get("GLASSBOX_VOCAB_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| widget_dir.join("vocab"));
+        let topic_model = match get("GLASSBOX_TOPIC_MODEL") {
+            _ if matches!(provider, ProviderKind::Offline) => None,
+            Some(m) if m == "offline" => None,
+            Some(m) => Some(m),
+            None => Some(get("GLASSBOX_MODEL").unwrap_or_else(|| default_model.into())),
+        };
         Ok(Self {
             addr,
             data_dir,
@@ -192,6 +207,39 @@ impl Config {
             max_output_tokens: parse(&get, "GLASSBOX_MAX_OUTPUT_TOKENS", "4096")?,
             model_limits: model_limits(get("GLASSBOX_MODEL_LIMITS"))?,
             summary_model: get("GLASSBOX_SUMMARY_MODEL"),
+            topic_model,
+            topics_enabled: match get("GLASSBOX_TOPICS").as_deref() {
+                None | Some("on") => true,
+                Some("off") => false,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "GLASSBOX_TOPICS",
+                        value: other.into(),
+                        reason: "use on or off".into(),
+                    });
+                }
+            },
+            similarity_threshold: {
+                let t: f32 = parse(&get, "GLASSBOX_SIMILARITY_THRESHOLD", "0.4")?;
+                glassbox_core::context::topics::check_threshold(t).map_err(|e| {
+                    ConfigError::Invalid {
+                        name: "GLASSBOX_SIMILARITY_THRESHOLD",
+                        value: t.to_string(),
+                        reason: e.to_string(),
+                    }
+                })?
+            },
+            embedding_search: match get("GLASSBOX_EMBEDDING_SEARCH").as_deref() {
+                None | Some("on") | Some("true") => true,
+                Some("off") | Some("false") => false,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "GLASSBOX_EMBEDDING_SEARCH",
+                        value: other.into(),
+                        reason: "use on or off".into(),
+                    });
+                }
+            },
             vocab_dir,
             provider_idle_timeout: millis(&get, "GLASSBOX_PROVIDER_IDLE_TIMEOUT_MS", 60_000)?,
             provider_total_timeout: millis(&get, "GLASSBOX_PROVIDER_TOTAL_TIMEOUT_MS", 600_000)?,

@@ -53,6 +53,11 @@ pub enum AppError {
     RateLimited(#[from] crate::rate_limits::RateLimited),
     #[error(transparent)]
     BudgetExhausted(#[from] crate::budgets::BudgetExhausted),
+    #[error("{0}")]
+    Filter(#[from] glassbox_core::context::topics::FilterError),
+    /// A bug or a failed background task; details go to the log only.
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl AppError {
@@ -76,6 +81,8 @@ impl AppError {
             AppError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             AppError::RateLimited(_) => ErrorCode::RateLimited,
             AppError::BudgetExhausted(_) => ErrorCode::BudgetExhausted,
+            AppError::Filter(_) => ErrorCode::InvalidFilter,
+            AppError::Internal(_) => ErrorCode::Internal,
             AppError::Embed(e) => match e {
                 EmbedServiceError::Unavailable(_) => ErrorCode::EmbeddingsUnavailable,
                 EmbedServiceError::Overloaded => ErrorCode::Overloaded,
@@ -90,6 +97,10 @@ impl AppError {
         let message = match self {
             AppError::Storage(e) => {
                 tracing::error!(error = %e, "storage error");
+                "internal error; see the server log".to_owned()
+            }
+            AppError::Internal(e) => {
+                tracing::error!(error = %e, "internal error");
                 "internal error; see the server log".to_owned()
             }
             AppError::Embed(EmbedServiceError::Engine(e)) => {

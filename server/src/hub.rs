@@ -206,6 +206,15 @@ impl Hubs {
         hub
     }
 
+    /// The session's hub when it is live (a tab connected, a reply running, or used recently).
+    pub fn get(&self, session_id: &str) -> Option<Arc<Hub>> {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session_id)
+            .and_then(Weak::upgrade)
+    }
+
     /// Sessions in use now: a tab connected or a reply running (or queued).
     pub fn live_ids(&self) -> Vec<String> {
         self.live

@@ -15,6 +15,7 @@ pub mod routes;
 pub mod sessions;
 pub mod state;
 pub mod storage;
+pub mod topics;
 pub mod turn;
 
 pub use routes::app;

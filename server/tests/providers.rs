@@ -18,6 +18,7 @@ fn request() -> ProviderRequest {
             parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
         }],
         max_output_tokens: 256,
+        response_schema: None,
     }
 }
 

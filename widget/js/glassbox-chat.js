@@ -10,9 +10,11 @@
 // (the idle URL capture: "off", "PARAM" or "PARAM:SET"; default "applet"), hide-context-values
 // (present: "View context" shows page-context key names only, never their values).
 // Methods: sendMessage(text, attachments?, context?), setPageContext(obj), setContext(setName, items, mode?),
-// clearSession() (deletes the conversation on the server and starts a new one).
+// clearSession() (deletes the conversation on the server and starts a new one), setFilter(labels),
+// getTopics(), setSimilarityMode(enabled), markMessage(messageId, 'pinned' | 'excluded' | null).
 // Events: "glassbox:reply" (detail: the finished reply message), "glassbox:context" (the session's
-// context sets: {reason, context, setName?}).
+// context sets: {reason, context, setName?}), "glassbox:filter-changed" (detail: {messageIds, labels,
+// total, status}: the messages the topic filter lets through; bubbles up to document).
 import { shadowContainer } from './shadow-shell.js';
 import init, { GlassboxWidget } from './glassbox_widget.js';
 
@@ -69,6 +71,30 @@ class GlassboxChat extends HTMLElement {
   async setContext(setName, items, mode) {
     await this.#mount();
     this.#live().setContext(String(setName), items ?? [], mode ?? null);
+  }
+
+  /** Selects topics by label (empty clears the filter); `glassbox:filter-changed` follows. */
+  async setFilter(labels) {
+    await this.#mount();
+    this.#live().setFilter(Array.isArray(labels) ? labels.map(String) : []);
+  }
+
+  /** The session's topics and filter as last received: {topics, filter}. */
+  async getTopics() {
+    await this.#mount();
+    return this.#live().getTopics();
+  }
+
+  /** Switches similarity mode (off: topics are shown, the whole history goes). */
+  async setSimilarityMode(enabled) {
+    await this.#mount();
+    this.#live().setSimilarityMode(Boolean(enabled));
+  }
+
+  /** Pins ('pinned'), excludes ('excluded') or unmarks (null) a message by id. */
+  async markMessage(messageId, mark) {
+    await this.#mount();
+    this.#live().markMessage(String(messageId), mark ?? null);
   }
 
   /** Deletes this conversation on the server and starts a new one (the "New chat" control). */

@@ -197,6 +197,65 @@ impl GlassboxWidget {
         Ok(())
     }
 
+    /// Selects topics by label (an array of strings; empty clears the filter). The server answers
+    /// every tab; the element then dispatches `glassbox:filter-changed` with `{messageIds}`.
+    #[wasm_bindgen(js_name = setFilter)]
+    pub fn set_filter(&self, labels: JsValue) -> Result<(), JsValue> {
+        let Some(handle) = &self.handle else {
+            return Err(js_error("conflict", "widget is unmounted"));
+        };
+        let labels: Vec<String> = optional(labels, "labels")?.unwrap_or_default();
+        handle.client().set_filter(labels);
+        Ok(())
+    }
+
+    /// The session's topics and filter as last received: `{topics, filter}` (each `null` before
+    /// the server sent them); asks the server for fresh ones too.
+    #[wasm_bindgen(js_name = getTopics)]
+    pub fn get_topics(&self) -> JsValue {
+        let Some(handle) = &self.handle else {
+            return JsValue::NULL;
+        };
+        use leptos::prelude::WithUntracked;
+        let client = handle.client();
+        client.get_topics();
+        let now = client.transcript.with_untracked(|t| {
+            serde_json::json!({"topics": t.topics, "filter": t.filter}).to_string()
+        });
+        js_sys::JSON::parse(&now).unwrap_or(JsValue::NULL)
+    }
+
+    /// Switches similarity mode for the session (off: topics are shown, the whole history goes).
+    #[wasm_bindgen(js_name = setSimilarityMode)]
+    pub fn set_similarity_mode(&self, enabled: bool) {
+        if let Some(handle) = &self.handle {
+            handle.client().set_similarity_mode(enabled);
+        }
+    }
+
+    /// Pins (`"pinned"`: always sent) or excludes (`"excluded"`: never sent) a message, or clears
+    /// its mark (`null`).
+    #[wasm_bindgen(js_name = markMessage)]
+    pub fn mark_message(&self, message_id: String, mark: Option<String>) -> Result<(), JsValue> {
+        use glassbox_core::context::MessageMark;
+        let Some(handle) = &self.handle else {
+            return Err(js_error("conflict", "widget is unmounted"));
+        };
+        let mark = match mark.as_deref() {
+            None | Some("") => None,
+            Some("pinned") => Some(MessageMark::Pinned),
+            Some("excluded") => Some(MessageMark::Excluded),
+            Some(other) => {
+                return Err(js_error(
+                    "invalid_frame",
+                    format!("mark {other:?}: use pinned, excluded or null"),
+                ));
+            }
+        };
+        handle.client().mark_message(&message_id, mark);
+        Ok(())
+    }
+
     /// Switches the theme: "light", "dark" or "auto".
     #[wasm_bindgen(js_name = setTheme)]
     pub fn set_theme(&self, theme: Option<String>) {

@@ -188,7 +188,20 @@ pub fn bench_render(args: &[&str]) -> Result<()> {
 /// then one tool round's added latency over a plain reply against the fake provider.
 pub fn bench_context() -> Result<()> {
     build::widget()?;
-    release_bin("context-bench", &[])
+    // Topic extraction and the filter run with the real embedding model.
+    let model_dir = model::provision()?;
+    say("building and running context-bench (release)");
+    run(Command::new("cargo")
+        .current_dir(root())
+        .args([
+            "run",
+            "--release",
+            "--package",
+            "glassbox-e2e",
+            "--bin",
+            "context-bench",
+        ])
+        .env("GLASSBOX_EMBED_MODEL_DIR", model_dir))
 }
 
 /// Builds and runs a benchmark binary of the e2e package in release mode.

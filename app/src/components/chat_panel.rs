@@ -13,9 +13,12 @@ use super::context_footer::ContextFooter;
 use super::context_view::{ContextDialog, ContextViewer};
 use super::message_view::{MessageView, PendingView};
 use super::token_meter::TokenMeter;
+use super::topic_panel::TopicPanel;
 use crate::client::ChatClient;
 use crate::config::Theme;
-use glassbox_core::context::TurnMessage;
+use glassbox_core::context::selection::choices_from_view;
+use glassbox_core::context::{MessageMark, TurnMessage};
+use glassbox_core::wire::ChatMessage;
 use glassbox_core::prompt::reaches_model;
 
 use crate::meter_reading::{self, MeterView};
@@ -83,6 +86,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
     let show_values = config.is_some_and(|c| c.show_context_values);
     let viewer = ContextViewer::new();
     let budget = Memo::new(move |_| transcript.with(|t| t.budget));
+    let topics_open = RwSignal::new(false);
+    provide_context(InContext::new(transcript));
     view! {
         <div class="gb-root" data-theme=move || theme.get().as_str()>
             <header class="gb-header">
@@ -98,6 +103,16 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     "+"
                 </button>
                 <button
+                    class="gb-icon-button gb-topics-toggle"
+                    type="button"
+                    aria-label="Topics"
+                    title="Topics: choose which history reaches the model"
+                    aria-expanded=move || topics_open.get().to_string()
+                    on:click=move |_| topics_open.update(|o| *o = !*o)
+                >
+                    "◎"
+                </button>
+                <button
                     class="gb-icon-button gb-settings-toggle"
                     type="button"
                     aria-label="Context settings"
@@ -110,6 +125,9 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             </header>
             <Show when=move || settings_open.get()>
                 <CompressionSettingsPanel settings=settings on_change=on_settings />
+            </Show>
+            <Show when=move || topics_open.get()>
+                <TopicPanel client=client />
             </Show>
             {move || {
                 notice()
@@ -165,6 +183,29 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
     }
 }
 
+/// The messages the topic filter lets through, while it leaves some out (`None`: all go); the
+/// message views read it to highlight theirs.
+#[derive(Clone, Copy)]
+pub struct InContext(pub Memo<Option<std::sync::Arc<std::collections::HashSet<String>>>>);
+
+impl InContext {
+    fn new(transcript: RwSignal<glassbox_core::transcript::Transcript>) -> Self {
+        Self(Memo::new(move |_| {
+            transcript.with(|t| {
+                let f = t.filter.as_ref()?;
+                let filtering = f.similarity_mode && f.available && !f.labels.is_empty();
+                (filtering && (f.message_ids.len() as u32) < f.total)
+                    .then(|| std::sync::Arc::new(f.message_ids.iter().cloned().collect()))
+            })
+        }))
+    }
+
+    /// Whether message `id` is highlighted as in context.
+    pub fn has(self, id: &str) -> bool {
+        self.0.with(|s| s.as_ref().is_some_and(|s| s.contains(id)))
+    }
+}
+
 /// The page-context keys that changed with the latest user message (against the one before).
 fn changed_page_keys(t: &glassbox_core::transcript::Transcript) -> Vec<String> {
     let mut users = t
@@ -199,12 +240,13 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
         let page_context = client.page_context.get();
         transcript.with(|t| {
             let info = t.context.as_ref()?;
-            let mut texts: Vec<TurnMessage> = t
-                .messages
-                .iter()
-                .filter(|m| reaches_model(m))
-                .map(TurnMessage::stored)
-                .collect();
+            let stored: Vec<&ChatMessage> = t.messages.iter().filter(|m| reaches_model(m)).collect();
+            let marks: Vec<(&str, Option<MessageMark>)> =
+                stored.iter().map(|m| (m.id.as_str(), m.mark)).collect();
+            let sticky = t.topics.as_ref().map_or(&[][..], |s| &s.sticky_ids[..]);
+            let choices = choices_from_view(&marks, sticky, t.filter.as_ref());
+            let mut texts: Vec<TurnMessage> =
+                stored.iter().map(|m| TurnMessage::stored(m)).collect();
             texts.extend(
                 t.pending
                     .iter()
@@ -218,6 +260,7 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
                 info,
                 &texts,
                 page_context.as_ref(),
+                Some(&choices),
             ))
         })
     });

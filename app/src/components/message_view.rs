@@ -5,7 +5,9 @@ use glassbox_core::ErrorCode;
 use glassbox_core::wire::{Attachment, MessageStatus, Role, ToolExchange};
 use leptos::prelude::*;
 
+use super::chat_panel::InContext;
 use super::context_view::ContextViewer;
+use glassbox_core::context::MessageMark;
 use super::markdown_view::MarkdownView;
 use super::token_meter::grouped;
 use crate::client::ChatClient;
@@ -41,17 +43,29 @@ pub fn MessageView(
                 .collect::<Vec<_>>()
         })
     });
+    let mark = Memo::new(move |_| message.with(|m| m.mark));
+    let reaches = Memo::new(move |_| message.with(glassbox_core::prompt::reaches_model));
+    let in_context = use_context::<InContext>();
+    let highlight_id = id.clone();
+    let highlighted = move || in_context.is_some_and(|c| c.has(&highlight_id));
     let retry_id = id.clone();
     let view_id = id.clone();
+    let mark_id = id.clone();
     view! {
         <div
             class="gb-message"
             class:gb-user=move || role.get() == Role::User
             class:gb-assistant=move || role.get() == Role::Assistant
+            class:gb-in-context=highlighted
+            class:gb-pinned=move || mark.get() == Some(MessageMark::Pinned)
+            class:gb-excluded=move || mark.get() == Some(MessageMark::Excluded)
             data-message-id=id
             data-role=move || role.get().as_str()
             data-status=move || status.get().as_str()
         >
+            <Show when=move || reaches.get()>
+                <MarkMenu client=client id=mark_id.clone() mark=mark />
+            </Show>
             <div class="gb-bubble">
                 <ToolLines exchanges=exchanges />
                 {move || match role.get() {
@@ -149,6 +163,49 @@ pub fn MessageView(
         </div>
     }
     .into_any()
+}
+
+/// A message's mark as a badge, and a small menu to pin it (always sent), exclude it (never sent)
+/// or clear the mark.
+#[component]
+fn MarkMenu(client: ChatClient, id: String, #[prop(into)] mark: Signal<Option<MessageMark>>) -> impl IntoView {
+    let set = move |id: &str, m: Option<MessageMark>| client.mark_message(id, m);
+    let (pin_id, exclude_id, clear_id) = (id.clone(), id.clone(), id);
+    view! {
+        <div class="gb-mark">
+            {move || match mark.get() {
+                Some(MessageMark::Pinned) => Some(view! { <span class="gb-mark-badge">"📌 pinned: always sent"</span> }),
+                Some(MessageMark::Excluded) => Some(view! { <span class="gb-mark-badge">"⊘ excluded: never sent"</span> }),
+                None => None,
+            }}
+            <details class="gb-mark-menu">
+                <summary aria-label="Message options" title="Pin or exclude this message">"⋯"</summary>
+                <div class="gb-mark-options" role="group" aria-label="What reaches the model">
+                    <button
+                        type="button"
+                        aria-pressed=move || (mark.get() == Some(MessageMark::Pinned)).to_string()
+                        on:click=move |_| set(&pin_id, Some(MessageMark::Pinned))
+                    >
+                        "Pin: always send"
+                    </button>
+                    <button
+                        type="button"
+                        aria-pressed=move || (mark.get() == Some(MessageMark::Excluded)).to_string()
+                        on:click=move |_| set(&exclude_id, Some(MessageMark::Excluded))
+                    >
+                        "Exclude: never send"
+                    </button>
+                    <button
+                        type="button"
+                        disabled=move || mark.get().is_none()
+                        on:click=move |_| set(&clear_id, None)
+                    >
+                        "Clear"
+                    </button>
+                </div>
+            </details>
+        </div>
+    }
 }
 
 /// The reply's tool exchanges, one collapsed line each; opened, the arguments and the result.

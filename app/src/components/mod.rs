@@ -11,3 +11,4 @@ pub mod markdown_view;
 mod message_list_follow;
 pub mod message_view;
 pub mod token_meter;
+pub mod topic_panel;

@@ -16,6 +16,9 @@ pub mod receipt_view;
 pub mod selection;
 pub mod sets;
 pub mod settings;
+pub mod sticky;
+pub mod topic_extract;
+pub mod topics;
 
 pub use meter::{
     CompressionReport, ContextInfo, ContextReport, MeterReading, MeterState, ServerFacts,
@@ -30,3 +33,4 @@ pub use receipt::{
 pub use selection::{Candidate, Choice, MessageMark};
 pub use sets::{ContextSets, MergeMode};
 pub use settings::SessionSettings;
+pub use topics::{FilterView, SessionTopics, Topic, TopicSettings};

@@ -602,6 +602,7 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
         messages,
         tools: tools.to_vec(),
         max_output_tokens: receipt.output_reserve,
+        response_schema: None,
     }
 }
 

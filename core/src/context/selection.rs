@@ -13,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::topics::FilterView;
 use crate::vector::cosine;
 
 /// The cosine a message needs with a selected topic to be kept (the seed's default).
@@ -104,6 +105,33 @@ pub fn select(candidates: &[Candidate], threshold: Option<f32>) -> Vec<Choice> {
                 None if matches(c) => Kept::TopicMatch(c.score.unwrap_or_default()),
                 None => return Choice::Dropped(Dropped::TopicFilter(c.score)),
             })
+        })
+        .collect()
+}
+
+/// The choices the server's last filter view stands for, for the widget's preview of the next
+/// turn: `messages` are the history (id, mark; oldest first, the draft not among them). A message
+/// the view counted but did not let through stays out; messages newer than the view go, as do
+/// all of them when no filter applies. Marks and sticky ids apply whatever the view.
+pub fn choices_from_view(
+    messages: &[(&str, Option<MessageMark>)],
+    sticky_ids: &[String],
+    view: Option<&FilterView>,
+) -> Vec<Choice> {
+    let filtering = view.filter(|v| v.similarity_mode && v.available && !v.labels.is_empty());
+    messages
+        .iter()
+        .enumerate()
+        .map(|(i, (id, mark))| match mark {
+            Some(MessageMark::Excluded) => Choice::Dropped(Dropped::Excluded),
+            Some(MessageMark::Pinned) => Choice::Kept(Kept::Pinned),
+            None if sticky_ids.iter().any(|s| s == id) => Choice::Kept(Kept::Sticky),
+            None => match filtering {
+                Some(v) if (i as u32) < v.total && !v.message_ids.iter().any(|m| m == id) => {
+                    Choice::Dropped(Dropped::TopicFilter(None))
+                }
+                _ => Choice::Kept(Kept::Unfiltered),
+            },
         })
         .collect()
 }
@@ -227,5 +255,45 @@ mod tests {
         assert_eq!(got[1], None);
         assert!((got[2].unwrap() - 0.8).abs() < 1e-6);
         assert_eq!(topic_scores(&[Some(&a)], &[]), [None]);
+    }
+
+    #[test]
+    fn the_preview_follows_the_servers_view() {
+        let view = FilterView {
+            labels: vec!["Chess".into()],
+            similarity_mode: true,
+            available: true,
+            message_ids: vec!["b".into()],
+            total: 3,
+            ..Default::default()
+        };
+        let msgs = [
+            ("a", None),
+            ("b", None),
+            ("c", Some(MessageMark::Pinned)),
+            ("d", None),
+        ];
+        let sticky = vec!["a".to_owned()];
+        assert_eq!(
+            choices_from_view(&msgs, &sticky, Some(&view)),
+            [
+                Choice::Kept(Kept::Sticky),
+                Choice::Kept(Kept::Unfiltered),
+                Choice::Kept(Kept::Pinned),
+                Choice::Kept(Kept::Unfiltered),
+            ]
+        );
+        let msgs = [("x", None), ("y", Some(MessageMark::Excluded))];
+        assert_eq!(
+            choices_from_view(&msgs, &[], Some(&view)),
+            [
+                Choice::Dropped(Dropped::TopicFilter(None)),
+                Choice::Dropped(Dropped::Excluded)
+            ]
+        );
+        assert_eq!(
+            choices_from_view(&msgs, &[], None)[0],
+            Choice::Kept(Kept::Unfiltered)
+        );
     }
 }

@@ -1,13 +1,14 @@
-//! A session's settings: one versioned record (compression, context sets; later the topic filter
-//! and items), stored whole and changed whole, so every change is one read-modify-write.
+//! A session's settings: one versioned record (compression, context sets, the topic filter; later
+//! items), stored whole and changed whole, so every change is one read-modify-write.
 
 use serde::{Deserialize, Serialize};
 
 use super::compression::CompressionSettings;
 use super::sets::ContextSets;
+use super::topics::TopicSettings;
 
 /// The record's current shape. Older records are read with defaults for what they lack.
-pub const SETTINGS_VERSION: u32 = 1;
+pub const SETTINGS_VERSION: u32 = 2;
 
 fn current_version() -> u32 {
     SETTINGS_VERSION
@@ -24,6 +25,9 @@ pub struct SessionSettings {
     /// Context sets (files, applet, endpoints, ports, …) kept by the model, the host and REST.
     #[serde(default)]
     pub context: ContextSets,
+    /// The topic filter and similarity mode.
+    #[serde(default)]
+    pub topics: TopicSettings,
 }
 
 impl Default for SessionSettings {
@@ -32,6 +36,7 @@ impl Default for SessionSettings {
             version: SETTINGS_VERSION,
             compression: CompressionSettings::default(),
             context: ContextSets::new(),
+            topics: TopicSettings::default(),
         }
     }
 }
@@ -46,6 +51,7 @@ mod tests {
             serde_json::from_str(r#"{"version":1,"compression":{"enabled":false}}"#).unwrap();
         assert!(!old.compression.enabled);
         assert!(old.context.is_empty());
+        assert!(old.topics.filter.is_empty());
         let empty: SessionSettings = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, SessionSettings::default());
     }

@@ -52,6 +52,15 @@ pub fn request_body(req: &ProviderRequest) -> Value {
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
     }
+    // Structured output: one tool the model must call; its input is the answer.
+    if let Some(s) = &req.response_schema {
+        body["tools"] = json!([{
+            "name": s.name,
+            "description": "Report the answer in this exact structure.",
+            "input_schema": s.schema,
+        }]);
+        body["tool_choice"] = json!({"type": "tool", "name": s.name});
+    }
     body
 }
 
@@ -218,6 +227,7 @@ mod tests {
             messages: vec![PromptMessage::text(Role::User, "hi")],
             tools: vec![],
             max_output_tokens: 1234,
+            response_schema: None,
         };
         let body = request_body(&req);
         assert_eq!(body["system"], "sys");
@@ -260,6 +270,7 @@ mod tests {
             ],
             tools: vec![],
             max_output_tokens: 10,
+            response_schema: None,
         };
         assert_eq!(
             request_body(&req)["messages"],
@@ -292,6 +303,7 @@ mod tests {
             messages: vec![m],
             tools: vec![],
             max_output_tokens: 10,
+            response_schema: None,
         });
         assert_eq!(
             body["messages"][0]["content"],

@@ -214,6 +214,7 @@ mod tests {
             ],
             tools: vec![],
             max_output_tokens: 10,
+            response_schema: None,
         };
         let text = reply_text(&req);
         assert!(
@@ -239,6 +240,7 @@ mod tests {
             messages: vec![m],
             tools: vec![],
             max_output_tokens: 10,
+            response_schema: None,
         };
         let text = reply_text(&req);
         assert!(text.contains("I received 1 message (1 from you)"), "{text}");
@@ -263,6 +265,7 @@ mod tests {
             messages: vec![PromptMessage::text(Role::User, "open /docs/spec.md")],
             tools: glassbox_core::context::sets::context_tools(),
             max_output_tokens: 10,
+            response_schema: None,
         };
         let calls = tool_calls(&req);
         assert_eq!(calls.len(), 1);

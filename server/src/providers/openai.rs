@@ -91,6 +91,12 @@ pub fn request_body(req: &ProviderRequest) -> Value {
             .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
             .collect();
     }
+    if let Some(s) = &req.response_schema {
+        body["response_format"] = json!({
+            "type": "json_schema",
+            "json_schema": {"name": s.name, "strict": true, "schema": s.schema},
+        });
+    }
     body
 }
 
@@ -224,6 +230,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             max_output_tokens: 100,
+            response_schema: None,
         };
         let body = request_body(&req);
         assert_eq!(
@@ -273,6 +280,7 @@ mod tests {
             ],
             tools: vec![],
             max_output_tokens: 0,
+            response_schema: None,
         };
         let body = request_body(&req);
         assert_eq!(
@@ -295,6 +303,7 @@ mod tests {
             messages: vec![],
             tools: vec![],
             max_output_tokens: 64,
+            response_schema: None,
         };
         for model in ["o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5.1"] {
             let body = request_body(&req(model));
@@ -324,6 +333,7 @@ mod tests {
             messages: vec![m, bare],
             tools: vec![],
             max_output_tokens: 10,
+            response_schema: None,
         });
         let part = json!({"type": "text", "text": attachments_segment(&list)});
         assert_eq!(

@@ -101,6 +101,13 @@ pub fn app(state: AppState) -> Router {
                 .delete(rest::delete_session),
         )
         .route("/api/sessions/{id}/settings", put(rest::update_settings))
+        .route("/api/sessions/{id}/topics", get(rest::topics))
+        .route("/api/sessions/{id}/filter", put(rest::set_filter))
+        .route("/api/sessions/{id}/similarity", put(rest::set_similarity_mode))
+        .route(
+            "/api/sessions/{id}/messages/{message_id}/mark",
+            put(rest::mark_message),
+        )
         .route("/v1/embeddings", post(embeddings::create))
         .route_layer(middleware::from_fn_with_state(state.clone(), origin::guard))
         .layer(cors);

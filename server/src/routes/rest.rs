@@ -1,4 +1,5 @@
-//! REST: `POST /api/chat` (SSE or JSON), `POST /api/sessions`, `GET /api/sessions/{id}`.
+//! REST: `POST /api/chat` (SSE or JSON), `POST /api/sessions`, `GET /api/sessions/{id}`, the
+//! session's settings, context sets, topics, filter and message marks.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -11,8 +12,10 @@ use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use glassbox_core::context::ContextSets;
 use glassbox_core::context::sets::SetContextArgs;
+use glassbox_core::context::FilterView;
 use glassbox_core::wire::{
     ChatMessage, RestChatRequest, RestChatResponse, ServerEvent, ServerFrame, SessionInfo,
+    SetFilter, SetSimilarityMode,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
@@ -152,6 +155,74 @@ pub async fn update_settings(
     Ok(Json(info))
 }
 
+/// `GET /api/sessions/{id}/topics` (token): the session's topics and the filter's view.
+pub async fn topics(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+) -> Result<Json<serde_json::Value>, AppError> {
+    let session = state
+        .open_session(Some(&id), token.as_deref(), None, None)
+        .await?;
+    let (topics, filter) =
+        crate::topics::commands::get_topics(&state, &session.info.session_id).await?;
+    Ok(Json(serde_json::json!({"topics": topics, "filter": filter})))
+}
+
+/// `PUT /api/sessions/{id}/filter` (token), body `{labels}`: selects topics (empty clears); every
+/// tab receives `filter`. Answers the filter's view.
+pub async fn set_filter(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+    JsonBody(body): JsonBody<SetFilter>,
+) -> Result<Json<FilterView>, AppError> {
+    let session = state
+        .open_session(Some(&id), token.as_deref(), None, None)
+        .await?;
+    let view = crate::topics::commands::set_filter(&state, &session.hub, &body.labels).await?;
+    Ok(Json(view))
+}
+
+/// `PUT /api/sessions/{id}/similarity` (token), body `{enabled}`: similarity mode for the session.
+pub async fn set_similarity_mode(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+    JsonBody(body): JsonBody<SetSimilarityMode>,
+) -> Result<Json<FilterView>, AppError> {
+    let session = state
+        .open_session(Some(&id), token.as_deref(), None, None)
+        .await?;
+    let view =
+        crate::topics::commands::set_similarity_mode(&state, &session.hub, body.enabled).await?;
+    Ok(Json(view))
+}
+
+/// `PUT /api/sessions/{id}/messages/{message_id}/mark` (token), body `{mark}` (`pinned`,
+/// `excluded` or `null`): every tab receives `mark` and `filter`. Answers the filter's view.
+pub async fn mark_message(
+    State(state): State<AppState>,
+    Path((id, message_id)): Path<(String, String)>,
+    BearerToken(token): BearerToken,
+    JsonBody(body): JsonBody<MarkBody>,
+) -> Result<Json<FilterView>, AppError> {
+    let session = state
+        .open_session(Some(&id), token.as_deref(), None, None)
+        .await?;
+    let view =
+        crate::topics::commands::mark_message(&state, &session.hub, &message_id, body.mark)
+            .await?;
+    Ok(Json(view))
+}
+
+/// The body of `PUT …/mark`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkBody {
+    pub mark: Option<glassbox_core::context::MessageMark>,
+}
+
 /// `POST /api/chat`: stores the message and answers with the reply, streamed as SSE when the client
 /// sends `Accept: text/event-stream`, else as one JSON document once the reply is finished.
 pub async fn chat(
@@ -229,19 +300,8 @@ async fn wait_for_end(mut frames: broadcast::Receiver<Arc<ServerFrame>>, reply_i
 }
 
 fn sse_event(frame: &ServerFrame) -> Event {
-    let name = match &frame.event {
-        ServerEvent::Session(_) => "session",
-        ServerEvent::Snapshot(_) => "snapshot",
-        ServerEvent::Accepted(_) => "accepted",
-        ServerEvent::ReplyStart(_) => "reply_start",
-        ServerEvent::Delta(_) => "delta",
-        ServerEvent::Done(_) => "done",
-        ServerEvent::Error(_) => "error",
-        ServerEvent::ContextInfo(_) => "context_info",
-        ServerEvent::Context(_) => "context",
-        ServerEvent::Tool(_) => "tool",
-        ServerEvent::Budget(_) => "budget",
-    };
+    // The frame's `type` (strum's snake_case name, as serde writes it).
+    let name: &'static str = (&frame.event).into();
     Event::default()
         .event(name)
         .id(frame.sync_id.to_string())

@@ -29,6 +29,7 @@ use crate::client_addr::ClientAddr;
 use crate::error::AppError;
 use crate::hub::{ClientLease, Hub};
 use crate::state::AppState;
+use crate::topics;
 
 /// Frames above this size close the socket at the protocol level; between `MAX_FRAME_BYTES` and this
 /// they get a typed `frame_too_large` error and the socket stays open.
@@ -163,6 +164,27 @@ async fn handle<W: Sink<Message> + Unpin>(
         }
         // Every tab, this one included, then hears that the session is gone.
         (ClientFrame::DeleteSession(_), Some(a)) => state.delete_session(&a.hub.session_id).await,
+        (ClientFrame::SetFilter(f), Some(a)) => {
+            topics::commands::set_filter(state, &a.hub, &f.labels)
+                .await
+                .map(|_| ())
+        }
+        (ClientFrame::SetSimilarityMode(m), Some(a)) => {
+            topics::commands::set_similarity_mode(state, &a.hub, m.enabled)
+                .await
+                .map(|_| ())
+        }
+        (ClientFrame::MarkMessage(m), Some(a)) => {
+            topics::commands::mark_message(state, &a.hub, &m.message_id, m.mark)
+                .await
+                .map(|_| ())
+        }
+        (ClientFrame::GetTopics(_), Some(_)) => {
+            let Some(a) = attached.as_mut() else {
+                return Err(AppError::HelloRequired);
+            };
+            send_topics(state, sink, a).await
+        }
     }
 }
 
@@ -214,8 +236,24 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
             set_name: None,
         }));
         send_private(sink, &mut a, loaded).await.map_err(closed)?;
+        // The bubble cloud and the filter, once the history is in.
+        send_topics(state, sink, &mut a).await?;
     }
     Ok(a)
+}
+
+/// Sends this connection the session's topics and the filter's view.
+async fn send_topics<W: Sink<Message> + Unpin>(
+    state: &AppState,
+    sink: &mut W,
+    a: &mut Attached,
+) -> Result<(), AppError> {
+    let closed = |_| AppError::Conflict("socket closed");
+    let (topics, view) = topics::commands::get_topics(state, &a.hub.session_id).await?;
+    let frame = a.hub.private(ServerEvent::Topics(topics));
+    send_private(sink, a, frame).await.map_err(closed)?;
+    let frame = a.hub.private(ServerEvent::Filter(view));
+    send_private(sink, a, frame).await.map_err(closed)
 }
 
 /// Sends the full history, numbered so that it reflects every frame up to its own id.

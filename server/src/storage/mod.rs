@@ -5,7 +5,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use glassbox_core::context::{Receipt, SessionSettings};
+use glassbox_core::context::{MessageMark, Receipt, SessionSettings, SessionTopics};
 use glassbox_core::wire::{
     Attachment, ChatMessage, MessageStatus, PageContext, Role, ToolRound, Usage, WireError,
 };
@@ -68,7 +68,8 @@ pub struct Store {
 }
 
 const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, client_message_id, reply_to, \
-     context_json, attachments_json, usage_json, context_report_json, tool_rounds_json, error_json";
+     context_json, attachments_json, usage_json, context_report_json, tool_rounds_json, error_json, \
+     mark";
 
 /// The message id of a message embedding's cache key (`{message_id}:{content_hash}`).
 const MESSAGE_KEY_ID: &str = "substr(cache_key, 1, instr(cache_key, ':') - 1)";
@@ -490,6 +491,58 @@ impl Store {
         rows.iter().map(message_from_row).collect()
     }
 
+    /// Sets or clears a message's mark; false when the session has no such message.
+    pub async fn set_mark(
+        &self,
+        session_id: &str,
+        message_id: &str,
+        mark: Option<MessageMark>,
+    ) -> Result<bool, StorageError> {
+        let done = sqlx::query("UPDATE messages SET mark = ? WHERE session_id = ? AND id = ?")
+            .bind(mark.map(mark_name))
+            .bind(session_id)
+            .bind(message_id)
+            .execute(&self.writer)
+            .await?
+            .rows_affected();
+        Ok(done > 0)
+    }
+
+    /// The session's topics as last extracted.
+    pub async fn topics(&self, session_id: &str) -> Result<Option<SessionTopics>, StorageError> {
+        let raw: Option<String> =
+            sqlx::query_scalar("SELECT topics_json FROM session_topics WHERE session_id = ?")
+                .bind(session_id)
+                .fetch_optional(&self.reader)
+                .await?;
+        from_json("topics_json", raw)
+    }
+
+    /// Stores an extraction's topics unless a newer one (a higher generation) is stored already;
+    /// true when written. One statement, so two extractions finishing together cannot both win.
+    pub async fn put_topics(
+        &self,
+        session_id: &str,
+        topics: &SessionTopics,
+    ) -> Result<bool, StorageError> {
+        let generation = i64::try_from(topics.generation).unwrap_or(i64::MAX);
+        let done = sqlx::query(
+            "INSERT INTO session_topics (session_id, generation, topics_json, updated_at) \
+             SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1) \
+             ON CONFLICT (session_id) DO UPDATE SET generation = excluded.generation, \
+             topics_json = excluded.topics_json, updated_at = excluded.updated_at \
+             WHERE excluded.generation > session_topics.generation",
+        )
+        .bind(session_id)
+        .bind(generation)
+        .bind(to_json(topics))
+        .bind(crate::sessions::now_ms())
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        Ok(done > 0)
+    }
+
     /// The messages of a session up to and including `last_id`, oldest first.
     pub async fn history_through(
         &self,
@@ -639,5 +692,18 @@ fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
         tool_rounds: from_json("tool_rounds_json", r.try_get("tool_rounds_json")?)?
             .unwrap_or_default(),
         error: from_json("error_json", r.try_get("error_json")?)?,
+        mark: match r.try_get::<Option<String>, _>("mark")?.as_deref() {
+            None => None,
+            Some("pinned") => Some(MessageMark::Pinned),
+            Some("excluded") => Some(MessageMark::Excluded),
+            Some(other) => return Err(StorageError::Corrupt(format!("mark {other:?}"))),
+        },
     })
+}
+
+fn mark_name(mark: MessageMark) -> &'static str {
+    match mark {
+        MessageMark::Pinned => "pinned",
+        MessageMark::Excluded => "excluded",
+    }
 }

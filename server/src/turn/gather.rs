@@ -8,8 +8,8 @@ use glassbox_core::context::compression::SUMMARY_RESERVE;
 use glassbox_core::context::plan::{Sources, build_request};
 use glassbox_core::context::sets::{self, ContextSets};
 use glassbox_core::context::{
-    ContextInfo, CurrentReply, ResumeInput, SummaryInput, TurnInput, TurnMessage, TurnPlan,
-    plan_turn,
+    ContextInfo, CurrentReply, ResumeInput, Selection, SummaryInput, TurnInput, TurnMessage,
+    TurnPlan, plan_turn,
 };
 use glassbox_core::prompt::{
     PromptMessage, ProviderRequest, ToolDefinition, escape_tags, flat_text, reaches_model,
@@ -51,6 +51,8 @@ pub struct Gathered {
     /// The resume reminder and the names of the sets it mentions.
     resume: Option<(String, Vec<String>)>,
     summary: Option<Summary>,
+    /// Which history goes (topic filter, sticky, pins, excludes), for all but the last message.
+    filter: crate::topics::HistoryFilter,
 }
 
 impl Gathered {
@@ -83,7 +85,10 @@ impl Gathered {
                 .resume
                 .as_ref()
                 .map(|(block, sets)| ResumeInput { block, sets }),
-            selection: None,
+            selection: Some(Selection {
+                choices: &self.filter.choices,
+                filter: self.filter.note.as_ref(),
+            }),
         }
     }
 
@@ -141,9 +146,14 @@ pub async fn plan_reply(
 ) -> Result<(Gathered, TurnPlan), AppError> {
     let settings = state.store.settings(session_id).await?;
     let page_context = history.last().and_then(|m| m.context.clone());
+    let history: Vec<ChatMessage> = history.into_iter().filter(reaches_model).collect();
+    let topics = state.store.topics(session_id).await?;
+    let earlier = &history[..history.len().saturating_sub(1)];
+    let filter = crate::topics::history_filter(state, &settings, topics.as_ref(), earlier).await;
     let mut gathered = Gathered {
         info: state.context_info_with(model, &settings),
-        history: history.into_iter().filter(reaches_model).collect(),
+        history,
+        filter,
         page_context,
         system_prompt: state.config.system_prompt.clone(),
         tool_instructions: (!extras.tools.is_empty())
@@ -245,6 +255,7 @@ async fn summary_for(
         )],
         tools: vec![],
         max_output_tokens: SUMMARY_RESERVE,
+        response_schema: None,
     };
     // A summary is a provider call like any other: within the budget, and counted.
     state.check_budget(session_id).await?;

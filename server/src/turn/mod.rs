@@ -264,7 +264,14 @@ async fn finish(
         .await?;
     match error {
         Some(e) => hub.publish(ServerEvent::Error(e)),
-        None => hub.publish(ServerEvent::Done(Done { message: stored })),
+        None => {
+            let frame = hub.publish(ServerEvent::Done(Done { message: stored }));
+            // Topics follow each reply, in the background.
+            if state.config.topics_enabled {
+                crate::topics::extract::spawn(state.clone(), hub.session_id.clone());
+            }
+            frame
+        }
     };
     Ok(())
 }

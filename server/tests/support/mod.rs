@@ -60,6 +60,8 @@ impl TestServer {
         vars.insert("GLASSBOX_DISCONNECT_GRACE_MS".into(), "5000".into());
         // Chat tests do not need the embedding model; the embedding tests switch it on.
         vars.insert("GLASSBOX_EMBEDDINGS".into(), "off".into());
+        // Topic extraction calls the provider after every reply; the topic tests switch it on.
+        vars.insert("GLASSBOX_TOPICS".into(), "off".into());
         // Tests of the tool loop switch the context tools on; others compare exact request bodies.
         vars.insert("GLASSBOX_TOOLS".into(), "off".into());
         // Tests send many messages from one address; the limit and budget tests switch them on.

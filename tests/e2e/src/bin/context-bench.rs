@@ -9,6 +9,10 @@
 //! Then the tool loop: a whole reply through the server (`POST /api/chat`, read to `done`) against the
 //! fake OpenAI-compatible provider on loopback, plain vs one `set_relevant_context` round first (the
 //! call is run, stored, sent back, and the model answers): the round's added latency, p50/p99.
+//!
+//! Then topics (issue 14): selection over 10,000 message vectors (goal ≤ 2 ms p50) beside reading
+//! them from the SQLite cache; offline extraction of a 200-message conversation; and the time to
+//! the first token with extraction on vs off (extraction must add nothing).
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -98,7 +102,255 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main]
 async fn main() -> Result<()> {
     planning()?;
-    tool_round().await
+    tool_round().await?;
+    selection().await?;
+    extraction();
+    first_token_with_extraction().await
+}
+
+/// A deterministic pseudo-random stream (xorshift), so runs compare.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    }
+
+    /// A unit vector near `center` (noise of weight `noise`).
+    fn near(&mut self, center: &[f32], noise: f32) -> Vec<f32> {
+        let mut v: Vec<f32> = center.iter().map(|c| c + noise * self.next()).collect();
+        glassbox_core::vector::normalize(&mut v);
+        v
+    }
+}
+
+const DIM: usize = 384;
+const VECTORS: usize = 10_000;
+
+/// Topic selection over 10,000 message vectors: scoring against two labels and the choices, in
+/// memory (goal ≤ 2 ms p50); beside it, reading those vectors from the embedding cache in SQLite,
+/// as a turn does today.
+async fn selection() -> Result<()> {
+    use glassbox_core::context::selection::{Candidate, select, topic_scores};
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let centers: Vec<Vec<f32>> = (0..5).map(|_| rng.near(&[0.0; DIM], 1.0)).collect();
+    let vectors: Vec<Vec<f32>> = (0..VECTORS)
+        .map(|i| {
+            let c = centers[i / 400 % 5].clone();
+            rng.near(&c, 0.8)
+        })
+        .collect();
+    let labels = vec![centers[1].clone(), centers[3].clone()];
+    let mut times = Vec::with_capacity(ROUNDS);
+    let mut kept = 0;
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        let refs: Vec<Option<&[f32]>> = vectors.iter().map(|v| Some(v.as_slice())).collect();
+        let scores = topic_scores(&refs, &labels);
+        let candidates: Vec<Candidate> = scores
+            .iter()
+            .map(|s| Candidate {
+                score: *s,
+                ..Default::default()
+            })
+            .collect();
+        let choices = select(&candidates, Some(0.4));
+        kept = choices.iter().filter(|c| c.is_kept()).count();
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+
+    // The same vectors through the store, as `embed_cached` reads them for a turn.
+    let dir = tempfile::tempdir()?;
+    let store = glassbox_server::storage::Store::open(dir.path()).await?;
+    let items: Vec<(String, Vec<f32>)> = vectors
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (format!("m{i}:hash"), v.clone()))
+        .collect();
+    for chunk in items.chunks(500) {
+        store.put_embeddings("bench", chunk).await?;
+    }
+    let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
+    let mut reads = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        let found = store.cached_embeddings("bench", &keys).await?;
+        anyhow::ensure!(found.len() == VECTORS, "read {} vectors", found.len());
+        reads.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    reads.sort_by(f64::total_cmp);
+    println!(
+        "\n## Topic selection over {VECTORS} message vectors ({DIM} dimensions, 2 selected topics; {kept} kept)\n"
+    );
+    println!("| | p50 (ms) | p99 (ms) |");
+    println!("|---|---|---|");
+    println!(
+        "| scoring + choices, vectors in memory (goal ≤ 2 ms p50) | {:.3} | {:.3} |",
+        percentile(&times, 0.5),
+        percentile(&times, 0.99)
+    );
+    println!(
+        "| reading the {VECTORS} vectors from the SQLite cache (what a turn does first) | {:.3} | {:.3} |",
+        percentile(&reads, 0.5),
+        percentile(&reads, 0.99)
+    );
+    Ok(())
+}
+
+/// Offline extraction (sticky detection, clustering of exchanges, labels) for a 200-message
+/// conversation wandering over five subjects.
+fn extraction() {
+    use glassbox_core::context::topic_extract::{ExtractMessage, extract_offline};
+    let mut rng = Rng(42);
+    let centers: Vec<Vec<f32>> = (0..5).map(|_| rng.near(&[0.0; DIM], 1.0)).collect();
+    let subjects = ["kubernetes networking", "sourdough baking", "chess openings", "tax forms", "bike repair"];
+    let texts: Vec<String> = (0..200)
+        .map(|i| {
+            let s = subjects[i / 40];
+            if i == 17 {
+                "Be concise from now on, please.".to_owned()
+            } else if i % 2 == 0 {
+                format!("Question {i} about {s}: what should I check next about the {s} setup?")
+            } else {
+                format!("Answer {i}: for {s}, start with the basics of {s} and then look at the details.")
+            }
+        })
+        .collect();
+    let vectors: Vec<Vec<f32>> = (0..200).map(|i| rng.near(&centers[i / 40], 0.9)).collect();
+    let ids: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
+    let messages: Vec<ExtractMessage> = (0..200)
+        .map(|i| ExtractMessage {
+            id: &ids[i],
+            role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+            text: &texts[i],
+            vector: Some(&vectors[i]),
+        })
+        .collect();
+    let mut times = Vec::new();
+    let mut found = Default::default();
+    for _ in 0..50 {
+        let t = Instant::now();
+        found = extract_offline(&messages);
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let topics: Vec<String> = found
+        .topics
+        .iter()
+        .map(|t| format!("{} ({})", t.label, t.count))
+        .collect();
+    println!("\n## Offline topic extraction, 200 messages over 5 subjects\n");
+    println!("| p50 (ms) | p99 (ms) | topics found | sticky |");
+    println!("|---|---|---|---|");
+    println!(
+        "| {:.3} | {:.3} | {} | {} |",
+        percentile(&times, 0.5),
+        percentile(&times, 0.99),
+        topics.join(", "),
+        found.sticky_ids.len()
+    );
+}
+
+/// Time to the first reply token for a message sent right after the previous reply finished, with
+/// topic extraction on (it runs in the background on the previous reply) vs off, interleaved.
+async fn first_token_with_extraction() -> Result<()> {
+    let reply = Behaviour::reply(&["Noted: ", "the ", "plan ", "stands."]);
+    let fake = FakeProvider::start_with(reply, false).await?;
+    let base = fake.openai_base();
+    let model_dir = std::env::var("GLASSBOX_EMBED_MODEL_DIR").unwrap_or_default();
+    let mut servers = Vec::new();
+    for topics in ["off", "on"] {
+        servers.push(
+            start_server(&[
+                ("GLASSBOX_PROVIDER", "openai"),
+                ("OPENAI_API_KEY", "bench"),
+                ("OPENAI_BASE_URL", &base),
+                ("GLASSBOX_TOPICS", topics),
+                ("GLASSBOX_TOPIC_MODEL", "offline"),
+                ("GLASSBOX_EMBED_MODEL_DIR", &model_dir),
+            ])
+            .await?,
+        );
+    }
+    let http = reqwest::Client::new();
+    // Waits for each server's embedding model.
+    for s in &servers {
+        for _ in 0..600 {
+            let h: serde_json::Value = http
+                .get(format!("http://{}/healthz", s.addr))
+                .send()
+                .await?
+                .json()
+                .await?;
+            if h["embeddings"]["status"] != "loading" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // One session per server; each message is sent as soon as the previous reply is done.
+    let mut sessions = Vec::new();
+    for s in &servers {
+        let r: serde_json::Value = http
+            .post(format!("http://{}/api/sessions", s.addr))
+            .json(&json!({}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        sessions.push((
+            r["sessionId"].as_str().unwrap_or_default().to_owned(),
+            r["token"].as_str().unwrap_or_default().to_owned(),
+        ));
+    }
+    let subjects = ["my Kubernetes ingress", "my sourdough starter", "the Sicilian defence"];
+    let mut ttft: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    const TURNS: usize = 120;
+    for i in 0..TURNS {
+        for (k, s) in servers.iter().enumerate() {
+            let (id, token) = &sessions[k];
+            let text = format!("Message {i}: tell me more about {}.", subjects[i / 10 % 3]);
+            let t = Instant::now();
+            let mut resp = http
+                .post(format!("http://{}/api/chat", s.addr))
+                .bearer_auth(token)
+                .header("accept", "text/event-stream")
+                .json(&json!({"sessionId": id, "message": text}))
+                .send()
+                .await?;
+            let mut first = None;
+            let mut body = String::new();
+            while let Some(chunk) = resp.chunk().await? {
+                body.push_str(&String::from_utf8_lossy(&chunk));
+                if first.is_none() && body.contains("event: delta") {
+                    first = Some(t.elapsed());
+                }
+            }
+            anyhow::ensure!(body.contains("event: done"), "no done event: {body}");
+            if i >= 10 {
+                ttft[k].push(first.unwrap_or_default().as_secs_f64() * 1e3);
+            }
+        }
+    }
+    for v in &mut ttft {
+        v.sort_by(f64::total_cmp);
+    }
+    println!(
+        "\n## Time to first token right after a reply, topic extraction off (anchor) vs on ({} messages each, interleaved; the session grows to {} messages)\n",
+        TURNS - 10,
+        TURNS * 2
+    );
+    println!("| | extraction off (anchor) | extraction on | ratio |");
+    println!("|---|---|---|---|");
+    for (name, p) in [("p50 (ms)", 0.5), ("p99 (ms)", 0.99)] {
+        let (a, b) = (percentile(&ttft[0], p), percentile(&ttft[1], p));
+        println!("| {name} | {a:.3} | {b:.3} | {:.2} |", b / a);
+    }
+    Ok(())
 }
 
 fn planning() -> Result<()> {

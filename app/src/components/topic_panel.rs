@@ -1,0 +1,158 @@
+//! The topic panel: the standing instructions as a locked line, the topics as a bubble cloud
+//! (sized by how many messages are about each; click to select which history reaches the model),
+//! the similarity switch and the status line ("5 of 14 messages in context").
+//!
+//! The cloud is a wrapping row of round toggle buttons, largest first: deterministic, never
+//! overlapping, and it reflows with the panel's width. Labels are text nodes, never HTML.
+
+use glassbox_core::context::topics::STICKY_LABEL;
+use glassbox_core::context::{FilterView, SessionTopics, Topic};
+use leptos::prelude::*;
+
+use crate::client::ChatClient;
+
+/// Smallest and largest bubble diameter, in rem.
+const DIAMETER: (f64, f64) = (3.2, 7.0);
+
+/// A bubble's diameter: its area in proportion to its count (the largest topic gets the largest).
+pub fn diameter(count: u32, largest: u32) -> f64 {
+    let share = f64::from(count.max(1)) / f64::from(largest.max(1));
+    let (small, big) = DIAMETER;
+    (small + (big - small) * share.sqrt()).clamp(small, big)
+}
+
+/// The panel.
+#[component]
+pub fn TopicPanel(client: ChatClient) -> impl IntoView {
+    let transcript = client.transcript;
+    let topics = Memo::new(move |_| transcript.with(|t| t.topics.clone().unwrap_or_default()));
+    let filter = Memo::new(move |_| transcript.with(|t| t.filter.clone().unwrap_or_default()));
+    let mode = Memo::new(move |_| filter.with(|f| f.similarity_mode));
+    let available = Memo::new(move |_| filter.with(|f| f.available));
+    let selected = Memo::new(move |_| filter.with(|f| f.labels.clone()));
+    let toggle = move |label: String| {
+        let mut labels = selected.get_untracked();
+        match labels.iter().position(|l| *l == label) {
+            Some(i) => {
+                labels.remove(i);
+            }
+            None => labels.push(label),
+        }
+        client.set_filter(labels);
+    };
+    let status = move || filter.with(FilterView::status_line);
+    view! {
+        <section class="gb-topics" aria-label="Topics">
+            {move || {
+                let sticky = topics.with(|t| t.sticky_ids.len());
+                (sticky > 0)
+                    .then(|| {
+                        view! {
+                            <p
+                                class="gb-sticky-topic"
+                                title="Standing instructions always reach the model"
+                            >
+                                <span aria-hidden="true">"🔒 "</span>
+                                {STICKY_LABEL}
+                                {format!(" · {sticky}")}
+                            </p>
+                        }
+                    })
+            }}
+            <div
+                class="gb-bubbles"
+                role="group"
+                aria-label="Topics: select the ones that matter now"
+                class:gb-filtering=move || mode.get() && !selected.with(Vec::is_empty)
+            >
+                <Show when=move || topics.with(|t| t.topics.is_empty())>
+                    <p class="gb-topics-empty">"Topics appear after the first reply."</p>
+                </Show>
+                <For
+                    each=move || bubbles(&topics.get())
+                    key=|(t, d)| (t.label.clone(), t.count, (d * 100.0) as u32)
+                    let:item
+                >
+                    {
+                        let (topic, size) = item;
+                        let label = topic.label.clone();
+                        let pressed_label = label.clone();
+                        let pressed = Memo::new(move |_| {
+                            selected.with(|s| s.contains(&pressed_label))
+                        });
+                        // Set through the CSSOM (not a style attribute), which strict CSPs allow.
+                        let side = format!("{size:.2}rem");
+                        view! {
+                            <button
+                                type="button"
+                                class="gb-bubble-topic"
+                                class:gb-selected=move || pressed.get()
+                                aria-pressed=move || pressed.get().to_string()
+                                aria-disabled=move || (!mode.get() || !available.get()).to_string()
+                                title=move || {
+                                    if !available.get() {
+                                        "Filtering needs the embedding model, which is unavailable"
+                                    } else if !mode.get() {
+                                        "Similarity mode is off: bubbles are for looking only"
+                                    } else {
+                                        "Send only messages about the selected topics (plus standing instructions)"
+                                    }
+                                }
+                                style:width=side.clone()
+                                style:height=side
+                                on:click=move |_| {
+                                    if mode.get_untracked() && available.get_untracked() {
+                                        toggle(label.clone());
+                                    }
+                                }
+                            >
+                                <span class="gb-bubble-label">{topic.label.clone()}</span>
+                                <span class="gb-bubble-count">{topic.count}</span>
+                            </button>
+                        }
+                    }
+                </For>
+            </div>
+            <div class="gb-topics-footer">
+                <label class="gb-switch">
+                    <input
+                        type="checkbox"
+                        role="switch"
+                        prop:checked=move || mode.get()
+                        on:change=move |ev| client.set_similarity_mode(event_target_checked(&ev))
+                    />
+                    " Filter history by topic"
+                </label>
+                <span class="gb-topics-status" role="status">
+                    {status}
+                </span>
+            </div>
+        </section>
+    }
+}
+
+/// The topics with their bubble diameters, largest first (ties by label, so the order is stable).
+fn bubbles(t: &SessionTopics) -> Vec<(Topic, f64)> {
+    let largest = t.topics.iter().map(|t| t.count).max().unwrap_or(1);
+    let mut list: Vec<(Topic, f64)> = t
+        .topics
+        .iter()
+        .map(|x| (x.clone(), diameter(x.count, largest)))
+        .collect();
+    list.sort_by(|a, b| b.0.count.cmp(&a.0.count).then_with(|| a.0.label.cmp(&b.0.label)));
+    list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn areas_follow_counts() {
+        let (small, big) = DIAMETER;
+        assert_eq!(diameter(8, 8), big);
+        let quarter = diameter(2, 8);
+        assert!((quarter - (small + (big - small) * 0.5)).abs() < 1e-9);
+        assert!(diameter(0, 0) >= small);
+    }
+}

@@ -1,0 +1,594 @@
+//! Topics without a model: standing instructions found by [`super::sticky`], the rest grouped by
+//! their embeddings and labelled with each group's key phrases. Used when no topic model is
+//! configured (the demo) or its call fails.
+//!
+//! Messages are grouped into exchanges (a user message and the replies after it), since a short
+//! follow-up ("what about rook pawns?") says little alone. Exchanges are clustered bottom-up
+//! (average linkage over cosine similarity, neighbours in time counting a little closer) until no
+//! two groups are similar enough; each group's label is the phrase most particular to it
+//! (class-based TF-IDF over unigrams and bigrams, stopwords of six languages left out).
+
+use std::collections::HashMap;
+
+use super::sticky::is_standing_instruction;
+use super::topics::{MAX_LABEL_CHARS, TOPIC_RANGE, Topic};
+use crate::vector::{dot, normalize};
+use crate::wire::Role;
+
+/// Groups stop merging when their average similarity falls below this.
+pub const MERGE_THRESHOLD: f32 = 0.3;
+/// The mean similarity of two exchanges the embedding model sees in a conversation that wanders
+/// (English, all-MiniLM-L6-v2). A model that sees every pair as close (a language it does not
+/// know well) is shifted down to it, so the words carry the grouping there.
+const EMBED_BASELINE: f32 = 0.2;
+/// Weight of the shared-words similarity (TF-IDF cosine of the exchanges' content words).
+const LEXICAL_WEIGHT: f32 = 0.5;
+/// Added to the similarity of exchanges next to each other in the conversation.
+pub const NEIGHBOUR_BONUS: f32 = 0.12;
+/// Most exchanges clustered (the newest); older ones are left to the summary.
+pub const MAX_EXCHANGES: usize = 300;
+
+/// A message as extraction reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct ExtractMessage<'a> {
+    pub id: &'a str,
+    pub role: Role,
+    pub text: &'a str,
+    /// Its embedding (any length, same for all); `None` when it has none.
+    pub vector: Option<&'a [f32]>,
+}
+
+/// What offline extraction found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extracted {
+    /// Topics, largest first.
+    pub topics: Vec<Topic>,
+    /// Ids of the standing instructions.
+    pub sticky_ids: Vec<String>,
+    /// For each message, the index in `topics` of its topic (`None`: sticky, or not clustered).
+    pub assignment: Vec<Option<usize>>,
+}
+
+/// Extracts topics and standing instructions from a conversation (oldest first).
+pub fn extract_offline(messages: &[ExtractMessage<'_>]) -> Extracted {
+    let sticky: Vec<bool> = messages
+        .iter()
+        .map(|m| m.role == Role::User && is_standing_instruction(m.text))
+        .collect();
+    let exchanges = exchanges(messages, &sticky);
+    let first = exchanges.len().saturating_sub(MAX_EXCHANGES);
+    let exchanges = &exchanges[first..];
+    let mut groups = cluster(exchanges);
+    absorb_strays(&mut groups, exchanges);
+
+    // Topics from groups, largest first.
+    let mut topics: Vec<(Topic, Vec<usize>)> = groups
+        .iter()
+        .map(|g| {
+            let members: Vec<usize> = g
+                .iter()
+                .flat_map(|&e| exchanges[e].messages.iter().copied())
+                .collect();
+            (
+                Topic {
+                    label: String::new(),
+                    count: members.len() as u32,
+                },
+                members,
+            )
+        })
+        .collect();
+    let texts: Vec<Vec<(&str, bool)>> = topics
+        .iter()
+        .map(|(_, members)| {
+            members
+                .iter()
+                .map(|&i| (messages[i].text, messages[i].role == Role::User))
+                .collect()
+        })
+        .collect();
+    for (t, label) in topics.iter_mut().zip(labels(&texts)) {
+        t.0.label = label;
+    }
+    topics.sort_by_key(|t| std::cmp::Reverse(t.0.count));
+    topics.truncate(TOPIC_RANGE.1);
+    dedupe_labels(&mut topics);
+
+    let mut assignment = vec![None; messages.len()];
+    for (k, (_, members)) in topics.iter().enumerate() {
+        for &i in members {
+            assignment[i] = Some(k);
+        }
+    }
+    Extracted {
+        topics: topics.into_iter().map(|(t, _)| t).collect(),
+        sticky_ids: messages
+            .iter()
+            .zip(&sticky)
+            .filter(|(_, s)| **s)
+            .map(|(m, _)| m.id.to_owned())
+            .collect(),
+        assignment,
+    }
+}
+
+/// A user message with the replies after it (or replies before any user message).
+struct Exchange {
+    messages: Vec<usize>,
+    /// The normalized mean of its messages' vectors; `None` when none has one.
+    vector: Option<Vec<f32>>,
+    /// Its content words with how often they occur.
+    words: HashMap<String, f32>,
+}
+
+fn exchanges(messages: &[ExtractMessage<'_>], sticky: &[bool]) -> Vec<Exchange> {
+    let mut out: Vec<Exchange> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        if sticky[i] {
+            continue;
+        }
+        let starts = m.role == Role::User || out.is_empty();
+        if starts {
+            out.push(Exchange {
+                messages: Vec::new(),
+                vector: None,
+                words: HashMap::new(),
+            });
+        }
+        if let Some(e) = out.last_mut() {
+            e.messages.push(i);
+            for (key, _) in phrases_of(m.text) {
+                if !key.contains(' ') {
+                    *e.words.entry(key).or_default() += 1.0;
+                }
+            }
+        }
+    }
+    for e in &mut out {
+        let mut sum: Option<Vec<f32>> = None;
+        for &i in &e.messages {
+            let Some(v) = messages[i].vector else {
+                continue;
+            };
+            // Longer messages say more about the subject; an "ok thanks" counts little.
+            let words = messages[i].text.split_whitespace().count().min(60) as f32;
+            let weight = words.sqrt().max(1.0);
+            let acc = sum.get_or_insert_with(|| vec![0.0; v.len()]);
+            if acc.len() == v.len() {
+                for (a, x) in acc.iter_mut().zip(v) {
+                    *a += weight * x;
+                }
+            }
+        }
+        if let Some(v) = &mut sum {
+            normalize(v);
+        }
+        e.vector = sum;
+    }
+    out
+}
+
+/// Average-linkage clustering of exchanges; returns groups of exchange indices, in time order.
+/// Exchanges without a vector join the group of the exchange before them.
+fn cluster(exchanges: &[Exchange]) -> Vec<Vec<usize>> {
+    let with: Vec<usize> = (0..exchanges.len())
+        .filter(|&i| exchanges[i].vector.is_some())
+        .collect();
+    let n = with.len();
+    if n == 0 {
+        return if exchanges.is_empty() {
+            Vec::new()
+        } else {
+            vec![(0..exchanges.len()).collect()]
+        };
+    }
+    // Pairwise similarity sums between groups (average linkage = sum / (size_a * size_b)):
+    // embeddings (shifted when the model sees everything alike), shared words, time.
+    let lexical = tf_idf(exchanges, &with);
+    let mut sums = vec![0.0f32; n * n];
+    let mut mean = 0.0f32;
+    for a in 0..n {
+        for b in a + 1..n {
+            let (Some(va), Some(vb)) = (&exchanges[with[a]].vector, &exchanges[with[b]].vector)
+            else {
+                continue;
+            };
+            let s = dot(va, vb);
+            mean += s;
+            sums[a * n + b] = s;
+        }
+    }
+    let pairs = (n * n.saturating_sub(1) / 2).max(1) as f32;
+    let shift = (mean / pairs - EMBED_BASELINE).max(0.0);
+    for a in 0..n {
+        for b in a + 1..n {
+            let bonus = if b == a + 1 { NEIGHBOUR_BONUS } else { 0.0 };
+            let s = sums[a * n + b] - shift
+                + LEXICAL_WEIGHT * sparse_cosine(&lexical[a], &lexical[b])
+                + bonus;
+            sums[a * n + b] = s;
+            sums[b * n + a] = s;
+        }
+    }
+    let mut size = vec![1usize; n];
+    let mut alive = vec![true; n];
+    let mut members: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
+    let mut groups = n;
+    loop {
+        let mut best: Option<(f32, usize, usize)> = None;
+        for a in 0..n {
+            if !alive[a] {
+                continue;
+            }
+            for b in a + 1..n {
+                if !alive[b] {
+                    continue;
+                }
+                let avg = sums[a * n + b] / (size[a] * size[b]) as f32;
+                if best.is_none_or(|(s, _, _)| avg > s) {
+                    best = Some((avg, a, b));
+                }
+            }
+        }
+        let Some((avg, a, b)) = best else { break };
+        if avg < MERGE_THRESHOLD && groups <= TOPIC_RANGE.1 {
+            break;
+        }
+        // Merge b into a.
+        for c in 0..n {
+            if c != a && c != b && alive[c] {
+                let s = sums[a * n + c] + sums[b * n + c];
+                sums[a * n + c] = s;
+                sums[c * n + a] = s;
+            }
+        }
+        size[a] += size[b];
+        alive[b] = false;
+        let moved = std::mem::take(&mut members[b]);
+        members[a].extend(moved);
+        groups -= 1;
+    }
+    // Back to exchange indices; vector-less exchanges follow the one before them.
+    let mut group_of = vec![usize::MAX; exchanges.len()];
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (a, m) in members.iter().enumerate() {
+        if !alive[a] {
+            continue;
+        }
+        for &k in m {
+            group_of[with[k]] = out.len();
+        }
+        out.push(Vec::new());
+    }
+    let mut last = group_of[with[0]];
+    for (e, g) in group_of.iter_mut().enumerate() {
+        if *g == usize::MAX {
+            *g = last;
+        }
+        last = *g;
+        out[*g].push(e);
+    }
+    out.sort_by_key(|g| g.first().copied());
+    out
+}
+
+/// Each exchange's content words weighted by TF-IDF over the exchanges, unit length.
+fn tf_idf(exchanges: &[Exchange], with: &[usize]) -> Vec<HashMap<String, f32>> {
+    let mut df: HashMap<&str, f32> = HashMap::new();
+    for &i in with {
+        for w in exchanges[i].words.keys() {
+            *df.entry(w).or_default() += 1.0;
+        }
+    }
+    let n = with.len() as f32;
+    with.iter()
+        .map(|&i| {
+            let mut v: HashMap<String, f32> = exchanges[i]
+                .words
+                .iter()
+                .map(|(w, tf)| {
+                    let idf = (n / df.get(w.as_str()).copied().unwrap_or(1.0)).ln();
+                    (w.clone(), (1.0 + tf.ln()) * idf)
+                })
+                .filter(|(_, x)| *x > 0.0)
+                .collect();
+            let norm = v.values().map(|x| x * x).sum::<f32>().sqrt();
+            if norm > 0.0 {
+                v.values_mut().for_each(|x| *x /= norm);
+            }
+            v
+        })
+        .collect()
+}
+
+/// Cosine of two unit-length sparse vectors.
+fn sparse_cosine(a: &HashMap<String, f32>, b: &HashMap<String, f32>) -> f32 {
+    let (small, big) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    small
+        .iter()
+        .filter_map(|(w, x)| big.get(w).map(|y| x * y))
+        .sum()
+}
+
+/// A phrase's weighted count of messages in a group, and how often each surface form was written.
+type PhraseCounts = HashMap<String, (f32, HashMap<String, u32>)>;
+
+/// How much a user's message counts toward a label against a reply (users name their subject).
+const USER_WEIGHT: f32 = 2.0;
+
+/// A group of a single message (a closing "cheers", a question never answered) joins the group of
+/// the exchange before it (after it, for the first), so it does not show as a topic of its own.
+fn absorb_strays(groups: &mut Vec<Vec<usize>>, exchanges: &[Exchange]) {
+    loop {
+        let size = |g: &Vec<usize>| g.iter().map(|&e| exchanges[e].messages.len()).sum::<usize>();
+        let Some(stray) = groups.iter().position(|g| size(g) < 2) else {
+            return;
+        };
+        if groups.len() < 2 {
+            return;
+        }
+        let first = groups[stray].first().copied().unwrap_or(0);
+        // The group holding the exchange just before (or after) the stray one.
+        let neighbour = (0..groups.len())
+            .filter(|&g| g != stray)
+            .min_by_key(|&g| {
+                groups[g]
+                    .iter()
+                    .map(|&e| if e < first { 2 * (first - e) } else { 2 * (e - first) + 1 })
+                    .min()
+                    .unwrap_or(usize::MAX)
+            })
+            .unwrap_or(0);
+        let moved = groups.remove(stray);
+        let target = if neighbour > stray { neighbour - 1 } else { neighbour };
+        groups[target].extend(moved);
+        groups[target].sort_unstable();
+    }
+}
+
+/// One label per group of texts (each with whether the user wrote it): its most particular phrase.
+fn labels(groups: &[Vec<(&str, bool)>]) -> Vec<String> {
+    // Per group, the messages each phrase occurs in; overall, the messages it occurs in.
+    let mut per_group: Vec<PhraseCounts> = Vec::new();
+    let mut overall: HashMap<String, u32> = HashMap::new();
+    let mut total = 0u32;
+    for texts in groups {
+        let mut phrases = PhraseCounts::new();
+        for &(text, by_user) in texts {
+            total += 1;
+            let mut seen: Vec<String> = Vec::new();
+            for (key, surface) in phrases_of(text) {
+                if seen.contains(&key) {
+                    continue;
+                }
+                seen.push(key.clone());
+                let entry = phrases.entry(key.clone()).or_default();
+                entry.0 += if by_user { USER_WEIGHT } else { 1.0 };
+                *entry.1.entry(surface).or_default() += 1;
+                *overall.entry(key).or_default() += 1;
+            }
+        }
+        per_group.push(phrases);
+    }
+    per_group
+        .iter()
+        .enumerate()
+        .map(|(g, phrases)| {
+            let best = phrases
+                .iter()
+                .map(|(key, (tf, surfaces))| {
+                    let df = overall.get(key).copied().unwrap_or(1) as f32;
+                    let idf = (1.0 + total as f32 / df).ln();
+                    let bigram = key.contains(' ');
+                    let weight = if bigram && *tf >= 2.0 { 1.6 } else { 1.0 };
+                    (tf * idf * weight, key, surfaces)
+                })
+                .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(a.1)));
+            match best {
+                Some((_, _, surfaces)) => {
+                    let surface = surfaces
+                        .iter()
+                        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+                        .map(|(s, _)| s.as_str())
+                        .unwrap_or_default();
+                    capitalize(surface)
+                }
+                None => format!("Topic {}", g + 1),
+            }
+        })
+        .collect()
+}
+
+/// The unigrams and bigrams of a text that can name a topic: (lowercase key, surface form).
+fn phrases_of(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for sentence in text.split(['.', '!', '?', ';', ':', '\n', '(', ')', ',', '"', '«', '»']) {
+        let words: Vec<&str> = sentence
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#'))
+            .collect();
+        let content = |w: &str| {
+            let lower = w.to_lowercase();
+            w.chars().count() >= 3
+                && w.chars().any(char::is_alphabetic)
+                && !w.chars().all(|c| c.is_ascii_digit())
+                && !STOPWORDS.contains(&lower.as_str())
+        };
+        for (i, w) in words.iter().enumerate() {
+            if !content(w) {
+                continue;
+            }
+            out.push((w.to_lowercase(), (*w).to_owned()));
+            if let Some(next) = words.get(i + 1).filter(|n| content(n)) {
+                out.push((
+                    format!("{} {}", w.to_lowercase(), next.to_lowercase()),
+                    format!("{w} {next}"),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    let label: String = match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    };
+    label.chars().take(MAX_LABEL_CHARS).collect()
+}
+
+/// Two groups with the same label get their size in brackets after the second.
+fn dedupe_labels(topics: &mut [(Topic, Vec<usize>)]) {
+    for i in 1..topics.len() {
+        let n = topics[..i]
+            .iter()
+            .filter(|(t, _)| t.label == topics[i].0.label)
+            .count();
+        if n > 0 {
+            let label = format!("{} ({})", topics[i].0.label, n + 1);
+            topics[i].0.label = label;
+        }
+    }
+}
+
+/// Words that never name a topic: function words of six languages and chat filler.
+const STOPWORDS: &[&str] = &[
+    // English
+    "the", "and", "for", "are", "but", "not", "you", "your", "yours", "all", "any", "can", "had",
+    "her", "was", "one", "our", "out", "has", "have", "him", "his", "how", "its", "may", "new",
+    "now", "old", "see", "two", "way", "who", "did", "does", "doing", "get", "gets", "got",
+    "let", "put", "say", "she", "too", "use", "used", "using", "that", "this", "these", "those",
+    "with", "from", "they", "them", "their", "there", "then", "than", "what", "when", "where",
+    "which", "while", "will", "would", "should", "could", "about", "into", "over", "under",
+    "also", "just", "like", "make", "makes", "made", "more", "most", "much", "many", "some",
+    "such", "only", "other", "very", "been", "being", "were", "here", "each", "both", "few",
+    "why", "yes", "yeah", "okay", "thanks", "thank", "please", "sure", "great", "good", "nice",
+    "cool", "perfect", "right", "well", "really", "want", "need", "needs", "know", "think",
+    "try", "tried", "going", "thing", "things", "something", "anything", "lot", "lots",
+    "better", "best", "usually", "often", "always", "never", "every", "because", "without",
+    "after", "before", "still", "even", "same", "different", "first", "last", "next", "time",
+    "times", "day", "days", "keep", "take", "give", "work", "works", "start", "help", "tip",
+    "tips", "question", "answer", "example", "mean", "means", "can't", "don't", "doesn't",
+    "it's", "i'm", "i've", "you're", "that's", "what's", "there's", "isn't", "won't", "let's",
+    "them", "then", "theirs", "myself", "yourself", "once", "again", "around", "through",
+    "between", "during", "above", "below", "own", "off", "down", "until", "against", "via",
+    "per", "etc", "may", "might", "must", "shall", "whether", "either", "neither", "though",
+    "although", "if", "else", "unless", "since", "yet", "away", "back", "maybe", "instead",
+    "enough", "less", "least", "little", "long", "short", "big", "small", "high", "low",
+    "worth", "part", "kind", "sort", "bit", "quite", "rather", "almost", "already", "along",
+    "usually", "probably", "actually", "exactly", "simply", "typically", "generally",
+    "easy", "change", "changes", "afterwards", "brand", "areas", "area", "daily", "rating",
+    "step", "steps", "ones", "way", "ways", "lot", "okay", "check", "look", "looks", "looking",
+    "start", "started", "starting", "fine", "sounds", "idea", "fix", "problem", "issue", "case",
+    // French
+    "les", "des", "une", "est", "pas", "pour", "que", "qui", "dans", "sur", "avec", "par",
+    "plus", "mais", "ou", "où", "son", "ses", "sont", "aux", "cette", "ces", "tout", "tous",
+    "toute", "toutes", "elle", "ils", "elles", "nous", "vous", "leur", "leurs", "mon", "mes",
+    "ton", "tes", "comme", "quand", "comment", "quoi", "quel", "quelle", "quels", "quelles",
+    "faire", "fait", "faut", "peut", "peux", "être", "avoir", "bien", "très", "aussi",
+    "encore", "merci", "d'accord", "super", "alors", "donc", "c'est", "j'ai", "n'est",
+    "qu'il", "qu'on", "d'un", "d'une", "l'on", "chez", "sans", "sous", "entre", "vers",
+    "après", "avant", "depuis", "pendant", "ça", "cela", "celle", "celui", "même", "autre",
+    "autres", "peu", "trop", "beaucoup", "toujours", "jamais", "souvent", "fois", "mieux",
+    "était", "combien", "faire", "plaisir", "vraiment", "avez", "suis", "ai", "as", "ont",
+    // German
+    "der", "die", "das", "den", "dem", "des", "ein", "eine", "einen", "einem", "einer",
+    "und", "oder", "aber", "nicht", "ist", "sind", "war", "mit", "für", "auf", "aus", "bei",
+    "von", "zum", "zur", "wie", "was", "wer", "wenn", "dann", "auch", "noch", "schon", "nur",
+    "sehr", "mehr", "kann", "können", "soll", "sollte", "muss", "mich", "mir", "dich", "dir",
+    "sich", "ich", "sie", "wir", "ihr", "ihre", "mein", "meine", "dein", "deine", "sein",
+    "seine", "danke", "bitte", "gut", "also", "immer", "wird", "werden", "hat", "habe",
+    "haben", "gibt", "ob", "weil", "dass", "doch", "mal", "ganz", "etwa", "diese", "dieser",
+    "dieses", "welche", "welcher", "welches", "über", "unter", "nach", "vor", "durch", "ohne",
+    "gegen", "bis", "beim", "vom", "ins", "ans", "einfach", "lohnt", "als", "daher", "allem",
+    "pro", "dann", "jetzt", "gerade", "brauche", "brauchst", "solltest",
+    // Spanish
+    "los", "las", "del", "una", "uno", "unos", "unas", "por", "para", "con", "sin", "que",
+    "qué", "como", "cómo", "cuando", "cuándo", "donde", "dónde", "pero", "más", "muy", "este",
+    "esta", "estos", "estas", "ese", "esa", "eso", "hay", "ser", "estar", "tengo", "tiene",
+    "puedo", "puede", "hacer", "gracias", "vale", "bien", "también", "siempre", "nunca",
+    "mucho", "poco", "cada", "cuál", "cuánto", "cuánta", "sobre", "entre", "desde", "hasta",
+    "mis", "sus", "nos", "les", "todo", "todos", "otra", "otro", "mejor", "fue", "nada",
+    "directo", "abierto", "puedes", "debería", "quiero",
+    // Portuguese
+    "uma", "para", "com", "não", "mais", "muito", "isso", "esse", "essa", "este", "esta",
+    "tem", "ter", "fazer", "posso", "pode", "obrigado", "obrigada", "valeu", "também",
+    "sempre", "nunca", "qual", "quais", "quanto", "onde", "quando", "porque", "pra", "pelo",
+    "pela", "dos", "das", "nos", "nas", "meu", "minha", "seu", "sua", "vale", "melhor",
+    "você", "vou", "dia",
+    // Italian
+    "gli", "della", "delle", "dello", "degli", "nel", "nella", "per", "con", "non", "che",
+    "chi", "come", "quando", "dove", "perché", "anche", "sono", "essere", "avere", "fare",
+    "posso", "può", "grazie", "molto", "più", "questo", "questa", "quello", "quella", "sempre",
+    "mai", "ogni", "quanto", "mio", "mia", "suo", "sua", "tra", "fra", "già", "anni",
+    "solo", "poi",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m<'a>(id: &'a str, role: Role, text: &'a str, v: &'a [f32]) -> ExtractMessage<'a> {
+        ExtractMessage {
+            id,
+            role,
+            text,
+            vector: Some(v),
+        }
+    }
+
+    #[test]
+    fn two_subjects_give_two_topics_and_the_instruction_is_sticky() {
+        let (k8s, bread, odd) = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]);
+        let msgs = [
+            m("1", Role::User, "My Kubernetes pod cannot reach the service.", &k8s),
+            m("2", Role::Assistant, "Check the Kubernetes service selector and the pod labels.", &k8s),
+            m("3", Role::User, "Be concise from now on.", &odd),
+            m("4", Role::User, "The Kubernetes service has no endpoints.", &k8s),
+            m("5", Role::Assistant, "Then the Kubernetes selector matches no pod.", &k8s),
+            m("6", Role::User, "My sourdough starter smells like acetone.", &bread),
+            m("7", Role::Assistant, "Feed the sourdough starter twice a day.", &bread),
+            m("8", Role::User, "How warm should the sourdough starter be?", &bread),
+            m("9", Role::Assistant, "Keep the sourdough starter around 25 degrees.", &bread),
+        ];
+        let got = extract_offline(&msgs);
+        assert_eq!(got.sticky_ids, ["3"]);
+        let labels: Vec<(&str, u32)> = got
+            .topics
+            .iter()
+            .map(|t| (t.label.as_str(), t.count))
+            .collect();
+        assert_eq!(labels.len(), 2, "{labels:?}");
+        assert!(labels[0].0.contains("Kubernetes") || labels[0].0.contains("ourdough"), "{labels:?}");
+        assert_eq!(labels[0].1 + labels[1].1, 8);
+        assert_eq!(got.assignment[2], None);
+        assert_eq!(got.assignment[0], got.assignment[4]);
+        assert_ne!(got.assignment[0], got.assignment[6]);
+    }
+
+    #[test]
+    fn messages_without_vectors_follow_their_neighbour_and_nothing_panics() {
+        let v = [1.0, 0.0];
+        let msgs = [
+            m("1", Role::User, "Tell me about chess openings", &v),
+            ExtractMessage {
+                id: "2",
+                role: Role::Assistant,
+                text: "The Italian game is a fine start.",
+                vector: None,
+            },
+            ExtractMessage {
+                id: "3",
+                role: Role::User,
+                text: "and the Sicilian",
+                vector: None,
+            },
+        ];
+        let got = extract_offline(&msgs);
+        assert_eq!(got.topics.len(), 1);
+        assert_eq!(got.topics[0].count, 3);
+        assert!(extract_offline(&[]).topics.is_empty());
+    }
+}

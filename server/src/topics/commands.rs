@@ -1,0 +1,91 @@
+//! The topic commands, shared by the WebSocket frames, the REST routes and the element's methods:
+//! `set_filter`, `get_topics`, `set_similarity_mode`, and marking a message pinned or excluded.
+//! Each change is stored in the session's settings record (or on the message) and every tab of the
+//! session hears the filter's new view.
+
+use glassbox_core::context::topics::check_filter;
+use glassbox_core::context::{FilterView, MessageMark, SessionTopics};
+use glassbox_core::wire::{MarkMessage, ServerEvent};
+
+use crate::embed::service::EmbedStatus;
+use crate::error::AppError;
+use crate::hub::Hub;
+use crate::state::AppState;
+
+/// Selects topics by label (empty clears the filter). Refused when a label is not one of the
+/// session's topics, and when embeddings are unavailable while similarity mode is on (the whole
+/// history would go anyway: the filter could not do what it says).
+pub async fn set_filter(
+    state: &AppState,
+    hub: &Hub,
+    labels: &[String],
+) -> Result<FilterView, AppError> {
+    let topics = state
+        .store
+        .topics(&hub.session_id)
+        .await?
+        .unwrap_or_default();
+    let labels = check_filter(labels, &topics)?;
+    if !labels.is_empty() && !matches!(state.embeddings.status(), EmbedStatus::Ready { .. }) {
+        return Err(AppError::Embed(
+            crate::embed::service::EmbedServiceError::Unavailable(
+                "topic filters need the embedding model; the whole history goes".into(),
+            ),
+        ));
+    }
+    state
+        .store
+        .update_settings(&hub.session_id, |s| {
+            s.topics.filter = labels;
+            Ok::<_, AppError>(())
+        })
+        .await?;
+    super::publish_view(state, hub).await
+}
+
+/// Switches similarity mode for the session (off: the bubbles are visual only).
+pub async fn set_similarity_mode(
+    state: &AppState,
+    hub: &Hub,
+    enabled: bool,
+) -> Result<FilterView, AppError> {
+    state
+        .store
+        .update_settings(&hub.session_id, |s| {
+            s.topics.similarity_mode = Some(enabled);
+            Ok::<_, AppError>(())
+        })
+        .await?;
+    super::publish_view(state, hub).await
+}
+
+/// Pins or excludes a message (or clears its mark).
+pub async fn mark_message(
+    state: &AppState,
+    hub: &Hub,
+    message_id: &str,
+    mark: Option<MessageMark>,
+) -> Result<FilterView, AppError> {
+    if !state
+        .store
+        .set_mark(&hub.session_id, message_id, mark)
+        .await?
+    {
+        return Err(AppError::NotFound("message"));
+    }
+    hub.publish(ServerEvent::Mark(MarkMessage {
+        message_id: message_id.to_owned(),
+        mark,
+    }));
+    super::publish_view(state, hub).await
+}
+
+/// The session's topics (empty before the first extraction) and the filter's view.
+pub async fn get_topics(
+    state: &AppState,
+    session_id: &str,
+) -> Result<(SessionTopics, FilterView), AppError> {
+    let topics = state.store.topics(session_id).await?.unwrap_or_default();
+    let view = super::current_view(state, session_id).await?;
+    Ok((topics, view))
+}

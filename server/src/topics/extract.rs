@@ -1,0 +1,283 @@
+//! Topic extraction after each reply, in the background: it never delays the reply or the next
+//! message. Topics are regenerated whole from the conversation, stored with a generation number
+//! (only a newer extraction may overwrite), and pushed to the session's tabs with the filter's
+//! view.
+//!
+//! With a topic model (`GLASSBOX_TOPIC_MODEL`, the reply model by default): one call with a strict
+//! JSON schema. An answer that is not usable (invalid or partial JSON, no topic) keeps the previous
+//! topics; a call that fails (timeout, provider error, budget) falls back to offline extraction:
+//! embeddings, clustering and key phrases (`core::context::topic_extract`), which is also what runs
+//! without a topic model (the offline provider, the demo).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use glassbox_core::context::topic_extract::{ExtractMessage, extract_offline};
+use glassbox_core::context::topics::{
+    EXTRACTION_PROMPT, TopicAnswerError, TopicSource, extraction_schema, extraction_transcript,
+    parse_model_topics,
+};
+use glassbox_core::prompt::{PromptMessage, ProviderRequest, ResponseSchema};
+use glassbox_core::wire::Role;
+use glassbox_core::context::SessionTopics;
+use glassbox_core::prompt::reaches_model;
+use glassbox_core::wire::{ChatMessage, ServerEvent};
+use tokio::sync::Semaphore;
+
+use crate::embed::service::message_cache_key;
+use crate::turn::call::{self, CallFailure};
+use crate::error::AppError;
+use crate::state::AppState;
+
+/// Most messages an extraction reads (the newest).
+pub const MAX_MESSAGES: usize = 600;
+/// Extractions running at once in this process; more wait their turn.
+const CONCURRENT: usize = 2;
+/// Characters of a message that go into its embedding.
+const EMBED_CHARS: usize = 2_000;
+
+/// A generation number larger than every one handed out before, in this process and (being based
+/// on the clock in microseconds) by earlier runs of the server.
+pub fn next_generation() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
+    let mut seen = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(seen + 1);
+        match LAST.compare_exchange(seen, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(actual) => seen = actual,
+        }
+    }
+}
+
+fn permits() -> &'static Arc<Semaphore> {
+    static PERMITS: std::sync::OnceLock<Arc<Semaphore>> = std::sync::OnceLock::new();
+    PERMITS.get_or_init(|| Arc::new(Semaphore::new(CONCURRENT)))
+}
+
+/// Starts an extraction for the session; its generation is taken now, so a later start wins over
+/// this one whatever order they finish in.
+pub fn spawn(state: AppState, session_id: String) {
+    let generation = next_generation();
+    tokio::spawn(async move {
+        match run(&state, &session_id, generation).await {
+            Ok(true) => tracing::debug!(session = %session_id, "topics extracted"),
+            Ok(false) => {
+                tracing::debug!(session = %session_id, "a newer extraction already stored topics")
+            }
+            Err(e) => {
+                tracing::warn!(session = %session_id, error = %e, "topic extraction failed; previous topics kept")
+            }
+        }
+    });
+}
+
+/// Extracts and stores the session's topics as generation `generation`; true when they were
+/// written (false: a newer generation is stored). Tells the tabs either way.
+pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<bool, AppError> {
+    // The semaphore is never closed, so a permit always comes.
+    let _permit = permits().clone().acquire_owned().await.ok();
+    let history: Vec<ChatMessage> = state
+        .store
+        .messages(session_id)
+        .await?
+        .into_iter()
+        .filter(reaches_model)
+        .collect();
+    let first = history.len().saturating_sub(MAX_MESSAGES);
+    let history = &history[first..];
+    let mut topics = match &state.config.topic_model {
+        None => offline(state, history).await?,
+        Some(model) => match from_model(state, session_id, model, history).await {
+            Ok(t) => t,
+            // The model answered, but not usably: the previous topics stay.
+            Err(ModelTopicsError::Answer(e)) => {
+                return Err(AppError::Internal(format!("topic model answer not used: {e}")));
+            }
+            // No answer at all (timeout, provider error, budget): topics from the embeddings.
+            Err(e) => {
+                tracing::warn!(session = session_id, error = %e, "topic model failed; extracting offline");
+                offline(state, history).await?
+            }
+        },
+    };
+    topics.generation = generation;
+    topics.message_count = history.len() as u32;
+    let written = state.store.put_topics(session_id, &topics).await?;
+    if written {
+        // Selected labels that no longer exist leave the filter.
+        let kept = topics.clone();
+        state
+            .store
+            .update_settings(session_id, |s| {
+                s.topics.filter.retain(|l| kept.has(l));
+                Ok::<_, AppError>(())
+            })
+            .await?;
+    }
+    if let Some(hub) = state.hubs.get(session_id) {
+        if let Some(stored) = state.store.topics(session_id).await? {
+            hub.publish(ServerEvent::Topics(stored));
+        }
+        super::publish_view(state, &hub).await?;
+    }
+    Ok(written)
+}
+
+/// Why the topic model gave no topics.
+#[derive(Debug, thiserror::Error)]
+enum ModelTopicsError {
+    #[error(transparent)]
+    App(#[from] AppError),
+    #[error("topic model call failed: {0:?}")]
+    Call(CallFailure),
+    #[error(transparent)]
+    Answer(#[from] TopicAnswerError),
+}
+
+/// Most characters of conversation the topic model reads (the newest messages).
+const MODEL_TRANSCRIPT_CHARS: usize = 40_000;
+/// The answer's token cap.
+const MODEL_OUTPUT_TOKENS: u32 = 1_024;
+
+/// One call to the topic model with the extraction schema; spends from the session's budget.
+async fn from_model(
+    state: &AppState,
+    session_id: &str,
+    model: &str,
+    history: &[ChatMessage],
+) -> Result<SessionTopics, ModelTopicsError> {
+    // The newest messages that fit the transcript's size.
+    let mut chars = 0;
+    let from = history
+        .iter()
+        .rposition(|m| {
+            chars += m.content.chars().count().min(600) + m.id.len() + 16;
+            chars > MODEL_TRANSCRIPT_CHARS
+        })
+        .map_or(0, |i| i + 1);
+    let read = &history[from..];
+    let transcript =
+        extraction_transcript(read.iter().map(|m| (m.id.as_str(), m.role, m.content.as_str())));
+    let request = ProviderRequest {
+        model: model.to_owned(),
+        system: Some(EXTRACTION_PROMPT.to_owned()),
+        messages: vec![PromptMessage::text(Role::User, transcript.clone())],
+        max_output_tokens: MODEL_OUTPUT_TOKENS,
+        response_schema: Some(ResponseSchema {
+            name: SCHEMA_NAME.to_owned(),
+            schema: extraction_schema(),
+        }),
+        ..Default::default()
+    };
+    state.check_budget(session_id).await?;
+    let (encoding, _) = glassbox_core::context::encoding_for(model);
+    let sent = state.tokens.count(encoding, &transcript)
+        + state.tokens.count(encoding, EXTRACTION_PROMPT);
+    let mut text = String::new();
+    // Nobody waits for topics, so only the timeouts stop the call.
+    let out = call::call(
+        &*state.provider,
+        request,
+        state.call_limits(),
+        std::future::pending::<()>(),
+        &mut |t| text.push_str(&t),
+    )
+    .await;
+    let spent = out.as_ref().ok().and_then(|o| o.usage).map_or_else(
+        || u64::from(sent) + u64::from(state.tokens.count(encoding, &text)),
+        |u| u.input_tokens + u.output_tokens,
+    );
+    state.record_spend(session_id, None, spent).await?;
+    let out = out.map_err(ModelTopicsError::Call)?;
+    // Anthropic answers through the forced tool; OpenAI-compatible servers in the text.
+    let answer = out
+        .calls
+        .iter()
+        .find(|c| c.name == SCHEMA_NAME)
+        .map_or(text, |c| c.arguments.clone());
+    let user_ids: Vec<&str> = read
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| m.id.as_str())
+        .collect();
+    let (topics, sticky_ids) = parse_model_topics(&answer, &user_ids)?;
+    Ok(SessionTopics {
+        topics,
+        sticky_ids,
+        source: TopicSource::Model,
+        generation: 0,
+        message_count: 0,
+    })
+}
+
+/// The structured answer's name (OpenAI schema name, Anthropic tool name).
+const SCHEMA_NAME: &str = "report_topics";
+
+/// Offline extraction over the messages' cached vectors (computed when missing); without
+/// embeddings, from the text alone (one group).
+async fn offline(state: &AppState, history: &[ChatMessage]) -> Result<SessionTopics, AppError> {
+    let items: Vec<(String, String)> = history
+        .iter()
+        .map(|m| {
+            (
+                message_cache_key(&m.id, &m.content),
+                m.content.chars().take(EMBED_CHARS).collect(),
+            )
+        })
+        .collect();
+    let vectors = if items.is_empty() {
+        Vec::new()
+    } else {
+        match state.embeddings.embed_cached(&state.store, items).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::info!(error = %e, "topics from text alone: no embeddings");
+                Vec::new()
+            }
+        }
+    };
+    let owned: Vec<(String, glassbox_core::wire::Role, String)> = history
+        .iter()
+        .map(|m| (m.id.clone(), m.role, m.content.clone()))
+        .collect();
+    // Clustering is CPU work (quadratic in the exchanges): off the async runtime.
+    let found = tokio::task::spawn_blocking(move || {
+        let input: Vec<ExtractMessage> = owned
+            .iter()
+            .enumerate()
+            .map(|(i, (id, role, text))| ExtractMessage {
+                id,
+                role: *role,
+                text,
+                vector: vectors.get(i).map(Vec::as_slice),
+            })
+            .collect();
+        extract_offline(&input)
+    })
+    .await
+    .map_err(|e| AppError::Internal(format!("offline topic extraction failed: {e}")))?;
+    Ok(SessionTopics {
+        topics: found.topics,
+        sticky_ids: found.sticky_ids,
+        source: TopicSource::Offline,
+        generation: 0,
+        message_count: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_only_grow() {
+        let a = next_generation();
+        let b = next_generation();
+        assert!(b > a);
+    }
+}

@@ -1,0 +1,166 @@
+//! Topics and the topic filter on the server: which history a turn sends ([`history_filter`]:
+//! vectors from the embedding cache, scoring and choices in `core`), the filter's view for the
+//! panel, and extraction after each reply ([`extract`]).
+
+pub mod commands;
+pub mod extract;
+
+use std::collections::HashSet;
+
+use glassbox_core::context::selection::{Candidate, Choice, Kept, select, topic_scores};
+use glassbox_core::context::{FilterNote, FilterView, Score, SessionSettings, SessionTopics};
+use glassbox_core::prompt::reaches_model;
+use glassbox_core::wire::{ChatMessage, ServerEvent};
+
+use crate::embed::service::{EmbedStatus, content_hash, message_cache_key};
+use crate::error::AppError;
+use crate::hub::Hub;
+use crate::state::AppState;
+
+/// Most history messages scored against a filter (the newest); older ones have no score and are
+/// left out while a filter applies, so a turn's cost stays bounded as sessions grow.
+pub const MAX_SCORED: usize = 2_000;
+/// Characters of a message that go into its embedding (the model reads 256 tokens at most).
+const EMBED_CHARS: usize = 2_000;
+
+/// A turn's history selection: one choice per candidate, the receipt's filter note, the panel's view.
+#[derive(Debug, Clone)]
+pub struct HistoryFilter {
+    pub choices: Vec<Choice>,
+    pub note: Option<FilterNote>,
+    pub view: FilterView,
+}
+
+/// The embedding-cache key of a topic label.
+fn label_key(label: &str) -> String {
+    format!("topic-label:{}", content_hash(label))
+}
+
+/// Decides which of `candidates` (stored messages that reach the model, oldest first, without the
+/// message being answered) go, under the session's filter, marks and sticky topic. When the
+/// filter cannot apply (similarity mode off, no label, embeddings unavailable or failing) every
+/// message goes, except excluded ones.
+pub async fn history_filter(
+    state: &AppState,
+    settings: &SessionSettings,
+    topics: Option<&SessionTopics>,
+    candidates: &[ChatMessage],
+) -> HistoryFilter {
+    let t = &settings.topics;
+    let mode = t.similarity_mode.unwrap_or(state.config.embedding_search);
+    let threshold = t.threshold_or(Some(state.config.similarity_threshold));
+    let labels: Vec<String> = t
+        .filter
+        .iter()
+        .filter(|l| topics.is_some_and(|s| s.has(l)))
+        .cloned()
+        .collect();
+    let available = matches!(state.embeddings.status(), EmbedStatus::Ready { .. });
+    let mut scores = vec![None; candidates.len()];
+    let mut active = mode && available && !labels.is_empty();
+    if active {
+        match score(state, &labels, candidates).await {
+            Ok(s) => scores = s,
+            Err(e) => {
+                tracing::warn!(error = %e, "topic filter not applied: scoring failed");
+                active = false;
+            }
+        }
+    }
+    let sticky: HashSet<&str> = topics
+        .map(|s| s.sticky_ids.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    let list: Vec<Candidate> = candidates
+        .iter()
+        .zip(&scores)
+        .map(|(m, score)| Candidate {
+            mark: m.mark,
+            sticky: sticky.contains(m.id.as_str()),
+            score: *score,
+        })
+        .collect();
+    let choices = select(&list, active.then_some(threshold));
+    let view = FilterView {
+        labels: labels.clone(),
+        similarity_mode: mode,
+        threshold,
+        available,
+        message_ids: candidates
+            .iter()
+            .zip(&choices)
+            .filter(|(_, c)| c.is_kept())
+            .map(|(m, _)| m.id.clone())
+            .collect(),
+        total: candidates.len() as u32,
+        fallback: choices
+            .iter()
+            .any(|c| matches!(c, Choice::Kept(Kept::Fallback(_)))),
+    };
+    HistoryFilter {
+        choices,
+        note: active.then(|| FilterNote {
+            labels,
+            threshold: Score::of(threshold),
+        }),
+        view,
+    }
+}
+
+/// Each candidate's best cosine over the labels' vectors (cached vectors read, missing computed).
+async fn score(
+    state: &AppState,
+    labels: &[String],
+    candidates: &[ChatMessage],
+) -> Result<Vec<Option<f32>>, AppError> {
+    let label_vectors = state
+        .embeddings
+        .embed_cached(
+            &state.store,
+            labels.iter().map(|l| (label_key(l), l.clone())).collect(),
+        )
+        .await?;
+    let first = candidates.len().saturating_sub(MAX_SCORED);
+    let recent = &candidates[first..];
+    let message_vectors = state
+        .embeddings
+        .embed_cached(
+            &state.store,
+            recent
+                .iter()
+                .map(|m| {
+                    (
+                        message_cache_key(&m.id, &m.content),
+                        m.content.chars().take(EMBED_CHARS).collect::<String>(),
+                    )
+                })
+                .collect(),
+        )
+        .await?;
+    let refs: Vec<Option<&[f32]>> = std::iter::repeat_n(None, first)
+        .chain(message_vectors.iter().map(|v| Some(v.as_slice())))
+        .collect();
+    Ok(topic_scores(&refs, &label_vectors))
+}
+
+/// The filter's view of the whole stored history (outside a turn: after a change).
+pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterView, AppError> {
+    let settings = state.store.settings(session_id).await?;
+    let topics = state.store.topics(session_id).await?;
+    let history: Vec<ChatMessage> = state
+        .store
+        .messages(session_id)
+        .await?
+        .into_iter()
+        .filter(reaches_model)
+        .collect();
+    Ok(history_filter(state, &settings, topics.as_ref(), &history)
+        .await
+        .view)
+}
+
+/// Tells every tab of the session the filter's view.
+pub async fn publish_view(state: &AppState, hub: &Hub) -> Result<FilterView, AppError> {
+    let view = current_view(state, &hub.session_id).await?;
+    hub.publish(ServerEvent::Filter(view.clone()));
+    Ok(view)
+}

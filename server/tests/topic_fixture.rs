@@ -1,0 +1,205 @@
+//! Offline topic extraction on the labelled fixtures (`tests/fixtures/topic-conversations*.json`),
+//! with the real embedding model: sticky precision and recall, how well the groups match the
+//! hand-marked subjects, and how often our label names the subject. Prints the figures the issue's
+//! closing note reports; asserts the sticky goals and floors for the rest.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use glassbox_core::context::topic_extract::{ExtractMessage, extract_offline};
+use glassbox_core::vector::cosine;
+use glassbox_core::wire::Role;
+use glassbox_server::embed::Embedder;
+use serde_json::Value;
+
+fn model_dir() -> PathBuf {
+    std::env::var_os("GLASSBOX_EMBED_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(glassbox_server::config::default_model_dir)
+}
+
+fn fixture(name: &str) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(list)) => list,
+        other => panic!("{}: not a JSON array: {other:?}", path.display()),
+    }
+}
+
+fn embed_all(e: &Embedder, texts: &[&str]) -> Vec<Vec<f32>> {
+    texts
+        .chunks(64)
+        .flat_map(|chunk| match e.embed(chunk) {
+            Ok(v) => v.into_iter().map(|x| x.vector),
+            Err(err) => panic!("{err}"),
+        })
+        .collect()
+}
+
+/// The figures for one fixture.
+#[derive(Debug, Default)]
+struct Figures {
+    conversations: usize,
+    sticky_tp: usize,
+    sticky_fp: usize,
+    sticky_fn: usize,
+    /// Mean over conversations of the share of messages whose group's majority subject is theirs.
+    purity: f64,
+    /// Mean over conversations of the share of messages in their subject's main group.
+    completeness: f64,
+    /// Hand subjects whose main group carries a label that names them.
+    labels_agreeing: usize,
+    subjects: usize,
+    /// Mean |groups found - subjects marked|.
+    count_error: f64,
+}
+
+impl Figures {
+    fn precision(&self) -> f64 {
+        self.sticky_tp as f64 / (self.sticky_tp + self.sticky_fp).max(1) as f64
+    }
+    fn recall(&self) -> f64 {
+        self.sticky_tp as f64 / (self.sticky_tp + self.sticky_fn).max(1) as f64
+    }
+    fn label_agreement(&self) -> f64 {
+        self.labels_agreeing as f64 / self.subjects.max(1) as f64
+    }
+}
+
+/// True when our label names the hand-marked subject: a shared word stem (5 letters), or label
+/// embeddings at least 0.5 apart in cosine.
+fn names_subject(ours: &str, theirs: &str, e: &Embedder) -> bool {
+    let stems = |s: &str| -> Vec<String> {
+        s.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.chars().count() >= 4)
+            .map(|w| w.to_lowercase().chars().take(5).collect())
+            .collect()
+    };
+    let (a, b) = (stems(ours), stems(theirs));
+    if a.iter().any(|w| b.contains(w)) {
+        return true;
+    }
+    let v = embed_all(e, &[ours, theirs]);
+    cosine(&v[0], &v[1]) >= 0.5
+}
+
+fn evaluate(name: &str, e: &Embedder) -> Figures {
+    let conversations = fixture(name);
+    let mut f = Figures {
+        conversations: conversations.len(),
+        ..Default::default()
+    };
+    for c in &conversations {
+        let messages = c["messages"].as_array().expect("messages");
+        let texts: Vec<&str> = messages.iter().map(|m| m["text"].as_str().unwrap_or("")).collect();
+        let vectors = embed_all(e, &texts);
+        let input: Vec<ExtractMessage> = messages
+            .iter()
+            .zip(&texts)
+            .zip(&vectors)
+            .map(|((m, text), v)| ExtractMessage {
+                id: m["id"].as_str().unwrap_or(""),
+                role: if m["role"] == "user" { Role::User } else { Role::Assistant },
+                text,
+                vector: Some(v),
+            })
+            .collect();
+        let got = extract_offline(&input);
+        for (i, m) in messages.iter().enumerate() {
+            if m["role"] != "user" {
+                continue;
+            }
+            let marked = m["sticky"].as_bool().unwrap_or(false);
+            let found = got.sticky_ids.iter().any(|s| s == input[i].id);
+            match (marked, found) {
+                (true, true) => f.sticky_tp += 1,
+                (false, true) => f.sticky_fp += 1,
+                (true, false) => f.sticky_fn += 1,
+                _ => {}
+            }
+        }
+        // Groups against subjects, over the non-sticky messages both sides placed.
+        let mut table: HashMap<(usize, &str), usize> = HashMap::new();
+        let mut placed = 0;
+        for (i, m) in messages.iter().enumerate() {
+            let (Some(topic), Some(group)) = (m["topic"].as_str(), got.assignment[i]) else {
+                continue;
+            };
+            *table.entry((group, topic)).or_default() += 1;
+            placed += 1;
+        }
+        let groups: Vec<usize> = (0..got.topics.len()).collect();
+        let subjects: Vec<&str> = c["topics"]
+            .as_array()
+            .map(|t| t.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let cell = |g: usize, s: &str| table.get(&(g, s)).copied().unwrap_or(0);
+        let majority: usize = groups
+            .iter()
+            .map(|&g| subjects.iter().map(|s| cell(g, s)).max().unwrap_or(0))
+            .sum();
+        let main: usize = subjects
+            .iter()
+            .map(|s| groups.iter().map(|&g| cell(g, s)).max().unwrap_or(0))
+            .sum();
+        f.purity += majority as f64 / placed.max(1) as f64;
+        f.completeness += main as f64 / placed.max(1) as f64;
+        f.count_error += (got.topics.len() as f64 - subjects.len() as f64).abs();
+        for s in &subjects {
+            f.subjects += 1;
+            let best = groups.iter().copied().max_by_key(|&g| cell(g, s));
+            if let Some(g) = best.filter(|&g| cell(g, s) > 0)
+                && names_subject(&got.topics[g].label, s, e)
+            {
+                f.labels_agreeing += 1;
+            }
+        }
+        let found: Vec<String> = got
+            .topics
+            .iter()
+            .map(|t| format!("{} ({})", t.label, t.count))
+            .collect();
+        println!("  {}: marked {:?} → found {:?}", c["id"], subjects, found);
+    }
+    let n = f.conversations.max(1) as f64;
+    f.purity /= n;
+    f.completeness /= n;
+    f.count_error /= n;
+    println!(
+        "{name}: {} conversations; sticky precision {:.3} recall {:.3} ({} found, {} wrong, {} missed); \
+         group purity {:.3}, completeness {:.3}, |groups - subjects| {:.2}; labels naming their subject {}/{} ({:.3})",
+        f.conversations,
+        f.precision(),
+        f.recall(),
+        f.sticky_tp,
+        f.sticky_fp,
+        f.sticky_fn,
+        f.purity,
+        f.completeness,
+        f.count_error,
+        f.labels_agreeing,
+        f.subjects,
+        f.label_agreement()
+    );
+    f
+}
+
+#[test]
+fn offline_extraction_on_the_labelled_fixtures() {
+    let e = Embedder::load(&model_dir(), 2).unwrap_or_else(|err| panic!("{err}"));
+    let tuned = evaluate("topic-conversations.json", &e);
+    assert!(tuned.conversations >= 30);
+    assert!(tuned.precision() >= 0.9 && tuned.recall() >= 0.8, "{tuned:?}");
+    assert!(tuned.purity >= 0.9 && tuned.completeness >= 0.75, "{tuned:?}");
+    // Labels are key phrases, not category names: they name the hand-marked subject less often.
+    assert!(tuned.label_agreement() >= 0.2, "{tuned:?}");
+    // The second set was written apart from the rules by another author. Its first reading
+    // (sticky precision 1.000, recall 0.280; purity 0.948) led to the form-of-answer rules, so it
+    // is no longer blind; it holds the rules to both sets.
+    let h = evaluate("topic-conversations-holdout.json", &e);
+    assert!(h.conversations >= 15);
+    assert!(h.precision() >= 0.9 && h.recall() >= 0.8, "{h:?}");
+    assert!(h.purity >= 0.9 && h.completeness >= 0.75, "{h:?}");
+    assert!(h.label_agreement() >= 0.2, "{h:?}");
+}

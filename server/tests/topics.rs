@@ -1,0 +1,412 @@
+//! Topics and the history filter against a real server, the real embedding model and the fake
+//! provider: extraction after replies, selecting a topic, the request the provider then receives
+//! and the receipt that says so; pins and excludes; refusals; a late extraction racing a newer one.
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use glassbox_core::context::topics::TopicSource;
+use glassbox_core::context::{LeftOutWhy, PartKind, Reason, Receipt, SessionTopics, Topic};
+use glassbox_fake_provider::Behaviour;
+use serde_json::{Value, json};
+use support::{Api, TestServer};
+
+fn model_dir() -> PathBuf {
+    std::env::var_os("GLASSBOX_EMBED_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(glassbox_server::config::default_model_dir)
+}
+
+/// A server with the embedding model on and offline extraction, waiting until the model is ready.
+async fn start(extra: &[(&str, &str)]) -> TestServer {
+    let dir = model_dir().display().to_string();
+    let mut vars = vec![
+        ("GLASSBOX_EMBEDDINGS", "on"),
+        ("GLASSBOX_EMBED_MODEL_DIR", dir.as_str()),
+        ("GLASSBOX_TOPIC_MODEL", "offline"),
+        ("GLASSBOX_TOPICS", "on"),
+    ];
+    vars.extend_from_slice(extra);
+    let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["ok"]), &vars).await;
+    for _ in 0..600 {
+        let health = server.get_json("/healthz").await;
+        if health["embeddings"]["status"] != "loading" {
+            assert_eq!(health["embeddings"]["status"], "ready", "{health}");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server
+}
+
+const KUBERNETES: [(&str, &str); 3] = [
+    (
+        "My Kubernetes pod cannot reach the ClusterIP service in another namespace.",
+        "Use the service's full DNS name, service.namespace.svc.cluster.local, and check the NetworkPolicy allows the traffic.",
+    ),
+    (
+        "The Kubernetes NetworkPolicy denies all ingress by default in that namespace.",
+        "Add an ingress rule to the NetworkPolicy that selects the calling pod's namespace and labels.",
+    ),
+    (
+        "Now the Kubernetes service has no endpoints at all.",
+        "The service selector matches no pod labels; compare the selector with kubectl get pods --show-labels.",
+    ),
+];
+
+const SOURDOUGH: [(&str, &str); 3] = [
+    (
+        "My sourdough starter smells like nail polish remover. Is the starter dead?",
+        "The starter is hungry, not dead: feed the sourdough starter twice a day with equal flour and water.",
+    ),
+    (
+        "How warm should the sourdough starter and the dough be while it rises?",
+        "Keep the sourdough dough around 24 to 26 degrees; bulk fermentation then takes four to six hours.",
+    ),
+    (
+        "My sourdough loaf comes out flat and dense after baking.",
+        "A flat sourdough loaf is usually over-proofed dough or weak shaping; bake it in a preheated Dutch oven.",
+    ),
+];
+
+/// One exchange with the given reply.
+async fn say(server: &TestServer, id: &str, token: &str, text: &str, reply: &str) -> Value {
+    server.fake.set(Behaviour::reply(&[reply]));
+    server.chat(id, token, text).await
+}
+
+/// Polls the session's topics until an extraction read `messages` messages.
+async fn topics_after(server: &TestServer, id: &str, token: &str, messages: u32) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..300 {
+        last = get(server, &format!("/api/sessions/{id}/topics"), token).await;
+        if last["topics"]["messageCount"].as_u64() >= Some(u64::from(messages)) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no extraction read {messages} messages: {last}");
+}
+
+async fn get(server: &TestServer, path: &str, token: &str) -> Value {
+    let r = server
+        .http
+        .get(server.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(r.status(), 200, "{path}");
+    r.json().await.expect("JSON")
+}
+
+async fn put(server: &TestServer, path: &str, token: &str, body: Value) -> (u16, Value) {
+    let r = server
+        .http
+        .put(server.url(path))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("PUT");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// A session about Kubernetes, then a standing instruction, then sourdough; returns its id, token,
+/// the message ids in order and the extracted topics.
+async fn two_subjects(server: &TestServer) -> (String, String, Vec<String>, Value) {
+    let (id, token, _) = server.new_session().await;
+    let mut ids = Vec::new();
+    let mut remember = |answer: Value| {
+        ids.push(answer["message"]["id"].as_str().unwrap().to_owned());
+        ids.push(answer["reply"]["id"].as_str().unwrap().to_owned());
+    };
+    for (q, a) in KUBERNETES {
+        remember(say(server, &id, &token, q, a).await);
+    }
+    remember(say(server, &id, &token, "Be concise from now on, please.", "Understood.").await);
+    for (q, a) in SOURDOUGH {
+        remember(say(server, &id, &token, q, a).await);
+    }
+    let topics = topics_after(server, &id, &token, ids.len() as u32).await;
+    (id, token, ids, topics)
+}
+
+#[tokio::test]
+async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction() {
+    let server = start(&[]).await;
+    let (id, token, ids, found) = two_subjects(&server).await;
+    let topics: SessionTopics = serde_json::from_value(found["topics"].clone()).unwrap();
+    assert_eq!(topics.source, TopicSource::Offline);
+    assert_eq!(topics.sticky_ids, [ids[6].clone()], "{found}");
+    assert!(topics.topics.len() >= 2, "{found}");
+    let bread = topics
+        .topics
+        .iter()
+        .find(|t| {
+            let l = t.label.to_lowercase();
+            ["sourdough", "starter", "dough", "loaf"].iter().any(|w| l.contains(w))
+        })
+        .unwrap_or_else(|| panic!("no sourdough topic in {found}"));
+    // No filter yet: everything is in context.
+    assert_eq!(found["filter"]["messageIds"].as_array().unwrap().len(), ids.len());
+
+    let (status, view) = put(
+        &server,
+        &format!("/api/sessions/{id}/filter"),
+        &token,
+        json!({"labels": [bread.label]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+    let kept: Vec<&str> = view["messageIds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    // The sourdough exchanges (ids 8..14) and the instruction (6), none of the Kubernetes ones.
+    assert!(kept.contains(&ids[6].as_str()), "{view}");
+    for k in &ids[..6] {
+        assert!(!kept.contains(&k.as_str()), "{k} kept: {view}");
+    }
+    // Most of the sourdough messages match the label (a message can fall just under 0.4).
+    let bread_kept = ids[8..14].iter().filter(|s| kept.contains(&s.as_str())).count();
+    assert!(bread_kept >= 3, "{bread_kept} sourdough messages kept: {view}");
+
+    let answer = say(&server, &id, &token, "How long should the dough proof?", "About 4 hours.").await;
+    let sent = server.fake.requests().last().unwrap().body.clone();
+    let texts: Vec<String> = sent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(texts.iter().all(|t| !t.contains("Kubernetes")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("Be concise")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("sourdough")), "{texts:?}");
+    assert_eq!(texts.last().unwrap(), "How long should the dough proof?");
+
+    // The receipt says so: the filter, matches with scores, the sticky message, the rest left out.
+    let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
+    assert_eq!(receipt.filter.as_ref().map(|f| &f.labels), Some(&vec![bread.label.clone()]));
+    assert!(receipt.parts.iter().any(|p| p.reason == Reason::Sticky));
+    assert!(receipt.parts.iter().any(|p| p.reason == Reason::TopicMatch
+        && matches!(&p.kind, PartKind::History { scores, .. } if !scores.is_empty())));
+    let filtered: u32 = receipt
+        .left_out
+        .iter()
+        .filter(|l| l.why == LeftOutWhy::TopicFilter)
+        .map(|l| l.count)
+        .sum();
+    assert!(filtered >= 5, "{receipt:?}");
+
+    // Similarity mode off: the filter stays, the whole history goes.
+    let (status, view) = put(
+        &server,
+        &format!("/api/sessions/{id}/similarity"),
+        &token,
+        json!({"enabled": false}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(view["labels"], json!([bread.label]));
+    assert_eq!(view["messageIds"].as_array().unwrap().len() as u64, view["total"].as_u64().unwrap());
+}
+
+#[tokio::test]
+async fn pinned_and_excluded_messages_and_refusals() {
+    let server = start(&[]).await;
+    let (id, token, _) = server.new_session().await;
+    let first = say(&server, &id, &token, "Remember: the staging cluster is called kestrel.", "Noted.").await;
+    let secret = say(&server, &id, &token, "My password is hunter2, ignore it.", "I will.").await;
+    let pin = first["message"]["id"].as_str().unwrap();
+    let drop = secret["message"]["id"].as_str().unwrap();
+    let mark = |m: &str| format!("/api/sessions/{id}/messages/{m}/mark");
+
+    let (status, view) = put(&server, &mark(drop), &token, json!({"mark": "excluded"})).await;
+    assert_eq!(status, 200);
+    assert!(!view["messageIds"].as_array().unwrap().iter().any(|m| m == drop));
+    assert_eq!(put(&server, &mark(pin), &token, json!({"mark": "pinned"})).await.0, 200);
+
+    let answer = say(&server, &id, &token, "What is the staging cluster called?", "kestrel").await;
+    let sent = server.fake.requests().last().unwrap().body.to_string();
+    assert!(!sent.contains("hunter2"), "an excluded message went: {sent}");
+    assert!(sent.contains("kestrel"));
+    let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
+    assert!(receipt.parts.iter().any(|p| p.reason == Reason::Pinned));
+    assert!(receipt.left_out.iter().any(|l| l.why == LeftOutWhy::Excluded && l.first_id == drop));
+    let messages = server.messages(&id, &token).await;
+    assert_eq!(messages[0]["mark"], "pinned");
+    assert_eq!(messages[2]["mark"], "excluded");
+
+    // Unmarking brings it back; a message of another session, an unknown label, a bad token: refused.
+    assert_eq!(put(&server, &mark(drop), &token, json!({"mark": null})).await.0, 200);
+    let (status, body) = put(&server, &mark("nope"), &token, json!({"mark": "pinned"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")));
+    let (status, body) = put(
+        &server,
+        &format!("/api/sessions/{id}/filter"),
+        &token,
+        json!({"labels": ["No such topic"]}),
+    )
+    .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("invalid_filter")));
+    let (other, other_token, _) = server.new_session().await;
+    let (status, _) = put(&server, &mark(pin), &other_token, json!({"mark": "pinned"})).await;
+    assert_eq!(status, 401, "another session's token");
+    let (status, _) = put(
+        &server,
+        &format!("/api/sessions/{other}/messages/{pin}/mark"),
+        &other_token,
+        json!({"mark": "pinned"}),
+    )
+    .await;
+    assert_eq!(status, 404, "a message of another session");
+    let (status, body) = put(&server, &mark(pin), &token, json!({"mark": "starred"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_frame")), "{body}");
+}
+
+#[tokio::test]
+async fn a_filter_is_refused_without_embeddings() {
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["ok"]),
+        &[("GLASSBOX_TOPIC_MODEL", "offline"), ("GLASSBOX_TOPICS", "on")],
+    )
+    .await;
+    let (id, token, _) = server.new_session().await;
+    server.chat(&id, &token, "Tell me about chess openings for white.").await;
+    let found = topics_after(&server, &id, &token, 2).await;
+    let label = found["topics"]["topics"][0]["label"].as_str().unwrap().to_owned();
+    let (status, body) = put(
+        &server,
+        &format!("/api/sessions/{id}/filter"),
+        &token,
+        json!({"labels": [label]}),
+    )
+    .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("embeddings_unavailable")));
+    // Clearing is always allowed.
+    let (status, view) = put(
+        &server,
+        &format!("/api/sessions/{id}/filter"),
+        &token,
+        json!({"labels": []}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(view["available"], false);
+}
+
+#[tokio::test]
+async fn an_older_extraction_never_overwrites_a_newer_one() {
+    let server = start(&[]).await;
+    let (id, token, _) = server.new_session().await;
+    say(&server, &id, &token, "Which chess opening suits a beginner?", "The Italian Game.").await;
+    topics_after(&server, &id, &token, 2).await;
+    let state = &server.state;
+    let older = glassbox_server::topics::extract::next_generation();
+    let newer = glassbox_server::topics::extract::next_generation();
+    assert!(glassbox_server::topics::extract::run(state, &id, newer).await.unwrap());
+    // The older one finishes last: it may not write.
+    assert!(!glassbox_server::topics::extract::run(state, &id, older).await.unwrap());
+    let stored = state.store.topics(&id).await.unwrap().unwrap();
+    assert_eq!(stored.generation, newer);
+    // Straight at the store too: a lower generation is refused, a higher one written.
+    let stale = SessionTopics {
+        topics: vec![Topic {
+            label: "Stale".into(),
+            count: 1,
+        }],
+        generation: newer - 1,
+        ..Default::default()
+    };
+    assert!(!state.store.put_topics(&id, &stale).await.unwrap());
+    assert!(state.store.topics(&id).await.unwrap().unwrap().topics[0].label != "Stale");
+    // A deleted session gets no topics back.
+    assert!(!state.store.put_topics("gone", &SessionTopics { generation: u64::MAX >> 1, ..stale }).await.unwrap());
+}
+
+const TOPICS_JSON: &str = r#"{"topics":[{"label":"Chess openings","count":2},{"label":"Rook endgames","count":1}],
+"instructions":{"label":"Instructions & Preferences","message_ids":[]}}"#;
+
+/// A server whose topic model is the reply model (the default), on the fake provider's `api`.
+async fn with_topic_model(api: Api) -> TestServer {
+    let dir = model_dir().display().to_string();
+    TestServer::start_with(
+        api,
+        Behaviour::reply(&["ok"]),
+        &[
+            ("GLASSBOX_EMBEDDINGS", "on"),
+            ("GLASSBOX_EMBED_MODEL_DIR", dir.as_str()),
+            ("GLASSBOX_TOPICS", "on"),
+        ],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn the_topic_model_answers_in_the_schema_and_bad_answers_keep_the_topics() {
+    let server = with_topic_model(Api::OpenAi).await;
+    let (id, token, _) = server.new_session().await;
+    server.fake.set(Behaviour::reply(&[TOPICS_JSON]));
+    server.chat(&id, &token, "Which chess opening suits a beginner?").await;
+    let found = topics_after(&server, &id, &token, 2).await;
+    assert_eq!(found["topics"]["source"], "model", "{found}");
+    assert_eq!(found["topics"]["topics"][0]["label"], "Chess openings");
+    // The extraction request: the schema, the instructions, the conversation as delimited data.
+    let asked = server
+        .fake
+        .requests()
+        .into_iter()
+        .find(|r| r.body.get("response_format").is_some())
+        .expect("an extraction request");
+    assert_eq!(asked.body["response_format"]["type"], "json_schema");
+    assert_eq!(asked.body["response_format"]["json_schema"]["name"], "report_topics");
+    assert_eq!(asked.body["response_format"]["json_schema"]["strict"], true);
+    let user = asked.body["messages"][1]["content"].as_str().unwrap();
+    assert!(user.starts_with("<conversation>\n[") && user.ends_with("</conversation>"), "{user}");
+    let before = server.state.store.topics(&id).await.unwrap().unwrap();
+
+    // Partial JSON: not used, the previous topics stay.
+    server.fake.set(Behaviour::reply(&[r#"{"topics": [{"label": "Che"#]));
+    let next = glassbox_server::topics::extract::next_generation();
+    let err = glassbox_server::topics::extract::run(&server.state, &id, next).await;
+    assert!(err.is_err(), "{err:?}");
+    assert_eq!(server.state.store.topics(&id).await.unwrap().unwrap(), before);
+
+    // The call fails: topics from the embeddings instead.
+    server.fake.set(Behaviour::Status {
+        status: 500,
+        message: "down".into(),
+    });
+    let next = glassbox_server::topics::extract::next_generation();
+    assert!(glassbox_server::topics::extract::run(&server.state, &id, next).await.unwrap());
+    let after = server.state.store.topics(&id).await.unwrap().unwrap();
+    assert_eq!(after.source, TopicSource::Offline);
+    assert!(!after.topics.is_empty());
+}
+
+#[tokio::test]
+async fn anthropic_answers_through_the_forced_tool() {
+    let server = with_topic_model(Api::Anthropic).await;
+    let (id, token, _) = server.new_session().await;
+    server.chat(&id, &token, "Which chess opening suits a beginner?").await;
+    server.fake.set(Behaviour::ToolCall {
+        text: String::new(),
+        name: "report_topics".into(),
+        argument_parts: vec![TOPICS_JSON[..40].to_owned(), TOPICS_JSON[40..].to_owned()],
+    });
+    let next = glassbox_server::topics::extract::next_generation();
+    assert!(glassbox_server::topics::extract::run(&server.state, &id, next).await.unwrap());
+    let stored = server.state.store.topics(&id).await.unwrap().unwrap();
+    assert_eq!(stored.source, TopicSource::Model);
+    assert_eq!(stored.topics[1].label, "Rook endgames");
+    let asked = server.fake.requests().last().unwrap().body.clone();
+    assert_eq!(asked["tool_choice"], json!({"type": "tool", "name": "report_topics"}));
+    assert_eq!(asked["tools"][0]["name"], "report_topics");
+}

@@ -1,0 +1,204 @@
+//! The topic panel in headless Chromium, against the real embedding model and the fake provider: a
+//! conversation about two subjects, the bubbles appear, clicking one changes the status line and the
+//! highlighted messages, the host hears `glassbox:filter-changed`, the next request holds only that
+//! subject's messages plus the standing instruction, and the reply's receipt says so. Then a
+//! message excluded from its menu.
+
+use anyhow::Result;
+use fantoccini::Client;
+use glassbox_e2e::widget_page::{CONNECTED, shadow_element};
+use glassbox_e2e::{in_browser, start_server, wait_for};
+use glassbox_fake_provider::{Behaviour, FakeProvider};
+use serde_json::{Value, json};
+
+const ROOT: &str = "const r = document.querySelector('glassbox-chat').shadowRoot;";
+
+const EXCHANGES: [(&str, &str); 7] = [
+    (
+        "My Kubernetes pod cannot reach the ClusterIP service in another namespace.",
+        "Use the service's full DNS name and check that the Kubernetes NetworkPolicy allows it.",
+    ),
+    (
+        "The Kubernetes NetworkPolicy denies all ingress in that namespace.",
+        "Add an ingress rule to the NetworkPolicy selecting the calling pod's namespace.",
+    ),
+    (
+        "Now the Kubernetes service has no endpoints at all.",
+        "The service selector matches no pod labels; compare them with kubectl get pods --show-labels.",
+    ),
+    ("Be concise from now on, please.", "Understood."),
+    (
+        "My sourdough starter smells like nail polish remover. Is the starter dead?",
+        "It is hungry, not dead: feed the sourdough starter twice a day with equal flour and water.",
+    ),
+    (
+        "How warm should the sourdough dough be while it rises?",
+        "Keep the sourdough dough around 25 degrees; bulk fermentation then takes four to six hours.",
+    ),
+    (
+        "My sourdough loaf comes out flat and dense after baking.",
+        "A flat sourdough loaf is usually over-proofed dough; bake it in a preheated Dutch oven.",
+    ),
+];
+
+async fn send(client: &Client, text: &str, replies_before: usize) -> Result<()> {
+    let input = shadow_element(client, "textarea.gb-input").await?;
+    input.send_keys(text).await?;
+    input.send_keys("\u{E007}").await?;
+    wait_for(
+        client,
+        "the reply",
+        &format!(
+            "{ROOT} return r.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === {};",
+            replies_before + 1
+        ),
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() -> Result<()> {
+    let fake = FakeProvider::start(Behaviour::reply(&["ok"])).await?;
+    let base = fake.openai_base();
+    let model_dir = std::env::var("GLASSBOX_EMBED_MODEL_DIR").unwrap_or_else(|_| {
+        glassbox_server::config::default_model_dir()
+            .display()
+            .to_string()
+    });
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "e2e"),
+        ("OPENAI_BASE_URL", &base),
+        ("GLASSBOX_TOOLS", "off"),
+        ("GLASSBOX_TOPICS", "on"),
+        ("GLASSBOX_TOPIC_MODEL", "offline"),
+        ("GLASSBOX_EMBED_MODEL_DIR", &model_dir),
+    ])
+    .await?;
+    let url = format!("http://{}/", server.addr);
+    let fake = &fake;
+    in_browser(url, "topics", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        client
+            .execute(
+                "window.__filters = []; document.addEventListener('glassbox:filter-changed', e => window.__filters.push(e.detail));",
+                vec![],
+            )
+            .await?;
+        for (i, (q, a)) in EXCHANGES.iter().enumerate() {
+            fake.set(Behaviour::reply(&[a]));
+            send(&client, q, i).await?;
+        }
+        // The panel: bubbles for both subjects, the standing instruction locked above them.
+        client
+            .execute(&format!("{ROOT} r.querySelector('.gb-topics-toggle').click();"), vec![])
+            .await?;
+        let labels = wait_for(
+            &client,
+            "topics from all 14 messages",
+            &format!("{ROOT} const b = [...r.querySelectorAll('.gb-bubble-topic .gb-bubble-label')].map(x => x.textContent); const s = r.querySelector('.gb-sticky-topic'); return b.length >= 2 && s && r.querySelector('.gb-topics-status').textContent === 'All messages in context' && b;"),
+        )
+        .await?;
+        let sticky = client
+            .execute(&format!("{ROOT} return r.querySelector('.gb-sticky-topic').textContent;"), vec![])
+            .await?;
+        assert!(sticky.as_str().unwrap_or_default().contains("Instructions & Preferences · 1"), "{sticky}");
+        let bread = labels
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .find(|l| ["sourdough", "starter", "dough", "loaf"].iter().any(|w| l.to_lowercase().contains(w)))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no sourdough bubble in {labels}"));
+
+        // Click it: selected, the others dimmed, the status line and highlights change.
+        client
+            .execute(
+                &format!("{ROOT} [...r.querySelectorAll('.gb-bubble-topic')].find(b => b.querySelector('.gb-bubble-label').textContent === arguments[0]).click();"),
+                vec![json!(bread)],
+            )
+            .await?;
+        let status = wait_for(
+            &client,
+            "the status line to count the filtered messages",
+            &format!("{ROOT} const t = r.querySelector('.gb-topics-status').textContent; return /^\\d+ of 14 messages in context$/.test(t) && t;"),
+        )
+        .await?;
+        let pressed = client
+            .execute(&format!("{ROOT} return [...r.querySelectorAll('.gb-bubble-topic[aria-pressed=true] .gb-bubble-label')].map(x => x.textContent);"), vec![])
+            .await?;
+        assert_eq!(pressed, json!([bread]));
+        let highlighted = client
+            .execute(
+                &format!("{ROOT} return [...r.querySelectorAll('.gb-message.gb-in-context')].map(m => m.querySelector('.gb-plain, .gb-markdown').textContent);"),
+                vec![],
+            )
+            .await?;
+        let highlighted: Vec<String> = serde_json::from_value(highlighted)?;
+        let n: usize = status.as_str().unwrap_or_default().split(' ').next().unwrap_or("0").parse()?;
+        assert_eq!(highlighted.len(), n, "{highlighted:?}");
+        assert!(highlighted.iter().all(|t| !t.contains("Kubernetes")), "{highlighted:?}");
+        assert!(highlighted.iter().any(|t| t.contains("Be concise")), "{highlighted:?}");
+        assert!(highlighted.iter().filter(|t| t.contains("sourdough")).count() >= 3, "{highlighted:?}");
+        // The host heard the same ids.
+        let heard = client
+            .execute(
+                &format!("{ROOT} const last = window.__filters[window.__filters.length - 1]; const shown = [...r.querySelectorAll('.gb-message.gb-in-context')].map(m => m.dataset.messageId); return JSON.stringify(last.messageIds) === JSON.stringify(shown) && last.status;"),
+                vec![],
+            )
+            .await?;
+        assert_eq!(heard, status, "glassbox:filter-changed carries the highlighted ids");
+
+        // The next request holds only those messages, the instruction and the new one.
+        fake.set(Behaviour::reply(&["About four hours."]));
+        send(&client, "How long should the dough proof?", EXCHANGES.len()).await?;
+        let sent = fake.requests().last().map(|r| r.body.clone()).unwrap_or_default();
+        let texts: Vec<String> = sent["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_str().map(str::to_owned))
+            .collect();
+        assert!(texts.iter().all(|t| !t.contains("Kubernetes")), "{texts:?}");
+        assert!(texts.iter().any(|t| t.contains("Be concise")), "{texts:?}");
+        assert_eq!(texts.len(), n + 1, "{texts:?}");
+
+        // The reply's receipt says so, in "View context".
+        client
+            .execute(&format!("{ROOT} [...r.querySelectorAll('.gb-view-context')].pop().click();"), vec![])
+            .await?;
+        let whys = wait_for(
+            &client,
+            "the receipt",
+            &format!("{ROOT} const d = r.querySelector('dialog.gb-context-dialog'); return d.open && [...d.querySelectorAll('.gb-receipt-row')].map(x => x.textContent).join(' | ');"),
+        )
+        .await?;
+        let whys = whys.as_str().unwrap_or_default();
+        assert!(whys.contains("matches a selected topic (score"), "{whys}");
+        assert!(whys.contains("a standing instruction"), "{whys}");
+        assert!(whys.contains("below the threshold for the selected topics"), "{whys}");
+        client
+            .execute(&format!("{ROOT} r.querySelector('dialog.gb-context-dialog').close();"), vec![])
+            .await?;
+
+        // Exclude the instruction from its menu: marked, and out of the highlighted set.
+        client
+            .execute(
+                &format!("{ROOT} const m = [...r.querySelectorAll('.gb-message')].find(m => m.textContent.includes('Be concise')); m.querySelector('.gb-mark-menu summary').click(); [...m.querySelectorAll('.gb-mark-options button')].find(b => b.textContent.startsWith('Exclude')).click();"),
+                vec![],
+            )
+            .await?;
+        let excluded = wait_for(
+            &client,
+            "the message to show it is excluded",
+            &format!("{ROOT} const m = [...r.querySelectorAll('.gb-message')].find(m => m.textContent.includes('Be concise')); return m.classList.contains('gb-excluded') && !m.classList.contains('gb-in-context') && m.querySelector('.gb-mark-badge').textContent;"),
+        )
+        .await?;
+        assert_eq!(excluded, json!("⊘ excluded: never sent"));
+        Ok(())
+    })
+    .await
+}
