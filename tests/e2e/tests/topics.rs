@@ -95,6 +95,14 @@ async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() ->
         client
             .execute(&format!("{ROOT} r.querySelector('.gb-topics-toggle').click();"), vec![])
             .await?;
+        // Extraction runs after each reply: wait for the one that read all 14 messages (the
+        // element's getTopics() also asks the server again).
+        wait_for(
+            &client,
+            "the extraction of all 14 messages",
+            "return document.querySelector('glassbox-chat').getTopics().then(t => t.topics?.messageCount === 14);",
+        )
+        .await?;
         let labels = wait_for(
             &client,
             "topics from all 14 messages",
@@ -160,6 +168,7 @@ async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() ->
             .as_array()
             .into_iter()
             .flatten()
+            .filter(|m| m["role"] != "system")
             .filter_map(|m| m["content"].as_str().map(str::to_owned))
             .collect();
         assert!(texts.iter().all(|t| !t.contains("Kubernetes")), "{texts:?}");
