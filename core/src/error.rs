@@ -25,8 +25,7 @@ pub enum ErrorCode {
     ContextOverflow,
     /// Compression settings out of range.
     InvalidSettings,
-    /// A topic filter names a label that is not one of the session's topics, too many labels, or
-    /// a threshold outside 0..=1.
+    /// A topic filter names a label that is not one of the session's topics, or too many labels.
     InvalidFilter,
     /// A context-set change breaks a rule (set name, item length or characters, 10 per set, 50 in
     /// all); nothing was saved.

@@ -120,7 +120,12 @@ impl Transcript {
                 self.budget = info.budget;
             }
             ServerEvent::Budget(b) => self.budget = Some(*b),
-            ServerEvent::Topics(t) => self.topics = Some(t.clone()),
+            // A newer extraction may have arrived first (a reply to `get_topics` numbered later).
+            ServerEvent::Topics(t) => {
+                if self.topics.as_ref().is_none_or(|old| old.generation <= t.generation) {
+                    self.topics = Some(t.clone());
+                }
+            }
             ServerEvent::Filter(f) => self.filter = Some(f.clone()),
             ServerEvent::Mark(m) => {
                 if let Some(msg) = self.messages.iter_mut().find(|x| x.id == m.message_id) {

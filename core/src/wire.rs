@@ -349,7 +349,7 @@ pub enum ServerEvent {
     /// The session's topics: after each extraction, on `get_topics`, and after history loads.
     Topics(crate::context::SessionTopics),
     /// The topic filter and the history it lets through: after every change of the filter,
-    /// similarity mode, a mark or the topics, and with each reply.
+    /// similarity mode or a mark, and after each extraction (so new messages are counted).
     Filter(crate::context::FilterView),
     /// A message's mark changed.
     Mark(MarkMessage),

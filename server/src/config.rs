@@ -208,17 +208,7 @@ impl Config {
             model_limits: model_limits(get("GLASSBOX_MODEL_LIMITS"))?,
             summary_model: get("GLASSBOX_SUMMARY_MODEL"),
             topic_model,
-            topics_enabled: match get("GLASSBOX_TOPICS").as_deref() {
-                None | Some("on") => true,
-                Some("off") => false,
-                Some(other) => {
-                    return Err(ConfigError::Invalid {
-                        name: "GLASSBOX_TOPICS",
-                        value: other.into(),
-                        reason: "use on or off".into(),
-                    });
-                }
-            },
+            topics_enabled: switch(&get, "GLASSBOX_TOPICS", true)?,
             similarity_threshold: {
                 let t: f32 = parse(&get, "GLASSBOX_SIMILARITY_THRESHOLD", "0.4")?;
                 glassbox_core::context::topics::check_threshold(t).map_err(|e| {
@@ -229,17 +219,7 @@ impl Config {
                     }
                 })?
             },
-            embedding_search: match get("GLASSBOX_EMBEDDING_SEARCH").as_deref() {
-                None | Some("on") | Some("true") => true,
-                Some("off") | Some("false") => false,
-                Some(other) => {
-                    return Err(ConfigError::Invalid {
-                        name: "GLASSBOX_EMBEDDING_SEARCH",
-                        value: other.into(),
-                        reason: "use on or off".into(),
-                    });
-                }
-            },
+            embedding_search: switch(&get, "GLASSBOX_EMBEDDING_SEARCH", true)?,
             vocab_dir,
             provider_idle_timeout: millis(&get, "GLASSBOX_PROVIDER_IDLE_TIMEOUT_MS", 60_000)?,
             provider_total_timeout: millis(&get, "GLASSBOX_PROVIDER_TOTAL_TIMEOUT_MS", 600_000)?,
@@ -372,6 +352,24 @@ fn model_limits(raw: Option<String>) -> Result<Vec<(String, u32)>, ConfigError> 
 
 fn trim_slash(s: String) -> String {
     s.trim_end_matches('/').to_owned()
+}
+
+/// An on/off setting (`on`/`off`, or `true`/`false`), `default` when unset.
+fn switch(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: bool,
+) -> Result<bool, ConfigError> {
+    match get(name).as_deref().map(str::trim) {
+        None => Ok(default),
+        Some("on" | "true") => Ok(true),
+        Some("off" | "false") => Ok(false),
+        Some(other) => Err(ConfigError::Invalid {
+            name,
+            value: other.into(),
+            reason: "use on or off".into(),
+        }),
+    }
 }
 
 fn parse<T: std::str::FromStr>(

@@ -107,7 +107,7 @@ pub fn server() -> Result<PathBuf> {
         "server built (profile serve) in {:.0} s",
         started.elapsed().as_secs_f64()
     ));
-    Ok(target.join("serve/glassbox-server"))
+    Ok(target.join(format!("serve/glassbox-server{}", std::env::consts::EXE_SUFFIX)))
 }
 
 /// cargo build (wasm32) → wasm-bindgen (`--target web`) → wasm-opt, into `dist`.

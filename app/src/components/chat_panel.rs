@@ -193,8 +193,7 @@ impl InContext {
         Self(Memo::new(move |_| {
             transcript.with(|t| {
                 let f = t.filter.as_ref()?;
-                let filtering = f.similarity_mode && f.available && !f.labels.is_empty();
-                (filtering && (f.message_ids.len() as u32) < f.total)
+                (f.applies() && (f.message_ids.len() as u32) < f.total)
                     .then(|| std::sync::Arc::new(f.message_ids.iter().cloned().collect()))
             })
         }))

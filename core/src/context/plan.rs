@@ -172,7 +172,9 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     let counted: Vec<CountedMessage> = msgs
         .iter()
         .map(|m| CountedMessage {
-            content: &m.text,
+            // A message with attachments is never an acknowledgement to drop: compression reads
+            // no text for it.
+            content: if m.attachments.is_empty() { &m.text } else { "" },
             tokens: m.tokens(count),
         })
         .collect();
@@ -221,11 +223,19 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     let mut kept_idx: Vec<usize> = reading.plan.kept.iter().map(|&k| flowing[k]).collect();
     kept_idx.extend(&fixed);
     kept_idx.sort_unstable();
-    let summarized: Option<Vec<usize>> = reading
-        .plan
-        .summarized
-        .clone()
-        .map(|r| r.map(|k| flowing[k]).collect());
+    // A summary replaces one run of consecutive messages: where the selection left a gap (a pinned,
+    // sticky or filtered message), the summary stops and the rest of compression's range is left
+    // out as the window would (so the receipt's range and the summary's text agree).
+    let summarized: Option<Vec<usize>> = reading.plan.summarized.clone().map(|r| {
+        let mut run: Vec<usize> = Vec::with_capacity(r.len());
+        for i in r.map(|k| flowing[k]) {
+            if run.last().is_some_and(|&last| i != last + 1) {
+                break;
+            }
+            run.push(i);
+        }
+        run
+    });
 
     let mut parts = Vec::new();
     if input.system_prompt.is_some() || system_tokens > 0 {
@@ -320,7 +330,10 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     for &i in &kept_idx {
         kept[i] = true;
     }
-    let summarized_set = summarized.as_deref().unwrap_or_default();
+    let mut in_summary = vec![false; msgs.len()];
+    for &i in summarized.as_deref().unwrap_or_default() {
+        in_summary[i] = true;
+    }
     let low_value_strategy = matches!(outcome.strategy, Strategy::DropLowValue | Strategy::Hybrid);
     let mut history: Vec<(Range<usize>, Reason)> = Vec::new();
     let mut dropped: Vec<(Range<usize>, LeftOutWhy)> = Vec::new();
@@ -344,9 +357,12 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
                 };
                 extend_run(&mut history, i, reason);
             }
-            Choice::Kept(_) if summarized_set.contains(&i) => {}
+            Choice::Kept(_) if in_summary[i] => {}
             Choice::Kept(_) => {
-                let why = if low_value_strategy && is_low_value(&msgs[i].text) {
+                let why = if low_value_strategy
+                && msgs[i].attachments.is_empty()
+                && is_low_value(&msgs[i].text)
+            {
                     LeftOutWhy::LowValue
                 } else {
                     LeftOutWhy::Window

@@ -118,7 +118,10 @@ pub fn choices_from_view(
     sticky_ids: &[String],
     view: Option<&FilterView>,
 ) -> Vec<Choice> {
-    let filtering = view.filter(|v| v.similarity_mode && v.available && !v.labels.is_empty());
+    let filtering = view.filter(|v| v.applies());
+    let through: std::collections::HashSet<&str> = filtering
+        .map(|v| v.message_ids.iter().map(String::as_str).collect())
+        .unwrap_or_default();
     messages
         .iter()
         .enumerate()
@@ -127,7 +130,7 @@ pub fn choices_from_view(
             Some(MessageMark::Pinned) => Choice::Kept(Kept::Pinned),
             None if sticky_ids.iter().any(|s| s == id) => Choice::Kept(Kept::Sticky),
             None => match filtering {
-                Some(v) if (i as u32) < v.total && !v.message_ids.iter().any(|m| m == id) => {
+                Some(v) if (i as u32) < v.total && !through.contains(id) => {
                     Choice::Dropped(Dropped::TopicFilter(None))
                 }
                 _ => Choice::Kept(Kept::Unfiltered),

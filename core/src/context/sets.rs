@@ -125,7 +125,7 @@ pub fn validate_set(name: &str, items: &[String]) -> Result<(), ContextSetError>
 
 /// Unicode format characters that change how text displays: bidi embeddings, overrides and
 /// isolates, zero-width characters, the BOM.
-fn is_format_char(c: char) -> bool {
+pub fn is_format_char(c: char) -> bool {
     matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 

@@ -447,8 +447,8 @@ fn dedupe_labels(topics: &mut [(Topic, Vec<usize>)]) {
             .filter(|(t, _)| t.label == topics[i].0.label)
             .count();
         if n > 0 {
-            let label = format!("{} ({})", topics[i].0.label, n + 1);
-            topics[i].0.label = label;
+            let base: String = topics[i].0.label.chars().take(MAX_LABEL_CHARS - 5).collect();
+            topics[i].0.label = format!("{base} ({})", n + 1);
         }
     }
 }

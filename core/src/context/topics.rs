@@ -140,6 +140,12 @@ pub struct FilterView {
 }
 
 impl FilterView {
+    /// True when the filter chooses the history: topics selected, similarity mode on, embeddings
+    /// available.
+    pub fn applies(&self) -> bool {
+        self.similarity_mode && self.available && !self.labels.is_empty()
+    }
+
     /// The status line: "5 of 14 messages in context", or "All messages in context".
     pub fn status_line(&self) -> String {
         let n = self.message_ids.len() as u32;
@@ -249,12 +255,18 @@ struct AnswerInstructions {
     message_ids: Vec<String>,
 }
 
+/// Most standing instructions a topic model may name (they go with every turn, uncompressed).
+pub const MAX_STICKY: usize = 20;
+/// Longest message, in words, a topic model may call a standing instruction.
+pub const MAX_STICKY_WORDS: usize = 40;
+
 /// Reads a topic model's answer: up to 8 topics with a non-empty label (cut to 80 characters,
-/// duplicates and the sticky label dropped, largest first) and the sticky ids among `user_ids`.
-/// Invalid or partial JSON, or no usable topic, is an error (the previous topics stay).
+/// duplicates and the sticky label dropped, largest first) and the sticky ids among
+/// `user_messages` (id, text): short ones only, at most [`MAX_STICKY`]. Invalid or partial JSON,
+/// or no usable topic, is an error (the previous topics stay).
 pub fn parse_model_topics(
     json: &str,
-    user_ids: &[&str],
+    user_messages: &[(&str, &str)],
 ) -> Result<(Vec<Topic>, Vec<String>), TopicAnswerError> {
     let answer: Answer =
         serde_json::from_str(json.trim()).map_err(|e| TopicAnswerError::Shape(e.to_string()))?;
@@ -266,7 +278,7 @@ pub fn parse_model_topics(
             .collect::<Vec<_>>()
             .join(" ")
             .chars()
-            .filter(|c| !c.is_control())
+            .filter(|c| !c.is_control() && !super::sets::is_format_char(*c))
             .take(MAX_LABEL_CHARS)
             .collect();
         if label.is_empty()
@@ -287,7 +299,10 @@ pub fn parse_model_topics(
     }
     let mut sticky: Vec<String> = Vec::new();
     for id in answer.instructions.message_ids {
-        if user_ids.contains(&id.as_str()) && !sticky.contains(&id) {
+        let short = user_messages
+            .iter()
+            .any(|(uid, text)| *uid == id && text.split_whitespace().count() <= MAX_STICKY_WORDS);
+        if short && !sticky.contains(&id) && sticky.len() < MAX_STICKY {
             sticky.push(id);
         }
     }
@@ -360,10 +375,12 @@ mod tests {
         let ok = r#"{"topics":[{"label":"  Sourdough\nbaking ","count":4},{"label":"Kubernetes","count":6},
             {"label":"Kubernetes","count":1},{"label":"","count":2},{"label":"Instructions & Preferences","count":2}],
             "instructions":{"label":"Instructions & Preferences","message_ids":["m3","m3","m9","a2"]}}"#;
-        let (topics, sticky) = parse_model_topics(ok, &["m1", "m3", "m5"]).unwrap();
+        let long = "word ".repeat(41);
+        let users = [("m1", "hi"), ("m3", "be concise"), ("m5", long.as_str())];
+        let (topics, sticky) = parse_model_topics(ok.replace("\"m9\"", "\"m5\"").as_str(), &users).unwrap();
         let labels: Vec<(&str, u32)> = topics.iter().map(|t| (t.label.as_str(), t.count)).collect();
         assert_eq!(labels, [("Kubernetes", 6), ("Sourdough baking", 4)]);
-        assert_eq!(sticky, ["m3"], "unknown ids and replies are dropped");
+        assert_eq!(sticky, ["m3"], "unknown ids, replies and long messages are dropped");
         for bad in [
             "",
             "not json",

@@ -236,8 +236,11 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
             set_name: None,
         }));
         send_private(sink, &mut a, loaded).await.map_err(closed)?;
-        // The bubble cloud and the filter, once the history is in.
-        send_topics(state, sink, &mut a).await?;
+        // The bubble cloud and the filter, once the history is in (best effort: the session is
+        // joined already; the panel fills with the next extraction).
+        if let Err(e) = send_topics(state, sink, &mut a).await {
+            tracing::warn!(session = %a.hub.session_id, error = %e, "topics not sent on hello");
+        }
     }
     Ok(a)
 }

@@ -13,8 +13,8 @@ use crate::hub::Hub;
 use crate::state::AppState;
 
 /// Selects topics by label (empty clears the filter). Refused when a label is not one of the
-/// session's topics, and when embeddings are unavailable while similarity mode is on (the whole
-/// history would go anyway: the filter could not do what it says).
+/// session's topics, and (unless clearing) when embeddings are unavailable: the whole history
+/// would go anyway, so the filter could not do what it says.
 pub async fn set_filter(
     state: &AppState,
     hub: &Hub,

@@ -24,7 +24,6 @@ use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 use tokio::sync::Semaphore;
 
-use crate::embed::service::message_cache_key;
 use crate::turn::call::{self, CallFailure};
 use crate::error::AppError;
 use crate::state::AppState;
@@ -33,8 +32,6 @@ use crate::state::AppState;
 pub const MAX_MESSAGES: usize = 600;
 /// Extractions running at once in this process; more wait their turn.
 const CONCURRENT: usize = 2;
-/// Characters of a message that go into its embedding.
-const EMBED_CHARS: usize = 2_000;
 
 /// A generation number larger than every one handed out before, in this process and (being based
 /// on the clock in microseconds) by earlier runs of the server.
@@ -59,10 +56,30 @@ fn permits() -> &'static Arc<Semaphore> {
     PERMITS.get_or_init(|| Arc::new(Semaphore::new(CONCURRENT)))
 }
 
+/// The newest generation started per session (entries are dropped once it finished).
+fn started() -> &'static std::sync::Mutex<std::collections::HashMap<String, u64>> {
+    static STARTED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, u64>>> =
+        std::sync::OnceLock::new();
+    STARTED.get_or_init(Default::default)
+}
+
+fn newest(session_id: &str) -> Option<u64> {
+    started()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(session_id)
+        .copied()
+}
+
 /// Starts an extraction for the session; its generation is taken now, so a later start wins over
-/// this one whatever order they finish in.
+/// this one whatever order they finish in, and an older one still waiting for a permit is skipped
+/// (no model call spent on a conversation a newer extraction reads whole).
 pub fn spawn(state: AppState, session_id: String) {
     let generation = next_generation();
+    started()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(session_id.clone(), generation);
     tokio::spawn(async move {
         match run(&state, &session_id, generation).await {
             Ok(true) => tracing::debug!(session = %session_id, "topics extracted"),
@@ -73,6 +90,10 @@ pub fn spawn(state: AppState, session_id: String) {
                 tracing::warn!(session = %session_id, error = %e, "topic extraction failed; previous topics kept")
             }
         }
+        let mut map = started().lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(&session_id) == Some(&generation) {
+            map.remove(&session_id);
+        }
     });
 }
 
@@ -81,6 +102,10 @@ pub fn spawn(state: AppState, session_id: String) {
 pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<bool, AppError> {
     // The semaphore is never closed, so a permit always comes.
     let _permit = permits().clone().acquire_owned().await.ok();
+    // A newer extraction of this session is waiting: it will read everything this one would.
+    if newest(session_id).is_some_and(|n| n > generation) {
+        return Ok(false);
+    }
     let history: Vec<ChatMessage> = state
         .store
         .messages(session_id)
@@ -96,6 +121,7 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
             Ok(t) => t,
             // The model answered, but not usably: the previous topics stay.
             Err(ModelTopicsError::Answer(e)) => {
+                publish(state, session_id).await?;
                 return Err(AppError::Internal(format!("topic model answer not used: {e}")));
             }
             // No answer at all (timeout, provider error, budget): topics from the embeddings.
@@ -107,25 +133,22 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     };
     topics.generation = generation;
     topics.message_count = history.len() as u32;
+    // Selected labels that no longer exist stay in the settings but select nothing
+    // (`history_filter` reads only current labels), so no write races a newer extraction's.
     let written = state.store.put_topics(session_id, &topics).await?;
-    if written {
-        // Selected labels that no longer exist leave the filter.
-        let kept = topics.clone();
-        state
-            .store
-            .update_settings(session_id, |s| {
-                s.topics.filter.retain(|l| kept.has(l));
-                Ok::<_, AppError>(())
-            })
-            .await?;
-    }
+    publish(state, session_id).await?;
+    Ok(written)
+}
+
+/// Tells the session's tabs its stored topics and the filter's view.
+async fn publish(state: &AppState, session_id: &str) -> Result<(), AppError> {
     if let Some(hub) = state.hubs.get(session_id) {
         if let Some(stored) = state.store.topics(session_id).await? {
             hub.publish(ServerEvent::Topics(stored));
         }
         super::publish_view(state, &hub).await?;
     }
-    Ok(written)
+    Ok(())
 }
 
 /// Why the topic model gave no topics.
@@ -200,12 +223,12 @@ async fn from_model(
         .iter()
         .find(|c| c.name == SCHEMA_NAME)
         .map_or(text, |c| c.arguments.clone());
-    let user_ids: Vec<&str> = read
+    let users: Vec<(&str, &str)> = read
         .iter()
         .filter(|m| m.role == Role::User)
-        .map(|m| m.id.as_str())
+        .map(|m| (m.id.as_str(), m.content.as_str()))
         .collect();
-    let (topics, sticky_ids) = parse_model_topics(&answer, &user_ids)?;
+    let (topics, sticky_ids) = parse_model_topics(&answer, &users)?;
     Ok(SessionTopics {
         topics,
         sticky_ids,
@@ -221,15 +244,7 @@ const SCHEMA_NAME: &str = "report_topics";
 /// Offline extraction over the messages' cached vectors (computed when missing); without
 /// embeddings, from the text alone (one group).
 async fn offline(state: &AppState, history: &[ChatMessage]) -> Result<SessionTopics, AppError> {
-    let items: Vec<(String, String)> = history
-        .iter()
-        .map(|m| {
-            (
-                message_cache_key(&m.id, &m.content),
-                m.content.chars().take(EMBED_CHARS).collect(),
-            )
-        })
-        .collect();
+    let items: Vec<(String, String)> = history.iter().map(super::message_embed_item).collect();
     let vectors = if items.is_empty() {
         Vec::new()
     } else {

@@ -12,7 +12,7 @@ use glassbox_core::context::{FilterNote, FilterView, Score, SessionSettings, Ses
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 
-use crate::embed::service::{EmbedStatus, content_hash, message_cache_key};
+use crate::embed::service::{EmbedStatus, message_cache_key};
 use crate::error::AppError;
 use crate::hub::Hub;
 use crate::state::AppState;
@@ -31,9 +31,13 @@ pub struct HistoryFilter {
     pub view: FilterView,
 }
 
-/// The embedding-cache key of a topic label.
-fn label_key(label: &str) -> String {
-    format!("topic-label:{}", content_hash(label))
+/// A message as the embedding cache takes it: its key (`{id}:{hash of the whole text}`) and the
+/// text that is embedded (the first 2,000 characters; the model reads 256 tokens at most).
+pub fn message_embed_item(m: &ChatMessage) -> (String, String) {
+    (
+        message_cache_key(&m.id, &m.content),
+        m.content.chars().take(EMBED_CHARS).collect(),
+    )
 }
 
 /// Decides which of `candidates` (stored messages that reach the model, oldest first, without the
@@ -112,28 +116,21 @@ async fn score(
     labels: &[String],
     candidates: &[ChatMessage],
 ) -> Result<Vec<Option<f32>>, AppError> {
-    let label_vectors = state
+    // Labels are few and short: embedded each time, not cached (the cache outlives sessions).
+    let label_vectors: Vec<Vec<f32>> = state
         .embeddings
-        .embed_cached(
-            &state.store,
-            labels.iter().map(|l| (label_key(l), l.clone())).collect(),
-        )
-        .await?;
+        .embed(labels.to_vec())
+        .await?
+        .into_iter()
+        .map(|e| e.vector)
+        .collect();
     let first = candidates.len().saturating_sub(MAX_SCORED);
     let recent = &candidates[first..];
     let message_vectors = state
         .embeddings
         .embed_cached(
             &state.store,
-            recent
-                .iter()
-                .map(|m| {
-                    (
-                        message_cache_key(&m.id, &m.content),
-                        m.content.chars().take(EMBED_CHARS).collect::<String>(),
-                    )
-                })
-                .collect(),
+            recent.iter().map(message_embed_item).collect(),
         )
         .await?;
     let refs: Vec<Option<&[f32]>> = std::iter::repeat_n(None, first)

@@ -268,18 +268,22 @@ impl Ws {
             matches!(loaded.event, ServerEvent::Context(ref c) if c.reason == glassbox_core::wire::ContextReason::Load),
             "expected context (load), got {loaded:?}"
         );
+        for expected in ["topics", "filter"] {
+            let (_, raw) = self.next().await;
+            assert_eq!(raw["type"], expected, "{raw}");
+        }
         (
             info.session_id,
             info.token.expect("new session has a token"),
         )
     }
 
-    /// Joins an existing session as a fresh tab: reads its `session`, `snapshot` and `context`
-    /// (load) frames.
+    /// Joins an existing session as a fresh tab: reads its `session`, `snapshot`, `context` (load),
+    /// `topics` and `filter` frames.
     pub async fn hello_existing(&mut self, id: &str, token: &str) {
         self.send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
             .await;
-        for expected in ["session", "snapshot", "context"] {
+        for expected in ["session", "snapshot", "context", "topics", "filter"] {
             let (_, raw) = self.next().await;
             assert_eq!(raw["type"], expected, "{raw}");
         }
