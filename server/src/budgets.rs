@@ -81,6 +81,19 @@ impl AppState {
         Ok(())
     }
 
+    /// Records one provider call's spend: the usage the provider reported, else `counted()` (our
+    /// count of what went and came back). Failed calls are billed too, so they count.
+    pub async fn record_call(
+        &self,
+        session_id: &str,
+        hub: Option<&Hub>,
+        usage: Option<glassbox_core::wire::Usage>,
+        counted: impl FnOnce() -> u64,
+    ) -> Result<(), AppError> {
+        let spent = usage.map_or_else(counted, |u| u.input_tokens + u.output_tokens);
+        self.record_spend(session_id, hub, spent).await
+    }
+
     /// Records `tokens` spent by one provider call of `session_id`, and tells the session's tabs
     /// (through `hub`) its budget when one is set.
     pub async fn record_spend(

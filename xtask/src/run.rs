@@ -185,27 +185,30 @@ pub fn bench_render(args: &[&str]) -> Result<()> {
 }
 
 /// Planning one turn for a 1,000-message session (issue 12): p50/p99 and the stored receipt's size;
-/// then one tool round's added latency over a plain reply against the fake provider.
+/// one tool round's added latency over a plain reply against the fake provider; then topics (issue
+/// 14): selection over 10,000 vectors, offline extraction, first token with extraction on vs off.
 pub fn bench_context() -> Result<()> {
     build::widget()?;
     // Topic extraction and the filter run with the real embedding model.
     let model_dir = model::provision()?;
-    say("building and running context-bench (release)");
-    run(Command::new("cargo")
-        .current_dir(root())
-        .args([
-            "run",
-            "--release",
-            "--package",
-            "glassbox-e2e",
-            "--bin",
-            "context-bench",
-        ])
-        .env("GLASSBOX_EMBED_MODEL_DIR", model_dir))
+    release_bin_with(
+        "context-bench",
+        &[],
+        &[("GLASSBOX_EMBED_MODEL_DIR", model_dir.as_os_str())],
+    )
 }
 
 /// Builds and runs a benchmark binary of the e2e package in release mode.
 fn release_bin(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
+    release_bin_with(name, args, &[])
+}
+
+/// [`release_bin`] with environment variables for the benchmark.
+fn release_bin_with(
+    name: &str,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<()> {
     say(format!("building and running {name} (release)"));
     run(Command::new("cargo")
         .current_dir(root())
@@ -218,7 +221,8 @@ fn release_bin(name: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
             name,
             "--",
         ])
-        .args(args))
+        .args(args)
+        .envs(env.iter().copied()))
 }
 
 fn set_default(cmd: &mut Command, key: &str, value: String) {

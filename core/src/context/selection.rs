@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::topics::FilterView;
-use crate::vector::cosine;
+use crate::vector::{dot, normalize};
 
 /// The cosine a message needs with a selected topic to be kept (the seed's default).
 pub const DEFAULT_SIMILARITY_THRESHOLD: f32 = 0.4;
@@ -140,14 +140,24 @@ pub fn choices_from_view(
 }
 
 /// Each message's best cosine over the label vectors (`None` where a message has no vector).
+/// The labels are normalized once, so each message costs one norm and one dot product per label.
 pub fn topic_scores(messages: &[Option<&[f32]>], labels: &[Vec<f32>]) -> Vec<Option<f32>> {
+    let units: Vec<Vec<f32>> = labels
+        .iter()
+        .map(|l| {
+            let mut u = l.clone();
+            normalize(&mut u);
+            u
+        })
+        .collect();
     messages
         .iter()
         .map(|v| {
             let v = (*v)?;
-            labels
+            let norm = dot(v, v).sqrt();
+            units
                 .iter()
-                .map(|l| cosine(v, l))
+                .map(|u| dot(v, u) / norm)
                 .reduce(f32::max)
                 .filter(|s| s.is_finite())
         })

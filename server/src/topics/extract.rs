@@ -20,7 +20,6 @@ use glassbox_core::context::topics::{
 use glassbox_core::prompt::{PromptMessage, ProviderRequest, ResponseSchema};
 use glassbox_core::wire::Role;
 use glassbox_core::context::SessionTopics;
-use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 use tokio::sync::Semaphore;
 
@@ -106,13 +105,7 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     if newest(session_id).is_some_and(|n| n > generation) {
         return Ok(false);
     }
-    let history: Vec<ChatMessage> = state
-        .store
-        .messages(session_id)
-        .await?
-        .into_iter()
-        .filter(reaches_model)
-        .collect();
+    let history = super::model_history(state, session_id).await?;
     let first = history.len().saturating_sub(MAX_MESSAGES);
     let history = &history[first..];
     let mut topics = match &state.config.topic_model {
@@ -211,11 +204,12 @@ async fn from_model(
         &mut |t| text.push_str(&t),
     )
     .await;
-    let spent = out.as_ref().ok().and_then(|o| o.usage).map_or_else(
-        || u64::from(sent) + u64::from(state.tokens.count(encoding, &text)),
-        |u| u.input_tokens + u.output_tokens,
-    );
-    state.record_spend(session_id, None, spent).await?;
+    let usage = out.as_ref().ok().and_then(|o| o.usage);
+    state
+        .record_call(session_id, None, usage, || {
+            u64::from(sent) + u64::from(state.tokens.count(encoding, &text))
+        })
+        .await?;
     let out = out.map_err(ModelTopicsError::Call)?;
     // Anthropic answers through the forced tool; OpenAI-compatible servers in the text.
     let answer = out

@@ -139,17 +139,22 @@ async fn score(
     Ok(topic_scores(&refs, &label_vectors))
 }
 
-/// The filter's view of the whole stored history (outside a turn: after a change).
-pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterView, AppError> {
-    let settings = state.store.settings(session_id).await?;
-    let topics = state.store.topics(session_id).await?;
-    let history: Vec<ChatMessage> = state
+/// The session's stored messages that reach the model, oldest first.
+pub async fn model_history(state: &AppState, session_id: &str) -> Result<Vec<ChatMessage>, AppError> {
+    Ok(state
         .store
         .messages(session_id)
         .await?
         .into_iter()
         .filter(reaches_model)
-        .collect();
+        .collect())
+}
+
+/// The filter's view of the whole stored history (outside a turn: after a change).
+pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterView, AppError> {
+    let settings = state.store.settings(session_id).await?;
+    let topics = state.store.topics(session_id).await?;
+    let history = model_history(state, session_id).await?;
     Ok(history_filter(state, &settings, topics.as_ref(), &history)
         .await
         .view)

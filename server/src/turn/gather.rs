@@ -271,12 +271,12 @@ async fn summary_for(
         &mut |t| text.push_str(&t),
     )
     .await;
-    // Counted whether or not the call succeeded: the provider billed it either way.
-    let spent = out.as_ref().ok().and_then(|o| o.usage).map_or_else(
-        || u64::from(sent) + u64::from(state.tokens.count(encoding, &text)),
-        |u| u.input_tokens + u.output_tokens,
-    );
-    state.record_spend(session_id, None, spent).await?;
+    let usage = out.as_ref().ok().and_then(|o| o.usage);
+    state
+        .record_call(session_id, None, usage, || {
+            u64::from(sent) + u64::from(state.tokens.count(encoding, &text))
+        })
+        .await?;
     let out = out.map_err(SummaryError::Call)?;
     if out.cut_short() {
         return Err(SummaryError::CutShort);

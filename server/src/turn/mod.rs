@@ -154,14 +154,12 @@ pub async fn run(
             }
         };
         // Spent: what the provider reported, else our count of what went and came back.
-        let spent = out.usage.map_or_else(
-            || {
+        state
+            .record_call(session_id, Some(hub), out.usage, || {
                 u64::from(plan.receipt.totals.counted_input_tokens)
                     + u64::from(state.tokens.count(&encoding, &reply.content[text_before..]))
-            },
-            |u| u.input_tokens + u.output_tokens,
-        );
-        state.record_spend(session_id, Some(hub), spent).await?;
+            })
+            .await?;
         reply.add_usage(out.usage);
         if out.calls.is_empty() {
             return finish(state, hub, reply_id, &reply, &plan.receipt, None).await;

@@ -140,7 +140,7 @@ async fn selection() -> Result<()> {
     let vectors: Vec<Vec<f32>> = (0..VECTORS)
         .map(|i| {
             let c = centers[i / 400 % 5].clone();
-            rng.near(&c, 0.8)
+            rng.near(&c, 0.06)
         })
         .collect();
     let labels = vec![centers[1].clone(), centers[3].clone()];
