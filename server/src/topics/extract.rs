@@ -29,6 +29,8 @@ use crate::state::AppState;
 
 /// Most messages an extraction reads (the newest).
 pub const MAX_MESSAGES: usize = 600;
+/// How long after a reply its extraction starts (a newer reply in the meantime takes over).
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(1_500);
 /// Extractions running at once in this process; more wait their turn.
 const CONCURRENT: usize = 2;
 
@@ -70,9 +72,9 @@ fn newest(session_id: &str) -> Option<u64> {
         .copied()
 }
 
-/// Starts an extraction for the session; its generation is taken now, so a later start wins over
-/// this one whatever order they finish in, and an older one still waiting for a permit is skipped
-/// (no model call spent on a conversation a newer extraction reads whole).
+/// Starts an extraction for the session, 1.5 s from now; its generation is taken now, so a later
+/// start wins over this one whatever order they finish in, and an older one still waiting is
+/// skipped (no model call spent on a conversation a newer extraction reads whole).
 pub fn spawn(state: AppState, session_id: String) {
     let generation = next_generation();
     started()
@@ -80,6 +82,9 @@ pub fn spawn(state: AppState, session_id: String) {
         .unwrap_or_else(|p| p.into_inner())
         .insert(session_id.clone(), generation);
     tokio::spawn(async move {
+        // Topics follow the conversation when it pauses: a message sent right after a reply is
+        // never slowed by this one's work, and a burst of replies is extracted once.
+        tokio::time::sleep(SETTLE).await;
         match run(&state, &session_id, generation).await {
             Ok(true) => tracing::debug!(session = %session_id, "topics extracted"),
             Ok(false) => {
