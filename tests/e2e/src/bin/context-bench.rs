@@ -211,7 +211,7 @@ fn extraction() {
     let texts: Vec<String> = (0..200)
         .map(|i| {
             let s = subjects[i / 40];
-            if i == 17 {
+            if i == 16 {
                 "Be concise from now on, please.".to_owned()
             } else if i % 2 == 0 {
                 format!("Question {i} about {s}: what should I check next about the {s} setup?")
