@@ -187,7 +187,7 @@ async fn from_model(
     let request = ProviderRequest {
         model: model.to_owned(),
         system: Some(EXTRACTION_PROMPT.to_owned()),
-        messages: vec![PromptMessage::text(Role::User, transcript.clone())],
+        messages: vec![PromptMessage::text(Role::User, transcript)],
         max_output_tokens: MODEL_OUTPUT_TOKENS,
         response_schema: Some(ResponseSchema {
             name: SCHEMA_NAME.to_owned(),
@@ -195,26 +195,9 @@ async fn from_model(
         }),
         ..Default::default()
     };
-    state.check_budget(session_id).await?;
-    let (encoding, _) = glassbox_core::context::encoding_for(model);
-    let sent = state.tokens.count(encoding, &transcript)
-        + state.tokens.count(encoding, EXTRACTION_PROMPT);
-    let mut text = String::new();
     // Nobody waits for topics, so only the timeouts stop the call.
-    let out = call::call(
-        &*state.provider,
-        request,
-        state.call_limits(),
-        std::future::pending::<()>(),
-        &mut |t| text.push_str(&t),
-    )
-    .await;
-    let usage = out.as_ref().ok().and_then(|o| o.usage);
-    state
-        .record_call(session_id, None, usage, || {
-            u64::from(sent) + u64::from(state.tokens.count(encoding, &text))
-        })
-        .await?;
+    let (text, out) =
+        call::call_collected(state, session_id, request, std::future::pending::<()>()).await?;
     let out = out.map_err(ModelTopicsError::Call)?;
     // Anthropic answers through the forced tool; OpenAI-compatible servers in the text.
     let answer = out

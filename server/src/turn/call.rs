@@ -57,6 +57,41 @@ impl CallOutput {
     }
 }
 
+/// A call whose text nobody watches stream (a summary, topic extraction): checked against the
+/// session's budget first, its spend recorded after (the provider's usage, else our count of the
+/// request's texts and the answer). Returns the whole text beside the call's outcome.
+pub async fn call_collected(
+    state: &crate::state::AppState,
+    session_id: &str,
+    request: ProviderRequest,
+    cancel: impl Future<Output = ()>,
+) -> Result<(String, Result<CallOutput, CallFailure>), AppError> {
+    state.check_budget(session_id).await?;
+    let (encoding, _) = glassbox_core::context::encoding_for(&request.model);
+    let sent: u32 = request
+        .system
+        .iter()
+        .chain(request.messages.iter().map(|m| &m.content))
+        .map(|t| state.tokens.count(encoding, t))
+        .sum();
+    let mut text = String::new();
+    let out = call(
+        &*state.provider,
+        request,
+        state.call_limits(),
+        cancel,
+        &mut |t| text.push_str(&t),
+    )
+    .await;
+    let usage = out.as_ref().ok().and_then(|o| o.usage);
+    state
+        .record_call(session_id, None, usage, || {
+            u64::from(sent) + u64::from(state.tokens.count(encoding, &text))
+        })
+        .await?;
+    Ok((text, out))
+}
+
 /// Streams `request`; text goes to `on_text` piece by piece as it arrives.
 pub async fn call(
     provider: &dyn Provider,

@@ -258,25 +258,7 @@ async fn summary_for(
         response_schema: None,
     };
     // A summary is a provider call like any other: within the budget, and counted.
-    state.check_budget(session_id).await?;
-    let (encoding, _) = glassbox_core::context::encoding_for(&request.model);
-    let sent =
-        state.tokens.count(encoding, &transcript) + state.tokens.count(encoding, SUMMARIZER_PROMPT);
-    let mut text = String::new();
-    let out = call::call(
-        &*state.provider,
-        request,
-        state.call_limits(),
-        cancel,
-        &mut |t| text.push_str(&t),
-    )
-    .await;
-    let usage = out.as_ref().ok().and_then(|o| o.usage);
-    state
-        .record_call(session_id, None, usage, || {
-            u64::from(sent) + u64::from(state.tokens.count(encoding, &text))
-        })
-        .await?;
+    let (text, out) = call::call_collected(state, session_id, request, cancel).await?;
     let out = out.map_err(SummaryError::Call)?;
     if out.cut_short() {
         return Err(SummaryError::CutShort);

@@ -127,13 +127,18 @@ pub async fn run(
             &mut on_text,
         )
         .await;
+        // Spent, failure or not: what the provider reported, else our count of what went and came
+        // back.
+        let usage = out.as_ref().ok().and_then(|o| o.usage);
+        state
+            .record_call(session_id, Some(hub), usage, || {
+                u64::from(plan.receipt.totals.counted_input_tokens)
+                    + u64::from(state.tokens.count(&encoding, &reply.content[text_before..]))
+            })
+            .await?;
         let out = match out {
             Ok(out) => out,
             Err(failure) => {
-                // The provider billed what went and what streamed back, failure or not.
-                let spent = u64::from(plan.receipt.totals.counted_input_tokens)
-                    + u64::from(state.tokens.count(&encoding, &reply.content[text_before..]));
-                state.record_spend(session_id, Some(hub), spent).await?;
                 tracing::warn!(
                     session = session_id,
                     reply = reply_id,
@@ -153,13 +158,6 @@ pub async fn run(
                 .await;
             }
         };
-        // Spent: what the provider reported, else our count of what went and came back.
-        state
-            .record_call(session_id, Some(hub), out.usage, || {
-                u64::from(plan.receipt.totals.counted_input_tokens)
-                    + u64::from(state.tokens.count(&encoding, &reply.content[text_before..]))
-            })
-            .await?;
         reply.add_usage(out.usage);
         if out.calls.is_empty() {
             return finish(state, hub, reply_id, &reply, &plan.receipt, None).await;
