@@ -249,11 +249,12 @@ impl ChatClient {
         }
     }
 
-    /// Switches similarity mode for the session.
-    pub fn set_similarity_mode(&self, enabled: bool) {
+    /// Switches similarity mode for the session; `threshold` (checked by the caller) also sets
+    /// the session's similarity threshold.
+    pub fn set_similarity_mode(&self, enabled: bool, threshold: Option<f32>) {
         if let Some(inner) = self.inner() {
             inner.send_frame(&ClientFrame::SetSimilarityMode(
-                glassbox_core::wire::SetSimilarityMode { enabled },
+                glassbox_core::wire::SetSimilarityMode { enabled, threshold },
             ));
         }
     }
@@ -265,13 +266,6 @@ impl ChatClient {
                 message_id: message_id.to_owned(),
                 mark,
             }));
-        }
-    }
-
-    /// Asks the server for the session's topics and filter again.
-    pub fn get_topics(&self) {
-        if let Some(inner) = self.inner() {
-            inner.send_frame(&ClientFrame::GetTopics(Default::default()));
         }
     }
 

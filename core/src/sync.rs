@@ -54,11 +54,17 @@ impl ReplayLog {
 
     /// Numbers an event meant for one connection only (not replayed to others).
     pub fn number(&mut self, event: ServerEvent) -> ServerFrame {
-        self.last_id += 1;
         ServerFrame {
-            sync_id: self.last_id,
+            sync_id: self.reserve(),
             event,
         }
+    }
+
+    /// Takes the next id for a frame whose contents are read after this point: any frame numbered
+    /// later reflects state at least as new.
+    pub fn reserve(&mut self) -> u64 {
+        self.last_id += 1;
+        self.last_id
     }
 
     /// What a client that has seen everything up to `seen` needs.

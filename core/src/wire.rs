@@ -51,11 +51,14 @@ pub struct SetFilter {
     pub labels: Vec<String>,
 }
 
-/// Similarity mode on or off.
+/// Similarity mode on or off, and optionally the session's similarity threshold (the cosine a
+/// message needs to match a selected topic, 0–1; absent keeps the current one).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SetSimilarityMode {
     pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f32>,
 }
 
 /// A message's mark (`null` clears it).

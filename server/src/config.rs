@@ -99,11 +99,12 @@ pub struct Config {
 
 /// The variables of the rate limits and spending caps (`0` turns each off; test and benchmark
 /// harnesses, which send many messages from one address, switch them all off).
-pub const LIMIT_VARS: [&str; 6] = [
+pub const LIMIT_VARS: [&str; 7] = [
     "GLASSBOX_LIMIT_SESSIONS_PER_HOUR",
     "GLASSBOX_LIMIT_MESSAGES_PER_MINUTE",
     "GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE",
     "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
+    "GLASSBOX_LIMIT_COMMANDS_PER_MINUTE",
     "GLASSBOX_BUDGET_SESSION_TOKENS",
     "GLASSBOX_BUDGET_DAILY_TOKENS",
 ];
@@ -303,6 +304,10 @@ impl Config {
                     streams_per_address: n(
                         "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
                         d.streams_per_address,
+                    )?,
+                    commands_per_minute: n(
+                        "GLASSBOX_LIMIT_COMMANDS_PER_MINUTE",
+                        d.commands_per_minute,
                     )?,
                 }
             },

@@ -33,6 +33,9 @@ pub struct Hub {
     clients: Mutex<usize>,
     abandoned: watch::Sender<bool>,
     grace: Duration,
+    /// Held while the filter's view is read and numbered, so views reach every tab in the order
+    /// of the state they show (a slower, older read never lands after a newer one).
+    pub view_lock: tokio::sync::Mutex<()>,
     /// Set when an existing session comes back to life in this process (a resume): its next turn
     /// reminds the model of the session's context sets.
     resume_pending: AtomicBool,
@@ -48,6 +51,7 @@ impl Hub {
             }),
             frames: broadcast::channel(BROADCAST_CAPACITY).0,
             turn_lock: tokio::sync::Mutex::new(()),
+            view_lock: tokio::sync::Mutex::new(()),
             clients: Mutex::new(0),
             abandoned: watch::channel(false).0,
             grace,
@@ -92,14 +96,16 @@ impl Hub {
         self.state().log.number(event)
     }
 
+    /// Takes the id of a frame for one connection whose contents are read after this point.
+    pub fn reserve(&self) -> u64 {
+        self.state().log.reserve()
+    }
+
     /// Reserves the id of a snapshot and returns, with it, the text streamed so far of every reply in
     /// flight: a snapshot built from the database plus this text reflects every frame up to the id.
     pub fn snapshot_point(&self) -> (u64, HashMap<String, String>) {
         let mut state = self.state();
-        let id = state
-            .log
-            .number(ServerEvent::Snapshot(Default::default()))
-            .sync_id;
+        let id = state.log.reserve();
         (id, state.partial.clone())
     }
 

@@ -1,6 +1,6 @@
 //! Rate limits per client address and per session (`governor`'s keyed GCRA limiters): sessions
-//! created per hour and messages per minute for each address, messages per minute for each session,
-//! and streaming replies at once for each address. Each refusal says when to try again. A limit set
+//! created per hour and messages per minute for each address, messages and topic commands per minute
+//! for each session, and streaming replies at once for each address. Each refusal says when to try again. A limit set
 //! to 0 is off. Keys not seen for a while are forgotten by `sweep`, so memory stays bounded by the
 //! addresses active in the last hour.
 
@@ -27,6 +27,9 @@ pub struct RateLimitConfig {
     pub address_messages_per_minute: u32,
     /// Replies streaming at once for one address (`GLASSBOX_LIMIT_STREAMS_PER_ADDRESS`).
     pub streams_per_address: u32,
+    /// Topic commands one session may send per minute: filter, similarity, marks and topic reads,
+    /// each of which reads the session's history (`GLASSBOX_LIMIT_COMMANDS_PER_MINUTE`).
+    pub commands_per_minute: u32,
 }
 
 impl Default for RateLimitConfig {
@@ -36,6 +39,7 @@ impl Default for RateLimitConfig {
             messages_per_minute: 20,
             address_messages_per_minute: 60,
             streams_per_address: 4,
+            commands_per_minute: 120,
         }
     }
 }
@@ -59,6 +63,7 @@ pub struct RateLimits<C: Clock = DefaultClock> {
     sessions: Option<Keyed<IpAddr, C>>,
     address_messages: Option<Keyed<IpAddr, C>>,
     session_messages: Option<Keyed<String, C>>,
+    session_commands: Option<Keyed<String, C>>,
     streams: Arc<Mutex<HashMap<IpAddr, u32>>>,
 }
 
@@ -123,6 +128,7 @@ impl<C: Clock + Clone> RateLimits<C> {
                 &clock,
             ),
             session_messages: limiter(config.messages_per_minute, Quota::per_minute, &clock),
+            session_commands: limiter(config.commands_per_minute, Quota::per_minute, &clock),
             config,
             clock,
             streams: Arc::default(),
@@ -177,6 +183,15 @@ impl<C: Clock + Clone> RateLimits<C> {
         )
     }
 
+    /// A topic command in `session` (it reads the session's history to answer).
+    pub fn command(&self, session: &str) -> Result<(), RateLimited> {
+        self.check(
+            &self.session_commands,
+            &session.to_owned(),
+            "too many topic commands in this session",
+        )
+    }
+
     /// Another request from `address` that costs the server work (embeddings): it counts against
     /// the address's messages per minute.
     pub fn request(&self, address: Option<IpAddr>) -> Result<(), RateLimited> {
@@ -227,7 +242,10 @@ impl<C: Clock + Clone> RateLimits<C> {
             l.retain_recent();
             l.shrink_to_fit();
         }
-        if let Some(l) = &self.session_messages {
+        for l in [&self.session_messages, &self.session_commands]
+            .into_iter()
+            .flatten()
+        {
             l.retain_recent();
             l.shrink_to_fit();
         }
@@ -249,6 +267,7 @@ mod tests {
             messages_per_minute: 3,
             address_messages_per_minute: 4,
             streams_per_address: 1,
+            commands_per_minute: 2,
         });
         assert!(limits.create_session(ip(1)).is_ok());
         assert!(limits.create_session(ip(1)).is_ok());
@@ -275,6 +294,13 @@ mod tests {
         assert!(limits.stream(ip(2)).is_ok());
         drop(first);
         assert!(limits.stream(ip(1)).is_ok(), "the slot is free again");
+
+        assert!(limits.command("s1").is_ok());
+        assert!(limits.command("s1").is_ok());
+        let refused = limits.command("s1").unwrap_err();
+        assert_eq!(refused.what, "too many topic commands in this session");
+        assert!(limits.command("s2").is_ok(), "another session");
+        assert!(limits.message(ip(3), "s3").is_ok(), "messages are counted apart");
     }
 
     #[test]
@@ -330,10 +356,12 @@ mod tests {
             messages_per_minute: 0,
             address_messages_per_minute: 0,
             streams_per_address: 0,
+            commands_per_minute: 0,
         });
         for _ in 0..1_000 {
             assert!(limits.create_session(ip(1)).is_ok());
             assert!(limits.message(ip(1), "s").is_ok());
+            assert!(limits.command("s").is_ok());
             std::mem::forget(limits.stream(ip(1)).unwrap());
         }
     }

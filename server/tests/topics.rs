@@ -215,6 +215,89 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
     assert_eq!(status, 200);
     assert_eq!(view["labels"], json!([bread.label]));
     assert_eq!(view["messageIds"].as_array().unwrap().len() as u64, view["total"].as_u64().unwrap());
+
+    // The session's own threshold: at 0.99 no message matches, so the whole history goes (the
+    // seed's fallback); outside 0–1 it is refused and the setting stays.
+    let similarity = format!("/api/sessions/{id}/similarity");
+    let (status, view) = put(&server, &similarity, &token, json!({"enabled": true, "threshold": 0.99})).await;
+    assert_eq!(status, 200, "{view}");
+    assert!((view["threshold"].as_f64().unwrap() - 0.99).abs() < 1e-6, "{view}");
+    assert_eq!(view["fallback"], true, "{view}");
+    assert_eq!(view["messageIds"].as_array().unwrap().len() as u64, view["total"].as_u64().unwrap());
+    let (status, body) = put(&server, &similarity, &token, json!({"enabled": true, "threshold": 1.5})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("invalid_filter")), "{body}");
+    let (status, view) = put(&server, &similarity, &token, json!({"enabled": true})).await;
+    assert_eq!(status, 200);
+    assert!((view["threshold"].as_f64().unwrap() - 0.99).abs() < 1e-6, "kept: {view}");
+}
+
+#[tokio::test]
+async fn the_last_view_every_tab_hears_is_the_current_one() {
+    let server = start(&[]).await;
+    let (id, token, _, found) = two_subjects(&server).await;
+    let label = found["topics"]["topics"][0]["label"].as_str().unwrap().to_owned();
+    let mut first = server.ws().await;
+    first.hello_existing(&id, &token).await;
+    // Forty changes at once from REST, while a second tab joins in the middle of them.
+    let changes = (0..40).map(|i| {
+        let (server, id, token) = (&server, &id, &token);
+        let body = match i % 4 {
+            0 => json!({"labels": [label.clone()]}),
+            1 => json!({"labels": []}),
+            _ => json!({"enabled": i % 8 == 2}),
+        };
+        let path = if i % 4 < 2 { "filter" } else { "similarity" };
+        async move {
+            let (status, body) = put(server, &format!("/api/sessions/{id}/{path}"), token, body).await;
+            assert_eq!(status, 200, "{body}");
+        }
+    });
+    let mut second = server.ws().await;
+    let joining = async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        second
+            .send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
+            .await;
+    };
+    tokio::join!(futures::future::join_all(changes), joining);
+    let current = get(&server, &format!("/api/sessions/{id}/topics"), &token).await["filter"].clone();
+    for (tab, ws) in [("first", &mut first), ("second", &mut second)] {
+        let mut last = None;
+        let mut ids = Vec::new();
+        while let Some((frame, raw)) = ws.next_within(Duration::from_millis(1500)).await {
+            ids.push(frame.sync_id);
+            if raw["type"] == "filter" {
+                last = Some(raw["data"].clone());
+            }
+        }
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{tab} tab: frames out of order {ids:?}");
+        assert_eq!(last.as_ref(), Some(&current), "{tab} tab ends on a stale view: {ids:?}");
+    }
+}
+
+#[tokio::test]
+async fn topic_commands_are_limited_per_session_but_a_new_tab_still_gets_its_topics() {
+    let server = start(&[("GLASSBOX_LIMIT_COMMANDS_PER_MINUTE", "3")]).await;
+    let (id, token, _) = server.new_session().await;
+    let topics = format!("/api/sessions/{id}/topics");
+    for _ in 0..3 {
+        get(&server, &topics, &token).await;
+    }
+    let refused = server.http.get(server.url(&topics)).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    // Over the WebSocket: the hello's topics do not count; a command is refused with a typed error.
+    let mut tab = server.ws().await;
+    tab.hello_existing(&id, &token).await;
+    tab.send(json!({"type": "set_similarity_mode", "data": {"enabled": false}})).await;
+    let (_, raw) = tab.next().await;
+    assert_eq!(raw["type"], "error", "{raw}");
+    assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
+    // Another session has its own allowance.
+    let (other, other_token, _) = server.new_session().await;
+    get(&server, &format!("/api/sessions/{other}/topics"), &other_token).await;
 }
 
 #[tokio::test]

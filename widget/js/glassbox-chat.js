@@ -11,7 +11,7 @@
 // (present: "View context" shows page-context key names only, never their values).
 // Methods: sendMessage(text, attachments?, context?), setPageContext(obj), setContext(setName, items, mode?),
 // clearSession() (deletes the conversation on the server and starts a new one), setFilter(labels),
-// getTopics(), setSimilarityMode(enabled), markMessage(messageId, 'pinned' | 'excluded' | null).
+// getTopics(), setSimilarityMode(enabled, threshold?), markMessage(messageId, 'pinned' | 'excluded' | null).
 // Events: "glassbox:reply" (detail: the finished reply message), "glassbox:context" (the session's
 // context sets: {reason, context, setName?}), "glassbox:filter-changed" (detail: {messageIds, labels,
 // total, status}: the messages the topic filter lets through; bubbles up to document).
@@ -85,10 +85,13 @@ class GlassboxChat extends HTMLElement {
     return this.#live().getTopics();
   }
 
-  /** Switches similarity mode (off: topics are shown, the whole history goes). */
-  async setSimilarityMode(enabled) {
+  /**
+   * Switches similarity mode (off: topics are shown, the whole history goes); a threshold (0–1)
+   * also sets the cosine a message needs to match a selected topic.
+   */
+  async setSimilarityMode(enabled, threshold) {
     await this.#mount();
-    this.#live().setSimilarityMode(Boolean(enabled));
+    this.#live().setSimilarityMode(Boolean(enabled), threshold == null ? undefined : Number(threshold));
   }
 
   /** Pins ('pinned'), excludes ('excluded') or unmarks (null) a message by id. */

@@ -210,7 +210,7 @@ impl GlassboxWidget {
     }
 
     /// The session's topics and filter as last received: `{topics, filter}` (each `null` before
-    /// the server sent them); asks the server for fresh ones too.
+    /// the server sent them). The server pushes both on every change, so this asks it nothing.
     #[wasm_bindgen(js_name = getTopics)]
     pub fn get_topics(&self) -> JsValue {
         let Some(handle) = &self.handle else {
@@ -218,7 +218,6 @@ impl GlassboxWidget {
         };
         use leptos::prelude::WithUntracked;
         let client = handle.client();
-        client.get_topics();
         let now = client.transcript.with_untracked(|t| {
             serde_json::json!({"topics": t.topics, "filter": t.filter}).to_string()
         });
@@ -226,11 +225,18 @@ impl GlassboxWidget {
     }
 
     /// Switches similarity mode for the session (off: topics are shown, the whole history goes).
+    /// With `threshold` (0–1) it also sets the cosine a message needs to match a selected topic.
     #[wasm_bindgen(js_name = setSimilarityMode)]
-    pub fn set_similarity_mode(&self, enabled: bool) {
-        if let Some(handle) = &self.handle {
-            handle.client().set_similarity_mode(enabled);
-        }
+    pub fn set_similarity_mode(&self, enabled: bool, threshold: Option<f32>) -> Result<(), JsValue> {
+        let Some(handle) = &self.handle else {
+            return Err(js_error("conflict", "widget is unmounted"));
+        };
+        let threshold = threshold
+            .map(glassbox_core::context::topics::check_threshold)
+            .transpose()
+            .map_err(|e| js_error("invalid_filter", e.to_string()))?;
+        handle.client().set_similarity_mode(enabled, threshold);
+        Ok(())
     }
 
     /// Pins (`"pinned"`: always sent) or excludes (`"excluded"`: never sent) a message, or clears

@@ -119,7 +119,7 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
                         type="checkbox"
                         role="switch"
                         prop:checked=move || mode.get()
-                        on:change=move |ev| client.set_similarity_mode(event_target_checked(&ev))
+                        on:change=move |ev| client.set_similarity_mode(event_target_checked(&ev), None)
                     />
                     " Filter history by topic"
                 </label>

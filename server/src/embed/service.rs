@@ -4,7 +4,7 @@
 //! plan pads each batch to its longest text), runs them together and hands each request its vectors. A
 //! full queue answers 429.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 use tokio::sync::oneshot;
 
+use super::memory::{DEFAULT_ENTRIES, VectorMemory};
 use super::{EmbedError, Embedder, Embedding};
 use crate::error::AppError;
 use crate::storage::Store;
@@ -82,6 +83,8 @@ pub struct EmbeddingService {
     queue: Arc<JobQueue>,
     /// Texts run through the model so far (cache hits are not counted).
     computed: AtomicU64,
+    /// Recently used vectors, in front of the store's cache.
+    memory: VectorMemory,
 }
 
 /// One request's texts and where its vectors go.
@@ -235,6 +238,7 @@ impl EmbeddingService {
             state: RwLock::new(state),
             queue: Arc::new(queue),
             computed: AtomicU64::new(0),
+            memory: VectorMemory::new(DEFAULT_ENTRIES),
         }
     }
 
@@ -268,39 +272,66 @@ impl EmbeddingService {
         self.computed.load(Ordering::Relaxed)
     }
 
-    /// Vectors for `(cache key, text)` items, in order: cached ones are read from `store`, only the
-    /// missing ones are computed, and those are stored for next time.
+    /// Vectors for `(cache key, text)` items, in order: recently used ones come from memory, other
+    /// cached ones are read from `store`, only the missing ones are computed, and those are stored
+    /// for next time.
     pub async fn embed_cached(
         &self,
         store: &Store,
         items: Vec<(String, String)>,
-    ) -> Result<Vec<Vec<f32>>, AppError> {
+    ) -> Result<Vec<Arc<[f32]>>, AppError> {
         let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
-        let mut found = store.cached_embeddings(&self.model, &keys).await?;
-        let missing: Vec<(String, String)> = items
+        let mut vectors = self.memory.get_many(&keys);
+        let unknown: Vec<String> = keys
             .iter()
-            .filter(|(k, _)| !found.contains_key(k))
-            .cloned()
+            .zip(&vectors)
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut found: HashMap<String, Arc<[f32]>> = if unknown.is_empty() {
+            HashMap::new()
+        } else {
+            store
+                .cached_embeddings(&self.model, &unknown)
+                .await?
+                .into_iter()
+                .map(|(k, v)| (k, Arc::from(v)))
+                .collect()
+        };
+        let missing: Vec<&(String, String)> = items
+            .iter()
+            .zip(&vectors)
+            .filter(|((k, _), v)| v.is_none() && !found.contains_key(k))
+            .map(|(item, _)| item)
             .collect();
         if !missing.is_empty() {
             let mut fresh = Vec::with_capacity(missing.len());
             for chunk in missing.chunks(MAX_INPUTS) {
-                let vectors = self
+                let computed = self
                     .embed(chunk.iter().map(|(_, t)| t.clone()).collect())
                     .await?;
                 fresh.extend(
                     chunk
                         .iter()
-                        .zip(vectors)
+                        .zip(computed)
                         .map(|((k, _), e)| (k.clone(), e.vector)),
                 );
             }
             store.put_embeddings(&self.model, &fresh).await?;
-            found.extend(fresh);
+            found.extend(fresh.into_iter().map(|(k, v)| (k, Arc::from(v))));
         }
-        keys.iter()
-            .map(|k| {
-                found.remove(k).ok_or_else(|| {
+        self.memory
+            .put_many(found.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for (slot, key) in vectors.iter_mut().zip(&keys) {
+            if slot.is_none() {
+                *slot = found.get(key).cloned();
+            }
+        }
+        vectors
+            .into_iter()
+            .zip(&keys)
+            .map(|(v, k)| {
+                v.ok_or_else(|| {
                     AppError::Embed(EmbedError::Inference(format!("no vector for {k}")).into())
                 })
             })

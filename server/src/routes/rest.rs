@@ -155,18 +155,26 @@ pub async fn update_settings(
     Ok(Json(info))
 }
 
+/// The answer of `GET /api/sessions/{id}/topics`, serialized as the `topics` and `filter` frames
+/// are (a `Value` would widen the threshold's `f32` to 0.4000000059604645).
+#[derive(Serialize)]
+pub struct TopicsAnswer {
+    topics: glassbox_core::context::SessionTopics,
+    filter: FilterView,
+}
+
 /// `GET /api/sessions/{id}/topics` (token): the session's topics and the filter's view.
 pub async fn topics(
     State(state): State<AppState>,
     Path(id): Path<String>,
     BearerToken(token): BearerToken,
-) -> Result<Json<serde_json::Value>, AppError> {
+) -> Result<Json<TopicsAnswer>, AppError> {
     let session = state
         .open_session(Some(&id), token.as_deref(), None, None)
         .await?;
     let (topics, filter) =
         crate::topics::commands::get_topics(&state, &session.info.session_id).await?;
-    Ok(Json(serde_json::json!({"topics": topics, "filter": filter})))
+    Ok(Json(TopicsAnswer { topics, filter }))
 }
 
 /// `PUT /api/sessions/{id}/filter` (token), body `{labels}`: selects topics (empty clears); every
@@ -184,7 +192,8 @@ pub async fn set_filter(
     Ok(Json(view))
 }
 
-/// `PUT /api/sessions/{id}/similarity` (token), body `{enabled}`: similarity mode for the session.
+/// `PUT /api/sessions/{id}/similarity` (token), body `{enabled, threshold?}`: similarity mode (and
+/// threshold) for the session.
 pub async fn set_similarity_mode(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -195,7 +204,7 @@ pub async fn set_similarity_mode(
         .open_session(Some(&id), token.as_deref(), None, None)
         .await?;
     let view =
-        crate::topics::commands::set_similarity_mode(&state, &session.hub, body.enabled).await?;
+        crate::topics::commands::set_similarity_mode(&state, &session.hub, &body).await?;
     Ok(Json(view))
 }
 

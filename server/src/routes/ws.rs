@@ -170,7 +170,7 @@ async fn handle<W: Sink<Message> + Unpin>(
                 .map(|_| ())
         }
         (ClientFrame::SetSimilarityMode(m), Some(a)) => {
-            topics::commands::set_similarity_mode(state, &a.hub, m.enabled)
+            topics::commands::set_similarity_mode(state, &a.hub, &m)
                 .await
                 .map(|_| ())
         }
@@ -183,6 +183,7 @@ async fn handle<W: Sink<Message> + Unpin>(
             let Some(a) = attached.as_mut() else {
                 return Err(AppError::HelloRequired);
             };
+            state.limits.command(&a.hub.session_id)?;
             send_topics(state, sink, a).await
         }
     }
@@ -252,10 +253,21 @@ async fn send_topics<W: Sink<Message> + Unpin>(
     a: &mut Attached,
 ) -> Result<(), AppError> {
     let closed = |_| AppError::Conflict("socket closed");
-    let (topics, view) = topics::commands::get_topics(state, &a.hub.session_id).await?;
-    let frame = a.hub.private(ServerEvent::Topics(topics));
+    // Numbered before they are read: a view published meanwhile is newer, and comes after them.
+    let (ids, (topics, view)) = {
+        let _order = a.hub.view_lock.lock().await;
+        let ids = (a.hub.reserve(), a.hub.reserve());
+        (ids, topics::commands::topics_and_view(state, &a.hub.session_id).await?)
+    };
+    let frame = ServerFrame {
+        sync_id: ids.0,
+        event: ServerEvent::Topics(topics),
+    };
     send_private(sink, a, frame).await.map_err(closed)?;
-    let frame = a.hub.private(ServerEvent::Filter(view));
+    let frame = ServerFrame {
+        sync_id: ids.1,
+        event: ServerEvent::Filter(view),
+    };
     send_private(sink, a, frame).await.map_err(closed)
 }
 

@@ -1,11 +1,12 @@
 //! The topic commands, shared by the WebSocket frames, the REST routes and the element's methods:
 //! `set_filter`, `get_topics`, `set_similarity_mode`, and marking a message pinned or excluded.
 //! Each change is stored in the session's settings record (or on the message) and every tab of the
-//! session hears the filter's new view.
+//! session hears the filter's new view. Each command reads the session's history, so a session may
+//! send `GLASSBOX_LIMIT_COMMANDS_PER_MINUTE` of them.
 
-use glassbox_core::context::topics::check_filter;
+use glassbox_core::context::topics::{check_filter, check_threshold};
 use glassbox_core::context::{FilterView, MessageMark, SessionTopics};
-use glassbox_core::wire::{MarkMessage, ServerEvent};
+use glassbox_core::wire::{MarkMessage, ServerEvent, SetSimilarityMode};
 
 use crate::embed::service::EmbedStatus;
 use crate::error::AppError;
@@ -20,6 +21,7 @@ pub async fn set_filter(
     hub: &Hub,
     labels: &[String],
 ) -> Result<FilterView, AppError> {
+    state.limits.command(&hub.session_id)?;
     let topics = state
         .store
         .topics(&hub.session_id)
@@ -43,16 +45,22 @@ pub async fn set_filter(
     super::publish_view(state, hub).await
 }
 
-/// Switches similarity mode for the session (off: the bubbles are visual only).
+/// Switches similarity mode for the session (off: the bubbles are visual only) and, when given,
+/// sets the session's similarity threshold (refused outside 0–1).
 pub async fn set_similarity_mode(
     state: &AppState,
     hub: &Hub,
-    enabled: bool,
+    args: &SetSimilarityMode,
 ) -> Result<FilterView, AppError> {
+    state.limits.command(&hub.session_id)?;
+    let threshold = args.threshold.map(check_threshold).transpose()?;
     state
         .store
         .update_settings(&hub.session_id, |s| {
-            s.topics.similarity_mode = Some(enabled);
+            s.topics.similarity_mode = Some(args.enabled);
+            if threshold.is_some() {
+                s.topics.threshold = threshold;
+            }
             Ok::<_, AppError>(())
         })
         .await?;
@@ -66,6 +74,7 @@ pub async fn mark_message(
     message_id: &str,
     mark: Option<MessageMark>,
 ) -> Result<FilterView, AppError> {
+    state.limits.command(&hub.session_id)?;
     if !state
         .store
         .set_mark(&hub.session_id, message_id, mark)
@@ -80,8 +89,17 @@ pub async fn mark_message(
     super::publish_view(state, hub).await
 }
 
-/// The session's topics (empty before the first extraction) and the filter's view.
+/// The session's topics (empty before the first extraction) and the filter's view, asked for.
 pub async fn get_topics(
+    state: &AppState,
+    session_id: &str,
+) -> Result<(SessionTopics, FilterView), AppError> {
+    state.limits.command(session_id)?;
+    topics_and_view(state, session_id).await
+}
+
+/// The session's topics and the filter's view (what a new tab gets with its history).
+pub async fn topics_and_view(
     state: &AppState,
     session_id: &str,
 ) -> Result<(SessionTopics, FilterView), AppError> {

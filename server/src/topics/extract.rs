@@ -251,7 +251,7 @@ async fn offline(state: &AppState, history: &[ChatMessage]) -> Result<SessionTop
                 id,
                 role: *role,
                 text,
-                vector: vectors.get(i).map(Vec::as_slice),
+                vector: vectors.get(i).map(|v| &v[..]),
             })
             .collect();
         extract_offline(&input)

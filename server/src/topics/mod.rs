@@ -134,7 +134,7 @@ async fn score(
         )
         .await?;
     let refs: Vec<Option<&[f32]>> = std::iter::repeat_n(None, first)
-        .chain(message_vectors.iter().map(|v| Some(v.as_slice())))
+        .chain(message_vectors.iter().map(|v| Some(&v[..])))
         .collect();
     Ok(topic_scores(&refs, &label_vectors))
 }
@@ -160,8 +160,10 @@ pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterVi
         .view)
 }
 
-/// Tells every tab of the session the filter's view.
+/// Tells every tab of the session the filter's view (read under the hub's view lock, so tabs get
+/// views in the order of the state they show).
 pub async fn publish_view(state: &AppState, hub: &Hub) -> Result<FilterView, AppError> {
+    let _order = hub.view_lock.lock().await;
     let view = current_view(state, &hub.session_id).await?;
     hub.publish(ServerEvent::Filter(view.clone()));
     Ok(view)

@@ -247,6 +247,11 @@ impl Ws {
         }
     }
 
+    /// The next server frame, or `None` when none comes within `wait`.
+    pub async fn next_within(&mut self, wait: Duration) -> Option<(ServerFrame, Value)> {
+        tokio::time::timeout(wait, self.next()).await.ok()
+    }
+
     pub async fn close(mut self) {
         let _ = self.socket.close(None).await;
     }

@@ -96,7 +96,7 @@ async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() ->
             .execute(&format!("{ROOT} r.querySelector('.gb-topics-toggle').click();"), vec![])
             .await?;
         // Extraction runs after each reply: wait for the one that read all 14 messages (the
-        // element's getTopics() also asks the server again).
+        // element's getTopics() answers with what the server pushed last).
         wait_for(
             &client,
             "the extraction of all 14 messages",
