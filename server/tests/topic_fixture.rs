@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use glassbox_core::context::topic_extract::{ExtractMessage, extract_offline};
+use glassbox_core::context::topic_extract::{ExtractMessage, extract_offline, label_by_meaning};
 use glassbox_core::vector::cosine;
 use glassbox_core::wire::Role;
 use glassbox_server::embed::Embedder;
@@ -50,6 +50,8 @@ struct Figures {
     completeness: f64,
     /// Hand subjects whose main group carries a label that names them.
     labels_agreeing: usize,
+    /// The same with the TF-IDF label alone (before `label_by_meaning`).
+    labels_agreeing_tf_idf: usize,
     subjects: usize,
     /// Mean |groups found - subjects marked|.
     count_error: f64,
@@ -105,7 +107,13 @@ fn evaluate(name: &str, e: &Embedder) -> Figures {
                 vector: Some(v),
             })
             .collect();
-        let got = extract_offline(&input);
+        let mut got = extract_offline(&input);
+        let by_tf_idf: Vec<String> = got.topics.iter().map(|t| t.label.clone()).collect();
+        let candidates: Vec<String> = got.candidates.iter().flatten().cloned().collect();
+        let refs: Vec<&str> = candidates.iter().map(String::as_str).collect();
+        let candidate_vectors: HashMap<&str, Vec<f32>> =
+            refs.iter().copied().zip(embed_all(e, &refs)).collect();
+        label_by_meaning(&mut got, |c| candidate_vectors.get(c).map(Vec::as_slice));
         for (i, m) in messages.iter().enumerate() {
             if m["role"] != "user" {
                 continue;
@@ -149,10 +157,13 @@ fn evaluate(name: &str, e: &Embedder) -> Figures {
         for s in &subjects {
             f.subjects += 1;
             let best = groups.iter().copied().max_by_key(|&g| cell(g, s));
-            if let Some(g) = best.filter(|&g| cell(g, s) > 0)
-                && names_subject(&got.topics[g].label, s, e)
-            {
-                f.labels_agreeing += 1;
+            if let Some(g) = best.filter(|&g| cell(g, s) > 0) {
+                if names_subject(&got.topics[g].label, s, e) {
+                    f.labels_agreeing += 1;
+                }
+                if names_subject(&by_tf_idf[g], s, e) {
+                    f.labels_agreeing_tf_idf += 1;
+                }
             }
         }
         let found: Vec<String> = got
@@ -168,7 +179,7 @@ fn evaluate(name: &str, e: &Embedder) -> Figures {
     f.count_error /= n;
     println!(
         "{name}: {} conversations; sticky precision {:.3} recall {:.3} ({} found, {} wrong, {} missed); \
-         group purity {:.3}, completeness {:.3}, |groups - subjects| {:.2}; labels naming their subject {}/{} ({:.3})",
+         group purity {:.3}, completeness {:.3}, |groups - subjects| {:.2}; labels naming their subject {}/{} ({:.3}; by TF-IDF alone {})",
         f.conversations,
         f.precision(),
         f.recall(),
@@ -180,7 +191,8 @@ fn evaluate(name: &str, e: &Embedder) -> Figures {
         f.count_error,
         f.labels_agreeing,
         f.subjects,
-        f.label_agreement()
+        f.label_agreement(),
+        f.labels_agreeing_tf_idf
     );
     f
 }
@@ -202,12 +214,14 @@ fn offline_extraction_on_the_labelled_fixtures() {
     assert!(h.precision() >= 0.9 && h.recall() >= 0.8, "{h:?}");
     assert!(h.purity >= 0.9 && h.completeness >= 0.75, "{h:?}");
     assert!(h.label_agreement() >= 0.2, "{h:?}");
-    // The third set, also written apart from the rules, read first at sticky precision 1.000,
-    // recall 0.103 (3 of 29): its people explain themselves ("I'm on a managed GKE cluster, so
-    // assume that …") in up to 40 words. That reading led to the fact-and-consequence, preference
-    // and asked-but-lasting rules.
-    let b = evaluate("topic-conversations-blind3.json", &e);
-    assert!(b.conversations >= 15);
-    assert!(b.precision() >= 0.9 && b.recall() >= 0.8, "{b:?}");
-    assert!(b.purity >= 0.9 && b.completeness >= 0.75, "{b:?}");
+    // The third and fourth sets, also written apart from the rules, read first at sticky
+    // precision 1.000 / recall 0.103 and 0.875 / 0.241: their people explain themselves ("I'm on
+    // a managed GKE cluster, so assume that …", "we're in texas btw so feet/inches and dollars
+    // pls"). Those readings led to the detector of kinds of cues; no longer blind either.
+    for name in ["topic-conversations-blind3.json", "topic-conversations-blind4.json"] {
+        let b = evaluate(name, &e);
+        assert!(b.conversations >= 15);
+        assert!(b.precision() >= 0.9 && b.recall() >= 0.8, "{name}: {b:?}");
+        assert!(b.purity >= 0.9 && b.completeness >= 0.75, "{name}: {b:?}");
+    }
 }

@@ -5,8 +5,10 @@
 //! Messages are grouped into exchanges (a user message and the replies after it), since a short
 //! follow-up ("what about rook pawns?") says little alone. Exchanges are clustered bottom-up
 //! (average linkage over cosine similarity, neighbours in time counting a little closer) until no
-//! two groups are similar enough; each group's label is the phrase most particular to it
-//! (class-based TF-IDF over unigrams and bigrams, stopwords of six languages left out).
+//! two groups are similar enough. Each group's candidate labels are the phrases most particular to
+//! it (class-based TF-IDF over unigrams and bigrams, stopwords of six languages left out); with
+//! the candidates' embeddings, [`label_by_meaning`] picks the one closest to the group's meaning
+//! and far from the other groups' (KeyBERT's idea), else the first candidate is the label.
 
 use std::collections::HashMap;
 
@@ -27,6 +29,12 @@ const LEXICAL_WEIGHT: f32 = 0.5;
 pub const NEIGHBOUR_BONUS: f32 = 0.12;
 /// Most exchanges clustered (the newest); older ones are left to the summary.
 pub const MAX_EXCHANGES: usize = 300;
+/// Candidate labels kept per topic for [`label_by_meaning`].
+pub const LABEL_CANDIDATES: usize = 8;
+/// How much a candidate's closeness to other topics counts against it.
+const LABEL_DISTINCTNESS: f32 = 0.5;
+/// How much each step down the TF-IDF ranking counts against a candidate.
+const LABEL_RANK_PENALTY: f32 = 0.015;
 
 /// A message as extraction reads it.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +55,11 @@ pub struct Extracted {
     pub sticky_ids: Vec<String>,
     /// For each message, the index in `topics` of its topic (`None`: sticky, or not clustered).
     pub assignment: Vec<Option<usize>>,
+    /// Per topic, its candidate labels, best by TF-IDF first (the label until
+    /// [`label_by_meaning`] picks another).
+    pub candidates: Vec<Vec<String>>,
+    /// Per topic, the normalized mean of its exchanges' vectors (`None`: none had one).
+    pub centroids: Vec<Option<Vec<f32>>>,
 }
 
 /// Extracts topics and standing instructions from a conversation (oldest first).
@@ -62,46 +75,48 @@ pub fn extract_offline(messages: &[ExtractMessage<'_>]) -> Extracted {
     absorb_strays(&mut groups, exchanges);
 
     // Topics from groups, largest first.
-    let mut topics: Vec<(Topic, Vec<usize>)> = groups
+    let texts: Vec<Vec<(&str, bool)>> = groups
         .iter()
         .map(|g| {
-            let members: Vec<usize> = g
-                .iter()
-                .flat_map(|&e| exchanges[e].messages.iter().copied())
-                .collect();
-            (
-                Topic {
-                    label: String::new(),
-                    count: members.len() as u32,
-                },
-                members,
-            )
-        })
-        .collect();
-    let texts: Vec<Vec<(&str, bool)>> = topics
-        .iter()
-        .map(|(_, members)| {
-            members
-                .iter()
+            g.iter()
+                .flat_map(|&e| exchanges[e].messages.iter())
                 .map(|&i| (messages[i].text, messages[i].role == Role::User))
                 .collect()
         })
         .collect();
-    for (t, label) in topics.iter_mut().zip(labels(&texts)) {
-        t.0.label = label;
-    }
-    topics.sort_by_key(|t| std::cmp::Reverse(t.0.count));
+    let mut topics: Vec<Group> = groups
+        .iter()
+        .zip(candidate_labels(&texts))
+        .enumerate()
+        .map(|(g, (members, candidates))| {
+            let messages: Vec<usize> = members
+                .iter()
+                .flat_map(|&e| exchanges[e].messages.iter().copied())
+                .collect();
+            Group {
+                topic: Topic {
+                    label: candidates
+                        .first()
+                        .cloned()
+                        .unwrap_or_else(|| format!("Topic {}", g + 1)),
+                    count: messages.len() as u32,
+                },
+                messages,
+                candidates,
+                centroid: centroid(members.iter().filter_map(|&e| exchanges[e].vector.as_deref())),
+            }
+        })
+        .collect();
+    topics.sort_by_key(|t| std::cmp::Reverse(t.topic.count));
     topics.truncate(TOPIC_RANGE.1);
-    dedupe_labels(&mut topics);
 
     let mut assignment = vec![None; messages.len()];
-    for (k, (_, members)) in topics.iter().enumerate() {
-        for &i in members {
+    for (k, g) in topics.iter().enumerate() {
+        for &i in &g.messages {
             assignment[i] = Some(k);
         }
     }
-    Extracted {
-        topics: topics.into_iter().map(|(t, _)| t).collect(),
+    let mut found = Extracted {
         sticky_ids: messages
             .iter()
             .zip(&sticky)
@@ -109,7 +124,71 @@ pub fn extract_offline(messages: &[ExtractMessage<'_>]) -> Extracted {
             .map(|(m, _)| m.id.to_owned())
             .collect(),
         assignment,
+        candidates: topics.iter().map(|g| g.candidates.clone()).collect(),
+        centroids: topics.iter().map(|g| g.centroid.clone()).collect(),
+        topics: topics.into_iter().map(|g| g.topic).collect(),
+    };
+    dedupe_labels(&mut found.topics);
+    found
+}
+
+/// A group of exchanges on its way to a topic.
+struct Group {
+    topic: Topic,
+    messages: Vec<usize>,
+    candidates: Vec<String>,
+    centroid: Option<Vec<f32>>,
+}
+
+/// The normalized mean of some vectors of one length (`None` when there is none).
+fn centroid<'a>(vectors: impl Iterator<Item = &'a [f32]>) -> Option<Vec<f32>> {
+    let mut sum: Option<Vec<f32>> = None;
+    for v in vectors {
+        let acc = sum.get_or_insert_with(|| vec![0.0; v.len()]);
+        if acc.len() == v.len() {
+            for (a, x) in acc.iter_mut().zip(v) {
+                *a += x;
+            }
+        }
     }
+    if let Some(v) = &mut sum {
+        normalize(v);
+    }
+    sum
+}
+
+/// Relabels each topic with the candidate whose embedding (from `vector_of`, normalized) is
+/// closest to the topic's centroid and farthest from the other topics' centroids, a little in
+/// favour of the TF-IDF ranking. Topics without a centroid or candidate vectors keep their label.
+pub fn label_by_meaning<'v>(found: &mut Extracted, vector_of: impl Fn(&str) -> Option<&'v [f32]>) {
+    for k in 0..found.topics.len() {
+        let Some(Some(own)) = found.centroids.get(k) else {
+            continue;
+        };
+        let best = found.candidates[k]
+            .iter()
+            .enumerate()
+            .filter_map(|(rank, c)| {
+                let v = vector_of(c)?;
+                let others = found
+                    .centroids
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != k)
+                    .filter_map(|(_, o)| o.as_deref())
+                    .map(|o| dot(v, o))
+                    .fold(f32::NEG_INFINITY, f32::max)
+                    .max(0.0);
+                let score =
+                    dot(v, own) - LABEL_DISTINCTNESS * others - LABEL_RANK_PENALTY * rank as f32;
+                Some((score, c))
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((_, label)) = best {
+            found.topics[k].label = label.clone();
+        }
+    }
+    dedupe_labels(&mut found.topics);
 }
 
 /// A user message with the replies after it (or replies before any user message).
@@ -346,8 +425,9 @@ fn absorb_strays(groups: &mut Vec<Vec<usize>>, exchanges: &[Exchange]) {
     }
 }
 
-/// One label per group of texts (each with whether the user wrote it): its most particular phrase.
-fn labels(groups: &[Vec<(&str, bool)>]) -> Vec<String> {
+/// Per group of texts (each with whether the user wrote it), its most particular phrases, best
+/// first, at most [`LABEL_CANDIDATES`], each in its most frequent surface form, capitalized.
+fn candidate_labels(groups: &[Vec<(&str, bool)>]) -> Vec<Vec<String>> {
     // Per group, the messages each phrase occurs in; overall, the messages it occurs in.
     let mut per_group: Vec<PhraseCounts> = Vec::new();
     let mut overall: HashMap<String, u32> = HashMap::new();
@@ -372,9 +452,8 @@ fn labels(groups: &[Vec<(&str, bool)>]) -> Vec<String> {
     }
     per_group
         .iter()
-        .enumerate()
-        .map(|(g, phrases)| {
-            let best = phrases
+        .map(|phrases| {
+            let mut ranked: Vec<(f32, &String, &HashMap<String, u32>)> = phrases
                 .iter()
                 .map(|(key, (tf, surfaces))| {
                     let df = overall.get(key).copied().unwrap_or(1) as f32;
@@ -383,18 +462,24 @@ fn labels(groups: &[Vec<(&str, bool)>]) -> Vec<String> {
                     let weight = if bigram && *tf >= 2.0 { 1.6 } else { 1.0 };
                     (tf * idf * weight, key, surfaces)
                 })
-                .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(a.1)));
-            match best {
-                Some((_, _, surfaces)) => {
-                    let surface = surfaces
-                        .iter()
-                        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-                        .map(|(s, _)| s.as_str())
-                        .unwrap_or_default();
-                    capitalize(surface)
+                .collect();
+            ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+            let mut out: Vec<String> = Vec::new();
+            for (_, _, surfaces) in ranked {
+                let surface = surfaces
+                    .iter()
+                    .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+                    .map(|(s, _)| s.as_str())
+                    .unwrap_or_default();
+                let label = capitalize(surface);
+                if !out.contains(&label) {
+                    out.push(label);
                 }
-                None => format!("Topic {}", g + 1),
+                if out.len() == LABEL_CANDIDATES {
+                    break;
+                }
             }
+            out
         })
         .collect()
 }
@@ -439,16 +524,16 @@ fn capitalize(s: &str) -> String {
     label.chars().take(MAX_LABEL_CHARS).collect()
 }
 
-/// Two groups with the same label get their size in brackets after the second.
-fn dedupe_labels(topics: &mut [(Topic, Vec<usize>)]) {
+/// Two topics with the same label: the second gets its rank in brackets ("Chess (2)").
+fn dedupe_labels(topics: &mut [Topic]) {
     for i in 1..topics.len() {
         let n = topics[..i]
             .iter()
-            .filter(|(t, _)| t.label == topics[i].0.label)
+            .filter(|t| t.label == topics[i].label)
             .count();
         if n > 0 {
-            let base: String = topics[i].0.label.chars().take(MAX_LABEL_CHARS - 5).collect();
-            topics[i].0.label = format!("{base} ({})", n + 1);
+            let base: String = topics[i].label.chars().take(MAX_LABEL_CHARS - 5).collect();
+            topics[i].label = format!("{base} ({})", n + 1);
         }
     }
 }

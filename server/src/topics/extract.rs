@@ -9,10 +9,13 @@
 //! embeddings, clustering and key phrases (`core::context::topic_extract`), which is also what runs
 //! without a topic model (the offline provider, the demo).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use glassbox_core::context::topic_extract::{ExtractMessage, extract_offline};
+use glassbox_core::context::topic_extract::{
+    ExtractMessage, Extracted, extract_offline, label_by_meaning,
+};
 use glassbox_core::context::topics::{
     EXTRACTION_PROMPT, TopicAnswerError, TopicSource, extraction_schema, extraction_transcript,
     parse_model_topics,
@@ -24,6 +27,7 @@ use glassbox_core::wire::{ChatMessage, ServerEvent};
 use tokio::sync::Semaphore;
 
 use crate::turn::call::{self, CallFailure};
+use crate::embed::service::MAX_INPUTS;
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -223,11 +227,17 @@ async fn from_model(
 /// The structured answer's name (OpenAI schema name, Anthropic tool name).
 const SCHEMA_NAME: &str = "report_topics";
 
-/// Offline extraction over the messages' cached vectors (computed when missing); without
-/// embeddings, from the text alone (one group).
+/// Offline extraction over the messages' cached vectors (computed when missing; the newest
+/// [`MAX_SCORED`](super::MAX_SCORED) messages, as clustering reads only the newest exchanges),
+/// labels chosen by meaning among each topic's key phrases; without embeddings, from the text
+/// alone (one group, key-phrase labels).
 async fn offline(state: &AppState, history: &[ChatMessage]) -> Result<SessionTopics, AppError> {
-    let items: Vec<(String, String)> = history.iter().map(super::message_embed_item).collect();
-    let vectors = if items.is_empty() {
+    let first = history.len().saturating_sub(super::MAX_SCORED);
+    let items: Vec<(String, String)> = history[first..]
+        .iter()
+        .map(super::message_embed_item)
+        .collect();
+    let recent = if items.is_empty() {
         Vec::new()
     } else {
         match state.embeddings.embed_cached(&state.store, items).await {
@@ -238,26 +248,34 @@ async fn offline(state: &AppState, history: &[ChatMessage]) -> Result<SessionTop
             }
         }
     };
+    let vectors: Vec<Option<Arc<[f32]>>> = if recent.is_empty() {
+        vec![None; history.len()]
+    } else {
+        std::iter::repeat_n(None, first)
+            .chain(recent.into_iter().map(Some))
+            .collect()
+    };
     let owned: Vec<(String, glassbox_core::wire::Role, String)> = history
         .iter()
         .map(|m| (m.id.clone(), m.role, m.content.clone()))
         .collect();
     // Clustering is CPU work (quadratic in the exchanges): off the async runtime.
-    let found = tokio::task::spawn_blocking(move || {
+    let mut found = tokio::task::spawn_blocking(move || {
         let input: Vec<ExtractMessage> = owned
             .iter()
-            .enumerate()
-            .map(|(i, (id, role, text))| ExtractMessage {
+            .zip(&vectors)
+            .map(|((id, role, text), v)| ExtractMessage {
                 id,
                 role: *role,
                 text,
-                vector: vectors.get(i).map(|v| &v[..]),
+                vector: v.as_deref(),
             })
             .collect();
         extract_offline(&input)
     })
     .await
     .map_err(|e| AppError::Internal(format!("offline topic extraction failed: {e}")))?;
+    label_by_meaning_of(state, &mut found).await;
     Ok(SessionTopics {
         topics: found.topics,
         sticky_ids: found.sticky_ids,
@@ -265,6 +283,28 @@ async fn offline(state: &AppState, history: &[ChatMessage]) -> Result<SessionTop
         generation: 0,
         message_count: 0,
     })
+}
+
+/// Embeds the topics' candidate labels (a few dozen short phrases, not cached) and relabels each
+/// topic by meaning; when that fails the key-phrase labels stay.
+async fn label_by_meaning_of(state: &AppState, found: &mut Extracted) {
+    if found.centroids.iter().all(Option::is_none) {
+        return;
+    }
+    let mut phrases: Vec<String> = found.candidates.iter().flatten().cloned().collect();
+    phrases.sort_unstable();
+    phrases.dedup();
+    phrases.truncate(MAX_INPUTS);
+    match state.embeddings.embed(phrases.clone()).await {
+        Ok(vectors) => {
+            let by_phrase: HashMap<String, Vec<f32>> = phrases
+                .into_iter()
+                .zip(vectors.into_iter().map(|e| e.vector))
+                .collect();
+            label_by_meaning(found, |c| by_phrase.get(c).map(Vec::as_slice));
+        }
+        Err(e) => tracing::info!(error = %e, "topic labels from key phrases alone"),
+    }
 }
 
 #[cfg(test)]
