@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::tools::{root, run, say, target_dir, wasm_toolchain};
 
@@ -85,29 +85,78 @@ pub fn widget() -> Result<PathBuf> {
     Ok(dist)
 }
 
-/// Builds the server with the `serve` profile (optimized, no LTO) in its own target directory
-/// (`<target>/serve-build`, so it can build while the widget builds) and returns the binary.
-pub fn server() -> Result<PathBuf> {
-    let target = target_dir().join("serve-build");
-    let started = std::time::Instant::now();
-    run(Command::new("cargo").current_dir(root()).args([
-        "build",
-        "--quiet",
-        "--package",
-        "glassbox-server",
-        "--bin",
-        "glassbox-server",
-        "--profile",
-        "serve",
-        "--target-dir",
-    ])
-    .arg(&target))
-    .context("building the server (profile serve)")?;
-    say(format!(
-        "server built (profile serve) in {:.0} s",
-        started.elapsed().as_secs_f64()
-    ));
-    Ok(target.join(format!("serve/glassbox-server{}", std::env::consts::EXE_SUFFIX)))
+/// A server build running in the background ([`ServerBuild::start`]); dropping it unfinished
+/// stops it, so a failure elsewhere leaves no cargo running.
+pub struct ServerBuild {
+    child: Option<std::process::Child>,
+    target: PathBuf,
+    started: std::time::Instant,
+}
+
+impl ServerBuild {
+    /// Starts building the server with the `serve` profile (optimized, no LTO) in its own target
+    /// directory (`<target>/serve-build`, so it can build while the widget builds).
+    pub fn start() -> Result<Self> {
+        let target = target_dir().join("serve-build");
+        let child = Command::new("cargo")
+            .current_dir(root())
+            .args([
+                "build",
+                "--quiet",
+                "--package",
+                "glassbox-server",
+                "--bin",
+                "glassbox-server",
+                "--profile",
+                "serve",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .spawn()
+            .context("starting the server build (profile serve)")?;
+        Ok(Self {
+            child: Some(child),
+            target,
+            started: std::time::Instant::now(),
+        })
+    }
+
+    /// Whether the build has ended.
+    pub fn is_finished(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))))
+    }
+
+    /// Waits for the build and returns the binary.
+    pub fn finish(mut self) -> Result<PathBuf> {
+        let status = self
+            .child
+            .take()
+            .context("the server build was already collected")?
+            .wait()
+            .context("waiting for the server build")?;
+        if !status.success() {
+            bail!("building the server (profile serve) failed with {status}");
+        }
+        say(format!(
+            "server built (profile serve) in {:.0} s",
+            self.started.elapsed().as_secs_f64()
+        ));
+        Ok(self
+            .target
+            .join(format!("serve/glassbox-server{}", std::env::consts::EXE_SUFFIX)))
+    }
+}
+
+impl Drop for ServerBuild {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            say("stopping the server build");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// cargo build (wasm32) → wasm-bindgen (`--target web`) → wasm-opt, into `dist`.

@@ -16,8 +16,9 @@ pub fn serve(dev: bool) -> Result<()> {
     } else {
         // Cargo locks a target directory per run, so the server gets a directory of its own and
         // builds alongside the widget: the widget's single-threaded link steps leave a core free.
+        // If the widget build fails, dropping it stops the server build.
         say("building the server (profile serve: optimized, no LTO) while the widget builds");
-        Some(std::thread::spawn(build::server))
+        Some(build::ServerBuild::start()?)
     };
     let dist = build::widget()?;
     // Chat works without it; a failure here is reported and the server starts anyway.
@@ -27,14 +28,11 @@ pub fn serve(dev: bool) -> Result<()> {
         ));
     }
     let mut cmd = match server {
-        Some(build) => {
+        Some(mut build) => {
             if !build.is_finished() {
                 say("waiting for the server build");
             }
-            let binary = build
-                .join()
-                .map_err(|_| anyhow::anyhow!("the server build thread panicked"))??;
-            Command::new(binary)
+            Command::new(build.finish()?)
         }
         None => {
             let mut cmd = Command::new("cargo");
