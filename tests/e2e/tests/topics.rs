@@ -2,7 +2,7 @@
 //! conversation about two subjects, the bubbles appear, clicking one changes the status line and the
 //! highlighted messages, the host hears `glassbox:filter-changed`, the next request holds only that
 //! subject's messages plus the standing instruction, and the reply's receipt says so. Then a
-//! message excluded from its menu.
+//! message excluded from its menu, and the cloud at a desktop's and a phone's width.
 
 use anyhow::Result;
 use fantoccini::Client;
@@ -207,7 +207,40 @@ async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() ->
         )
         .await?;
         assert_eq!(excluded, json!("⊘ excluded: never sent"));
+
+        // A phone's width: the bubbles reflow inside the panel, none overlaps another or sticks
+        // out, and the panel does not scroll sideways.
+        for width in [1024, 320] {
+            client.set_window_size(width, 740).await?;
+            let layout = wait_for(
+                &client,
+                "the bubbles to reflow",
+                &format!("{ROOT} {BUBBLE_LAYOUT} return layout.width <= {width} && layout;"),
+            )
+            .await?;
+            assert_eq!(layout["overlaps"], 0, "at {width} px: {layout}");
+            assert_eq!(layout["outside"], 0, "at {width} px: {layout}");
+            assert_eq!(layout["sideways"], false, "at {width} px: {layout}");
+            assert!(layout["bubbles"].as_u64() >= Some(2), "at {width} px: {layout}");
+        }
         Ok(())
     })
     .await
 }
+
+/// Measures the bubble cloud: how many bubbles, pairs overlapping, bubbles outside the cloud's
+/// box, whether the panel scrolls sideways, and the widget's width (into `layout`).
+const BUBBLE_LAYOUT: &str = "
+    const cloud = r.querySelector('.gb-bubbles').getBoundingClientRect();
+    const panel = r.querySelector('.gb-topics');
+    const boxes = [...r.querySelectorAll('.gb-bubble-topic')].map(b => b.getBoundingClientRect());
+    let overlaps = 0, outside = 0;
+    boxes.forEach((a, i) => {
+        if (a.left < cloud.left - 0.5 || a.right > cloud.right + 0.5) outside++;
+        boxes.slice(i + 1).forEach(b => {
+            if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5) overlaps++;
+        });
+    });
+    const width = document.querySelector('glassbox-chat').getBoundingClientRect().width;
+    const layout = { bubbles: boxes.length, overlaps, outside, sideways: panel.scrollWidth > panel.clientWidth + 1, width };
+";
