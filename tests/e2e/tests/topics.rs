@@ -228,19 +228,22 @@ async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() ->
     .await
 }
 
-/// Measures the bubble cloud: how many bubbles, pairs overlapping, bubbles outside the cloud's
-/// box, whether the panel scrolls sideways, and the widget's width (into `layout`).
+/// Measures the bubble cloud: how many bubbles, pairs overlapping, bubbles without size or outside
+/// the cloud's box or the window, whether the panel or the page scrolls sideways, and the widget's
+/// width (into `layout`).
 const BUBBLE_LAYOUT: &str = "
     const cloud = r.querySelector('.gb-bubbles').getBoundingClientRect();
     const panel = r.querySelector('.gb-topics');
     const boxes = [...r.querySelectorAll('.gb-bubble-topic')].map(b => b.getBoundingClientRect());
     let overlaps = 0, outside = 0;
     boxes.forEach((a, i) => {
-        if (a.left < cloud.left - 0.5 || a.right > cloud.right + 0.5) outside++;
+        if (a.width < 1 || a.height < 1 || a.left < cloud.left - 0.5 || a.right > cloud.right + 0.5
+            || a.left < 0 || a.right > window.innerWidth) outside++;
         boxes.slice(i + 1).forEach(b => {
             if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5) overlaps++;
         });
     });
     const width = document.querySelector('glassbox-chat').getBoundingClientRect().width;
-    const layout = { bubbles: boxes.length, overlaps, outside, sideways: panel.scrollWidth > panel.clientWidth + 1, width };
+    const layout = { bubbles: boxes.length, overlaps, outside, width,
+        sideways: panel.scrollWidth > panel.clientWidth + 1 || document.documentElement.scrollWidth > window.innerWidth + 1 };
 ";
