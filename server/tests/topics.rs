@@ -276,6 +276,47 @@ async fn the_last_view_every_tab_hears_is_the_current_one() {
 }
 
 #[tokio::test]
+async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
+    let server = start(&[]).await;
+    let (id, token, _, found) = two_subjects(&server).await;
+    // A filter makes reading the view take a while (the labels are embedded, messages scored).
+    let label = found["topics"]["topics"][0]["label"].clone();
+    let (status, _) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label]})).await;
+    assert_eq!(status, 200);
+    let mut first = server.ws().await;
+    first.hello_existing(&id, &token).await;
+    let chunks: Vec<String> = (0..1000).map(|i| format!("w{i} ")).collect();
+    server.fake.set(Behaviour::Reply {
+        chunks,
+        delay: Duration::from_millis(1),
+    });
+    first
+        .send(json!({"type": "chat", "data": {"message": "Tell me more about starters.", "clientMessageId": "c-1"}}))
+        .await;
+    // Join once the reply is streaming: its deltas are numbered while the new tab's topics and
+    // filter are read.
+    loop {
+        let (_, raw) = first.next().await;
+        if raw["type"] == "delta" {
+            break;
+        }
+    }
+    let mut second = server.ws().await;
+    second
+        .send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
+        .await;
+    let (mut ids, mut kinds) = (Vec::new(), Vec::new());
+    while let Some((frame, raw)) = second.next_within(Duration::from_millis(1500)).await {
+        ids.push(frame.sync_id);
+        kinds.push(raw["type"].as_str().unwrap_or_default().to_owned());
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "frames out of order: {:?}", ids.iter().zip(&kinds).collect::<Vec<_>>());
+    for expected in ["session", "snapshot", "topics", "filter", "delta", "done"] {
+        assert!(kinds.iter().any(|k| k == expected), "no {expected} frame: {kinds:?}");
+    }
+}
+
+#[tokio::test]
 async fn topic_commands_are_limited_per_session_but_a_new_tab_still_gets_its_topics() {
     let server = start(&[("GLASSBOX_LIMIT_COMMANDS_PER_MINUTE", "3")]).await;
     let (id, token, _) = server.new_session().await;

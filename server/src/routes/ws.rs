@@ -259,16 +259,17 @@ async fn send_topics<W: Sink<Message> + Unpin>(
         let ids = (a.hub.reserve(), a.hub.reserve());
         (ids, topics::commands::topics_and_view(state, &a.hub.session_id).await?)
     };
-    let frame = ServerFrame {
-        sync_id: ids.0,
-        event: ServerEvent::Topics(topics),
-    };
-    send_private(sink, a, frame).await.map_err(closed)?;
-    let frame = ServerFrame {
-        sync_id: ids.1,
-        event: ServerEvent::Filter(view),
-    };
-    send_private(sink, a, frame).await.map_err(closed)
+    let frames = vec![
+        ServerFrame {
+            sync_id: ids.0,
+            event: ServerEvent::Topics(topics),
+        },
+        ServerFrame {
+            sync_id: ids.1,
+            event: ServerEvent::Filter(view),
+        },
+    ];
+    send_private_many(sink, a, frames).await.map_err(closed)
 }
 
 /// Sends the full history, numbered so that it reflects every frame up to its own id.
@@ -335,9 +336,27 @@ async fn send_private<W: Sink<Message> + Unpin>(
     a: &mut Attached,
     frame: ServerFrame,
 ) -> Result<(), Closed> {
-    let later = drain_before(sink, a, frame.sync_id, true).await?;
-    send(sink, &frame).await?;
-    a.last_sent = frame.sync_id;
+    send_private_many(sink, a, vec![frame]).await
+}
+
+/// Sends connection-only frames (in increasing id order) merged with the queued session frames by
+/// id, so that every frame goes out in id order and none is numbered below one already sent.
+async fn send_private_many<W: Sink<Message> + Unpin>(
+    sink: &mut W,
+    a: &mut Attached,
+    frames: Vec<ServerFrame>,
+) -> Result<(), Closed> {
+    let Some(first) = frames.first().map(|f| f.sync_id) else {
+        return Ok(());
+    };
+    let mut later = drain_before(sink, a, first, true).await?.into_iter().peekable();
+    for frame in frames {
+        while let Some(f) = later.next_if(|f| f.sync_id < frame.sync_id) {
+            forward(sink, a, &f).await?;
+        }
+        send(sink, &frame).await?;
+        a.last_sent = frame.sync_id;
+    }
     for f in later {
         forward(sink, a, &f).await?;
     }
