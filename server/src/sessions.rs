@@ -113,9 +113,10 @@ impl AppState {
     /// Deletes a session now (its token is checked by the caller): messages, summaries and cached
     /// embeddings go with it, and every open tab is told it is gone.
     pub async fn delete_session(&self, id: &str) -> Result<(), AppError> {
-        if !self.store.delete_session(id).await? {
+        let Some(keys) = self.store.delete_session(id).await? else {
             return Err(AppError::Unauthorized);
-        }
+        };
+        self.embeddings.forget(&keys);
         self.hubs.remove(id);
         tracing::info!(session = id, "session deleted");
         Ok(())
@@ -128,10 +129,11 @@ impl AppState {
         };
         let before = now_ms() - i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
         // A session with a connected tab or a reply running is in use, whatever its timestamp.
-        let purged = self
+        let (purged, keys) = self
             .store
             .purge_idle_sessions(before, &self.hubs.live_ids())
             .await?;
+        self.embeddings.forget(&keys);
         for id in &purged {
             self.hubs.remove(id);
         }

@@ -276,6 +276,23 @@ async fn the_last_view_every_tab_hears_is_the_current_one() {
 }
 
 #[tokio::test]
+async fn deleting_a_session_forgets_its_vectors_in_memory_too() {
+    let server = start(&[]).await;
+    let (id, token, ids, _) = two_subjects(&server).await;
+    let key = glassbox_server::embed::service::message_cache_key(&ids[0], KUBERNETES[0].0);
+    assert!(server.state.embeddings.remembers(&key), "extraction embedded the first message");
+    let gone = server
+        .http
+        .delete(server.url(&format!("/api/sessions/{id}")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert!(gone.status().is_success(), "{}", gone.status());
+    assert!(!server.state.embeddings.remembers(&key));
+}
+
+#[tokio::test]
 async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
     let server = start(&[]).await;
     let (id, token, _, found) = two_subjects(&server).await;

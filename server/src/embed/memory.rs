@@ -42,6 +42,15 @@ impl VectorMemory {
         }
     }
 
+    /// Forgets the vectors of these keys.
+    pub fn forget(&self, keys: &[String]) {
+        let Some(entries) = &self.entries else { return };
+        let mut entries = entries.lock().unwrap_or_else(|p| p.into_inner());
+        for k in keys {
+            entries.remove(k);
+        }
+    }
+
     /// Vectors held now.
     pub fn len(&self) -> usize {
         self.entries
@@ -75,6 +84,9 @@ mod tests {
         assert!(got[1].is_none());
         assert_eq!(got[2].as_deref(), Some(&[3.0; 3][..]));
         assert_eq!(m.len(), 2);
+        m.forget(&["a".into(), "nope".into()]);
+        assert!(m.get_many(&["a".into()])[0].is_none());
+        assert_eq!(m.len(), 1);
     }
 
     #[test]

@@ -267,6 +267,16 @@ impl EmbeddingService {
         }
     }
 
+    /// Forgets the vectors of these cache keys from memory (their session was deleted).
+    pub fn forget(&self, keys: &[String]) {
+        self.memory.forget(keys);
+    }
+
+    /// Whether memory holds the vector of this cache key.
+    pub fn remembers(&self, key: &str) -> bool {
+        self.memory.get_many(&[key.to_owned()])[0].is_some()
+    }
+
     /// How many texts the model has embedded (cache hits excluded).
     pub fn computed(&self) -> u64 {
         self.computed.load(Ordering::Relaxed)

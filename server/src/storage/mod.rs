@@ -189,16 +189,16 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes a session with its messages, summaries and cached message embeddings; false when
-    /// there was no such session.
-    pub async fn delete_session(&self, id: &str) -> Result<bool, StorageError> {
+    /// Deletes a session with its messages, summaries and cached message embeddings; returns the
+    /// cache keys of the embeddings deleted, or `None` when there was no such session.
+    pub async fn delete_session(&self, id: &str) -> Result<Option<Vec<String>>, StorageError> {
         let mut tx = self.writer.begin().await?;
-        sqlx::query(&format!(
+        let keys: Vec<String> = sqlx::query_scalar(&format!(
             "DELETE FROM embedding_cache WHERE {MESSAGE_KEY_ID} IN \
-             (SELECT id FROM messages WHERE session_id = ?)"
+             (SELECT id FROM messages WHERE session_id = ?) RETURNING cache_key"
         ))
         .bind(id)
-        .execute(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
         let gone = sqlx::query("DELETE FROM sessions WHERE id = ?")
             .bind(id)
@@ -206,20 +206,20 @@ impl Store {
             .await?
             .rows_affected();
         tx.commit().await?;
-        Ok(gone > 0)
+        Ok((gone > 0).then_some(keys))
     }
 
     /// Deletes sessions not used since `before` (ms), except those in `keep` (live ones), like
     /// [`Store::delete_session`], in batches so no single write holds the database long; returns
-    /// the ids deleted.
+    /// the ids deleted and the cache keys of their embeddings.
     pub async fn purge_idle_sessions(
         &self,
         before: i64,
         keep: &[String],
-    ) -> Result<Vec<String>, StorageError> {
+    ) -> Result<(Vec<String>, Vec<String>), StorageError> {
         const BATCH: i64 = 200;
         let keep = serde_json::to_string(keep).unwrap_or_else(|_| "[]".to_owned());
-        let mut purged = Vec::new();
+        let (mut purged, mut keys) = (Vec::new(), Vec::new());
         loop {
             let mut tx = self.writer.begin().await?;
             let ids: Vec<String> = sqlx::query_scalar(
@@ -232,16 +232,18 @@ impl Store {
             .fetch_all(&mut *tx)
             .await?;
             if ids.is_empty() {
-                return Ok(purged);
+                return Ok((purged, keys));
             }
             let list = serde_json::to_string(&ids).unwrap_or_default();
-            sqlx::query(&format!(
+            let gone: Vec<String> = sqlx::query_scalar(&format!(
                 "DELETE FROM embedding_cache WHERE {MESSAGE_KEY_ID} IN \
-                 (SELECT m.id FROM messages m WHERE m.session_id IN (SELECT value FROM json_each(?)))"
+                 (SELECT m.id FROM messages m WHERE m.session_id IN (SELECT value FROM json_each(?))) \
+                 RETURNING cache_key"
             ))
             .bind(&list)
-            .execute(&mut *tx)
+            .fetch_all(&mut *tx)
             .await?;
+            keys.extend(gone);
             sqlx::query("DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))")
                 .bind(&list)
                 .execute(&mut *tx)
