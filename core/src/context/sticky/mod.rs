@@ -1,0 +1,531 @@
+//! Finding standing instructions without a model: short user messages that say how to answer for
+//! the rest of the conversation ("be concise", "answer in French", "always use TypeScript",
+//! "don't use emojis"), or tell a fact about the user that later answers should use ("I'm a
+//! nurse, so you can use clinical terms", "we're in Texas btw so feet and dollars pls"), in
+//! English, French, German, Spanish, Portuguese and Italian. They join the sticky topic and always
+//! reach the model.
+//!
+//! Each message is read for cues, each of a kind:
+//! - the form of answers (length, format, register, jargon: "answers", "tutoyer", "siezen");
+//! - a lasting scope ("from now on", "always", "for anything", "whenever", "cualquier");
+//! - the user speaking of themselves ("I'm a paramedic", "we're in the UK", "sono celiaca");
+//! - an aside that marks background ("btw", "if that matters", "tienilo presente");
+//! - what follows from it ("so you can", "así que", "assume that");
+//! - a preference ("I prefer", "mir lieber"), or one form against another ("rather than");
+//! - something left out ("skip …", "keine …", "don't suggest …").
+//!
+//! A message is one when two kinds meet (or one explicit directive: "be concise", "no emojis",
+//! or how to address the user: "on peut se tutoyer ?"),
+//! unless it is about one earlier answer ("make that shorter", "just this once"), asks for one
+//! piece of work ("translate this", "put those in a table"), or asks a question about a subject
+//! rather than about the answers.
+
+mod cues;
+
+use cues::*;
+
+/// Longest standing instruction of the short forms (a bare directive), in words.
+const MAX_WORDS: usize = 16;
+/// Longest standing instruction that explains itself ("I'm a …, so …"), in words (the topic
+/// model's schema allows 40 too).
+const MAX_EXPLAINED_WORDS: usize = 40;
+
+/// True when `text`, a user's message, is a standing instruction.
+pub fn is_standing_instruction(text: &str) -> bool {
+    let t = text.trim();
+    let words = t.split_whitespace().count();
+    if t.is_empty() || words > MAX_EXPLAINED_WORDS {
+        return false;
+    }
+    let norm = normalize(t);
+    let has = |p: &str| contains_phrase(&norm, p);
+    let any = |list: &[&str]| list.iter().any(|p| has(p));
+    let says_it_lasts = any(LASTING_EVEN_ASKED);
+    if any(ONE_OFF) && !says_it_lasts {
+        return false;
+    }
+    let form = any(FORM_OF_ANSWERS) || any(WEAK_DIRECTIVES);
+    // "always"/"immer"/"sempre" alone say as often how things are ("my dog always barks"); they
+    // make a rule only next to words about answers.
+    let lasting = says_it_lasts
+        || any(LASTING)
+        || any(SCOPE)
+        || (any(LASTING_ADVERBS)
+            && (form || names_answer_content(&norm) || any(RULE_VERBS) || any(ASIDES)));
+    // One piece of work: "translate this", "can you turn that into a checklist?".
+    if !says_it_lasts && any(ONE_TASK) {
+        return false;
+    }
+    let preference = any(PREFERENCE);
+    // How to address the user lasts by nature ("on peut se tutoyer ?", "hablame de vos").
+    let directive = any(DIRECTIVES) || any(REGISTER) || has_word_limit(&norm);
+    let first = norm
+        .split_whitespace()
+        .find(|w| !LEAD_INS.contains(w))
+        .unwrap_or_default();
+    let asked = t.contains('?')
+        || t.contains('¿')
+        || is_one_of(QUESTION_OPENERS, first)
+        || [" should i ", " should we ", " should my "]
+            .iter()
+            .any(|q| norm.starts_with(q));
+    // A question about a subject ("I'm 45, is it too late to start running?", "should my CV use
+    // bullet points or paragraphs?"), not about how to answer ("On peut se tutoyer ?", "mind
+    // skipping the preamble in answers?").
+    let about_answers_asked = form || preference || says_it_lasts || any(REGISTER);
+    // "should my CV use bullet points or paragraphs?": a choice asked about (before the mark).
+    let asked_part = normalize(t.split(['?', '¿']).next().unwrap_or(t));
+    let either_or = [" or ", " ou ", " oder ", " o "]
+        .iter()
+        .any(|w| asked_part.contains(w));
+    let how_to = ["how", "wie", "comment", "cómo", "come"].contains(&first);
+    if asked
+        && (!about_answers_asked || any(SUBJECT_QUESTIONS) || either_or || how_to)
+        && !says_it_lasts
+    {
+        return false;
+    }
+    // A fact about the user that holds (not "I'm in Lisbon next week").
+    let about_me = any(ABOUT_ME) && !any(FOR_NOW);
+    // "im in ontario so canadian accounts": a bare "so" after the fact.
+    let so_then = any(SO_THEN) || (about_me && so_after_fact(&norm));
+    let avoid = any(AVOID) || is_one_of(AVOID_OPENERS, first);
+    let aside = any(ASIDES) || first == "context";
+    // "des tirets plutôt que des gros paragraphes": one form preferred to another.
+    let contrast = any(CONTRASTS);
+    let background = [
+        about_me, aside, so_then, lasting, preference, avoid, contrast,
+    ];
+    // Code, recipes, units, languages, systems are about answers once something says it lasts
+    // (a fact about the user alone does not: "I have an interview in English next week").
+    let polite = any(POLITE);
+    let backed = background[1..].iter().any(|b| *b) || (about_me && polite);
+    let content = names_answer_content(&norm);
+    // "Temperatures in Fahrenheit please" is a rule; "please give me the recipe" asks for one.
+    let names_a_thing = norm.split_whitespace().any(|w| DETERMINERS.contains(&w));
+    let kinds = background.iter().filter(|b| **b).count()
+        + usize::from(form)
+        // "always use …", "never suggest …": a verb of answering under a lasting word.
+        + usize::from((backed && content) || (lasting && any(RULE_VERBS)))
+        + usize::from(polite && (form || directive || lasting || avoid || (content && !names_a_thing)));
+    if directive || kinds >= 2 {
+        return true;
+    }
+    words <= MAX_WORDS && short_form_rule(t, &norm, words)
+}
+
+/// Whether a bare "so" follows the user's fact about themselves.
+fn so_after_fact(norm: &str) -> bool {
+    let Some(fact) = ABOUT_ME.iter().filter_map(|p| find_phrase(norm, p)).min() else {
+        return false;
+    };
+    norm[fact..].contains(" so ")
+}
+
+/// Whether the text names what answers contain (code, recipes, units, a language or system):
+/// words that are as often about one request.
+fn names_answer_content(norm: &str) -> bool {
+    ANSWER_WORDS
+        .iter()
+        .chain(STYLE_WORDS)
+        .any(|w| contains_phrase(norm, w))
+}
+
+/// The short forms: an imperative about the form ("Keep the prose minimal"), a form left out
+/// ("No tables"), a contrast ("Grams, not cups"), something skipped ("Skip brand
+/// recommendations").
+fn short_form_rule(t: &str, norm: &str, words: usize) -> bool {
+    let has = |p: &str| contains_phrase(norm, p);
+    let style = STYLE_WORDS
+        .iter()
+        .chain(FORM_OF_ANSWERS)
+        .chain(ANSWER_WORDS)
+        .any(|w| has(w));
+    let first = norm
+        .split_whitespace()
+        .find(|w| !LEAD_INS.contains(w))
+        .unwrap_or_default();
+    let imperative = is_one_of(IMPERATIVES, first);
+    let lower = t.to_lowercase();
+    let contrast = (CONTRASTS.iter().any(|c| has(c))
+        || [", not ", ", no ", ", nicht ", ", pas "]
+            .iter()
+            .any(|c| lower.contains(c)))
+        && words <= 12;
+    let leave_out = [
+        "skip", "avoid", "omit", "évite", "vermeide", "evita", "evite",
+    ]
+    .contains(&first)
+        && words <= 10;
+    // "Give me a shopping list for a chickpea curry": a list for one thing.
+    if [
+        " for a ",
+        " for my ",
+        " pour un ",
+        " pour une ",
+        " für ein",
+        " para un",
+        " per un",
+    ]
+    .iter()
+    .any(|m| lower.contains(m))
+    {
+        return false;
+    }
+    if leave_out {
+        return true;
+    }
+    let without = is_one_of(WITHOUT, first);
+    // "Answer in French" is a rule; "Explain the French Revolution" asks for one thing.
+    let names_a_thing = norm.split_whitespace().any(|w| DETERMINERS.contains(&w));
+    style && (imperative || without) && !names_a_thing
+        || (contrast && (style || imperative || FORM_NOUNS.iter().any(|w| has(w))))
+}
+
+/// Lowercase words separated by single spaces, padded with a space at each end; apostrophes and
+/// hyphens inside words are kept (contractions typed without one, "im", "dont", get it back),
+/// other punctuation becomes a space; digits become `#`.
+fn normalize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    out.push(' ');
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if !word.is_empty() {
+            let w = CONTRACTIONS
+                .iter()
+                .find(|(bare, _)| bare == word)
+                .map_or(word.as_str(), |(_, full)| full);
+            out.push_str(w);
+            out.push(' ');
+            word.clear();
+        }
+    };
+    for c in text.chars().flat_map(char::to_lowercase) {
+        let c = match c {
+            '’' => '\'',
+            c if c.is_ascii_digit() => '#',
+            c => c,
+        };
+        if c.is_alphanumeric() || c == '\'' || c == '-' || c == '#' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// Where the phrase occurs as whole words (the index of the space before it); a word may go on
+/// after a hyphen ("explique" in "explique-moi").
+fn find_phrase(norm: &str, phrase: &str) -> Option<usize> {
+    let bytes = norm.as_bytes();
+    norm.match_indices(phrase)
+        .find(|(i, _)| {
+            *i > 0
+                && bytes[i - 1] == b' '
+                && matches!(bytes.get(i + phrase.len()), Some(b' ' | b'-'))
+        })
+        .map(|(i, _)| i - 1)
+}
+
+/// True when the phrase occurs as whole words.
+fn contains_phrase(norm: &str, phrase: &str) -> bool {
+    find_phrase(norm, phrase).is_some()
+}
+
+/// True when `word` is one of `list`.
+fn is_one_of(list: &[&str], word: &str) -> bool {
+    list.contains(&word)
+}
+
+/// "under 80 words", "in 3 sentences", "max 100 words", "unter 50 wörtern", "moins de 100 mots".
+fn has_word_limit(norm: &str) -> bool {
+    const UNITS: &[&str] = &[
+        "words",
+        "sentences",
+        "lines",
+        "mots",
+        "phrases",
+        "lignes",
+        "wörter",
+        "wörtern",
+        "sätze",
+        "sätzen",
+        "zeilen",
+        "palabras",
+        "frases",
+        "líneas",
+        "palavras",
+        "linhas",
+        "parole",
+        "frasi",
+        "righe",
+    ];
+    const BEFORE: &[&str] = &[
+        "in",
+        "under",
+        "max",
+        "maximum",
+        "most",
+        "than",
+        "to",
+        "en",
+        "moins",
+        "unter",
+        "höchstens",
+        "maximal",
+        "máximo",
+        "menos",
+        "no",
+        "em",
+        "até",
+        "massimo",
+    ];
+    const AFTER: &[&str] = &[
+        "max", "maximum", "tops", "maximal", "máximo", "massimo", "is",
+    ];
+    let tokens: Vec<&str> = norm.split_whitespace().collect();
+    (0..tokens.len().saturating_sub(1)).any(|i| {
+        let number = tokens[i].starts_with('#')
+            || [
+                "two", "three", "four", "five", "deux", "trois", "zwei", "drei", "dos", "tres",
+            ]
+            .contains(&tokens[i]);
+        let limit = (i > 0 && BEFORE.contains(&tokens[i - 1]))
+            || tokens.get(i + 2).is_some_and(|w| AFTER.contains(w));
+        number && UNITS.contains(&tokens[i + 1]) && limit
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instructions_in_several_languages() {
+        for t in [
+            "Be concise from now on, please.",
+            "answer in French",
+            "always use TypeScript",
+            "Don't use emojis",
+            "Keep answers under 80 words.",
+            "Réponds toujours en français.",
+            "Bitte antworte ab jetzt immer auf Deutsch.",
+            "Sé breve, por favor.",
+            "Rispondi sempre in modo sintetico, per favore.",
+        ] {
+            assert!(is_standing_instruction(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn facts_with_consequences_and_preferences() {
+        for t in [
+            "I'm on Windows, so assume PowerShell for anything shell-related.",
+            "Just so you know, I'm a nurse, so feel free to use clinical terms.",
+            "I prefer short paragraphs to long lists.",
+            "could you stop using so many tables?",
+            "Ich bin Anfängerin, du kannst mir alles einfach erklären.",
+            "Soy abogada, así que no hace falta que me expliques los términos.",
+            "Going forward, keep the code in Go please, that's what we use.",
+            "we're in Canada btw, so prices in CAD please",
+            "fyi I'm colorblind, so don't rely on red and green in charts",
+            "Könnten Sie mich bitte siezen?",
+            "ten en cuenta que soy vegana",
+            "esqueci de dizer: aqui é tudo Linux",
+            "mind keeping answers to a paragraph?",
+        ] {
+            assert!(is_standing_instruction(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn questions_one_offs_and_content_are_not() {
+        for t in [
+            "I'm 34, is that too old to start running?",
+            "I'm in Lisbon next week and want to see the old town.",
+            "I'm in Lisbon next week, so please suggest three restaurants.",
+            "what ratio should i use for the starter",
+            "la pizza senza glutine si rompe sempre",
+            "give me a packing list for a weekend in Rome",
+            "Can you turn that into a checklist?",
+            "how do I make a bulleted list in Google Docs?",
+            "Is Portuguese hard to learn?",
+            "Could you put those into a table?",
+            "give me a table of these three options: the red one, the blue one and the grey one",
+            "Can you rewrite it with a CTE instead? Just this once.",
+            "can you make that shorter?",
+            "use TypeScript for this one",
+            "make that example shorter",
+            "I always forget to water my basil, why are the leaves yellow?",
+            "ok thanks",
+            "Show me a minimal Zustand store.",
+            "I never clean my chain, does that matter?",
+            "Kannst du das nochmal einfacher erklären?",
+            "Pouvez-vous raccourcir la réponse précédente ?",
+        ] {
+            assert!(!is_standing_instruction(t), "{t}");
+        }
+    }
+
+    /// Ordinary messages a reviewer wrote to trip the detector (read before they were tried).
+    const ORDINARY: &[&str] = &[
+        "Thanks, I'll keep that in mind.",
+        "I assume that the bank is closed on Sundays",
+        "My grandparents were always very strict",
+        "Write a Python script that renames all my photos by date",
+        "Explain the French Revolution",
+        "Give me a list of Italian cities to visit",
+        "Dame una lista de libros de ciencia ficción",
+        "Donne-moi une liste de films à voir ce week-end",
+        "I'm getting a type error in TypeScript when I map over an array",
+        "The answer in the textbook is 42 but I got 41",
+        "Walk me through installing Arch Linux step by step",
+        "My dentist will call me tomorrow about the crown",
+        "I'm a teacher and I never get a real lunch break",
+        "Je suis toujours fatigué le matin",
+        "Ich bin immer noch erkältet",
+        "Le mie piante sono sempre secche",
+        "Je suis né en mai",
+        "Please help, my dog always barks at night",
+        "I do not have any money left this month",
+        "No idea why my build always fails on CI",
+        "I wrote 3 lines of code and it already crashes",
+        "Estoy aprendiendo a cocinar, puedes darme una receta de lentejas",
+        "Ho una domanda: puoi spiegarmi come funziona l'IVA",
+        "Je suis perdu, tu peux m'aider avec mon CV",
+        "Quero aprender a investir de forma segura",
+        "I don't use Facebook anymore",
+        "I'm in Tokyo this week, any ramen places nearby",
+        "Can you explain why my tests always fail?",
+        "Wie antworte ich höflich auf eine Absage?",
+        "Je préfère ton premier exemple",
+        "I prefer living in the USA",
+    ];
+
+    /// Standing instructions the same reviewer expected it to miss.
+    const STANDING: &[&str] = &[
+        "For this whole conversation, answer in French",
+        "From this message on, use British spelling",
+        "Como soy celíaca, dame siempre recetas sin gluten",
+        "O código deve ser sempre em TypeScript",
+        "Use British spelling.",
+        "Temperatures in Fahrenheit please",
+        "Never suggest paid tools",
+        "Don't apologize so much.",
+        "Cite your sources",
+        "Nada de spoilers, por favor",
+        "Keine Spoiler bitte",
+        "Respond only in haiku.",
+        "Dates as DD/MM/YYYY please",
+        "My son has a nut allergy, so no recipes with nuts",
+        "I'm deaf, so no audio suggestions",
+        "Talk to me like a pirate for the rest of the chat",
+        "Usa el sistema métrico",
+        "Ne me donne que du code",
+    ];
+
+    #[test]
+    fn a_reviewers_traps() {
+        let flagged: Vec<&str> = ORDINARY
+            .iter()
+            .copied()
+            .filter(|t| is_standing_instruction(t))
+            .collect();
+        let missed: Vec<&str> = STANDING
+            .iter()
+            .copied()
+            .filter(|t| !is_standing_instruction(t))
+            .collect();
+        // First reading, before the detector saw them: 7 of 31 flagged, 16 of 18 missed.
+        assert!(flagged.is_empty(), "ordinary messages flagged: {flagged:?}");
+        assert!(
+            missed.len() <= 3,
+            "standing instructions missed: {missed:?}"
+        );
+    }
+
+    /// Sticky precision and recall on a labelled fixture: (true pos, false pos, false neg, misses).
+    pub(crate) fn score_fixture(path: &str) -> (usize, usize, usize, Vec<String>) {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let conversations: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let (mut tp, mut fp, mut fn_) = (0, 0, 0);
+        let mut misses = Vec::new();
+        for c in conversations.as_array().unwrap() {
+            for m in c["messages"].as_array().unwrap() {
+                if m["role"] != "user" {
+                    continue;
+                }
+                let text = m["text"].as_str().unwrap();
+                let marked = m["sticky"].as_bool().unwrap_or(false);
+                match (marked, is_standing_instruction(text)) {
+                    (true, true) => tp += 1,
+                    (false, true) => {
+                        fp += 1;
+                        misses.push(format!("false positive: {text}"));
+                    }
+                    (true, false) => {
+                        fn_ += 1;
+                        misses.push(format!("missed: {text}"));
+                    }
+                    (false, false) => {}
+                }
+            }
+        }
+        (tp, fp, fn_, misses)
+    }
+
+    #[test]
+    fn sticky_precision_and_recall_on_the_fixture() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/topic-conversations.json"
+        );
+        let (tp, fp, fn_, misses) = score_fixture(path);
+        let precision = tp as f64 / (tp + fp).max(1) as f64;
+        let recall = tp as f64 / (tp + fn_).max(1) as f64;
+        println!(
+            "sticky on the fixture: precision {precision:.3} recall {recall:.3} ({tp} found, {fp} wrong, {fn_} missed)"
+        );
+        for m in &misses {
+            println!("  {m}");
+        }
+        assert!(
+            precision >= 0.9 && recall >= 0.8,
+            "precision {precision:.3}, recall {recall:.3}"
+        );
+        // The second set (written apart from the rules; its first reading, recall 0.28, led to the
+        // form-of-answer rules, so it is no longer blind).
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/topic-conversations-holdout.json"
+        );
+        let (tp, fp, fn_, misses) = score_fixture(path);
+        let precision = tp as f64 / (tp + fp).max(1) as f64;
+        let recall = tp as f64 / (tp + fn_).max(1) as f64;
+        assert!(
+            precision >= 0.9 && recall >= 0.8,
+            "second set: {precision:.3}/{recall:.3}: {misses:?}"
+        );
+        for name in [
+            "topic-conversations-holdout.json",
+            "topic-conversations-blind3.json",
+            "topic-conversations-blind4.json",
+            "topic-conversations-blind5.json",
+            "topic-conversations-blind6.json",
+            "topic-conversations-blind7.json",
+        ] {
+            let path = format!("{}/../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+            let (tp, fp, fn_, misses) = score_fixture(&path);
+            let precision = tp as f64 / (tp + fp).max(1) as f64;
+            let recall = tp as f64 / (tp + fn_).max(1) as f64;
+            println!(
+                "{name}: precision {precision:.3} recall {recall:.3} ({tp} found, {fp} wrong, {fn_} missed)"
+            );
+            for m in &misses {
+                println!("  {m}");
+            }
+        }
+    }
+}
