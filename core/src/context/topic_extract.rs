@@ -161,6 +161,13 @@ fn centroid<'a>(vectors: impl Iterator<Item = &'a [f32]>) -> Option<Vec<f32>> {
 /// closest to the topic's centroid and farthest from the other topics' centroids, a little in
 /// favour of the TF-IDF ranking. Topics without a centroid or candidate vectors keep their label.
 pub fn label_by_meaning<'v>(found: &mut Extracted, vector_of: impl Fn(&str) -> Option<&'v [f32]>) {
+    // From the raw first candidates: a "(2)" of the first pass could outlive the label it told
+    // apart.
+    for (t, c) in found.topics.iter_mut().zip(&found.candidates) {
+        if let Some(first) = c.first() {
+            t.label = first.clone();
+        }
+    }
     for k in 0..found.topics.len() {
         let Some(Some(own)) = found.centroids.get(k) else {
             continue;
@@ -651,6 +658,34 @@ mod tests {
         assert_eq!(got.assignment[2], None);
         assert_eq!(got.assignment[0], got.assignment[4]);
         assert_ne!(got.assignment[0], got.assignment[6]);
+    }
+
+    #[test]
+    fn labels_by_meaning_pick_the_closest_distinct_phrase() {
+        let topic = |label: &str| Topic {
+            label: label.into(),
+            count: 2,
+        };
+        let mut found = Extracted {
+            topics: vec![topic("Dough"), topic("Dough (2)"), topic("Knight")],
+            candidates: vec![
+                vec!["Dough".into(), "Sourdough".into()],
+                vec!["Dough".into(), "Knight".into()],
+                vec!["Knight".into()],
+            ],
+            centroids: vec![Some(vec![1.0, 0.0]), Some(vec![0.0, 1.0]), None],
+            ..Default::default()
+        };
+        let vectors: HashMap<&str, Vec<f32>> = HashMap::from([
+            // "Dough" sits between both topics; "Sourdough" is the first's own.
+            ("Dough", vec![0.7, 0.7]),
+            ("Sourdough", vec![0.95, 0.3]),
+            ("Knight", vec![0.1, 0.99]),
+        ]);
+        label_by_meaning(&mut found, |c| vectors.get(c).map(Vec::as_slice));
+        let labels: Vec<&str> = found.topics.iter().map(|t| t.label.as_str()).collect();
+        // The third has no centroid: it keeps its first candidate, told apart from the second.
+        assert_eq!(labels, ["Sourdough", "Knight", "Knight (2)"]);
     }
 
     #[test]

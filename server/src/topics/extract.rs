@@ -227,17 +227,12 @@ async fn from_model(
 /// The structured answer's name (OpenAI schema name, Anthropic tool name).
 const SCHEMA_NAME: &str = "report_topics";
 
-/// Offline extraction over the messages' cached vectors (computed when missing; the newest
-/// [`MAX_SCORED`](super::MAX_SCORED) messages, as clustering reads only the newest exchanges),
-/// labels chosen by meaning among each topic's key phrases; without embeddings, from the text
-/// alone (one group, key-phrase labels).
+/// Offline extraction over the messages' cached vectors (computed when missing; `history` is the
+/// newest [`MAX_MESSAGES`] already), labels chosen by meaning among each topic's key phrases;
+/// without embeddings, from the text alone (one group, key-phrase labels).
 async fn offline(state: &AppState, history: &[ChatMessage]) -> Result<SessionTopics, AppError> {
-    let first = history.len().saturating_sub(super::MAX_SCORED);
-    let items: Vec<(String, String)> = history[first..]
-        .iter()
-        .map(super::message_embed_item)
-        .collect();
-    let recent = if items.is_empty() {
+    let items: Vec<(String, String)> = history.iter().map(super::message_embed_item).collect();
+    let vectors = if items.is_empty() {
         Vec::new()
     } else {
         match state.embeddings.embed_cached(&state.store, items).await {
@@ -248,13 +243,6 @@ async fn offline(state: &AppState, history: &[ChatMessage]) -> Result<SessionTop
             }
         }
     };
-    let vectors: Vec<Option<Arc<[f32]>>> = if recent.is_empty() {
-        vec![None; history.len()]
-    } else {
-        std::iter::repeat_n(None, first)
-            .chain(recent.into_iter().map(Some))
-            .collect()
-    };
     let owned: Vec<(String, glassbox_core::wire::Role, String)> = history
         .iter()
         .map(|m| (m.id.clone(), m.role, m.content.clone()))
@@ -263,12 +251,12 @@ async fn offline(state: &AppState, history: &[ChatMessage]) -> Result<SessionTop
     let mut found = tokio::task::spawn_blocking(move || {
         let input: Vec<ExtractMessage> = owned
             .iter()
-            .zip(&vectors)
-            .map(|((id, role, text), v)| ExtractMessage {
+            .enumerate()
+            .map(|(i, (id, role, text))| ExtractMessage {
                 id,
                 role: *role,
                 text,
-                vector: v.as_deref(),
+                vector: vectors.get(i).map(|v| &v[..]),
             })
             .collect();
         extract_offline(&input)
@@ -291,10 +279,16 @@ async fn label_by_meaning_of(state: &AppState, found: &mut Extracted) {
     if found.centroids.iter().all(Option::is_none) {
         return;
     }
-    let mut phrases: Vec<String> = found.candidates.iter().flatten().cloned().collect();
-    phrases.sort_unstable();
-    phrases.dedup();
-    phrases.truncate(MAX_INPUTS);
+    // At most 8 topics of 8 candidates: one request (`MAX_INPUTS` is 128).
+    let mut phrases: Vec<String> = Vec::new();
+    for c in found.candidates.iter().flatten() {
+        if !phrases.contains(c) && phrases.len() < MAX_INPUTS {
+            phrases.push(c.clone());
+        }
+    }
+    if phrases.is_empty() {
+        return;
+    }
     match state.embeddings.embed(phrases.clone()).await {
         Ok(vectors) => {
             let by_phrase: HashMap<String, Vec<f32>> = phrases
