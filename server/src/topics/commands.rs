@@ -5,7 +5,7 @@
 //! send `GLASSBOX_LIMIT_COMMANDS_PER_MINUTE` of them.
 
 use glassbox_core::context::topics::{check_filter, check_threshold};
-use glassbox_core::context::{FilterView, MessageMark, SessionTopics};
+use glassbox_core::context::{FilterView, MessageMark, SessionTopics, TopicSettings};
 use glassbox_core::wire::{MarkMessage, ServerEvent, SetSimilarityMode};
 
 use crate::embed::service::EmbedStatus;
@@ -35,10 +35,19 @@ pub async fn set_filter(
             ),
         ));
     }
+    change_topic_settings(state, hub, |t| t.filter = labels).await
+}
+
+/// Changes the session's topic settings and tells every tab the filter's new view.
+async fn change_topic_settings(
+    state: &AppState,
+    hub: &Hub,
+    change: impl FnOnce(&mut TopicSettings),
+) -> Result<FilterView, AppError> {
     state
         .store
         .update_settings(&hub.session_id, |s| {
-            s.topics.filter = labels;
+            change(&mut s.topics);
             Ok::<_, AppError>(())
         })
         .await?;
@@ -54,17 +63,13 @@ pub async fn set_similarity_mode(
 ) -> Result<FilterView, AppError> {
     state.limits.command(&hub.session_id)?;
     let threshold = args.threshold.map(check_threshold).transpose()?;
-    state
-        .store
-        .update_settings(&hub.session_id, |s| {
-            s.topics.similarity_mode = Some(args.enabled);
-            if threshold.is_some() {
-                s.topics.threshold = threshold;
-            }
-            Ok::<_, AppError>(())
-        })
-        .await?;
-    super::publish_view(state, hub).await
+    change_topic_settings(state, hub, |t| {
+        t.similarity_mode = Some(args.enabled);
+        if threshold.is_some() {
+            t.threshold = threshold;
+        }
+    })
+    .await
 }
 
 /// Pins or excludes a message (or clears its mark).

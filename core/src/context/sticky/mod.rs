@@ -45,34 +45,37 @@ pub fn is_standing_instruction(text: &str) -> bool {
         return false;
     }
     let form = any(FORM_OF_ANSWERS) || any(WEAK_DIRECTIVES);
+    let content = names_answer_content(&norm);
+    let rule_verb = any(RULE_VERBS);
+    let asides = any(ASIDES);
     // "always"/"immer"/"sempre" alone say as often how things are ("my dog always barks"); they
     // make a rule only next to words about answers.
     let lasting = says_it_lasts
         || any(LASTING)
         || any(SCOPE)
-        || (any(LASTING_ADVERBS)
-            && (form || names_answer_content(&norm) || any(RULE_VERBS) || any(ASIDES)));
+        || (any(LASTING_ADVERBS) && (form || content || rule_verb || asides));
     // One piece of work: "translate this", "can you turn that into a checklist?".
     if !says_it_lasts && any(ONE_TASK) {
         return false;
     }
     let preference = any(PREFERENCE);
     // How to address the user lasts by nature ("on peut se tutoyer ?", "hablame de vos").
-    let directive = any(DIRECTIVES) || any(REGISTER) || has_word_limit(&norm);
+    let register = any(REGISTER);
+    let directive = any(DIRECTIVES) || register || has_word_limit(&norm);
     let first = norm
         .split_whitespace()
         .find(|w| !LEAD_INS.contains(w))
         .unwrap_or_default();
     let asked = t.contains('?')
         || t.contains('¿')
-        || is_one_of(QUESTION_OPENERS, first)
+        || QUESTION_OPENERS.contains(&first)
         || [" should i ", " should we ", " should my "]
             .iter()
             .any(|q| norm.starts_with(q));
     // A question about a subject ("I'm 45, is it too late to start running?", "should my CV use
     // bullet points or paragraphs?"), not about how to answer ("On peut se tutoyer ?", "mind
     // skipping the preamble in answers?").
-    let about_answers_asked = form || preference || says_it_lasts || any(REGISTER);
+    let about_answers_asked = form || preference || says_it_lasts || register;
     // "should my CV use bullet points or paragraphs?": a choice asked about (before the mark).
     let asked_part = normalize(t.split(['?', '¿']).next().unwrap_or(t));
     let either_or = [" or ", " ou ", " oder ", " o "]
@@ -89,8 +92,8 @@ pub fn is_standing_instruction(text: &str) -> bool {
     let about_me = any(ABOUT_ME) && !any(FOR_NOW);
     // "im in ontario so canadian accounts": a bare "so" after the fact.
     let so_then = any(SO_THEN) || (about_me && so_after_fact(&norm));
-    let avoid = any(AVOID) || is_one_of(AVOID_OPENERS, first);
-    let aside = any(ASIDES) || first == "context";
+    let avoid = any(AVOID) || AVOID_OPENERS.contains(&first);
+    let aside = asides || first == "context";
     // "des tirets plutôt que des gros paragraphes": one form preferred to another.
     let contrast = any(CONTRASTS);
     let background = [
@@ -100,18 +103,17 @@ pub fn is_standing_instruction(text: &str) -> bool {
     // (a fact about the user alone does not: "I have an interview in English next week").
     let polite = any(POLITE);
     let backed = background[1..].iter().any(|b| *b) || (about_me && polite);
-    let content = names_answer_content(&norm);
     // "Temperatures in Fahrenheit please" is a rule; "please give me the recipe" asks for one.
     let names_a_thing = norm.split_whitespace().any(|w| DETERMINERS.contains(&w));
     let kinds = background.iter().filter(|b| **b).count()
         + usize::from(form)
         // "always use …", "never suggest …": a verb of answering under a lasting word.
-        + usize::from((backed && content) || (lasting && any(RULE_VERBS)))
+        + usize::from((backed && content) || (lasting && rule_verb))
         + usize::from(polite && (form || directive || lasting || avoid || (content && !names_a_thing)));
     if directive || kinds >= 2 {
         return true;
     }
-    words <= MAX_WORDS && short_form_rule(t, &norm, words)
+    words <= MAX_WORDS && short_form_rule(t, &norm, first, words, names_a_thing)
 }
 
 /// Whether a bare "so" follows the user's fact about themselves.
@@ -134,18 +136,16 @@ fn names_answer_content(norm: &str) -> bool {
 /// The short forms: an imperative about the form ("Keep the prose minimal"), a form left out
 /// ("No tables"), a contrast ("Grams, not cups"), something skipped ("Skip brand
 /// recommendations").
-fn short_form_rule(t: &str, norm: &str, words: usize) -> bool {
+/// `first` is its first word after the lead-ins; `names_a_thing` says a determiner opens a noun
+/// phrase ("Explain the French Revolution" asks for one thing, "Answer in French" is a rule).
+fn short_form_rule(t: &str, norm: &str, first: &str, words: usize, names_a_thing: bool) -> bool {
     let has = |p: &str| contains_phrase(norm, p);
     let style = STYLE_WORDS
         .iter()
         .chain(FORM_OF_ANSWERS)
         .chain(ANSWER_WORDS)
         .any(|w| has(w));
-    let first = norm
-        .split_whitespace()
-        .find(|w| !LEAD_INS.contains(w))
-        .unwrap_or_default();
-    let imperative = is_one_of(IMPERATIVES, first);
+    let imperative = IMPERATIVES.contains(&first);
     let lower = t.to_lowercase();
     let contrast = (CONTRASTS.iter().any(|c| has(c))
         || [", not ", ", no ", ", nicht ", ", pas "]
@@ -175,9 +175,7 @@ fn short_form_rule(t: &str, norm: &str, words: usize) -> bool {
     if leave_out {
         return true;
     }
-    let without = is_one_of(WITHOUT, first);
-    // "Answer in French" is a rule; "Explain the French Revolution" asks for one thing.
-    let names_a_thing = norm.split_whitespace().any(|w| DETERMINERS.contains(&w));
+    let without = WITHOUT.contains(&first);
     style && (imperative || without) && !names_a_thing
         || (contrast && (style || imperative || FORM_NOUNS.iter().any(|w| has(w))))
 }
@@ -232,11 +230,6 @@ fn find_phrase(norm: &str, phrase: &str) -> Option<usize> {
 /// True when the phrase occurs as whole words.
 fn contains_phrase(norm: &str, phrase: &str) -> bool {
     find_phrase(norm, phrase).is_some()
-}
-
-/// True when `word` is one of `list`.
-fn is_one_of(list: &[&str], word: &str) -> bool {
-    list.contains(&word)
 }
 
 /// "under 80 words", "in 3 sentences", "max 100 words", "unter 50 wörtern", "moins de 100 mots".
