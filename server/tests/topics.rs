@@ -293,6 +293,43 @@ async fn deleting_a_session_forgets_its_vectors_in_memory_too() {
 }
 
 #[tokio::test]
+async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads() {
+    let server = start(&[]).await;
+    let (id, token, _) = server.new_session().await;
+    // An imported or fast-growing session: more messages than one extraction reads.
+    let state = &server.state;
+    let count = glassbox_server::topics::extract::MAX_MESSAGES + 40;
+    let mut keys = Vec::new();
+    for i in 0..count {
+        let (text, _) = if i % 2 == 0 { KUBERNETES[i % 3] } else { SOURDOUGH[i % 3] };
+        let text = format!("{text} ({i})");
+        let message_id = format!("imported-{i}");
+        let new = glassbox_server::storage::NewUserMessage {
+            id: &message_id,
+            content: &text,
+            client_message_id: None,
+            context: None,
+            attachments: &[],
+            created_at: i as i64,
+        };
+        state.store.insert_user_message(&id, &new).await.unwrap();
+        keys.push(glassbox_server::embed::service::message_cache_key(&message_id, &text));
+    }
+    let generation = glassbox_server::topics::extract::next_generation();
+    assert!(glassbox_server::topics::extract::run(state, &id, generation).await.unwrap());
+    let missing: Vec<usize> = (0..count).filter(|&i| !state.embeddings.remembers(&keys[i])).collect();
+    assert!(missing.is_empty(), "not embedded ahead: {} of {count}, first {:?}", missing.len(), missing.first());
+    // So switching a filter on computes nothing.
+    let before = state.embeddings.computed();
+    let topics = get(&server, &format!("/api/sessions/{id}/topics"), &token).await;
+    let label = topics["topics"]["topics"][0]["label"].clone();
+    let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label]})).await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["total"], count);
+    assert_eq!(state.embeddings.computed() - before, 1, "only the label was embedded");
+}
+
+#[tokio::test]
 async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
     let server = start(&[]).await;
     let (id, token, _, found) = two_subjects(&server).await;

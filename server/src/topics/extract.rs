@@ -114,9 +114,9 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     if newest(session_id).is_some_and(|n| n > generation) {
         return Ok(false);
     }
-    let history = super::model_history(state, session_id).await?;
-    let first = history.len().saturating_sub(MAX_MESSAGES);
-    let history = &history[first..];
+    let whole = super::model_history(state, session_id).await?;
+    let first = whole.len().saturating_sub(MAX_MESSAGES);
+    let history = &whole[first..];
     let mut topics = match &state.config.topic_model {
         None => offline(state, history).await?,
         Some(model) => match from_model(state, session_id, model, history).await {
@@ -139,6 +139,12 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     // (`history_filter` reads only current labels), so no write races a newer extraction's.
     let written = state.store.put_topics(session_id, &topics).await?;
     publish(state, session_id).await?;
+    // The filter scores more messages than extraction reads (and a topic model embeds none):
+    // they are embedded now, while nobody waits, rather than by the first filter switched on.
+    // Still under the extraction permit, so two sessions at most do this at once.
+    if let Err(e) = super::warm_vectors(state, &whole).await {
+        tracing::info!(session = session_id, error = %e, "vectors not computed ahead");
+    }
     Ok(written)
 }
 

@@ -22,6 +22,8 @@ use crate::state::AppState;
 pub const MAX_SCORED: usize = 2_000;
 /// Characters of a message that go into its embedding (the model reads 256 tokens at most).
 const EMBED_CHARS: usize = 2_000;
+/// Messages embedded per step when vectors are computed ahead (other requests queue between steps).
+const WARM_STEP: usize = 256;
 
 /// A turn's history selection: one choice per candidate, the receipt's filter note, the panel's view.
 #[derive(Debug, Clone)]
@@ -150,6 +152,24 @@ pub async fn model_history(state: &AppState, session_id: &str) -> Result<Vec<Cha
         .collect())
 }
 
+/// Computes ahead the vectors a filter scores (the newest [`MAX_SCORED`] messages of `history`)
+/// that no cache holds yet, a step at a time. Extraction calls it after each reply, so a session
+/// that grew faster than extractions ran (or was imported) is embedded in the background rather
+/// than by the first filter; nothing when embeddings are unavailable.
+pub async fn warm_vectors(state: &AppState, history: &[ChatMessage]) -> Result<(), AppError> {
+    if !matches!(state.embeddings.status(), EmbedStatus::Ready { .. }) {
+        return Ok(());
+    }
+    let first = history.len().saturating_sub(MAX_SCORED);
+    for step in history[first..].chunks(WARM_STEP) {
+        state
+            .embeddings
+            .embed_cached(&state.store, step.iter().map(message_embed_item).collect())
+            .await?;
+    }
+    Ok(())
+}
+
 /// The filter's view of the whole stored history (outside a turn: after a change).
 pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterView, AppError> {
     let settings = state.store.settings(session_id).await?;
@@ -161,8 +181,16 @@ pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterVi
 }
 
 /// Tells every tab of the session the filter's view (read under the hub's view lock, so tabs get
-/// views in the order of the state they show).
+/// views in the order of the state they show). With a filter on, missing vectors are computed
+/// first, outside the lock: the session's other commands and new tabs do not wait for the model.
 pub async fn publish_view(state: &AppState, hub: &Hub) -> Result<FilterView, AppError> {
+    if !state.store.settings(&hub.session_id).await?.topics.filter.is_empty() {
+        let history = model_history(state, &hub.session_id).await?;
+        if let Err(e) = warm_vectors(state, &history).await {
+            // Scoring under the lock tries again, and falls back to the whole history.
+            tracing::warn!(session = %hub.session_id, error = %e, "vectors not computed ahead");
+        }
+    }
     let _order = hub.view_lock.lock().await;
     let view = current_view(state, &hub.session_id).await?;
     hub.publish(ServerEvent::Filter(view.clone()));

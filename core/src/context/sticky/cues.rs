@@ -47,6 +47,14 @@ pub(super) const LASTING: &[&str] = &[
     "de agora em diante",
     "più avanti",
     "d'ora in avanti",
+    "da qui in poi",
+    "tout le séjour",
+    "pendant tout le",
+    "todo el viaje",
+    "durante todo el",
+    "per tutto il",
+    "bei allen",
+    "for the whole trip",
 ];
 
 /// Lasting words strong enough that a question carrying them is still a rule ("could you use
@@ -182,6 +190,18 @@ pub(super) const ABOUT_ME: &[&str] = &[
     "sou celíaca",
     "sono celiaca",
     "sono celiaco",
+    "vivimos en",
+    "vivons en",
+    "ich hab",
+    "no tengo ni idea",
+    "no sé nada",
+    "i know nothing about",
+    "je ne connais rien",
+    "i hate",
+    "mi muovo",
+    "je fais tout",
+    "i'm travelling",
+    "i'm traveling",
 ];
 
 /// What follows from such a fact for the answers ("so please …", "así que …", "assume that …").
@@ -223,6 +243,12 @@ pub(super) const SO_THEN: &[&str] = &[
     "berücksichtige",
     "tenlo en cuenta",
     "leva isso em conta",
+    "so plan",
+    "adapte tes",
+    "adapta tus",
+    "adapta as",
+    "adatta le",
+    "passe deine",
 ];
 
 /// A stated preference ("I prefer …", "das ist mir lieber").
@@ -265,6 +291,9 @@ pub(super) const PREFERENCE: &[&str] = &[
     "i love it when you",
     "mi piace quando",
     "adoro quando",
+    "privilégie",
+    "privilegia",
+    "bevorzuge",
 ];
 
 /// Words about what answers contain or how they are made, beyond [`STYLE_WORDS`]: code,
@@ -716,6 +745,12 @@ pub(super) const AVOID: &[&str] = &[
     "don't recommend",
     "do not suggest",
     "do not recommend",
+    "non voglio",
+    "no quiero",
+    "je ne veux pas",
+    "i don't want",
+    "ich möchte keine",
+    "não quero",
 ];
 
 /// First words that leave something out ("Keine Markennamen", "Sin tecnicismos"); elsewhere
@@ -759,6 +794,11 @@ pub(super) const REGISTER: &[&str] = &[
     "talk to me like",
     "talk to me more like",
     "like a friend",
+    "descontraído",
+    "nada de formalidade",
+    "sin formalidades",
+    "sans formalités",
+    "senza formalità",
 ];
 
 /// Words that make a fact about the user passing ("next week", "tonight").
@@ -877,6 +917,12 @@ pub(super) const ASIDES: &[&str] = &[
     "keep it in mind",
     "garde-le en tête",
     "denk daran",
+    "ricordatelo",
+    "ricordati",
+    "ti dico subito",
+    "je précise",
+    "dran denken",
+    "plan around",
 ];
 
 /// Polite markers that, with words about the form, make a request a rule ("short answers pls").
@@ -967,6 +1013,10 @@ pub(super) const ONE_TASK: &[&str] = &[
     "escríbeme",
     "escreve-me",
     "scrivimi",
+    "draft that",
+    "draft a",
+    "draft me",
+    "draft the",
 ];
 
 /// Openings of a question about a subject ("how do I …", "comment on fait …").
@@ -1006,6 +1056,10 @@ pub(super) const SUBJECT_QUESTIONS: &[&str] = &[
 pub(super) const LEAD_INS: &[&str] = &[
     "please", "and", "also", "so", "now", "ok", "okay", "bitte", "und", "auch", "et", "aussi",
     "alors", "y", "también", "e", "também", "anche", "por", "favor", "per",
+    "thanks",
+    "thank",
+    "cool",
+    "great",
 ];
 
 /// Verbs whose imperative, first in a message about the form, makes it a rule.

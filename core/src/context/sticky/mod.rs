@@ -62,16 +62,12 @@ pub fn is_standing_instruction(text: &str) -> bool {
     // How to address the user lasts by nature ("on peut se tutoyer ?", "hablame de vos").
     let register = any(REGISTER);
     let directive = any(DIRECTIVES) || register || has_word_limit(&norm);
-    let first = norm
-        .split_whitespace()
-        .find(|w| !LEAD_INS.contains(w))
-        .unwrap_or_default();
-    let asked = t.contains('?')
-        || t.contains('¿')
-        || QUESTION_OPENERS.contains(&first)
-        || [" should i ", " should we ", " should my "]
-            .iter()
-            .any(|q| norm.starts_with(q));
+    let mut opening = norm.split_whitespace().skip_while(|w| LEAD_INS.contains(w));
+    let first = opening.next().unwrap_or_default();
+    // "should my invoices …?": what the user should do, a question about the subject.
+    let should_i =
+        first == "should" && opening.next().is_some_and(|w| ["i", "we", "my"].contains(&w));
+    let asked = t.contains('?') || t.contains('¿') || QUESTION_OPENERS.contains(&first) || should_i;
     // A question about a subject ("I'm 45, is it too late to start running?", "should my CV use
     // bullet points or paragraphs?"), not about how to answer ("On peut se tutoyer ?", "mind
     // skipping the preamble in answers?").
@@ -81,7 +77,7 @@ pub fn is_standing_instruction(text: &str) -> bool {
     let either_or = [" or ", " ou ", " oder ", " o "]
         .iter()
         .any(|w| asked_part.contains(w));
-    let how_to = ["how", "wie", "comment", "cómo", "come"].contains(&first);
+    let how_to = ["how", "wie", "comment", "cómo", "come"].contains(&first) || should_i;
     if asked
         && (!about_answers_asked || any(SUBJECT_QUESTIONS) || either_or || how_to)
         && !says_it_lasts
@@ -508,6 +504,7 @@ mod tests {
             "topic-conversations-blind5.json",
             "topic-conversations-blind6.json",
             "topic-conversations-blind7.json",
+            "topic-conversations-blind8.json",
         ] {
             let path = format!("{}/../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
             let (tp, fp, fn_, misses) = score_fixture(&path);
