@@ -1,6 +1,6 @@
 //! Rate limits per client address and per session (`governor`'s keyed GCRA limiters): sessions
-//! created per hour and messages per minute for each address, messages and topic commands per minute
-//! for each session, and streaming replies at once for each address. Each refusal says when to try again. A limit set
+//! created per hour and messages per minute for each address, messages and commands (settings, context
+//! and topic commands) per minute for each session, and streaming replies at once for each address. Each refusal says when to try again. A limit set
 //! to 0 is off. Keys not seen for a while are forgotten by `sweep`, so memory stays bounded by the
 //! addresses active in the last hour.
 
@@ -27,8 +27,9 @@ pub struct RateLimitConfig {
     pub address_messages_per_minute: u32,
     /// Replies streaming at once for one address (`GLASSBOX_LIMIT_STREAMS_PER_ADDRESS`).
     pub streams_per_address: u32,
-    /// Topic commands one session may send per minute: filter, similarity, marks and topic reads,
-    /// each of which reads the session's history (`GLASSBOX_LIMIT_COMMANDS_PER_MINUTE`).
+    /// Commands one session may send per minute: compression settings, context-set changes, and
+    /// the topic commands (filter, similarity, marks, topic reads), each of which reads the
+    /// session's history or writes its record (`GLASSBOX_LIMIT_COMMANDS_PER_MINUTE`).
     pub commands_per_minute: u32,
 }
 
@@ -183,12 +184,12 @@ impl<C: Clock + Clone> RateLimits<C> {
         )
     }
 
-    /// A topic command in `session` (it reads the session's history to answer).
+    /// A command in `session`: a settings or context change, or a topic command.
     pub fn command(&self, session: &str) -> Result<(), RateLimited> {
         self.check(
             &self.session_commands,
             &session.to_owned(),
-            "too many topic commands in this session",
+            "too many commands in this session",
         )
     }
 
@@ -298,7 +299,7 @@ mod tests {
         assert!(limits.command("s1").is_ok());
         assert!(limits.command("s1").is_ok());
         let refused = limits.command("s1").unwrap_err();
-        assert_eq!(refused.what, "too many topic commands in this session");
+        assert_eq!(refused.what, "too many commands in this session");
         assert!(limits.command("s2").is_ok(), "another session");
         assert!(limits.message(ip(3), "s3").is_ok(), "messages are counted apart");
     }

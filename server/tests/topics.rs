@@ -299,8 +299,49 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
     // An imported or fast-growing session: more messages than one extraction reads.
     let state = &server.state;
     let count = glassbox_server::topics::extract::MAX_MESSAGES + 40;
+    let keys = import(state, &id, 0..count).await;
+    let generation = glassbox_server::topics::extract::next_generation();
+    assert!(glassbox_server::topics::extract::run(state, &id, generation).await.unwrap());
+    let missing: Vec<usize> = (0..count).filter(|&i| !state.embeddings.remembers(&keys[i])).collect();
+    assert!(missing.is_empty(), "not embedded ahead: {} of {count}, first {:?}", missing.len(), missing.first());
+    // So switching a filter on computes nothing.
+    let before = state.embeddings.computed();
+    let topics = get(&server, &format!("/api/sessions/{id}/topics"), &token).await;
+    let label = topics["topics"]["topics"][0]["label"].clone();
+    let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label.clone()]})).await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["total"], count);
+    assert_eq!(state.embeddings.computed() - before, 1, "only the label was embedded");
+    // A filter changed while an extraction computes vectors waits for them: none is computed twice.
+    let more = 300;
+    import(state, &id, count..count + more).await;
+    let before = state.embeddings.computed();
+    let extraction = tokio::spawn({
+        let (state, id) = (state.clone(), id.clone());
+        async move {
+            let generation = glassbox_server::topics::extract::next_generation();
+            glassbox_server::topics::extract::run(&state, &id, generation).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label]})).await;
+    assert_eq!(status, 200, "{view}");
+    extraction.await.unwrap().unwrap();
+    let computed = state.embeddings.computed() - before;
+    // The new messages once, the label once, at most 8 × 8 candidate labels of the extraction.
+    let most = more as u64 + 1 + 64;
+    assert!(computed >= more as u64 && computed <= most, "{computed} computed for {more} new messages");
+}
+
+/// Stores user messages numbered `range` straight into the session (as an import would); returns
+/// their cache keys.
+async fn import(
+    state: &glassbox_server::AppState,
+    id: &str,
+    range: std::ops::Range<usize>,
+) -> Vec<String> {
     let mut keys = Vec::new();
-    for i in 0..count {
+    for i in range {
         let (text, _) = if i % 2 == 0 { KUBERNETES[i % 3] } else { SOURDOUGH[i % 3] };
         let text = format!("{text} ({i})");
         let message_id = format!("imported-{i}");
@@ -312,21 +353,10 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
             attachments: &[],
             created_at: i as i64,
         };
-        state.store.insert_user_message(&id, &new).await.unwrap();
+        state.store.insert_user_message(id, &new).await.unwrap();
         keys.push(glassbox_server::embed::service::message_cache_key(&message_id, &text));
     }
-    let generation = glassbox_server::topics::extract::next_generation();
-    assert!(glassbox_server::topics::extract::run(state, &id, generation).await.unwrap());
-    let missing: Vec<usize> = (0..count).filter(|&i| !state.embeddings.remembers(&keys[i])).collect();
-    assert!(missing.is_empty(), "not embedded ahead: {} of {count}, first {:?}", missing.len(), missing.first());
-    // So switching a filter on computes nothing.
-    let before = state.embeddings.computed();
-    let topics = get(&server, &format!("/api/sessions/{id}/topics"), &token).await;
-    let label = topics["topics"]["topics"][0]["label"].clone();
-    let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label]})).await;
-    assert_eq!(status, 200, "{view}");
-    assert_eq!(view["total"], count);
-    assert_eq!(state.embeddings.computed() - before, 1, "only the label was embedded");
+    keys
 }
 
 #[tokio::test]
@@ -371,7 +401,7 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
 }
 
 #[tokio::test]
-async fn topic_commands_are_limited_per_session_but_a_new_tab_still_gets_its_topics() {
+async fn commands_are_limited_per_session_but_a_new_tab_still_gets_its_topics() {
     let server = start(&[("GLASSBOX_LIMIT_COMMANDS_PER_MINUTE", "3")]).await;
     let (id, token, _) = server.new_session().await;
     let topics = format!("/api/sessions/{id}/topics");
@@ -390,9 +420,29 @@ async fn topic_commands_are_limited_per_session_but_a_new_tab_still_gets_its_top
     let (_, raw) = tab.next().await;
     assert_eq!(raw["type"], "error", "{raw}");
     assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
+    // Settings and context changes count too, over REST and the WebSocket.
+    tab.send(json!({"type": "settings", "data": {"threshold": 70}})).await;
+    let (_, raw) = tab.next().await;
+    assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
+    tab.send(json!({"type": "set_context", "data": {"setName": "files", "items": ["a.rs"]}})).await;
+    let (_, raw) = tab.next().await;
+    assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
+    let (status, body) = put(&server, &format!("/api/sessions/{id}/settings"), &token, json!({"threshold": 70})).await;
+    assert_eq!((status, &body["error"]["code"]), (429, &json!("rate_limited")), "{body}");
+    let patched = server
+        .http
+        .patch(server.url(&format!("/api/sessions/{id}")))
+        .bearer_auth(&token)
+        .json(&json!({"setContext": {"setName": "files", "items": ["a.rs"]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patched.status(), 429);
     // Another session has its own allowance.
     let (other, other_token, _) = server.new_session().await;
     get(&server, &format!("/api/sessions/{other}/topics"), &other_token).await;
+    let (status, body) = put(&server, &format!("/api/sessions/{other}/settings"), &other_token, json!({"threshold": 70})).await;
+    assert_eq!(status, 200, "{body}");
 }
 
 #[tokio::test]

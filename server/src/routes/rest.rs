@@ -119,6 +119,7 @@ pub async fn patch_session(
     let session = state
         .open_session(Some(&id), token.as_deref(), None, None)
         .await?;
+    state.limits.command(&session.info.session_id)?;
     let context = match (patch.context, patch.set_context) {
         (Some(all), None) => replace_context(&state, &session.hub, all).await?,
         (None, Some(one)) => change_context_set(&state, &session.hub, &one).await?,

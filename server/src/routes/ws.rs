@@ -160,6 +160,7 @@ async fn handle<W: Sink<Message> + Unpin>(
             Ok(())
         }
         (ClientFrame::SetContext(args), Some(a)) => {
+            state.limits.command(&a.hub.session_id)?;
             change_context_set(state, &a.hub, &args).await.map(|_| ())
         }
         // Every tab, this one included, then hears that the session is gone.

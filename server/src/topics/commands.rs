@@ -2,7 +2,7 @@
 //! `set_filter`, `get_topics`, `set_similarity_mode`, and marking a message pinned or excluded.
 //! Each change is stored in the session's settings record (or on the message) and every tab of the
 //! session hears the filter's new view. Each command reads the session's history, so a session may
-//! send `GLASSBOX_LIMIT_COMMANDS_PER_MINUTE` of them.
+//! send `GLASSBOX_LIMIT_COMMANDS_PER_MINUTE` of them (with its settings and context changes).
 
 use glassbox_core::context::topics::{check_filter, check_threshold};
 use glassbox_core::context::{FilterView, MessageMark, SessionTopics, TopicSettings};

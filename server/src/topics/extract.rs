@@ -118,7 +118,7 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     let first = whole.len().saturating_sub(MAX_MESSAGES);
     let history = &whole[first..];
     let mut topics = match &state.config.topic_model {
-        None => offline(state, history).await?,
+        None => offline(state, session_id, history).await?,
         Some(model) => match from_model(state, session_id, model, history).await {
             Ok(t) => t,
             // The model answered, but not usably: the previous topics stay.
@@ -129,7 +129,7 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
             // No answer at all (timeout, provider error, budget): topics from the embeddings.
             Err(e) => {
                 tracing::warn!(session = session_id, error = %e, "topic model failed; extracting offline");
-                offline(state, history).await?
+                offline(state, session_id, history).await?
             }
         },
     };
@@ -142,7 +142,7 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     // The filter scores more messages than extraction reads (and a topic model embeds none):
     // they are embedded now, while nobody waits, rather than by the first filter switched on.
     // Still under the extraction permit, so two sessions at most do this at once.
-    if let Err(e) = super::warm_vectors(state, &whole).await {
+    if let Err(e) = super::warm_vectors(state, session_id, &whole).await {
         tracing::info!(session = session_id, error = %e, "vectors not computed ahead");
     }
     Ok(written)
@@ -236,12 +236,15 @@ const SCHEMA_NAME: &str = "report_topics";
 /// Offline extraction over the messages' cached vectors (computed when missing; `history` is the
 /// newest [`MAX_MESSAGES`] already), labels chosen by meaning among each topic's key phrases;
 /// without embeddings, from the text alone (one group, key-phrase labels).
-async fn offline(state: &AppState, history: &[ChatMessage]) -> Result<SessionTopics, AppError> {
-    let items: Vec<(String, String)> = history.iter().map(super::message_embed_item).collect();
-    let vectors = if items.is_empty() {
+async fn offline(
+    state: &AppState,
+    session_id: &str,
+    history: &[ChatMessage],
+) -> Result<SessionTopics, AppError> {
+    let vectors = if history.is_empty() {
         Vec::new()
     } else {
-        match state.embeddings.embed_cached(&state.store, items).await {
+        match super::message_vectors(state, session_id, history).await {
             Ok(v) => v,
             Err(e) => {
                 tracing::info!(error = %e, "topics from text alone: no embeddings");

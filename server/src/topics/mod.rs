@@ -5,7 +5,8 @@
 pub mod commands;
 pub mod extract;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
 
 use glassbox_core::context::selection::{Candidate, Choice, Kept, select, topic_scores};
 use glassbox_core::context::{FilterNote, FilterView, Score, SessionSettings, SessionTopics};
@@ -48,6 +49,7 @@ pub fn message_embed_item(m: &ChatMessage) -> (String, String) {
 /// message goes, except excluded ones.
 pub async fn history_filter(
     state: &AppState,
+    session_id: &str,
     settings: &SessionSettings,
     topics: Option<&SessionTopics>,
     candidates: &[ChatMessage],
@@ -65,7 +67,7 @@ pub async fn history_filter(
     let mut scores = vec![None; candidates.len()];
     let mut active = mode && available && !labels.is_empty();
     if active {
-        match score(state, &labels, candidates).await {
+        match score(state, session_id, &labels, candidates).await {
             Ok(s) => scores = s,
             Err(e) => {
                 tracing::warn!(error = %e, "topic filter not applied: scoring failed");
@@ -115,6 +117,7 @@ pub async fn history_filter(
 /// Each candidate's best cosine over the labels' vectors (cached vectors read, missing computed).
 async fn score(
     state: &AppState,
+    session_id: &str,
     labels: &[String],
     candidates: &[ChatMessage],
 ) -> Result<Vec<Option<f32>>, AppError> {
@@ -128,13 +131,7 @@ async fn score(
         .collect();
     let first = candidates.len().saturating_sub(MAX_SCORED);
     let recent = &candidates[first..];
-    let message_vectors = state
-        .embeddings
-        .embed_cached(
-            &state.store,
-            recent.iter().map(message_embed_item).collect(),
-        )
-        .await?;
+    let message_vectors = message_vectors(state, session_id, recent).await?;
     let refs: Vec<Option<&[f32]>> = std::iter::repeat_n(None, first)
         .chain(message_vectors.iter().map(|v| Some(&v[..])))
         .collect();
@@ -152,21 +149,60 @@ pub async fn model_history(state: &AppState, session_id: &str) -> Result<Vec<Cha
         .collect())
 }
 
+/// The vectors of a session's messages, in order: from memory or the database, the missing ones
+/// computed (and cached) a step at a time. One call per session at a time: a filter switched on
+/// while extraction computes the same vectors waits for them rather than computing them twice.
+pub async fn message_vectors(
+    state: &AppState,
+    session_id: &str,
+    messages: &[ChatMessage],
+) -> Result<Vec<Arc<[f32]>>, AppError> {
+    let gate = session_gate(session_id);
+    let _one_at_a_time = gate.lock().await;
+    let mut out = Vec::with_capacity(messages.len());
+    for step in messages.chunks(WARM_STEP) {
+        out.extend(
+            state
+                .embeddings
+                .embed_cached(&state.store, step.iter().map(message_embed_item).collect())
+                .await?,
+        );
+    }
+    Ok(out)
+}
+
+/// The session's lock for [`message_vectors`] (entries go once nobody holds theirs).
+fn session_gate(session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    type Gates = std::sync::Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>;
+    static GATES: std::sync::OnceLock<Gates> = std::sync::OnceLock::new();
+    let mut gates = GATES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(gate) = gates.get(session_id).and_then(Weak::upgrade) {
+        return gate;
+    }
+    // Only sessions computing vectors right now have live gates: few.
+    gates.retain(|_, g| g.strong_count() > 0);
+    let gate = Arc::new(tokio::sync::Mutex::new(()));
+    gates.insert(session_id.to_owned(), Arc::downgrade(&gate));
+    gate
+}
+
 /// Computes ahead the vectors a filter scores (the newest [`MAX_SCORED`] messages of `history`)
-/// that no cache holds yet, a step at a time. Extraction calls it after each reply, so a session
-/// that grew faster than extractions ran (or was imported) is embedded in the background rather
-/// than by the first filter; nothing when embeddings are unavailable.
-pub async fn warm_vectors(state: &AppState, history: &[ChatMessage]) -> Result<(), AppError> {
+/// that no cache holds yet. Extraction calls it after each reply, so a session that grew faster
+/// than extractions ran (or was imported) is embedded in the background rather than by the first
+/// filter; nothing when embeddings are unavailable.
+pub async fn warm_vectors(
+    state: &AppState,
+    session_id: &str,
+    history: &[ChatMessage],
+) -> Result<(), AppError> {
     if !matches!(state.embeddings.status(), EmbedStatus::Ready { .. }) {
         return Ok(());
     }
     let first = history.len().saturating_sub(MAX_SCORED);
-    for step in history[first..].chunks(WARM_STEP) {
-        state
-            .embeddings
-            .embed_cached(&state.store, step.iter().map(message_embed_item).collect())
-            .await?;
-    }
+    message_vectors(state, session_id, &history[first..]).await?;
     Ok(())
 }
 
@@ -175,7 +211,7 @@ pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterVi
     let settings = state.store.settings(session_id).await?;
     let topics = state.store.topics(session_id).await?;
     let history = model_history(state, session_id).await?;
-    Ok(history_filter(state, &settings, topics.as_ref(), &history)
+    Ok(history_filter(state, session_id, &settings, topics.as_ref(), &history)
         .await
         .view)
 }
@@ -186,7 +222,7 @@ pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterVi
 pub async fn publish_view(state: &AppState, hub: &Hub) -> Result<FilterView, AppError> {
     if !state.store.settings(&hub.session_id).await?.topics.filter.is_empty() {
         let history = model_history(state, &hub.session_id).await?;
-        if let Err(e) = warm_vectors(state, &history).await {
+        if let Err(e) = warm_vectors(state, &hub.session_id, &history).await {
             // Scoring under the lock tries again, and falls back to the whole history.
             tracing::warn!(session = %hub.session_id, error = %e, "vectors not computed ahead");
         }
