@@ -15,12 +15,17 @@ use crate::client::{ChatClient, ConnectionStatus};
 const TICK_MS: u32 = 1_000;
 /// Quiet ticks in a row before a capture (so "idle" is a few seconds without streaming).
 const QUIET_TICKS: u32 = 3;
+/// Ticks after which a capture the set still does not show is sent again (the server refused
+/// it, e.g. over the session's command limit).
+const RESEND_TICKS: u32 = 60;
 
 /// Watches the URL while the returned interval lives.
 pub fn watch(client: ChatClient, rule: CaptureRule) -> Interval {
     let mut quiet = 0u32;
     let mut last_sent: Option<(Option<String>, Vec<String>)> = None;
+    let mut since_sent = 0u32;
     Interval::new(TICK_MS, move || {
+        since_sent = since_sent.saturating_add(1);
         let Some((session, busy, current)) = client.transcript.try_with_untracked(|t| {
             let busy = !t.pending.is_empty() || t.replying();
             let current = t
@@ -56,7 +61,7 @@ pub fn watch(client: ChatClient, rule: CaptureRule) -> Interval {
             return;
         };
         let key = (session, items);
-        if key.1 == current || last_sent.as_ref() == Some(&key) {
+        if key.1 == current || (last_sent.as_ref() == Some(&key) && since_sent < RESEND_TICKS) {
             return;
         }
         client.set_context(SetContextArgs {
@@ -65,5 +70,6 @@ pub fn watch(client: ChatClient, rule: CaptureRule) -> Interval {
             mode: MergeMode::Replace,
         });
         last_sent = Some(key);
+        since_sent = 0;
     })
 }

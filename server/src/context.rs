@@ -146,15 +146,13 @@ impl AppState {
         Ok(info)
     }
 
-    /// Validates, stores and returns new compression settings for a session (a command, counted
-    /// against the session's limit).
+    /// Validates, stores and returns new compression settings for a session.
     pub async fn update_compression(
         &self,
         session_id: &str,
         model: &str,
         settings: CompressionSettings,
     ) -> Result<ContextInfo, AppError> {
-        self.limits.command(session_id)?;
         settings.validate().map_err(AppError::InvalidSettings)?;
         let ((), stored) = self
             .store

@@ -113,6 +113,9 @@ impl AppState {
     /// Deletes a session now (its token is checked by the caller): messages, summaries and cached
     /// embeddings go with it, and every open tab is told it is gone.
     pub async fn delete_session(&self, id: &str) -> Result<(), AppError> {
+        // A step of vector computing under way finishes first (its vectors are then deleted too).
+        let gate = crate::topics::session_gate(id);
+        let _no_vectors_meanwhile = gate.lock().await;
         let Some(keys) = self.store.delete_session(id).await? else {
             return Err(AppError::Unauthorized);
         };

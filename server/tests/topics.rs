@@ -323,7 +323,10 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
             glassbox_server::topics::extract::run(&state, &id, generation).await
         }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Once the extraction is computing (extractions of other tests may hold the permits first).
+    while state.embeddings.computed() == before {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label]})).await;
     assert_eq!(status, 200, "{view}");
     extraction.await.unwrap().unwrap();

@@ -149,6 +149,7 @@ pub async fn update_settings(
     let session = state
         .open_session(Some(&id), token.as_deref(), None, None)
         .await?;
+    state.limits.command(&session.info.session_id)?;
     let info = state
         .update_compression(&session.info.session_id, &session.info.model, settings)
         .await?;

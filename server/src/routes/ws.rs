@@ -153,6 +153,7 @@ async fn handle<W: Sink<Message> + Unpin>(
             state.retry(&a.hub, &a.model, &r.message_id, address).await
         }
         (ClientFrame::Settings(settings), Some(a)) => {
+            state.limits.command(&a.hub.session_id)?;
             let info = state
                 .update_compression(&a.hub.session_id, &a.model, settings)
                 .await?;
@@ -254,6 +255,7 @@ async fn send_topics<W: Sink<Message> + Unpin>(
     a: &mut Attached,
 ) -> Result<(), AppError> {
     let closed = |_| AppError::Conflict("socket closed");
+    topics::warm_before_view(state, &a.hub.session_id).await?;
     // Numbered before they are read: a view published meanwhile is newer, and comes after them.
     let (ids, (topics, view)) = {
         let _order = a.hub.view_lock.lock().await;

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use glassbox_core::context::SessionTopics;
 use glassbox_core::context::topic_extract::{
     ExtractMessage, Extracted, extract_offline, label_by_meaning,
 };
@@ -22,14 +23,13 @@ use glassbox_core::context::topics::{
 };
 use glassbox_core::prompt::{PromptMessage, ProviderRequest, ResponseSchema};
 use glassbox_core::wire::Role;
-use glassbox_core::context::SessionTopics;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 use tokio::sync::Semaphore;
 
-use crate::turn::call::{self, CallFailure};
 use crate::embed::service::MAX_INPUTS;
 use crate::error::AppError;
 use crate::state::AppState;
+use crate::turn::call::{self, CallFailure};
 
 /// Most messages an extraction reads (the newest).
 pub const MAX_MESSAGES: usize = 600;
@@ -124,7 +124,9 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
             // The model answered, but not usably: the previous topics stay.
             Err(ModelTopicsError::Answer(e)) => {
                 publish(state, session_id).await?;
-                return Err(AppError::Internal(format!("topic model answer not used: {e}")));
+                return Err(AppError::Internal(format!(
+                    "topic model answer not used: {e}"
+                )));
             }
             // No answer at all (timeout, provider error, budget): topics from the embeddings.
             Err(e) => {
@@ -192,8 +194,10 @@ async fn from_model(
         })
         .map_or(0, |i| i + 1);
     let read = &history[from..];
-    let transcript =
-        extraction_transcript(read.iter().map(|m| (m.id.as_str(), m.role, m.content.as_str())));
+    let transcript = extraction_transcript(
+        read.iter()
+            .map(|m| (m.id.as_str(), m.role, m.content.as_str())),
+    );
     let request = ProviderRequest {
         model: model.to_owned(),
         system: Some(EXTRACTION_PROMPT.to_owned()),

@@ -23,7 +23,8 @@ use crate::state::AppState;
 pub const MAX_SCORED: usize = 2_000;
 /// Characters of a message that go into its embedding (the model reads 256 tokens at most).
 const EMBED_CHARS: usize = 2_000;
-/// Messages embedded per step when vectors are computed ahead (other requests queue between steps).
+/// Messages per step of [`message_vectors`]: the session's gate is taken per step, so another
+/// request of the session (a turn's filter, a new tab's view) waits one step at most.
 const WARM_STEP: usize = 256;
 
 /// A turn's history selection: one choice per candidate, the receipt's filter note, the panel's view.
@@ -139,7 +140,10 @@ async fn score(
 }
 
 /// The session's stored messages that reach the model, oldest first.
-pub async fn model_history(state: &AppState, session_id: &str) -> Result<Vec<ChatMessage>, AppError> {
+pub async fn model_history(
+    state: &AppState,
+    session_id: &str,
+) -> Result<Vec<ChatMessage>, AppError> {
     Ok(state
         .store
         .messages(session_id)
@@ -150,17 +154,22 @@ pub async fn model_history(state: &AppState, session_id: &str) -> Result<Vec<Cha
 }
 
 /// The vectors of a session's messages, in order: from memory or the database, the missing ones
-/// computed (and cached) a step at a time. One call per session at a time: a filter switched on
-/// while extraction computes the same vectors waits for them rather than computing them twice.
+/// computed (and cached) a step at a time. One step per session at a time: a filter switched on
+/// while extraction computes the same vectors waits for the step under way rather than computing
+/// it twice. Refused once the session is deleted (its vectors would outlive it).
 pub async fn message_vectors(
     state: &AppState,
     session_id: &str,
     messages: &[ChatMessage],
 ) -> Result<Vec<Arc<[f32]>>, AppError> {
     let gate = session_gate(session_id);
-    let _one_at_a_time = gate.lock().await;
     let mut out = Vec::with_capacity(messages.len());
     for step in messages.chunks(WARM_STEP) {
+        let _one_at_a_time = gate.lock().await;
+        // Deleting takes the gate too: after it, nothing is stored for the session.
+        if state.store.session(session_id).await?.is_none() {
+            return Err(AppError::NotFound("session"));
+        }
         out.extend(
             state
                 .embeddings
@@ -172,7 +181,7 @@ pub async fn message_vectors(
 }
 
 /// The session's lock for [`message_vectors`] (entries go once nobody holds theirs).
-fn session_gate(session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+pub(crate) fn session_gate(session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
     type Gates = std::sync::Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>;
     static GATES: std::sync::OnceLock<Gates> = std::sync::OnceLock::new();
     let mut gates = GATES
@@ -211,22 +220,33 @@ pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterVi
     let settings = state.store.settings(session_id).await?;
     let topics = state.store.topics(session_id).await?;
     let history = model_history(state, session_id).await?;
-    Ok(history_filter(state, session_id, &settings, topics.as_ref(), &history)
-        .await
-        .view)
+    Ok(
+        history_filter(state, session_id, &settings, topics.as_ref(), &history)
+            .await
+            .view,
+    )
+}
+
+/// Computes the vectors a filter that applies will score, before the view lock is taken: the
+/// session's other commands and new tabs then wait for the lock only while a view is read, not
+/// while the model embeds (failures are logged; scoring under the lock tries again, and falls
+/// back to the whole history).
+pub async fn warm_before_view(state: &AppState, session_id: &str) -> Result<(), AppError> {
+    let t = state.store.settings(session_id).await?.topics;
+    if t.filter.is_empty() || !t.similarity_mode.unwrap_or(state.config.embedding_search) {
+        return Ok(());
+    }
+    let history = model_history(state, session_id).await?;
+    if let Err(e) = warm_vectors(state, session_id, &history).await {
+        tracing::warn!(session = session_id, error = %e, "vectors not computed ahead");
+    }
+    Ok(())
 }
 
 /// Tells every tab of the session the filter's view (read under the hub's view lock, so tabs get
-/// views in the order of the state they show). With a filter on, missing vectors are computed
-/// first, outside the lock: the session's other commands and new tabs do not wait for the model.
+/// views in the order of the state they show; vectors computed first, outside the lock).
 pub async fn publish_view(state: &AppState, hub: &Hub) -> Result<FilterView, AppError> {
-    if !state.store.settings(&hub.session_id).await?.topics.filter.is_empty() {
-        let history = model_history(state, &hub.session_id).await?;
-        if let Err(e) = warm_vectors(state, &hub.session_id, &history).await {
-            // Scoring under the lock tries again, and falls back to the whole history.
-            tracing::warn!(session = %hub.session_id, error = %e, "vectors not computed ahead");
-        }
-    }
+    warm_before_view(state, &hub.session_id).await?;
     let _order = hub.view_lock.lock().await;
     let view = current_view(state, &hub.session_id).await?;
     hub.publish(ServerEvent::Filter(view.clone()));

@@ -149,8 +149,8 @@ pub async fn plan_reply(
     let history: Vec<ChatMessage> = history.into_iter().filter(reaches_model).collect();
     let topics = state.store.topics(session_id).await?;
     let earlier = &history[..history.len().saturating_sub(1)];
-    let filter = crate::topics::history_filter(state, session_id, &settings, topics.as_ref(), earlier)
-            .await;
+    let filter =
+        crate::topics::history_filter(state, session_id, &settings, topics.as_ref(), earlier).await;
     let mut gathered = Gathered {
         info: state.context_info_with(model, &settings),
         history,

@@ -49,11 +49,7 @@ pub(super) const LASTING: &[&str] = &[
     "d'ora in avanti",
     "da qui in poi",
     "tout le séjour",
-    "pendant tout le",
     "todo el viaje",
-    "durante todo el",
-    "per tutto il",
-    "bei allen",
     "for the whole trip",
 ];
 
@@ -197,7 +193,6 @@ pub(super) const ABOUT_ME: &[&str] = &[
     "no sé nada",
     "i know nothing about",
     "je ne connais rien",
-    "i hate",
     "mi muovo",
     "je fais tout",
     "i'm travelling",
@@ -291,9 +286,6 @@ pub(super) const PREFERENCE: &[&str] = &[
     "i love it when you",
     "mi piace quando",
     "adoro quando",
-    "privilégie",
-    "privilegia",
-    "bevorzuge",
 ];
 
 /// Words about what answers contain or how they are made, beyond [`STYLE_WORDS`]: code,
@@ -794,7 +786,6 @@ pub(super) const REGISTER: &[&str] = &[
     "talk to me like",
     "talk to me more like",
     "like a friend",
-    "descontraído",
     "nada de formalidade",
     "sin formalidades",
     "sans formalités",
@@ -1052,12 +1043,18 @@ pub(super) const SUBJECT_QUESTIONS: &[&str] = &[
     "come rispondo",
 ];
 
+/// The user's own things ("my code", "mon code"): what is said of them describes, not rules
+/// ("ma" and "mi" are left out: in Italian they are "but" and "me").
+pub(super) const MINE: &[&str] = &[
+    "my", "mon", "mes", "mein", "meine", "meinen", "mis", "meu", "minha", "il mio",
+    "la mia", "i miei",
+];
+
 /// Words that may come before the imperative ("please use …", "und bitte …").
 pub(super) const LEAD_INS: &[&str] = &[
     "please", "and", "also", "so", "now", "ok", "okay", "bitte", "und", "auch", "et", "aussi",
     "alors", "y", "también", "e", "também", "anche", "por", "favor", "per",
     "thanks",
-    "thank",
     "cool",
     "great",
 ];

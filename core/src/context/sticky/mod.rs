@@ -49,11 +49,12 @@ pub fn is_standing_instruction(text: &str) -> bool {
     let rule_verb = any(RULE_VERBS);
     let asides = any(ASIDES);
     // "always"/"immer"/"sempre" alone say as often how things are ("my dog always barks"); they
-    // make a rule only next to words about answers.
+    // make a rule only next to words about answers, and not about the user's own things ("my
+    // code always ends up messy").
     let lasting = says_it_lasts
         || any(LASTING)
         || any(SCOPE)
-        || (any(LASTING_ADVERBS) && (form || content || rule_verb || asides));
+        || (any(LASTING_ADVERBS) && (form || rule_verb || asides || (content && !any(MINE))));
     // One piece of work: "translate this", "can you turn that into a checklist?".
     if !says_it_lasts && any(ONE_TASK) {
         return false;
@@ -391,6 +392,15 @@ mod tests {
         "Wie antworte ich höflich auf eine Absage?",
         "Je préfère ton premier exemple",
         "I prefer living in the USA",
+        // A second review's traps, for cues the eighth fixture taught.
+        "Esse restaurante é descontraído?",
+        "Quero um look descontraído para o casamento",
+        "Estoy cansado durante todo el día y no sé por qué.",
+        "Ich hab bei allen Dateien denselben Fehler",
+        "I hate that my python code always ends up messy",
+        "Je suis locataire, la loi privilégie-t-elle le propriétaire ?",
+        "Thanks, should my invoices always include payment terms?",
+        "Draft that reminder, keep it short, under 60 words.",
     ];
 
     /// Standing instructions the same reviewer expected it to miss.
