@@ -219,14 +219,15 @@ fn offline_extraction_on_the_labelled_fixtures() {
     // 0.958 / 0.697 and 0.929 / 0.703: their people explain themselves ("I'm on a managed GKE
     // cluster, so assume that …", "we're in texas btw so feet/inches and dollars pls"). Each
     // reading led to the detector as it is (kinds of cues meeting); none is blind any more.
-    for name in [
-        "topic-conversations-blind3.json",
-        "topic-conversations-blind4.json",
-        "topic-conversations-blind5.json",
-        "topic-conversations-blind6.json",
-        "topic-conversations-blind7.json",
-        "topic-conversations-blind8.json",
-    ] {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures");
+    let mut blind: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("topic-conversations-blind") && n.ends_with(".json"))
+        .collect();
+    blind.sort();
+    assert!(blind.len() >= 6, "the blind sets: {blind:?}");
+    for name in &blind {
         let b = evaluate(name, &e);
         assert!(b.conversations >= 15);
         assert!(b.precision() >= 0.9 && b.recall() >= 0.8, "{name}: {b:?}");

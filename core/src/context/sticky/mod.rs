@@ -507,16 +507,16 @@ mod tests {
             precision >= 0.9 && recall >= 0.8,
             "second set: {precision:.3}/{recall:.3}: {misses:?}"
         );
-        for name in [
-            "topic-conversations-holdout.json",
-            "topic-conversations-blind3.json",
-            "topic-conversations-blind4.json",
-            "topic-conversations-blind5.json",
-            "topic-conversations-blind6.json",
-            "topic-conversations-blind7.json",
-            "topic-conversations-blind8.json",
-        ] {
-            let path = format!("{}/../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures");
+        // The holdout, then every set written blind (`topic-conversations-blind*.json`).
+        let mut blind: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("topic-conversations-blind") && n.ends_with(".json"))
+            .collect();
+        blind.sort();
+        for name in std::iter::once("topic-conversations-holdout.json".to_owned()).chain(blind) {
+            let path = format!("{dir}/{name}");
             let (tp, fp, fn_, misses) = score_fixture(&path);
             let precision = tp as f64 / (tp + fp).max(1) as f64;
             let recall = tp as f64 / (tp + fn_).max(1) as f64;
