@@ -5,6 +5,7 @@
 mod build;
 mod model;
 mod run;
+mod sticky;
 mod tools;
 mod vocab;
 
@@ -26,6 +27,9 @@ usage: cargo xtask <command>
                    lag, longest task, script time per kB (args: --sizes 1,4,16,64 --history N --timeout S)
   bench context    planning one turn (receipt + request) for a 1,000-message session, the receipt's size,
                    and one tool round's added latency over a plain reply (fake provider)
+  sticky train     train the learned reading of standing instructions on tests/fixtures and write
+                   core/src/context/sticky/model.tsv (run after changing a fixture)
+  sticky lofo      standing-instruction precision / recall on each fixture, trained without it
   model            provision the embedding model (all-MiniLM-L6-v2 as ONNX) into ~/.cache/glassbox/models
   setup            install the build and test tools (done automatically by the commands above)
 ";
@@ -50,6 +54,8 @@ fn main() -> Result<()> {
             )
         }
         ["model"] => model::provision().map(|_| ()),
+        ["sticky", "train"] => sticky::train_committed(),
+        ["sticky", "lofo"] => sticky::leave_one_out(),
         ["setup"] => {
             tools::wasm_toolchain()?;
             tools::browser()?;

@@ -19,10 +19,22 @@
 //! unless it is about one earlier answer ("make that shorter", "just this once"), asks for one
 //! piece of work ("translate this", "put those in a table"), or asks a question about a subject
 //! rather than about the answers.
+//!
+//! The cues name what was seen; people say the same things in ways no list names ("im vegan btw",
+//! "dammi del tu"). A model learned from the labelled fixtures ([`learned`], trained by
+//! [`train`]) reads those, and the two decide together: the model alone when it is sure, the
+//! cues when the model does not doubt them.
 
 mod cues;
+pub mod learned;
+pub mod train;
 
 use cues::*;
+
+/// The model's probability above which a message is a standing instruction whatever the cues say.
+const LEARNED_ALONE: f64 = 0.6;
+/// The model's probability below which the cues are overruled (they matched, the model doubts).
+const LEARNED_DOUBTS: f64 = 0.3;
 
 /// Longest standing instruction of the short forms (a bare directive), in words.
 const MAX_WORDS: usize = 16;
@@ -30,8 +42,25 @@ const MAX_WORDS: usize = 16;
 /// model's schema allows 40 too).
 const MAX_EXPLAINED_WORDS: usize = 40;
 
-/// True when `text`, a user's message, is a standing instruction.
+/// True when `text`, a user's message, is a standing instruction: the learned model is sure of it
+/// ([`LEARNED_ALONE`]), or the cues say so and the model does not doubt it ([`LEARNED_DOUBTS`]).
 pub fn is_standing_instruction(text: &str) -> bool {
+    standing_by(text, learned::probability)
+}
+
+/// [`is_standing_instruction`] with another model's probability (one trained without a fixture,
+/// to measure it on that fixture).
+pub fn standing_by(text: &str, probability: impl Fn(&str) -> f64) -> bool {
+    let t = text.trim();
+    if t.is_empty() || t.split_whitespace().count() > MAX_EXPLAINED_WORDS {
+        return false;
+    }
+    let p = probability(t);
+    p >= LEARNED_ALONE || (p >= LEARNED_DOUBTS && cues_say_so(t))
+}
+
+/// Whether the cues alone read `text` as a standing instruction.
+pub fn cues_say_so(text: &str) -> bool {
     let t = text.trim();
     let words = t.split_whitespace().count();
     if t.is_empty() || words > MAX_EXPLAINED_WORDS {
@@ -292,157 +321,27 @@ fn has_word_limit(norm: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// Every short example (`tests/fixtures/sticky-examples.json`) reads as it is marked.
     #[test]
-    fn instructions_in_several_languages() {
-        for t in [
-            "Be concise from now on, please.",
-            "answer in French",
-            "always use TypeScript",
-            "Don't use emojis",
-            "Keep answers under 80 words.",
-            "Réponds toujours en français.",
-            "Bitte antworte ab jetzt immer auf Deutsch.",
-            "Sé breve, por favor.",
-            "Rispondi sempre in modo sintetico, per favore.",
-        ] {
-            assert!(is_standing_instruction(t), "{t}");
-        }
-    }
-
-    #[test]
-    fn facts_with_consequences_and_preferences() {
-        for t in [
-            "I'm on Windows, so assume PowerShell for anything shell-related.",
-            "Just so you know, I'm a nurse, so feel free to use clinical terms.",
-            "I prefer short paragraphs to long lists.",
-            "could you stop using so many tables?",
-            "Ich bin Anfängerin, du kannst mir alles einfach erklären.",
-            "Soy abogada, así que no hace falta que me expliques los términos.",
-            "Going forward, keep the code in Go please, that's what we use.",
-            "we're in Canada btw, so prices in CAD please",
-            "fyi I'm colorblind, so don't rely on red and green in charts",
-            "Könnten Sie mich bitte siezen?",
-            "ten en cuenta que soy vegana",
-            "esqueci de dizer: aqui é tudo Linux",
-            "mind keeping answers to a paragraph?",
-        ] {
-            assert!(is_standing_instruction(t), "{t}");
-        }
-    }
-
-    #[test]
-    fn questions_one_offs_and_content_are_not() {
-        for t in [
-            "I'm 34, is that too old to start running?",
-            "I'm in Lisbon next week and want to see the old town.",
-            "I'm in Lisbon next week, so please suggest three restaurants.",
-            "what ratio should i use for the starter",
-            "la pizza senza glutine si rompe sempre",
-            "give me a packing list for a weekend in Rome",
-            "Can you turn that into a checklist?",
-            "how do I make a bulleted list in Google Docs?",
-            "Is Portuguese hard to learn?",
-            "Could you put those into a table?",
-            "give me a table of these three options: the red one, the blue one and the grey one",
-            "Can you rewrite it with a CTE instead? Just this once.",
-            "can you make that shorter?",
-            "use TypeScript for this one",
-            "make that example shorter",
-            "I always forget to water my basil, why are the leaves yellow?",
-            "ok thanks",
-            "Show me a minimal Zustand store.",
-            "I never clean my chain, does that matter?",
-            "Kannst du das nochmal einfacher erklären?",
-            "Pouvez-vous raccourcir la réponse précédente ?",
-        ] {
-            assert!(!is_standing_instruction(t), "{t}");
-        }
-    }
-
-    /// Ordinary messages a reviewer wrote to trip the detector (read before they were tried).
-    const ORDINARY: &[&str] = &[
-        "Thanks, I'll keep that in mind.",
-        "I assume that the bank is closed on Sundays",
-        "My grandparents were always very strict",
-        "Write a Python script that renames all my photos by date",
-        "Explain the French Revolution",
-        "Give me a list of Italian cities to visit",
-        "Dame una lista de libros de ciencia ficción",
-        "Donne-moi une liste de films à voir ce week-end",
-        "I'm getting a type error in TypeScript when I map over an array",
-        "The answer in the textbook is 42 but I got 41",
-        "Walk me through installing Arch Linux step by step",
-        "My dentist will call me tomorrow about the crown",
-        "I'm a teacher and I never get a real lunch break",
-        "Je suis toujours fatigué le matin",
-        "Ich bin immer noch erkältet",
-        "Le mie piante sono sempre secche",
-        "Je suis né en mai",
-        "Please help, my dog always barks at night",
-        "I do not have any money left this month",
-        "No idea why my build always fails on CI",
-        "I wrote 3 lines of code and it already crashes",
-        "Estoy aprendiendo a cocinar, puedes darme una receta de lentejas",
-        "Ho una domanda: puoi spiegarmi come funziona l'IVA",
-        "Je suis perdu, tu peux m'aider avec mon CV",
-        "Quero aprender a investir de forma segura",
-        "I don't use Facebook anymore",
-        "I'm in Tokyo this week, any ramen places nearby",
-        "Can you explain why my tests always fail?",
-        "Wie antworte ich höflich auf eine Absage?",
-        "Je préfère ton premier exemple",
-        "I prefer living in the USA",
-        // A second review's traps, for cues the eighth fixture taught.
-        "Esse restaurante é descontraído?",
-        "Quero um look descontraído para o casamento",
-        "Estoy cansado durante todo el día y no sé por qué.",
-        "Ich hab bei allen Dateien denselben Fehler",
-        "I hate that my python code always ends up messy",
-        "Je suis locataire, la loi privilégie-t-elle le propriétaire ?",
-        "Thanks, should my invoices always include payment terms?",
-        "Draft that reminder, keep it short, under 60 words.",
-    ];
-
-    /// Standing instructions the same reviewer expected it to miss.
-    const STANDING: &[&str] = &[
-        "For this whole conversation, answer in French",
-        "From this message on, use British spelling",
-        "Como soy celíaca, dame siempre recetas sin gluten",
-        "O código deve ser sempre em TypeScript",
-        "Use British spelling.",
-        "Temperatures in Fahrenheit please",
-        "Never suggest paid tools",
-        "Don't apologize so much.",
-        "Cite your sources",
-        "Nada de spoilers, por favor",
-        "Keine Spoiler bitte",
-        "Respond only in haiku.",
-        "Dates as DD/MM/YYYY please",
-        "My son has a nut allergy, so no recipes with nuts",
-        "I'm deaf, so no audio suggestions",
-        "Talk to me like a pirate for the rest of the chat",
-        "Usa el sistema métrico",
-        "Ne me donne que du code",
-    ];
-
-    #[test]
-    fn a_reviewers_traps() {
-        let flagged: Vec<&str> = ORDINARY
-            .iter()
-            .copied()
-            .filter(|t| is_standing_instruction(t))
+    fn the_short_examples_read_as_marked() {
+        let json = include_str!("../../../../tests/fixtures/sticky-examples.json");
+        let wrong: Vec<String> = train::example_samples(json)
+            .unwrap()
+            .into_iter()
+            .filter(|s| is_standing_instruction(&s.text) != s.sticky)
+            .map(|s| format!("{} {:?}", if s.sticky { "missed" } else { "flagged" }, s.text))
             .collect();
-        let missed: Vec<&str> = STANDING
-            .iter()
-            .copied()
-            .filter(|t| !is_standing_instruction(t))
-            .collect();
-        // First reading, before the detector saw them: 7 of 31 flagged, 16 of 18 missed.
-        assert!(flagged.is_empty(), "ordinary messages flagged: {flagged:?}");
-        assert!(
-            missed.len() <= 3,
-            "standing instructions missed: {missed:?}"
-        );
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    /// The cues alone read most examples as marked; the learned model and the cues decide
+    /// together.
+    #[test]
+    fn the_cues_alone_read_most_examples() {
+        let json = include_str!("../../../../tests/fixtures/sticky-examples.json");
+        let samples = train::example_samples(json).unwrap();
+        let wrong = samples.iter().filter(|s| cues_say_so(&s.text) != s.sticky).count();
+        assert!(wrong <= 3, "{wrong} of {} read wrongly by the cues", samples.len());
     }
 
     /// Sticky precision and recall on a labelled fixture: (true pos, false pos, false neg, misses).
