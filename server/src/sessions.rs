@@ -125,28 +125,46 @@ impl AppState {
         Ok(())
     }
 
-    /// Deletes sessions unused for longer than `GLASSBOX_SESSION_TTL`; returns how many.
+    /// Deletes sessions unused for longer than `GLASSBOX_SESSION_TTL`; returns how many. A batch at
+    /// a time, each holding its sessions' vector gates as [`AppState::delete_session`] does, so no
+    /// step of vectors under way is stored for a session once it is gone.
     pub async fn purge_idle_sessions(&self) -> Result<u64, AppError> {
+        const BATCH: i64 = 200;
         let Some(ttl) = self.config.session_ttl else {
             return Ok(0);
         };
         let before = now_ms() - i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-        // A session with a connected tab or a reply running is in use, whatever its timestamp.
-        let (purged, keys) = self
-            .store
-            .purge_idle_sessions(before, &self.hubs.live_ids())
-            .await?;
-        self.embeddings.forget(&keys);
-        for id in &purged {
-            self.hubs.remove(id);
+        let mut count = 0;
+        loop {
+            // A session with a connected tab or a reply running is in use, whatever its timestamp.
+            let ids = self
+                .store
+                .idle_sessions(before, &self.hubs.live_ids(), BATCH)
+                .await?;
+            if ids.is_empty() {
+                break;
+            }
+            let gates: Vec<_> = ids.iter().map(|id| crate::topics::session_gate(id)).collect();
+            let mut held = Vec::with_capacity(gates.len());
+            for gate in &gates {
+                held.push(gate.lock().await);
+            }
+            let (purged, keys) = self.store.delete_idle_sessions(&ids, before).await?;
+            drop(held);
+            self.embeddings.forget(&keys);
+            for id in &purged {
+                self.hubs.remove(id);
+            }
+            count += purged.len();
+            if purged.is_empty() {
+                // All of them were used meanwhile; the next purge looks again.
+                break;
+            }
         }
-        if !purged.is_empty() {
-            tracing::info!(
-                sessions = purged.len(),
-                "purged sessions idle longer than the TTL"
-            );
+        if count > 0 {
+            tracing::info!(sessions = count, "purged sessions idle longer than the TTL");
         }
-        Ok(purged.len() as u64)
+        Ok(count as u64)
     }
 }
 

@@ -336,6 +336,32 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
     assert!(computed >= more as u64 && computed <= most, "{computed} computed for {more} new messages");
 }
 
+/// Purging an idle session while a step of its vectors is computed: the purge waits for the step
+/// (it holds the session's gate, as deleting does), so no vector is stored for it once it is gone.
+#[tokio::test]
+async fn purging_a_session_whose_vectors_are_computed_leaves_none_behind() {
+    let server = start(&[("GLASSBOX_SESSION_TTL", "1s")]).await;
+    let state = &server.state;
+    let (id, _, _) = server.new_session().await;
+    let keys = import(state, &id, 0..1_024).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let history = state.store.messages(&id).await.unwrap();
+    let before = state.embeddings.computed();
+    let computing = tokio::spawn({
+        let (state, id) = (state.clone(), id.clone());
+        async move { glassbox_server::topics::message_vectors(&state, &id, &history).await.map(|v| v.len()) }
+    });
+    // Once the first step is computed (the next is under way or about to be).
+    while state.embeddings.computed() == before {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(state.purge_idle_sessions().await.unwrap(), 1);
+    let outcome = computing.await.unwrap();
+    assert!(outcome.is_err(), "the steps after the purge are refused: {outcome:?}");
+    let left = state.store.cached_embeddings(&state.embeddings.model, &keys).await.unwrap();
+    assert!(left.is_empty(), "{} vectors stored for a purged session", left.len());
+}
+
 /// Stores user messages numbered `range` straight into the session (as an import would); returns
 /// their cache keys.
 async fn import(

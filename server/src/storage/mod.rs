@@ -209,48 +209,58 @@ impl Store {
         Ok((gone > 0).then_some(keys))
     }
 
-    /// Deletes sessions not used since `before` (ms), except those in `keep` (live ones), like
-    /// [`Store::delete_session`], in batches so no single write holds the database long; returns
-    /// the ids deleted and the cache keys of their embeddings.
-    pub async fn purge_idle_sessions(
+    /// Up to `limit` sessions not used since `before` (ms), except those in `keep` (live ones).
+    pub async fn idle_sessions(
         &self,
         before: i64,
         keep: &[String],
-    ) -> Result<(Vec<String>, Vec<String>), StorageError> {
-        const BATCH: i64 = 200;
+        limit: i64,
+    ) -> Result<Vec<String>, StorageError> {
         let keep = serde_json::to_string(keep).unwrap_or_else(|_| "[]".to_owned());
-        let (mut purged, mut keys) = (Vec::new(), Vec::new());
-        loop {
-            let mut tx = self.writer.begin().await?;
-            let ids: Vec<String> = sqlx::query_scalar(
-                "SELECT id FROM sessions WHERE last_active_at < ? \
-                 AND id NOT IN (SELECT value FROM json_each(?)) LIMIT ?",
-            )
-            .bind(before)
-            .bind(&keep)
-            .bind(BATCH)
-            .fetch_all(&mut *tx)
-            .await?;
-            if ids.is_empty() {
-                return Ok((purged, keys));
-            }
-            let list = serde_json::to_string(&ids).unwrap_or_default();
-            let gone: Vec<String> = sqlx::query_scalar(&format!(
-                "DELETE FROM embedding_cache WHERE {MESSAGE_KEY_ID} IN \
-                 (SELECT m.id FROM messages m WHERE m.session_id IN (SELECT value FROM json_each(?))) \
-                 RETURNING cache_key"
-            ))
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM sessions WHERE last_active_at < ? \
+             AND id NOT IN (SELECT value FROM json_each(?)) LIMIT ?",
+        )
+        .bind(before)
+        .bind(&keep)
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?)
+    }
+
+    /// Deletes those of `ids` still not used since `before` (ms), like [`Store::delete_session`],
+    /// in one transaction; returns the ids deleted and the cache keys of their embeddings.
+    pub async fn delete_idle_sessions(
+        &self,
+        ids: &[String],
+        before: i64,
+    ) -> Result<(Vec<String>, Vec<String>), StorageError> {
+        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_owned());
+        let mut tx = self.writer.begin().await?;
+        // Used since they were chosen: kept.
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM sessions WHERE id IN (SELECT value FROM json_each(?)) \
+             AND last_active_at < ?",
+        )
+        .bind(&list)
+        .bind(before)
+        .fetch_all(&mut *tx)
+        .await?;
+        let list = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".to_owned());
+        let keys: Vec<String> = sqlx::query_scalar(&format!(
+            "DELETE FROM embedding_cache WHERE {MESSAGE_KEY_ID} IN \
+             (SELECT m.id FROM messages m WHERE m.session_id IN (SELECT value FROM json_each(?))) \
+             RETURNING cache_key"
+        ))
+        .bind(&list)
+        .fetch_all(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))")
             .bind(&list)
-            .fetch_all(&mut *tx)
+            .execute(&mut *tx)
             .await?;
-            keys.extend(gone);
-            sqlx::query("DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))")
-                .bind(&list)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            purged.extend(ids);
-        }
+        tx.commit().await?;
+        Ok((ids, keys))
     }
 
     /// Looks a session up.
