@@ -31,6 +31,9 @@ pub struct RateLimitConfig {
     /// the topic commands (filter, similarity, marks, topic reads), each of which reads the
     /// session's history or writes its record (`GLASSBOX_LIMIT_COMMANDS_PER_MINUTE`).
     pub commands_per_minute: u32,
+    /// Times one session may be joined (a WebSocket hello) per minute: each reads its history, and
+    /// with a filter scores it (`GLASSBOX_LIMIT_JOINS_PER_MINUTE`).
+    pub joins_per_minute: u32,
 }
 
 impl Default for RateLimitConfig {
@@ -41,6 +44,7 @@ impl Default for RateLimitConfig {
             address_messages_per_minute: 60,
             streams_per_address: 4,
             commands_per_minute: 120,
+            joins_per_minute: 30,
         }
     }
 }
@@ -65,6 +69,7 @@ pub struct RateLimits<C: Clock = DefaultClock> {
     address_messages: Option<Keyed<IpAddr, C>>,
     session_messages: Option<Keyed<String, C>>,
     session_commands: Option<Keyed<String, C>>,
+    session_joins: Option<Keyed<String, C>>,
     streams: Arc<Mutex<HashMap<IpAddr, u32>>>,
 }
 
@@ -130,6 +135,7 @@ impl<C: Clock + Clone> RateLimits<C> {
             ),
             session_messages: limiter(config.messages_per_minute, Quota::per_minute, &clock),
             session_commands: limiter(config.commands_per_minute, Quota::per_minute, &clock),
+            session_joins: limiter(config.joins_per_minute, Quota::per_minute, &clock),
             config,
             clock,
             streams: Arc::default(),
@@ -193,6 +199,15 @@ impl<C: Clock + Clone> RateLimits<C> {
         )
     }
 
+    /// A tab joining `session` (its token already checked, so nobody else can spend this).
+    pub fn join(&self, session: &str) -> Result<(), RateLimited> {
+        self.check(
+            &self.session_joins,
+            &session.to_owned(),
+            "this session was joined too often",
+        )
+    }
+
     /// Another request from `address` that costs the server work (embeddings): it counts against
     /// the address's messages per minute.
     pub fn request(&self, address: Option<IpAddr>) -> Result<(), RateLimited> {
@@ -243,7 +258,11 @@ impl<C: Clock + Clone> RateLimits<C> {
             l.retain_recent();
             l.shrink_to_fit();
         }
-        for l in [&self.session_messages, &self.session_commands]
+        for l in [
+            &self.session_messages,
+            &self.session_commands,
+            &self.session_joins,
+        ]
             .into_iter()
             .flatten()
         {
@@ -269,6 +288,7 @@ mod tests {
             address_messages_per_minute: 4,
             streams_per_address: 1,
             commands_per_minute: 2,
+            joins_per_minute: 1,
         });
         assert!(limits.create_session(ip(1)).is_ok());
         assert!(limits.create_session(ip(1)).is_ok());
@@ -302,6 +322,12 @@ mod tests {
         assert_eq!(refused.what, "too many commands in this session");
         assert!(limits.command("s2").is_ok(), "another session");
         assert!(limits.message(ip(3), "s3").is_ok(), "messages are counted apart");
+
+        assert!(limits.join("s1").is_ok());
+        let refused = limits.join("s1").unwrap_err();
+        assert_eq!(refused.what, "this session was joined too often");
+        assert!(limits.join("s2").is_ok(), "another session");
+        assert!(limits.command("s3").is_ok(), "joins are counted apart from commands");
     }
 
     #[test]
@@ -358,11 +384,13 @@ mod tests {
             address_messages_per_minute: 0,
             streams_per_address: 0,
             commands_per_minute: 0,
+            joins_per_minute: 0,
         });
         for _ in 0..1_000 {
             assert!(limits.create_session(ip(1)).is_ok());
             assert!(limits.message(ip(1), "s").is_ok());
             assert!(limits.command("s").is_ok());
+            assert!(limits.join("s").is_ok());
             std::mem::forget(limits.stream(ip(1)).unwrap());
         }
     }

@@ -167,3 +167,36 @@ async fn forwarded_addresses_count_only_from_trusted_proxies() {
     assert_eq!(post(&server, "198.51.100.1").await.unwrap().status(), 200);
     assert_eq!(post(&server, "198.51.100.2").await.unwrap().status(), 429);
 }
+
+#[tokio::test]
+async fn joining_a_session_too_often_is_refused_and_the_connection_closed() {
+    let server = start(&[("GLASSBOX_LIMIT_JOINS_PER_MINUTE", "2")]).await;
+    let (id, token, _) = server.new_session().await;
+    for _ in 0..2 {
+        let mut tab = server.ws().await;
+        tab.hello_existing(&id, &token).await;
+    }
+    // A reconnect loop: the third join in a minute is refused before anything is read, and the
+    // connection closes, so the client backs off.
+    let mut looping = server.ws().await;
+    looping
+        .send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
+        .await;
+    let (frame, raw) = looping.next().await;
+    assert!(matches!(frame.event, ServerEvent::Error(_)), "{raw}");
+    assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
+    let ms = raw["data"]["retryAfterMs"].as_u64().unwrap();
+    assert!(ms > 0 && ms <= 30_000, "{ms}");
+    assert!(looping.closed_within(Duration::from_secs(2)).await, "the connection stays open");
+    // A wrong token does not spend the session's joins (nor is it told more than unauthorized).
+    let mut stranger = server.ws().await;
+    stranger
+        .send(json!({"type": "hello", "data": {"sessionId": id, "token": "not-the-token"}}))
+        .await;
+    let (_, raw) = stranger.next().await;
+    assert_eq!(raw["data"]["code"], "unauthorized", "{raw}");
+    // Another session, and a new one, are joined as usual.
+    let (other, other_token, _) = server.new_session().await;
+    server.ws().await.hello_existing(&other, &other_token).await;
+    server.ws().await.hello_new().await;
+}

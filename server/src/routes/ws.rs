@@ -117,10 +117,14 @@ where
             Ok(frame) => handle(&state, address, &mut sink, &mut attached, frame).await,
         };
         if let Err(err) = result {
+            // A join refused by its limit closes the connection: the client reconnects after its
+            // backoff, which grows while it is refused (a hello loop costs the server nothing).
+            let refused_join = attached.is_none() && matches!(err, AppError::RateLimited(_));
             let cid = client_message_id_of(&text);
             if send_error(&mut sink, attached.as_mut(), err, cid)
                 .await
                 .is_err()
+                || refused_join
             {
                 return;
             }
@@ -206,6 +210,11 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
             address,
         )
         .await?;
+    // Joining an existing session reads its history (and scores it under a filter): limited per
+    // session, once its token is checked.
+    if hello.session_id.is_some() {
+        state.limits.join(&open.hub.session_id)?;
+    }
     // Subscribe before looking back, so nothing falls between replay and live frames.
     let mut a = Attached {
         state: state.clone(),

@@ -252,6 +252,18 @@ impl Ws {
         tokio::time::timeout(wait, self.next()).await.ok()
     }
 
+    /// Whether the server closes the connection within `wait` (frames before it are skipped).
+    pub async fn closed_within(&mut self, wait: Duration) -> bool {
+        let closed = async {
+            loop {
+                if let None | Some(Err(_)) | Some(Ok(Message::Close(_))) = self.socket.next().await {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(wait, closed).await.is_ok()
+    }
+
     pub async fn close(mut self) {
         let _ = self.socket.close(None).await;
     }
