@@ -128,7 +128,7 @@ pub fn extract_offline(messages: &[ExtractMessage<'_>]) -> Extracted {
         centroids: topics.iter().map(|g| g.centroid.clone()).collect(),
         topics: topics.into_iter().map(|g| g.topic).collect(),
     };
-    dedupe_labels(&mut found.topics);
+    distinct_labels(&mut found.topics, &found.candidates);
     found
 }
 
@@ -159,7 +159,8 @@ fn centroid<'a>(vectors: impl Iterator<Item = &'a [f32]>) -> Option<Vec<f32>> {
 
 /// Relabels each topic with the candidate whose embedding (from `vector_of`, normalized) is
 /// closest to the topic's centroid and farthest from the other topics' centroids, a little in
-/// favour of the TF-IDF ranking. Topics without a centroid or candidate vectors keep their label.
+/// favour of the TF-IDF ranking, and not already the label of a larger topic. Topics without a
+/// centroid or candidate vectors keep their label.
 pub fn label_by_meaning<'v>(found: &mut Extracted, vector_of: impl Fn(&str) -> Option<&'v [f32]>) {
     // From the raw first candidates: a "(2)" of the first pass could outlive the label it told
     // apart.
@@ -172,9 +173,11 @@ pub fn label_by_meaning<'v>(found: &mut Extracted, vector_of: impl Fn(&str) -> O
         let Some(Some(own)) = found.centroids.get(k) else {
             continue;
         };
+        let taken: Vec<String> = found.topics[..k].iter().map(|t| t.label.clone()).collect();
         let best = found.candidates[k]
             .iter()
             .enumerate()
+            .filter(|(_, c)| !taken.contains(c))
             .filter_map(|(rank, c)| {
                 let v = vector_of(c)?;
                 let others = found
@@ -195,7 +198,7 @@ pub fn label_by_meaning<'v>(found: &mut Extracted, vector_of: impl Fn(&str) -> O
             found.topics[k].label = label.clone();
         }
     }
-    dedupe_labels(&mut found.topics);
+    distinct_labels(&mut found.topics, &found.candidates);
 }
 
 /// A user message with the replies after it (or replies before any user message).
@@ -531,17 +534,30 @@ fn capitalize(s: &str) -> String {
     label.chars().take(MAX_LABEL_CHARS).collect()
 }
 
-/// Two topics with the same label: the second gets its rank in brackets ("Chess (2)").
-fn dedupe_labels(topics: &mut [Topic]) {
+/// Two topics with the same label: the later one takes its next candidate that no other topic
+/// is labelled with; only when it has none does it get its rank in brackets ("Chess (2)").
+fn distinct_labels(topics: &mut [Topic], candidates: &[Vec<String>]) {
     for i in 1..topics.len() {
+        let clashes = |label: &str, topics: &[Topic]| topics[..i].iter().any(|t| t.label == label);
+        if !clashes(&topics[i].label, topics) {
+            continue;
+        }
+        let free = candidates.get(i).into_iter().flatten().find(|c| {
+            !topics
+                .iter()
+                .enumerate()
+                .any(|(j, t)| j != i && t.label == **c)
+        });
+        if let Some(label) = free {
+            topics[i].label = label.clone();
+            continue;
+        }
         let n = topics[..i]
             .iter()
             .filter(|t| t.label == topics[i].label)
             .count();
-        if n > 0 {
-            let base: String = topics[i].label.chars().take(MAX_LABEL_CHARS - 5).collect();
-            topics[i].label = format!("{base} ({})", n + 1);
-        }
+        let base: String = topics[i].label.chars().take(MAX_LABEL_CHARS - 5).collect();
+        topics[i].label = format!("{base} ({})", n + 1);
     }
 }
 
@@ -686,6 +702,44 @@ mod tests {
         let labels: Vec<&str> = found.topics.iter().map(|t| t.label.as_str()).collect();
         // The third has no centroid: it keeps its first candidate, told apart from the second.
         assert_eq!(labels, ["Sourdough", "Knight", "Knight (2)"]);
+    }
+
+    #[test]
+    fn a_label_a_larger_topic_has_gives_way_to_the_next_candidate() {
+        let topic = |label: &str| Topic {
+            label: label.into(),
+            count: 2,
+        };
+        let mut found = Extracted {
+            topics: vec![topic("Sourdough starter"), topic("Sourdough starter (2)")],
+            candidates: vec![
+                vec!["Sourdough starter".into(), "Acetone smell".into()],
+                vec!["Sourdough starter".into(), "Rye flour".into()],
+            ],
+            centroids: vec![Some(vec![1.0, 0.0]), Some(vec![0.8, 0.6])],
+            ..Default::default()
+        };
+        // "Sourdough starter" is the closest phrase to both; the larger topic keeps it.
+        let vectors: HashMap<&str, Vec<f32>> = HashMap::from([
+            ("Sourdough starter", vec![0.9, 0.44]),
+            ("Acetone smell", vec![0.3, -0.95]),
+            ("Rye flour", vec![0.0, 1.0]),
+        ]);
+        label_by_meaning(&mut found, |c| vectors.get(c).map(Vec::as_slice));
+        let labels: Vec<&str> = found.topics.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(labels, ["Sourdough starter", "Rye flour"]);
+
+        // Without vectors the same holds, and brackets are the last resort.
+        let mut topics = vec![topic("Chess"), topic("Chess"), topic("Chess"), topic("Go")];
+        let candidates = vec![
+            vec!["Chess".into()],
+            vec!["Chess".into(), "Go".into(), "Endgames".into()],
+            vec!["Chess".into()],
+            vec!["Go".into()],
+        ];
+        distinct_labels(&mut topics, &candidates);
+        let labels: Vec<&str> = topics.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(labels, ["Chess", "Endgames", "Chess (2)", "Go"]);
     }
 
     #[test]
