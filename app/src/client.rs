@@ -78,6 +78,8 @@ struct Inner {
     /// True once the server answered `hello` on the current socket.
     joined: Cell<bool>,
     attempt: Cell<u32>,
+    /// The server's `retryAfterMs` of a refused join: the next reconnect waits at least this.
+    retry_after_ms: Cell<u32>,
     stopped: Cell<bool>,
     reconnect_timer: RefCell<Option<gloo_timers::callback::Timeout>>,
     countdown: RefCell<Option<gloo_timers::callback::Interval>>,
@@ -135,6 +137,7 @@ impl ChatClient {
             socket: RefCell::new(None),
             joined: Cell::new(false),
             attempt: Cell::new(0),
+            retry_after_ms: Cell::new(0),
             stopped: Cell::new(false),
             reconnect_timer: RefCell::new(None),
             countdown: RefCell::new(None),
@@ -250,8 +253,8 @@ impl ChatClient {
     }
 
     /// Switches similarity mode for the session; `threshold` (checked by the caller) also sets
-    /// the session's similarity threshold.
-    pub fn set_similarity_mode(&self, enabled: bool, threshold: Option<f32>) {
+    /// the session's similarity threshold (`Some(None)`: back to the server's).
+    pub fn set_similarity_mode(&self, enabled: bool, threshold: Option<Option<f32>>) {
         if let Some(inner) = self.inner() {
             inner.send_frame(&ClientFrame::SetSimilarityMode(
                 glassbox_core::wire::SetSimilarityMode { enabled, threshold },
@@ -386,7 +389,7 @@ impl Inner {
         }
         let attempt = this.attempt.get();
         this.attempt.set(attempt + 1);
-        let delay = backoff_ms(attempt);
+        let delay = backoff_ms(attempt).max(this.retry_after_ms.replace(0));
         let mut left = delay.div_ceil(1000);
         this.status
             .set(ConnectionStatus::Reconnecting { in_secs: left });
@@ -448,6 +451,17 @@ impl Inner {
                 session_store::clear(&this.config.server, &this.config.session);
                 this.transcript.update(|t| t.reset());
                 this.say_hello();
+                return;
+            }
+            // A join refused by the session's join limit: the server closes the socket, and the
+            // reconnect waits as long as it asks; the badge counts down, no alert is raised.
+            ServerEvent::Error(e)
+                if !this.joined.get()
+                    && e.code == ErrorCode::RateLimited
+                    && session_store::load(&this.config.server, &this.config.session).is_some() =>
+            {
+                let wait = e.retry_after_ms.unwrap_or(0).min(60_000) as u32;
+                this.retry_after_ms.set(wait);
                 return;
             }
             // The session was deleted (here, in another tab, or over REST): start a new one.

@@ -170,7 +170,7 @@ mod tests {
         ));
         assert!(matches!(
             decode_client_frame(r#"{"type":"set_similarity_mode","data":{"enabled":true,"threshold":0.55}}"#),
-            Ok(ClientFrame::SetSimilarityMode(m)) if m.enabled && m.threshold == Some(0.55)
+            Ok(ClientFrame::SetSimilarityMode(m)) if m.enabled && m.threshold == Some(Some(0.55))
         ));
         assert!(matches!(
             decode_client_frame(r#"{"type":"mark_message","data":{"messageId":"m1","mark":"pinned"}}"#),

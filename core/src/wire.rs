@@ -52,13 +52,29 @@ pub struct SetFilter {
 }
 
 /// Similarity mode on or off, and optionally the session's similarity threshold (the cosine a
-/// message needs to match a selected topic, 0–1; absent keeps the current one).
+/// message needs to match a selected topic, 0–1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SetSimilarityMode {
     pub enabled: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threshold: Option<f32>,
+    /// Absent (`None`) keeps the session's threshold, `null` (`Some(None)`) returns it to the
+    /// server's, a number (`Some(Some(t))`) sets it.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub threshold: Option<Option<f32>>,
+}
+
+/// A field that is present, `null` or not: `Some(None)` for `null`, so that it differs from an
+/// absent one (`None`, by `#[serde(default)]`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// A message's mark (`null` clears it).
@@ -547,6 +563,21 @@ mod tests {
         assert!(
             serde_json::from_value::<ClientFrame>(json!({"type": "nope", "data": {}})).is_err()
         );
+    }
+
+    #[test]
+    fn a_threshold_absent_null_or_given_reads_three_ways() {
+        let read = |v| serde_json::from_value::<SetSimilarityMode>(v).unwrap().threshold;
+        assert_eq!(read(json!({"enabled": true})), None);
+        assert_eq!(read(json!({"enabled": true, "threshold": null})), Some(None));
+        assert_eq!(read(json!({"enabled": true, "threshold": 0.5})), Some(Some(0.5)));
+        assert!(serde_json::from_value::<SetSimilarityMode>(json!({"enabled": true, "threshold": "x"})).is_err());
+        for t in [None, Some(None), Some(Some(0.5))] {
+            let m = SetSimilarityMode { enabled: false, threshold: t };
+            let back: SetSimilarityMode =
+                serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();
+            assert_eq!(back, m);
+        }
     }
 
     #[test]

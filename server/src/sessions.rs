@@ -40,6 +40,16 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl AppState {
+    /// Opens an existing session by its id and token (a REST route's `{id}` and bearer token);
+    /// unknown ids and wrong tokens are both [`AppError::Unauthorized`].
+    pub async fn existing_session(
+        &self,
+        id: &str,
+        token: Option<&str>,
+    ) -> Result<OpenSession, AppError> {
+        self.open_session(Some(id), token, None, None).await
+    }
+
     /// Opens a session: a new one when `id` is `None` (within the sessions-per-hour limit of
     /// `address`), else an existing one whose token must match. `model` is the model the client
     /// asks for, if any.
@@ -49,6 +59,30 @@ impl AppState {
         token: Option<&str>,
         model: Option<&str>,
         address: Option<IpAddr>,
+    ) -> Result<OpenSession, AppError> {
+        self.open(id, token, model, address, false).await
+    }
+
+    /// Opens a session for a WebSocket hello: as [`Self::open_session`], and joining an existing
+    /// one (which reads its history and, under a filter, scores it) counts against the session's
+    /// joins per minute once its token is checked, before anything is read or touched.
+    pub async fn join_session(
+        &self,
+        id: Option<&str>,
+        token: Option<&str>,
+        model: Option<&str>,
+        address: Option<IpAddr>,
+    ) -> Result<OpenSession, AppError> {
+        self.open(id, token, model, address, true).await
+    }
+
+    async fn open(
+        &self,
+        id: Option<&str>,
+        token: Option<&str>,
+        model: Option<&str>,
+        address: Option<IpAddr>,
+        join: bool,
     ) -> Result<OpenSession, AppError> {
         let model = match model {
             Some(m) if !self.config.model_allowed(m) => {
@@ -91,6 +125,9 @@ impl AppState {
                     .ok_or(AppError::Unauthorized)?;
                 if !same_bytes(row.token_hash.as_bytes(), hash_token(token).as_bytes()) {
                     return Err(AppError::Unauthorized);
+                }
+                if join {
+                    self.limits.join(id)?;
                 }
                 self.store.touch_session(id, now_ms()).await?;
                 let hub = self.hubs.get_or_create(id, grace, true);

@@ -101,6 +101,8 @@ async fn new_sessions_per_address_are_limited_on_rest_and_the_websocket() {
     let (_, raw) = ws.next().await;
     assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
     assert_eq!(server.fake.requests().len(), 0);
+    // Unlike a refused join, the socket stays open (the client may join an existing session).
+    assert!(!ws.closed_within(Duration::from_millis(500)).await, "closed on a refused new session");
 }
 
 #[tokio::test]
@@ -176,8 +178,8 @@ async fn joining_a_session_too_often_is_refused_and_the_connection_closed() {
         let mut tab = server.ws().await;
         tab.hello_existing(&id, &token).await;
     }
-    // A reconnect loop: the third join in a minute is refused before anything is read, and the
-    // connection closes, so the client backs off.
+    // A reconnect loop: the third join in a minute is refused, and the connection closes, so the
+    // client backs off.
     let mut looping = server.ws().await;
     looping
         .send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
@@ -188,15 +190,20 @@ async fn joining_a_session_too_often_is_refused_and_the_connection_closed() {
     let ms = raw["data"]["retryAfterMs"].as_u64().unwrap();
     assert!(ms > 0 && ms <= 30_000, "{ms}");
     assert!(looping.closed_within(Duration::from_secs(2)).await, "the connection stays open");
-    // A wrong token does not spend the session's joins (nor is it told more than unauthorized).
-    let mut stranger = server.ws().await;
-    stranger
-        .send(json!({"type": "hello", "data": {"sessionId": id, "token": "not-the-token"}}))
-        .await;
-    let (_, raw) = stranger.next().await;
-    assert_eq!(raw["data"]["code"], "unauthorized", "{raw}");
-    // Another session, and a new one, are joined as usual.
+    // Wrong tokens are told unauthorized (nothing more) and do not spend a session's joins:
+    // after three of them, another session is still joined twice.
     let (other, other_token, _) = server.new_session().await;
-    server.ws().await.hello_existing(&other, &other_token).await;
+    for _ in 0..3 {
+        let mut stranger = server.ws().await;
+        stranger
+            .send(json!({"type": "hello", "data": {"sessionId": other, "token": "not-the-token"}}))
+            .await;
+        let (_, raw) = stranger.next().await;
+        assert_eq!(raw["data"]["code"], "unauthorized", "{raw}");
+    }
+    for _ in 0..2 {
+        server.ws().await.hello_existing(&other, &other_token).await;
+    }
+    // And a new session as usual.
     server.ws().await.hello_new().await;
 }

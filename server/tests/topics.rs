@@ -229,6 +229,12 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
     let (status, view) = put(&server, &similarity, &token, json!({"enabled": true})).await;
     assert_eq!(status, 200);
     assert!((view["threshold"].as_f64().unwrap() - 0.99).abs() < 1e-6, "kept: {view}");
+    // `null` returns the session to the server's threshold (0.4 here), and the filter applies again.
+    let (status, view) = put(&server, &similarity, &token, json!({"enabled": true, "threshold": null})).await;
+    assert_eq!(status, 200, "{view}");
+    assert!((view["threshold"].as_f64().unwrap() - 0.4).abs() < 1e-6, "back to the server's: {view}");
+    assert_eq!(view["fallback"], false, "{view}");
+    assert!((view["messageIds"].as_array().unwrap().len() as u64) < view["total"].as_u64().unwrap(), "{view}");
 }
 
 #[tokio::test]
@@ -324,9 +330,7 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
         }
     });
     // Once the extraction is computing (extractions of other tests may hold the permits first).
-    while state.embeddings.computed() == before {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_computing(state, before).await;
     let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label]})).await;
     assert_eq!(status, 200, "{view}");
     extraction.await.unwrap().unwrap();
@@ -352,14 +356,24 @@ async fn purging_a_session_whose_vectors_are_computed_leaves_none_behind() {
         async move { glassbox_server::topics::message_vectors(&state, &id, &history).await.map(|v| v.len()) }
     });
     // Once the first step is computed (the next is under way or about to be).
-    while state.embeddings.computed() == before {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_computing(state, before).await;
     assert_eq!(state.purge_idle_sessions().await.unwrap(), 1);
     let outcome = computing.await.unwrap();
     assert!(outcome.is_err(), "the steps after the purge are refused: {outcome:?}");
     let left = state.store.cached_embeddings(&state.embeddings.model, &keys).await.unwrap();
     assert!(left.is_empty(), "{} vectors stored for a purged session", left.len());
+}
+
+/// Waits (a minute at most) until the embedding model computes more than `before` vectors.
+async fn until_computing(state: &glassbox_server::AppState, before: u64) {
+    let started = async {
+        while state.embeddings.computed() == before {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), started)
+        .await
+        .expect("no vector computed within a minute");
 }
 
 /// Stores user messages numbered `range` straight into the session (as an import would); returns

@@ -11,7 +11,7 @@
 // (present: "View context" shows page-context key names only, never their values).
 // Methods: sendMessage(text, attachments?, context?), setPageContext(obj), setContext(setName, items, mode?),
 // clearSession() (deletes the conversation on the server and starts a new one), setFilter(labels),
-// getTopics(), setSimilarityMode(enabled, threshold?), markMessage(messageId, 'pinned' | 'excluded' | null).
+// getTopics(), setSimilarityMode(enabled, threshold? | null), markMessage(messageId, 'pinned' | 'excluded' | null).
 // Events: "glassbox:reply" (detail: the finished reply message), "glassbox:context" (the session's
 // context sets: {reason, context, setName?}), "glassbox:filter-changed" (detail: {messageIds, labels,
 // total, status}: the messages the topic filter lets through; bubbles up to document).
@@ -87,11 +87,13 @@ class GlassboxChat extends HTMLElement {
 
   /**
    * Switches similarity mode (off: topics are shown, the whole history goes); a threshold (0–1)
-   * also sets the cosine a message needs to match a selected topic.
+   * also sets the cosine a message needs to match a selected topic, `null` returns it to the
+   * server's, leaving it out keeps it.
    */
   async setSimilarityMode(enabled, threshold) {
     await this.#mount();
-    this.#live().setSimilarityMode(Boolean(enabled), threshold == null ? undefined : Number(threshold));
+    const t = threshold === undefined || threshold === null ? threshold : Number(threshold);
+    this.#live().setSimilarityMode(Boolean(enabled), t);
   }
 
   /** Pins ('pinned'), excludes ('excluded') or unmarks (null) a message by id. */

@@ -225,16 +225,25 @@ impl GlassboxWidget {
     }
 
     /// Switches similarity mode for the session (off: topics are shown, the whole history goes).
-    /// With `threshold` (0–1) it also sets the cosine a message needs to match a selected topic.
+    /// A `threshold` (0–1) also sets the cosine a message needs to match a selected topic; `null`
+    /// returns it to the server's; `undefined` keeps it.
     #[wasm_bindgen(js_name = setSimilarityMode)]
-    pub fn set_similarity_mode(&self, enabled: bool, threshold: Option<f32>) -> Result<(), JsValue> {
+    pub fn set_similarity_mode(&self, enabled: bool, threshold: JsValue) -> Result<(), JsValue> {
         let Some(handle) = &self.handle else {
             return Err(js_error("conflict", "widget is unmounted"));
         };
-        let threshold = threshold
-            .map(glassbox_core::context::topics::check_threshold)
-            .transpose()
-            .map_err(|e| js_error("invalid_filter", e.to_string()))?;
+        let threshold = if threshold.is_undefined() {
+            None
+        } else if threshold.is_null() {
+            Some(None)
+        } else {
+            let t = threshold
+                .as_f64()
+                .ok_or_else(|| js_error("invalid_filter", "a threshold is a number, null or absent"))?;
+            let t = glassbox_core::context::topics::check_threshold(t as f32)
+                .map_err(|e| js_error("invalid_filter", e.to_string()))?;
+            Some(Some(t))
+        };
         handle.client().set_similarity_mode(enabled, threshold);
         Ok(())
     }

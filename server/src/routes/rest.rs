@@ -62,9 +62,7 @@ pub async fn session_messages(
     Path(id): Path<String>,
     BearerToken(token): BearerToken,
 ) -> Result<Json<SessionMessages>, AppError> {
-    let session = state
-        .open_session(Some(&id), token.as_deref(), None, None)
-        .await?;
+    let session = state.existing_session(&id, token.as_deref()).await?;
     let messages = state.store.messages(&session.info.session_id).await?;
     let settings = state.store.settings(&session.info.session_id).await?;
     Ok(Json(SessionMessages {
@@ -83,9 +81,7 @@ pub async fn delete_session(
     Path(id): Path<String>,
     BearerToken(token): BearerToken,
 ) -> Result<axum::http::StatusCode, AppError> {
-    let session = state
-        .open_session(Some(&id), token.as_deref(), None, None)
-        .await?;
+    let session = state.existing_session(&id, token.as_deref()).await?;
     state.delete_session(&session.info.session_id).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
@@ -116,9 +112,7 @@ pub async fn patch_session(
     BearerToken(token): BearerToken,
     JsonBody(patch): JsonBody<SessionPatch>,
 ) -> Result<Json<PatchedSession>, AppError> {
-    let session = state
-        .open_session(Some(&id), token.as_deref(), None, None)
-        .await?;
+    let session = state.existing_session(&id, token.as_deref()).await?;
     state.limits.command(&session.info.session_id)?;
     let context = match (patch.context, patch.set_context) {
         (Some(all), None) => replace_context(&state, &session.hub, all).await?,
@@ -146,9 +140,7 @@ pub async fn update_settings(
     // Out-of-range or unknown values are bad settings, not a bad body (as on the WebSocket).
     let settings: CompressionSettings =
         serde_json::from_value(settings).map_err(|e| AppError::InvalidSettings(e.to_string()))?;
-    let session = state
-        .open_session(Some(&id), token.as_deref(), None, None)
-        .await?;
+    let session = state.existing_session(&id, token.as_deref()).await?;
     state.limits.command(&session.info.session_id)?;
     let info = state
         .update_compression(&session.info.session_id, &session.info.model, settings)
@@ -171,9 +163,7 @@ pub async fn topics(
     Path(id): Path<String>,
     BearerToken(token): BearerToken,
 ) -> Result<Json<TopicsAnswer>, AppError> {
-    let session = state
-        .open_session(Some(&id), token.as_deref(), None, None)
-        .await?;
+    let session = state.existing_session(&id, token.as_deref()).await?;
     let (topics, filter) =
         crate::topics::commands::get_topics(&state, &session.info.session_id).await?;
     Ok(Json(TopicsAnswer { topics, filter }))
@@ -187,9 +177,7 @@ pub async fn set_filter(
     BearerToken(token): BearerToken,
     JsonBody(body): JsonBody<SetFilter>,
 ) -> Result<Json<FilterView>, AppError> {
-    let session = state
-        .open_session(Some(&id), token.as_deref(), None, None)
-        .await?;
+    let session = state.existing_session(&id, token.as_deref()).await?;
     let view = crate::topics::commands::set_filter(&state, &session.hub, &body.labels).await?;
     Ok(Json(view))
 }
@@ -202,9 +190,7 @@ pub async fn set_similarity_mode(
     BearerToken(token): BearerToken,
     JsonBody(body): JsonBody<SetSimilarityMode>,
 ) -> Result<Json<FilterView>, AppError> {
-    let session = state
-        .open_session(Some(&id), token.as_deref(), None, None)
-        .await?;
+    let session = state.existing_session(&id, token.as_deref()).await?;
     let view =
         crate::topics::commands::set_similarity_mode(&state, &session.hub, &body).await?;
     Ok(Json(view))
@@ -218,9 +204,7 @@ pub async fn mark_message(
     BearerToken(token): BearerToken,
     JsonBody(body): JsonBody<MarkBody>,
 ) -> Result<Json<FilterView>, AppError> {
-    let session = state
-        .open_session(Some(&id), token.as_deref(), None, None)
-        .await?;
+    let session = state.existing_session(&id, token.as_deref()).await?;
     let view =
         crate::topics::commands::mark_message(&state, &session.hub, &message_id, body.mark)
             .await?;

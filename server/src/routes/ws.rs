@@ -112,14 +112,20 @@ where
             Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
             Some(Ok(_)) => continue, // ping/pong are answered by the library
         };
+        let mut joining = false;
         let result = match decode_client_frame(&text) {
             Err(e) => Err(AppError::from(e)),
-            Ok(frame) => handle(&state, address, &mut sink, &mut attached, frame).await,
+            Ok(frame) => {
+                joining = matches!(&frame, ClientFrame::Hello(h) if h.session_id.is_some());
+                handle(&state, address, &mut sink, &mut attached, frame).await
+            }
         };
         if let Err(err) = result {
-            // A join refused by its limit closes the connection: the client reconnects after its
-            // backoff, which grows while it is refused (a hello loop costs the server nothing).
-            let refused_join = attached.is_none() && matches!(err, AppError::RateLimited(_));
+            // A join refused by its limit (checked with the token, before anything is read)
+            // closes the connection: the client reconnects after its backoff, which grows while
+            // it is refused. A new session refused by its limit keeps the socket, as before.
+            let refused_join =
+                joining && attached.is_none() && matches!(err, AppError::RateLimited(_));
             let cid = client_message_id_of(&text);
             if send_error(&mut sink, attached.as_mut(), err, cid)
                 .await
@@ -203,18 +209,13 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
     hello: Hello,
 ) -> Result<Attached, AppError> {
     let open = state
-        .open_session(
+        .join_session(
             hello.session_id.as_deref(),
             hello.token.as_deref(),
             hello.model.as_deref(),
             address,
         )
         .await?;
-    // Joining an existing session reads its history (and scores it under a filter): limited per
-    // session, once its token is checked.
-    if hello.session_id.is_some() {
-        state.limits.join(&open.hub.session_id)?;
-    }
     // Subscribe before looking back, so nothing falls between replay and live frames.
     let mut a = Attached {
         state: state.clone(),

@@ -209,7 +209,8 @@ impl Store {
         Ok((gone > 0).then_some(keys))
     }
 
-    /// Up to `limit` sessions not used since `before` (ms), except those in `keep` (live ones).
+    /// Up to `limit` sessions not used since `before` (ms), except those in `keep` (live ones), in
+    /// the order of their ids (the order their gates are taken in).
     pub async fn idle_sessions(
         &self,
         before: i64,
@@ -219,7 +220,7 @@ impl Store {
         let keep = serde_json::to_string(keep).unwrap_or_else(|_| "[]".to_owned());
         Ok(sqlx::query_scalar(
             "SELECT id FROM sessions WHERE last_active_at < ? \
-             AND id NOT IN (SELECT value FROM json_each(?)) LIMIT ?",
+             AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?",
         )
         .bind(before)
         .bind(&keep)

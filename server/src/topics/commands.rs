@@ -55,17 +55,21 @@ async fn change_topic_settings(
 }
 
 /// Switches similarity mode for the session (off: the bubbles are visual only) and, when given,
-/// sets the session's similarity threshold (refused outside 0–1).
+/// sets the session's similarity threshold (refused outside 0–1) or, given `null`, returns it to
+/// the server's.
 pub async fn set_similarity_mode(
     state: &AppState,
     hub: &Hub,
     args: &SetSimilarityMode,
 ) -> Result<FilterView, AppError> {
     state.limits.command(&hub.session_id)?;
-    let threshold = args.threshold.map(check_threshold).transpose()?;
+    let threshold = match args.threshold {
+        Some(t) => Some(t.map(check_threshold).transpose()?),
+        None => None,
+    };
     change_topic_settings(state, hub, |t| {
         t.similarity_mode = Some(args.enabled);
-        if threshold.is_some() {
+        if let Some(threshold) = threshold {
             t.threshold = threshold;
         }
     })

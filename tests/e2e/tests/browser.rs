@@ -318,6 +318,46 @@ async fn a_rate_limited_message_is_kept_counts_down_and_goes_by_itself() -> Resu
 }
 
 #[tokio::test]
+async fn a_join_refused_by_its_limit_waits_as_asked_without_an_alert_and_then_joins() -> Result<()> {
+    // Ten joins a minute: one comes back every six seconds.
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "2"),
+        ("GLASSBOX_LIMIT_JOINS_PER_MINUTE", "10"),
+    ])
+    .await?;
+    in_browser(format!("http://{}/", server.addr), "join-limit", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        send_from_composer(&client, "remember me").await?;
+        wait_for(&client, "the reply", &format!("{ROOT} return !!r.querySelector('.gb-message[data-role=assistant][data-status=complete]');")).await?;
+        // Ten tabs' worth of joins from this page spend the session's allowance.
+        const JOIN_TEN: &str = "const k = Object.keys(localStorage).find(k => k.startsWith('glassbox:session:'));
+            const s = JSON.parse(localStorage.getItem(k));
+            const one = () => new Promise(done => {
+                const ws = new WebSocket(`ws://${location.host}/ws`);
+                ws.onopen = () => ws.send(JSON.stringify({type: 'hello', data: {sessionId: s.sessionId, token: s.token}}));
+                ws.onmessage = e => { const f = JSON.parse(e.data); ws.close(); done(f.type === 'session' ? 'joined' : f.data.code); };
+            });
+            return Promise.all(Array.from({length: 10}, one));";
+        let joined = client.execute(JOIN_TEN, vec![]).await?;
+        let refused = joined.as_array().map_or(0, |a| a.iter().filter(|j| *j == "rate_limited").count());
+        assert!(refused <= 1, "at most one of ten refused (one may have come back meanwhile): {joined}");
+        // The reload's join is refused: the badge counts down to a reconnect, no alert is raised.
+        client.refresh().await?;
+        let waiting = wait_for(&client, "the refused join to count down", &format!("{ROOT} const s = r.querySelector('.gb-status[data-state=reconnecting]'); return s && s.textContent;")).await?;
+        let alert = client.execute(&format!("{ROOT} return r.querySelector('.gb-notice')?.textContent ?? null;"), vec![]).await?;
+        assert!(alert.is_null(), "an alert for a refused join: {alert} (badge: {waiting})");
+        // When the wait is over it joins and the history is back, still without an alert.
+        wait_for(&client, "the widget to join once allowed", &format!("{ROOT} return !!r.querySelector('.gb-status[data-state=connected]') && r.querySelectorAll('.gb-message[data-role=user]').length === 1;")).await?;
+        let alert = client.execute(&format!("{ROOT} return r.querySelector('.gb-notice')?.textContent ?? null;"), vec![]).await?;
+        assert!(alert.is_null(), "{alert}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
 async fn new_chat_deletes_the_conversation_and_starts_a_fresh_one() -> Result<()> {
     let server = start_server(&[
         ("GLASSBOX_PROVIDER", "offline"),

@@ -104,7 +104,8 @@ impl Model {
             .filter(|(_, l)| !l.starts_with('#') && !l.is_empty());
         let bias = lines
             .next()
-            .and_then(|(_, l)| l.strip_prefix("bias\t")?.parse().ok())
+            .and_then(|(_, l)| l.strip_prefix("bias\t")?.parse::<f64>().ok())
+            .filter(|b| b.is_finite())
             .ok_or(ModelError::NoBias)?;
         let mut features = HashMap::new();
         for (i, line) in lines {
@@ -116,11 +117,16 @@ impl Model {
                 _ => return Err(bad()),
             };
             let gram = fields.next().ok_or_else(bad)?;
-            let mut number = || fields.next()?.parse::<f64>().ok();
-            let (Some(idf), Some(weight)) = (number(), number()) else {
+            let mut number = || fields.next()?.parse::<f64>().ok().filter(|x| x.is_finite());
+            let (Some(idf), Some(weight), None) = (number(), number(), fields.next()) else {
                 return Err(bad());
             };
-            features.insert((block, gram.to_owned()), Feature { idf, weight });
+            if features
+                .insert((block, gram.to_owned()), Feature { idf, weight })
+                .is_some()
+            {
+                return Err(bad());
+            }
         }
         Ok(Model { bias, features })
     }
@@ -220,10 +226,12 @@ mod tests {
         let p = model.probability("From now on");
         assert!((p - sigmoid(-1.5 + 3.25)).abs() < 1e-12, "{p}");
         assert_eq!(Model::parse("w\tx\t1\t2"), Err(ModelError::NoBias));
-        assert_eq!(
-            Model::parse("bias\t0\nw\tx\tone\t2"),
-            Err(ModelError::BadLine(2))
-        );
+        // Numbers that are not, numbers that are not finite, extra fields, an n-gram twice.
+        for bad in ["w\tx\tone\t2", "w\tx\tNaN\t2", "w\tx\t1\tinf", "w\tx\t1\t2\t3", "w\tx\t1\t2\nw\tx\t1\t2"] {
+            let line = if bad.contains('\n') { 3 } else { 2 };
+            assert_eq!(Model::parse(&format!("bias\t0\n{bad}")), Err(ModelError::BadLine(line)), "{bad:?}");
+        }
+        assert_eq!(Model::parse("bias\tNaN"), Err(ModelError::NoBias));
     }
 
     #[test]

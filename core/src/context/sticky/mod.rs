@@ -1,4 +1,4 @@
-//! Finding standing instructions without a model: short user messages that say how to answer for
+//! Finding standing instructions without a language model: short user messages that say how to answer for
 //! the rest of the conversation ("be concise", "answer in French", "always use TypeScript",
 //! "don't use emojis"), or tell a fact about the user that later answers should use ("I'm a
 //! nurse, so you can use clinical terms", "we're in Texas btw so feet and dollars pls"), in
@@ -41,6 +41,15 @@ const MAX_WORDS: usize = 16;
 /// Longest standing instruction that explains itself ("I'm a …, so …"), in words (the topic
 /// model's schema allows 40 too).
 const MAX_EXPLAINED_WORDS: usize = 40;
+/// Longest standing instruction in characters (the longest marked one in the fixtures has 168);
+/// longer text is not read at all, so the work per message stays bounded.
+const MAX_CHARS: usize = 600;
+
+/// Whether `t` (trimmed) is too short or too long to be a standing instruction.
+fn out_of_reach(t: &str) -> bool {
+    t.is_empty() || t.len() > 4 * MAX_CHARS || t.chars().count() > MAX_CHARS
+        || t.split_whitespace().count() > MAX_EXPLAINED_WORDS
+}
 
 /// True when `text`, a user's message, is a standing instruction: the learned model is sure of it
 /// ([`LEARNED_ALONE`]), or the cues say so and the model does not doubt it ([`LEARNED_DOUBTS`]).
@@ -52,7 +61,7 @@ pub fn is_standing_instruction(text: &str) -> bool {
 /// to measure it on that fixture).
 pub fn standing_by(text: &str, probability: impl Fn(&str) -> f64) -> bool {
     let t = text.trim();
-    if t.is_empty() || t.split_whitespace().count() > MAX_EXPLAINED_WORDS {
+    if out_of_reach(t) {
         return false;
     }
     let p = probability(t);
@@ -62,10 +71,10 @@ pub fn standing_by(text: &str, probability: impl Fn(&str) -> f64) -> bool {
 /// Whether the cues alone read `text` as a standing instruction.
 pub fn cues_say_so(text: &str) -> bool {
     let t = text.trim();
-    let words = t.split_whitespace().count();
-    if t.is_empty() || words > MAX_EXPLAINED_WORDS {
+    if out_of_reach(t) {
         return false;
     }
+    let words = t.split_whitespace().count();
     let norm = normalize(t);
     let has = |p: &str| contains_phrase(&norm, p);
     let any = |list: &[&str]| list.iter().any(|p| has(p));

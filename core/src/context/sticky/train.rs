@@ -19,7 +19,7 @@ const MIN_DF: usize = 2;
 /// L-BFGS: remembered steps, iteration cap, and the gradient size that counts as converged.
 const HISTORY: usize = 10;
 const MAX_ITERATIONS: usize = 2_000;
-const TOLERANCE: f64 = 1e-6;
+const TOLERANCE: f64 = 1e-5;
 
 /// One user message and whether it is marked as a standing instruction.
 #[derive(Clone, Debug, PartialEq)]
@@ -251,13 +251,24 @@ fn lbfgs(problem: &Problem) -> Vec<f64> {
             continue;
         }
         let mut step = 1.0;
-        let (next, next_value, next_grad) = loop {
+        let found = loop {
             let candidate: Vec<f64> = theta.iter().zip(&q).map(|(t, d)| t - step * d).collect();
             let (v, g) = problem.evaluate(&candidate);
-            if v <= value + 1e-4 * step * slope || step < 1e-12 {
-                break (candidate, v, g);
+            if v <= value + 1e-4 * step * slope {
+                break Some((candidate, v, g));
+            }
+            if step < 1e-12 {
+                break None;
             }
             step *= 0.5;
+        };
+        let Some((next, next_value, next_grad)) = found else {
+            // No step along this direction descends: try the gradient itself, else stop here.
+            if history.is_empty() {
+                break;
+            }
+            history.clear();
+            continue;
         };
         let s: Vec<f64> = next.iter().zip(&theta).map(|(a, b)| a - b).collect();
         let y: Vec<f64> = next_grad.iter().zip(&grad).map(|(a, b)| a - b).collect();
@@ -268,9 +279,10 @@ fn lbfgs(problem: &Problem) -> Vec<f64> {
             }
             history.push((s, y, 1.0 / sy));
         }
-        let converged = (value - next_value).abs() <= 1e-12 * value.abs().max(1.0);
+        // At the objective's precision a step no longer lowers it: as close as it gets.
+        let stalled = next_value >= value;
         (theta, value, grad) = (next, next_value, next_grad);
-        if converged {
+        if stalled {
             break;
         }
     }
@@ -326,6 +338,37 @@ mod tests {
 
     /// The committed `model.tsv` is what `cargo xtask sticky train` makes of the labelled sets:
     /// a changed fixture without a retrained model fails here.
+    /// The two newest sets, written apart from the rules and never taught to the cues, read with
+    /// a model trained without them: the honest estimate for phrasing nobody has seen (0.923 /
+    /// 0.789 when this test was written). New misses belong in a new set, not in the cues.
+    #[test]
+    fn sets_held_out_of_training_still_read_well() {
+        const HELD_OUT: [&str; 2] = [
+            "topic-conversations-blind9.json",
+            "topic-conversations-blind10.json",
+        ];
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(FIXTURES);
+        let sets = labelled_sets(&dir).unwrap();
+        let (held, rest): (Vec<_>, Vec<_>) =
+            sets.into_iter().partition(|(name, _)| HELD_OUT.contains(&name.as_str()));
+        assert_eq!(held.len(), 2);
+        let training: Vec<Sample> = rest.into_iter().flat_map(|(_, s)| s).collect();
+        let model = train(&training, C);
+        let (mut tp, mut fp, mut fn_) = (0, 0, 0);
+        for sample in held.iter().flat_map(|(_, s)| s) {
+            match (super::super::standing_by(&sample.text, |t| model.probability(t)), sample.sticky) {
+                (true, true) => tp += 1,
+                (true, false) => fp += 1,
+                (false, true) => fn_ += 1,
+                (false, false) => {}
+            }
+        }
+        let precision = tp as f64 / (tp + fp).max(1) as f64;
+        let recall = tp as f64 / (tp + fn_).max(1) as f64;
+        eprintln!("held out: precision {precision:.3}, recall {recall:.3} ({tp} found, {fp} wrong, {fn_} missed)");
+        assert!(precision >= 0.85 && recall >= 0.75, "precision {precision:.3}, recall {recall:.3}");
+    }
+
     #[test]
     fn the_committed_model_is_what_the_labelled_sets_train() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(FIXTURES);
@@ -337,11 +380,13 @@ mod tests {
         let fresh = train(&samples, C);
         let committed = Model::parse(include_str!("model.tsv")).unwrap();
         assert_eq!(fresh.features.len(), committed.features.len(), "retrain: cargo xtask sticky train");
-        assert!((fresh.bias - committed.bias).abs() < 1e-5);
+        // The vocabulary and idf exactly (as written, 6 decimals); the weights as close as two
+        // solutions stopped at a gradient of 1e-5 can differ (another libm may take other steps).
+        assert!((fresh.bias - committed.bias).abs() < 1e-4);
         for (key, f) in &fresh.features {
             let c = committed.features.get(key);
             assert!(
-                c.is_some_and(|c| (c.weight - f.weight).abs() < 1e-5 && (c.idf - f.idf).abs() < 1e-5),
+                c.is_some_and(|c| (c.weight - f.weight).abs() < 1e-4 && (c.idf - f.idf).abs() < 1e-6),
                 "{key:?}: fresh {f:?}, committed {c:?} (retrain: cargo xtask sticky train)"
             );
         }
