@@ -30,6 +30,8 @@ usage: cargo xtask <command>
   sticky train     train the learned reading of standing instructions on tests/fixtures and write
                    core/src/context/sticky/model.tsv (run after changing a fixture)
   sticky lofo      standing-instruction precision / recall on each fixture, trained without it
+  sticky read FILE a labelled set not among the fixtures, read as the server reads (a new set's
+                   first reading: the estimate for unseen phrasing); lists what it got wrong
   model            provision the embedding model (all-MiniLM-L6-v2 as ONNX) into ~/.cache/glassbox/models
   setup            install the build and test tools (done automatically by the commands above)
 ";
@@ -56,6 +58,7 @@ fn main() -> Result<()> {
         ["model"] => model::provision().map(|_| ()),
         ["sticky", "train"] => sticky::train_committed(),
         ["sticky", "lofo"] => sticky::leave_one_out(),
+        ["sticky", "read", path] => sticky::read(path),
         ["setup"] => {
             tools::wasm_toolchain()?;
             tools::browser()?;

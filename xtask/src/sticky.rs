@@ -5,8 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use glassbox_core::context::sticky::{
-    cues_say_so, learned::Model, standing_by,
-    train::{C, EXAMPLES, FIXTURES, Sample, labelled_sets, train},
+    cues_say_so, is_standing_instruction,
+    learned::Model,
+    standing_by,
+    train::{C, EXAMPLES, FIXTURES, Sample, fixture_samples, labelled_sets, train},
 };
 
 use crate::tools::root;
@@ -109,5 +111,35 @@ pub fn leave_one_out() -> Result<()> {
         totals[1].cell(),
         totals[2].cell()
     );
+    Ok(())
+}
+
+/// Reads a labelled set that is not (yet) among the fixtures with the committed reading (cues and
+/// model, as the server decides): its first reading is the honest estimate for phrasing the
+/// reading never saw. Prints precision / recall and every message it got wrong.
+pub fn read(path: &str) -> Result<()> {
+    let samples = fixture_samples(&std::fs::read_to_string(path)?)?;
+    let mut counts = Counts::default();
+    let mut wrong = Vec::new();
+    for s in &samples {
+        let said = is_standing_instruction(&s.text);
+        counts.add(said, s.sticky);
+        if said != s.sticky {
+            wrong.push((said, &s.text));
+        }
+    }
+    println!(
+        "{path}: {} user messages, {} marked; precision / recall {} ({} found, {} wrong, {} missed)",
+        samples.len(),
+        samples.iter().filter(|s| s.sticky).count(),
+        counts.cell(),
+        counts.tp,
+        counts.fp,
+        counts.fn_
+    );
+    for (said, text) in wrong {
+        let what = if said { "said, not marked" } else { "missed" };
+        println!("  {what}: {text}");
+    }
     Ok(())
 }

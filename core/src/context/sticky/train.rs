@@ -111,7 +111,10 @@ pub fn labelled_sets(dir: &Path) -> Result<Vec<(String, Vec<Sample>)>, TrainErro
         } else {
             example_samples(&json)
         };
-        sets.push((name.clone(), samples.map_err(|e| TrainError::Json(name, e))?));
+        sets.push((
+            name.clone(),
+            samples.map_err(|e| TrainError::Json(name, e))?,
+        ));
     }
     sets.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(sets)
@@ -135,8 +138,11 @@ pub fn train(samples: &[Sample], c: f64) -> Model {
         .iter()
         .map(|(k, &d)| (*k, ((1.0 + n) / (1.0 + d as f64)).ln() + 1.0))
         .collect();
-    let index: HashMap<(Block, &str), usize> =
-        vocab.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
+    let index: HashMap<(Block, &str), usize> = vocab
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _))| (*k, i))
+        .collect();
     let rows: Vec<Vec<(usize, f64)>> = counted
         .iter()
         .map(|blocks| {
@@ -162,7 +168,10 @@ pub fn train(samples: &[Sample], c: f64) -> Model {
     let negatives = (n - positives).max(1.0);
     let problem = Problem {
         rows: &rows,
-        labels: samples.iter().map(|s| if s.sticky { 1.0 } else { -1.0 }).collect(),
+        labels: samples
+            .iter()
+            .map(|s| if s.sticky { 1.0 } else { -1.0 })
+            .collect(),
         // Balanced: each class weighs as much as the other in all.
         weights: samples
             .iter()
@@ -238,7 +247,9 @@ fn lbfgs(problem: &Problem) -> Vec<f64> {
         }
         let gamma = history
             .last()
-            .map_or(1.0 / dot(&grad, &grad).sqrt(), |(s, y, _)| dot(s, y) / dot(y, y));
+            .map_or(1.0 / dot(&grad, &grad).sqrt(), |(s, y, _)| {
+                dot(s, y) / dot(y, y)
+            });
         q.iter_mut().for_each(|qi| *qi *= gamma);
         for ((s, y, rho), a) in history.iter().zip(alphas.iter().rev()) {
             let b = rho * dot(y, &q);
@@ -319,8 +330,16 @@ mod tests {
         }
         // "peru" is in one message only.
         assert!(!model.features.contains_key(&(Block::Words, "peru".into())));
-        assert!(model.features.contains_key(&(Block::Words, "from now".into())));
-        assert_eq!(train(&samples, C), model, "the same samples give the same model");
+        assert!(
+            model
+                .features
+                .contains_key(&(Block::Words, "from now".into()))
+        );
+        assert_eq!(
+            train(&samples, C),
+            model,
+            "the same samples give the same model"
+        );
     }
 
     #[test]
@@ -336,27 +355,35 @@ mod tests {
         assert!(fixture_samples("[{}]").is_err());
     }
 
-    /// The committed `model.tsv` is what `cargo xtask sticky train` makes of the labelled sets:
-    /// a changed fixture without a retrained model fails here.
-    /// The two newest sets, written apart from the rules and never taught to the cues, read with
-    /// a model trained without them: the honest estimate for phrasing nobody has seen (0.923 /
-    /// 0.789 when this test was written). New misses belong in a new set, not in the cues.
+    /// The four newest sets, each written apart from the rules and never taught to the cues, read
+    /// with a model trained without them: the estimate for phrasing nobody has seen (0.938 / 0.866
+    /// over 157 instructions when this test was written; each set's first reading, with
+    /// `cargo xtask sticky read`, gave 0.910 / 0.803 for blind9 and blind10 together, 0.974 / 0.902
+    /// for blind11 and 0.950 / 0.950 for blind12). New misses belong in a new set, not in the cues.
     #[test]
     fn sets_held_out_of_training_still_read_well() {
-        const HELD_OUT: [&str; 2] = [
+        const HELD_OUT: [&str; 4] = [
+            "topic-conversations-blind11.json",
+            "topic-conversations-blind12.json",
             "topic-conversations-blind9.json",
             "topic-conversations-blind10.json",
         ];
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(FIXTURES);
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(FIXTURES);
         let sets = labelled_sets(&dir).unwrap();
-        let (held, rest): (Vec<_>, Vec<_>) =
-            sets.into_iter().partition(|(name, _)| HELD_OUT.contains(&name.as_str()));
-        assert_eq!(held.len(), 2);
+        let (held, rest): (Vec<_>, Vec<_>) = sets
+            .into_iter()
+            .partition(|(name, _)| HELD_OUT.contains(&name.as_str()));
+        assert_eq!(held.len(), HELD_OUT.len());
         let training: Vec<Sample> = rest.into_iter().flat_map(|(_, s)| s).collect();
         let model = train(&training, C);
         let (mut tp, mut fp, mut fn_) = (0, 0, 0);
         for sample in held.iter().flat_map(|(_, s)| s) {
-            match (super::super::standing_by(&sample.text, |t| model.probability(t)), sample.sticky) {
+            match (
+                super::super::standing_by(&sample.text, |t| model.probability(t)),
+                sample.sticky,
+            ) {
                 (true, true) => tp += 1,
                 (true, false) => fp += 1,
                 (false, true) => fn_ += 1,
@@ -365,13 +392,22 @@ mod tests {
         }
         let precision = tp as f64 / (tp + fp).max(1) as f64;
         let recall = tp as f64 / (tp + fn_).max(1) as f64;
-        eprintln!("held out: precision {precision:.3}, recall {recall:.3} ({tp} found, {fp} wrong, {fn_} missed)");
-        assert!(precision >= 0.85 && recall >= 0.75, "precision {precision:.3}, recall {recall:.3}");
+        eprintln!(
+            "held out: precision {precision:.3}, recall {recall:.3} ({tp} found, {fp} wrong, {fn_} missed)"
+        );
+        assert!(
+            precision >= 0.9 && recall >= 0.8,
+            "precision {precision:.3}, recall {recall:.3}"
+        );
     }
 
+    /// The committed `model.tsv` is what `cargo xtask sticky train` makes of the labelled sets:
+    /// a changed fixture without a retrained model fails here.
     #[test]
     fn the_committed_model_is_what_the_labelled_sets_train() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(FIXTURES);
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(FIXTURES);
         let samples: Vec<Sample> = labelled_sets(&dir)
             .unwrap()
             .into_iter()
@@ -379,14 +415,20 @@ mod tests {
             .collect();
         let fresh = train(&samples, C);
         let committed = Model::parse(include_str!("model.tsv")).unwrap();
-        assert_eq!(fresh.features.len(), committed.features.len(), "retrain: cargo xtask sticky train");
+        assert_eq!(
+            fresh.features.len(),
+            committed.features.len(),
+            "retrain: cargo xtask sticky train"
+        );
         // The vocabulary and idf exactly (as written, 6 decimals); the weights as close as two
         // solutions stopped at a gradient of 1e-5 can differ (another libm may take other steps).
         assert!((fresh.bias - committed.bias).abs() < 1e-4);
         for (key, f) in &fresh.features {
             let c = committed.features.get(key);
             assert!(
-                c.is_some_and(|c| (c.weight - f.weight).abs() < 1e-4 && (c.idf - f.idf).abs() < 1e-6),
+                c.is_some_and(
+                    |c| (c.weight - f.weight).abs() < 1e-4 && (c.idf - f.idf).abs() < 1e-6
+                ),
                 "{key:?}: fresh {f:?}, committed {c:?} (retrain: cargo xtask sticky train)"
             );
         }
