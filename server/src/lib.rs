@@ -1,5 +1,6 @@
 //! Glassbox server: WebSocket + REST chat that forwards to LLM providers, with persistence.
 
+pub mod background;
 pub mod budgets;
 pub mod chat;
 pub mod client_addr;

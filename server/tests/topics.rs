@@ -10,6 +10,7 @@ use std::time::Duration;
 use glassbox_core::context::topics::TopicSource;
 use glassbox_core::context::{LeftOutWhy, PartKind, Reason, Receipt, SessionTopics, Topic};
 use glassbox_fake_provider::Behaviour;
+use glassbox_core::wire::ChatMessage;
 use serde_json::{Value, json};
 use support::{Api, TestServer};
 
@@ -353,7 +354,7 @@ async fn purging_a_session_whose_vectors_are_computed_leaves_none_behind() {
     let before = state.embeddings.computed();
     let computing = tokio::spawn({
         let (state, id) = (state.clone(), id.clone());
-        async move { glassbox_server::topics::message_vectors(&state, &id, &history).await.map(|v| v.len()) }
+        async move { glassbox_server::topics::message_vectors(&state, &id, &history, glassbox_server::embed::service::Urgency::Background).await.map(|v| v.len()) }
     });
     // Once the first step is computed (the next is under way or about to be).
     until_computing(state, before).await;
@@ -539,6 +540,33 @@ async fn pinned_and_excluded_messages_and_refusals() {
     assert_eq!(status, 404, "a message of another session");
     let (status, body) = put(&server, &mark(pin), &token, json!({"mark": "starred"})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_frame")), "{body}");
+}
+
+/// Topics and the filter read the history without its JSON parts: the same messages, the same
+/// text, role, status, time and mark, and nothing else decoded.
+#[tokio::test]
+async fn topics_read_the_history_without_receipts() {
+    let server = start(&[]).await;
+    let (id, token, ids, _) = two_subjects(&server).await;
+    let (status, _) = put(&server, &format!("/api/sessions/{id}/messages/{}/mark", ids[0]), &token, json!({"mark": "pinned"})).await;
+    assert_eq!(status, 200);
+    let full = server.state.store.messages(&id).await.unwrap();
+    let light = server.state.store.message_texts(&id).await.unwrap();
+    assert!(full.iter().any(|m| m.receipt.is_some()), "the replies have receipts");
+    let stripped: Vec<ChatMessage> = full
+        .into_iter()
+        .map(|m| ChatMessage {
+            id: m.id,
+            role: m.role,
+            content: m.content,
+            status: m.status,
+            created_at: m.created_at,
+            mark: m.mark,
+            ..Default::default()
+        })
+        .collect();
+    assert_eq!(light, stripped);
+    assert!(light[0].mark.is_some());
 }
 
 #[tokio::test]

@@ -69,6 +69,17 @@ pub struct Embedding {
     pub truncated: bool,
 }
 
+/// Threads one model run may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunThreads {
+    /// Those the model was loaded with: the caller's and its helpers.
+    All,
+    /// The caller's alone: background work on a low-priority thread, whose share of the cores
+    /// helpers at normal priority would not respect. (A `model.onnx` run as one plan keeps the
+    /// threads it was loaded with.)
+    Caller,
+}
+
 /// How the encoder runs.
 enum Engine {
     /// `model.onnx` as one plan.
@@ -133,7 +144,7 @@ impl Embedder {
 
     fn hidden_size(&self) -> Result<usize, EmbedError> {
         let encodings = self.encode(&["warm up"])?;
-        let (states, starts) = self.token_states(&encodings)?;
+        let (states, starts) = self.token_states(&encodings, RunThreads::All)?;
         Ok(states.len() / starts[starts.len() - 1].max(1))
     }
 
@@ -149,11 +160,20 @@ impl Embedder {
 
     /// Embeds `texts` as one batch. Blocking: call it off the async runtime.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>, EmbedError> {
+        self.embed_on(texts, RunThreads::All)
+    }
+
+    /// [`Embedder::embed`] on the given threads.
+    pub fn embed_on(
+        &self,
+        texts: &[&str],
+        threads: RunThreads,
+    ) -> Result<Vec<Embedding>, EmbedError> {
         if texts.is_empty() {
             return Ok(vec![]);
         }
         let encodings = self.encode(texts)?;
-        let (states, starts) = self.token_states(&encodings)?;
+        let (states, starts) = self.token_states(&encodings, threads)?;
         let dim = self.dimension;
         Ok(encodings
             .iter()
@@ -189,6 +209,7 @@ impl Embedder {
     fn token_states(
         &self,
         encodings: &[tokenizers::Encoding],
+        threads: RunThreads,
     ) -> Result<(Vec<f32>, Vec<usize>), EmbedError> {
         // Padding is on the right: a text's real tokens come first.
         let texts: Vec<&[u32]> = encodings
@@ -196,7 +217,7 @@ impl Embedder {
             .map(|e| &e.get_ids()[..real_tokens(e)])
             .collect();
         match &self.engine {
-            Engine::Sharded(encoder) => encoder.run(&texts),
+            Engine::Sharded(encoder) => encoder.run(&texts, threads == RunThreads::All),
             Engine::Whole(plan) => {
                 let (batch, seq) = (texts.len(), encodings.first().map_or(0, |e| e.len()));
                 let (mut ids, mut mask) = (

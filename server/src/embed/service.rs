@@ -14,7 +14,7 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 
 use super::memory::{DEFAULT_ENTRIES, VectorMemory};
-use super::{EmbedError, Embedder, Embedding};
+use super::{EmbedError, Embedder, Embedding, RunThreads};
 use crate::error::AppError;
 use crate::storage::Store;
 
@@ -44,6 +44,16 @@ pub struct Limits {
     pub queue: usize,
     /// Threads one model run may use; the workers share them.
     pub threads: usize,
+}
+
+/// Who waits for the vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Urgency {
+    /// A request (a turn's filter, a command): the worker threads, on every core.
+    Now,
+    /// Nobody (extraction computing ahead): the low-priority background thread
+    /// ([`crate::background`]), one core, giving way to turns.
+    Background,
 }
 
 /// Where the model stands, for `/healthz`.
@@ -154,7 +164,7 @@ fn work(queue: Arc<JobQueue>, embedder: Arc<Embedder>) {
             .iter()
             .flat_map(|j| j.texts.iter().map(String::as_str))
             .collect();
-        match embed_sorted(&embedder, &texts) {
+        match embed_sorted(&embedder, &texts, RunThreads::All) {
             Ok(vectors) => {
                 let mut vectors = vectors.into_iter();
                 for job in jobs {
@@ -254,6 +264,17 @@ impl EmbeddingService {
         }
     }
 
+    /// The loaded model, or why there is none.
+    fn ready_embedder(&self) -> Result<Arc<Embedder>, EmbedServiceError> {
+        self.ensure_ready()?;
+        match &*self.state.read().unwrap_or_else(|p| p.into_inner()) {
+            State::Ready(e) => Ok(e.clone()),
+            _ => Err(EmbedServiceError::Unavailable(
+                "the model was unloaded".into(),
+            )),
+        }
+    }
+
     fn ensure_ready(&self) -> Result<(), EmbedServiceError> {
         match &*self.state.read().unwrap_or_else(|p| p.into_inner()) {
             State::Ready(_) => Ok(()),
@@ -289,6 +310,7 @@ impl EmbeddingService {
         &self,
         store: &Store,
         items: Vec<(String, String)>,
+        urgency: Urgency,
     ) -> Result<Vec<Arc<[f32]>>, AppError> {
         let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
         let mut vectors = self.memory.get_many(&keys);
@@ -318,7 +340,7 @@ impl EmbeddingService {
             let mut fresh = Vec::with_capacity(missing.len());
             for chunk in missing.chunks(MAX_INPUTS) {
                 let computed = self
-                    .embed(chunk.iter().map(|(_, t)| t.clone()).collect())
+                    .embed_with(chunk.iter().map(|(_, t)| t.clone()).collect(), urgency)
                     .await?;
                 fresh.extend(
                     chunk
@@ -351,41 +373,73 @@ impl EmbeddingService {
     /// Embeds `texts` (in order) through the queue; inference runs on worker threads, never on the
     /// async runtime.
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Embedding>, EmbedServiceError> {
-        if texts.is_empty() || texts.len() > MAX_INPUTS {
-            return Err(EmbedServiceError::BadInput(format!(
-                "give 1 to {MAX_INPUTS} inputs, not {}",
-                texts.len()
-            )));
-        }
-        if let Some(i) = texts
-            .iter()
-            .position(|t| t.len() > glassbox_core::limits::MAX_MESSAGE_BYTES)
-        {
-            return Err(EmbedServiceError::BadInput(format!(
-                "input {i} is longer than {} bytes",
-                glassbox_core::limits::MAX_MESSAGE_BYTES
-            )));
-        }
-        self.ensure_ready()?;
+        self.embed_with(texts, Urgency::Now).await
+    }
+
+    /// [`EmbeddingService::embed`], or with [`Urgency::Background`] on the background thread.
+    pub async fn embed_with(
+        &self,
+        texts: Vec<String>,
+        urgency: Urgency,
+    ) -> Result<Vec<Embedding>, EmbedServiceError> {
+        check_inputs(&texts)?;
         let count = texts.len() as u64;
-        let (reply, answer) = oneshot::channel();
-        self.queue.push(Job { texts, reply })?;
-        let result = answer
-            .await
-            .map_err(|_| EmbedError::Inference("the embedding worker stopped".into()))??;
+        let result = match urgency {
+            Urgency::Now => {
+                self.ensure_ready()?;
+                let (reply, answer) = oneshot::channel();
+                self.queue.push(Job { texts, reply })?;
+                answer
+                    .await
+                    .map_err(|_| EmbedError::Inference("the embedding worker stopped".into()))??
+            }
+            Urgency::Background => {
+                let embedder = self.ready_embedder()?;
+                crate::background::run(move || {
+                    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+                    embed_sorted(&embedder, &texts, RunThreads::Caller)
+                })
+                .await
+                .map_err(|e| EmbedError::Inference(e.to_string()))??
+            }
+        };
         self.computed.fetch_add(count, Ordering::Relaxed);
         Ok(result)
     }
 }
 
+/// Refuses an empty request, one of more than [`MAX_INPUTS`] texts, and texts over the message size.
+fn check_inputs(texts: &[String]) -> Result<(), EmbedServiceError> {
+    if texts.is_empty() || texts.len() > MAX_INPUTS {
+        return Err(EmbedServiceError::BadInput(format!(
+            "give 1 to {MAX_INPUTS} inputs, not {}",
+            texts.len()
+        )));
+    }
+    if let Some(i) = texts
+        .iter()
+        .position(|t| t.len() > glassbox_core::limits::MAX_MESSAGE_BYTES)
+    {
+        return Err(EmbedServiceError::BadInput(format!(
+            "input {i} is longer than {} bytes",
+            glassbox_core::limits::MAX_MESSAGE_BYTES
+        )));
+    }
+    Ok(())
+}
+
 /// Runs the texts in batches of similar length and returns the vectors in the original order.
-fn embed_sorted(embedder: &Embedder, texts: &[&str]) -> Result<Vec<Embedding>, EmbedError> {
+fn embed_sorted(
+    embedder: &Embedder,
+    texts: &[&str],
+    threads: RunThreads,
+) -> Result<Vec<Embedding>, EmbedError> {
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());
     let mut out: Vec<Option<Embedding>> = vec![None; texts.len()];
     for chunk in order.chunks(RUN_BATCH) {
         let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
-        for (&i, e) in chunk.iter().zip(embedder.embed(&batch)?) {
+        for (&i, e) in chunk.iter().zip(embedder.embed_on(&batch, threads)?) {
             out[i] = Some(e);
         }
     }

@@ -160,13 +160,14 @@ impl ShardedEncoder {
     /// of each step side by side); a larger batch is cut into groups of about equal token counts that
     /// run whole, each on one thread, with no step-by-step hand-offs. While another caller has the
     /// helpers, this one runs on its own thread: tensor-parallel hand-offs need both threads running,
-    /// which more busy threads than cores would break.
-    pub fn run(&self, texts: &[&[u32]]) -> Result<States, EmbedError> {
+    /// which more busy threads than cores would break. Without `helpers`, it always does.
+    pub fn run(&self, texts: &[&[u32]], helpers: bool) -> Result<States, EmbedError> {
         let total = texts.iter().map(|t| t.len()).sum();
         let groups = groups_by_tokens(texts, group_count(total, texts.len(), self.threads));
+        let helpers = helpers && self.threads > 1;
         let mut crew = match self.crew.try_lock() {
-            Ok(guard) if self.threads > 1 => guard,
-            Err(std::sync::TryLockError::Poisoned(p)) if self.threads > 1 => p.into_inner(),
+            Ok(guard) if helpers => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) if helpers => p.into_inner(),
             _ => {
                 return merge(
                     groups

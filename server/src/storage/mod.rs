@@ -504,6 +504,32 @@ impl Store {
         rows.iter().map(message_from_row).collect()
     }
 
+    /// The session's messages, oldest first, with only what topics and the filter read: id, role,
+    /// text, status, time and mark (the JSON parts, receipts among them, are left at their
+    /// defaults and not decoded).
+    pub async fn message_texts(&self, session_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
+        let rows = sqlx::query(
+            "SELECT id, role, content, status, created_at, mark FROM messages \
+             WHERE session_id = ? ORDER BY seq",
+        )
+        .bind(session_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ChatMessage {
+                    id: r.try_get("id")?,
+                    role: role_of(r)?,
+                    content: r.try_get("content")?,
+                    status: status_of(r)?,
+                    created_at: r.try_get("created_at")?,
+                    mark: mark_of(r)?,
+                    ..Default::default()
+                })
+            })
+            .collect()
+    }
+
     /// Sets or clears a message's mark; false when the session has no such message.
     pub async fn set_mark(
         &self,
@@ -685,15 +711,31 @@ fn from_json<T: serde::de::DeserializeOwned>(
         .transpose()
 }
 
-fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
+fn role_of(r: &SqliteRow) -> Result<Role, StorageError> {
     let role: String = r.try_get("role")?;
+    Role::parse(&role).ok_or_else(|| StorageError::Corrupt(format!("role {role:?}")))
+}
+
+fn status_of(r: &SqliteRow) -> Result<MessageStatus, StorageError> {
     let status: String = r.try_get("status")?;
+    MessageStatus::parse(&status).ok_or_else(|| StorageError::Corrupt(format!("status {status:?}")))
+}
+
+fn mark_of(r: &SqliteRow) -> Result<Option<MessageMark>, StorageError> {
+    match r.try_get::<Option<String>, _>("mark")?.as_deref() {
+        None => Ok(None),
+        Some("pinned") => Ok(Some(MessageMark::Pinned)),
+        Some("excluded") => Ok(Some(MessageMark::Excluded)),
+        Some(other) => Err(StorageError::Corrupt(format!("mark {other:?}"))),
+    }
+}
+
+fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
     Ok(ChatMessage {
         id: r.try_get("id")?,
-        role: Role::parse(&role).ok_or_else(|| StorageError::Corrupt(format!("role {role:?}")))?,
+        role: role_of(r)?,
         content: r.try_get("content")?,
-        status: MessageStatus::parse(&status)
-            .ok_or_else(|| StorageError::Corrupt(format!("status {status:?}")))?,
+        status: status_of(r)?,
         created_at: r.try_get("created_at")?,
         client_message_id: r.try_get("client_message_id")?,
         reply_to: r.try_get("reply_to")?,
@@ -705,12 +747,7 @@ fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
         tool_rounds: from_json("tool_rounds_json", r.try_get("tool_rounds_json")?)?
             .unwrap_or_default(),
         error: from_json("error_json", r.try_get("error_json")?)?,
-        mark: match r.try_get::<Option<String>, _>("mark")?.as_deref() {
-            None => None,
-            Some("pinned") => Some(MessageMark::Pinned),
-            Some("excluded") => Some(MessageMark::Excluded),
-            Some(other) => return Err(StorageError::Corrupt(format!("mark {other:?}"))),
-        },
+        mark: mark_of(r)?,
     })
 }
 

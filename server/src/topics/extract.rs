@@ -1,5 +1,7 @@
 //! Topic extraction after each reply, in the background: it never delays the reply or the next
-//! message. Topics are regenerated whole from the conversation, stored with a generation number
+//! message. It starts once the conversation pauses (1.5 s after a reply), and its CPU work
+//! (clustering, the vectors it computes) runs on the low-priority thread of [`crate::background`],
+//! so a message sent while it runs gets the cores first. Topics are regenerated whole from the conversation, stored with a generation number
 //! (only a newer extraction may overwrite), and pushed to the session's tabs with the filter's
 //! view.
 //!
@@ -26,7 +28,7 @@ use glassbox_core::wire::Role;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 use tokio::sync::Semaphore;
 
-use crate::embed::service::MAX_INPUTS;
+use crate::embed::service::{MAX_INPUTS, Urgency};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::turn::call::{self, CallFailure};
@@ -143,8 +145,9 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     publish(state, session_id).await?;
     // The filter scores more messages than extraction reads (and a topic model embeds none):
     // they are embedded now, while nobody waits, rather than by the first filter switched on.
-    // Still under the extraction permit, so two sessions at most do this at once.
-    if let Err(e) = super::warm_vectors(state, session_id, &whole).await {
+    // Still under the extraction permit, so two sessions at most do this at once, on the
+    // low-priority background thread.
+    if let Err(e) = super::warm_vectors(state, session_id, &whole, Urgency::Background).await {
         tracing::info!(session = session_id, error = %e, "vectors not computed ahead");
     }
     Ok(written)
@@ -248,7 +251,7 @@ async fn offline(
     let vectors = if history.is_empty() {
         Vec::new()
     } else {
-        match super::message_vectors(state, session_id, history).await {
+        match super::message_vectors(state, session_id, history, Urgency::Background).await {
             Ok(v) => v,
             Err(e) => {
                 tracing::info!(error = %e, "topics from text alone: no embeddings");
@@ -260,8 +263,9 @@ async fn offline(
         .iter()
         .map(|m| (m.id.clone(), m.role, m.content.clone()))
         .collect();
-    // Clustering is CPU work (quadratic in the exchanges): off the async runtime.
-    let mut found = tokio::task::spawn_blocking(move || {
+    // Clustering is CPU work (quadratic in the exchanges): off the async runtime, on the
+    // low-priority background thread, so a turn meanwhile is not slowed.
+    let mut found = crate::background::run(move || {
         let input: Vec<ExtractMessage> = owned
             .iter()
             .enumerate()
@@ -302,7 +306,11 @@ async fn label_by_meaning_of(state: &AppState, found: &mut Extracted) {
     if phrases.is_empty() {
         return;
     }
-    match state.embeddings.embed(phrases.clone()).await {
+    match state
+        .embeddings
+        .embed_with(phrases.clone(), Urgency::Background)
+        .await
+    {
         Ok(vectors) => {
             let by_phrase: HashMap<String, Vec<f32>> = phrases
                 .into_iter()

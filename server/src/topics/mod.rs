@@ -13,7 +13,7 @@ use glassbox_core::context::{FilterNote, FilterView, Score, SessionSettings, Ses
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 
-use crate::embed::service::{EmbedStatus, message_cache_key};
+use crate::embed::service::{EmbedStatus, Urgency, message_cache_key};
 use crate::error::AppError;
 use crate::hub::Hub;
 use crate::state::AppState;
@@ -132,21 +132,22 @@ async fn score(
         .collect();
     let first = candidates.len().saturating_sub(MAX_SCORED);
     let recent = &candidates[first..];
-    let message_vectors = message_vectors(state, session_id, recent).await?;
+    let message_vectors = message_vectors(state, session_id, recent, Urgency::Now).await?;
     let refs: Vec<Option<&[f32]>> = std::iter::repeat_n(None, first)
         .chain(message_vectors.iter().map(|v| Some(&v[..])))
         .collect();
     Ok(topic_scores(&refs, &label_vectors))
 }
 
-/// The session's stored messages that reach the model, oldest first.
+/// The session's stored messages that reach the model, oldest first, as topics and the filter
+/// read them (text, role, status and mark: [`crate::storage::Store::message_texts`]).
 pub async fn model_history(
     state: &AppState,
     session_id: &str,
 ) -> Result<Vec<ChatMessage>, AppError> {
     Ok(state
         .store
-        .messages(session_id)
+        .message_texts(session_id)
         .await?
         .into_iter()
         .filter(reaches_model)
@@ -161,6 +162,7 @@ pub async fn message_vectors(
     state: &AppState,
     session_id: &str,
     messages: &[ChatMessage],
+    urgency: Urgency,
 ) -> Result<Vec<Arc<[f32]>>, AppError> {
     let gate = session_gate(session_id);
     let mut out = Vec::with_capacity(messages.len());
@@ -173,7 +175,11 @@ pub async fn message_vectors(
         out.extend(
             state
                 .embeddings
-                .embed_cached(&state.store, step.iter().map(message_embed_item).collect())
+                .embed_cached(
+                    &state.store,
+                    step.iter().map(message_embed_item).collect(),
+                    urgency,
+                )
                 .await?,
         );
     }
@@ -206,12 +212,13 @@ pub async fn warm_vectors(
     state: &AppState,
     session_id: &str,
     history: &[ChatMessage],
+    urgency: Urgency,
 ) -> Result<(), AppError> {
     if !matches!(state.embeddings.status(), EmbedStatus::Ready { .. }) {
         return Ok(());
     }
     let first = history.len().saturating_sub(MAX_SCORED);
-    message_vectors(state, session_id, &history[first..]).await?;
+    message_vectors(state, session_id, &history[first..], urgency).await?;
     Ok(())
 }
 
@@ -237,7 +244,7 @@ pub async fn warm_before_view(state: &AppState, session_id: &str) -> Result<(), 
         return Ok(());
     }
     let history = model_history(state, session_id).await?;
-    if let Err(e) = warm_vectors(state, session_id, &history).await {
+    if let Err(e) = warm_vectors(state, session_id, &history, Urgency::Now).await {
         tracing::warn!(session = session_id, error = %e, "vectors not computed ahead");
     }
     Ok(())
