@@ -1,9 +1,10 @@
-//! One low-priority thread for the server's background CPU work: topic extraction's clustering and
-//! the vectors it computes ahead. On Linux the thread runs under `SCHED_IDLE` (or, where that is
-//! refused, at nice 10): when a turn and background work want the same cores (two, on a small
-//! machine), the turn's threads take them, and a message sent while topics are extracted is not
-//! slowed by it; the background work waits instead (under a load that never lets up, topics lag).
-//! Jobs run one at a time, in the order given.
+//! One low-priority thread for background CPU work that no request waits for: topic extraction's
+//! clustering and the embedding of its candidate labels. On Linux the thread runs under
+//! `SCHED_IDLE` (or, where that is refused, at nice 10): when a turn and this work want the same
+//! cores (two, on a small machine), the turn's threads take them and the work waits (under a load
+//! that never lets up, topics lag). Nothing that a request may wait for (a lock, a session's gate)
+//! is held while a job runs here. Jobs run one at a time, in the order given; if the thread cannot
+//! start, they run on tokio's blocking pool at normal priority.
 
 use std::sync::OnceLock;
 use std::sync::mpsc;
@@ -37,7 +38,13 @@ pub async fn run<T: Send + 'static>(
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
         let _ = tx.send(out);
     });
-    sender()?.send(job).map_err(|_| BackgroundError::Stopped)?;
+    match sender() {
+        Ok(sender) => sender.send(job).map_err(|_| BackgroundError::Stopped)?,
+        Err(e) => {
+            tracing::warn!(error = %e, "background work at normal priority");
+            tokio::task::spawn_blocking(job);
+        }
+    }
     match rx.await {
         Ok(Ok(out)) => Ok(out),
         Ok(Err(_)) => Err(BackgroundError::Panicked),
@@ -93,12 +100,22 @@ mod tests {
     #[tokio::test]
     async fn runs_jobs_in_order_off_the_runtime_and_survives_a_panic() {
         let caller = std::thread::current().id();
-        let (a, b) = tokio::join!(
-            run(move || std::thread::current().id() != caller),
-            run(|| std::thread::current().name().map(str::to_owned))
-        );
-        assert!(a.unwrap());
-        assert_eq!(b.unwrap().as_deref(), Some("glassbox-background"));
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let jobs: Vec<_> = (0..20)
+            .map(|i| {
+                let seen = seen.clone();
+                run(move || {
+                    seen.lock().unwrap().push(i);
+                    std::thread::current().id() != caller
+                })
+            })
+            .collect();
+        for off_the_caller in futures::future::join_all(jobs).await {
+            assert!(off_the_caller.unwrap());
+        }
+        assert_eq!(*seen.lock().unwrap(), (0..20).collect::<Vec<_>>());
+        let name = run(|| std::thread::current().name().map(str::to_owned)).await;
+        assert_eq!(name.unwrap().as_deref(), Some("glassbox-background"));
         assert!(matches!(
             run(|| panic!("boom")).await,
             Err(BackgroundError::Panicked)
@@ -112,12 +129,21 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[tokio::test]
-    async fn the_thread_runs_only_when_a_core_is_free() {
-        // SAFETY: sched_getscheduler takes an integer.
-        let policy = run(|| unsafe { libc::sched_getscheduler(0) })
-            .await
-            .unwrap();
-        assert_eq!(policy, libc::SCHED_IDLE);
+    async fn the_thread_runs_below_the_process() {
+        // SAFETY: sched_getscheduler and getpriority take integers.
+        let (policy, nice) = run(|| unsafe {
+            (
+                libc::sched_getscheduler(0),
+                libc::getpriority(libc::PRIO_PROCESS, 0),
+            )
+        })
+        .await
+        .unwrap();
+        let ours = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        assert!(
+            policy == libc::SCHED_IDLE || nice >= (ours + NICE).min(19),
+            "policy {policy}, nice {nice}"
+        );
         assert_ne!(
             unsafe { libc::sched_getscheduler(0) },
             libc::SCHED_IDLE,

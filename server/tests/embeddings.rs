@@ -279,7 +279,7 @@ async fn without_a_model_chat_still_works_and_embeddings_say_why() {
 
 #[tokio::test]
 async fn a_cache_hit_computes_nothing() {
-    use glassbox_server::embed::service::{Urgency, content_hash, message_cache_key};
+    use glassbox_server::embed::service::{content_hash, message_cache_key};
     use glassbox_server::embed::{EmbedStatus, EmbeddingService, Limits};
 
     let data = tempfile::tempdir().unwrap();
@@ -308,9 +308,9 @@ async fn a_cache_hit_computes_nothing() {
             "Passwords are reset from Settings.".to_owned(),
         ),
     ];
-    let first = service.embed_cached(&store, items.clone(), Urgency::Now).await.unwrap();
+    let first = service.embed_cached(&store, items.clone()).await.unwrap();
     assert_eq!(service.computed(), 2);
-    let again = service.embed_cached(&store, items.clone(), Urgency::Now).await.unwrap();
+    let again = service.embed_cached(&store, items.clone()).await.unwrap();
     assert_eq!(
         service.computed(),
         2,
@@ -320,7 +320,7 @@ async fn a_cache_hit_computes_nothing() {
 
     let mut more = items.clone();
     more.push((message_cache_key("m2", "Thanks!"), "Thanks!".to_owned()));
-    let third = service.embed_cached(&store, more, Urgency::Background).await.unwrap();
+    let third = service.embed_cached(&store, more).await.unwrap();
     assert_eq!(service.computed(), 3, "only the missing vector is computed");
     assert_eq!(third[..2], first[..]);
     assert!((cosine(&third[0], &third[1]) - cosine(&first[0], &first[1])).abs() < 1e-6);

@@ -354,7 +354,7 @@ async fn purging_a_session_whose_vectors_are_computed_leaves_none_behind() {
     let before = state.embeddings.computed();
     let computing = tokio::spawn({
         let (state, id) = (state.clone(), id.clone());
-        async move { glassbox_server::topics::message_vectors(&state, &id, &history, glassbox_server::embed::service::Urgency::Background).await.map(|v| v.len()) }
+        async move { glassbox_server::topics::message_vectors(&state, &id, &history).await.map(|v| v.len()) }
     });
     // Once the first step is computed (the next is under way or about to be).
     until_computing(state, before).await;

@@ -118,6 +118,13 @@ pub fn leave_one_out() -> Result<()> {
 /// model, as the server decides): its first reading is the honest estimate for phrasing the
 /// reading never saw. Prints precision / recall and every message it got wrong.
 pub fn read(path: &str) -> Result<()> {
+    let fixtures = std::fs::canonicalize(root().join(FIXTURES))?;
+    if std::fs::canonicalize(path)?.starts_with(&fixtures) {
+        anyhow::bail!(
+            "{path} is among the fixtures the model was trained on, so this would not be a first \
+             reading; `cargo xtask sticky lofo` reads each set held out"
+        );
+    }
     let samples = fixture_samples(&std::fs::read_to_string(path)?)?;
     let mut counts = Counts::default();
     let mut wrong = Vec::new();

@@ -49,10 +49,12 @@ pub struct Limits {
 /// Who waits for the vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Urgency {
-    /// A request (a turn's filter, a command): the worker threads, on every core.
+    /// A request (a turn's filter, a command): the worker threads and their helpers.
     Now,
-    /// Nobody (extraction computing ahead): the low-priority background thread
-    /// ([`crate::background`]), one core, giving way to turns.
+    /// Nobody, and nobody else waits for the work either (extraction's candidate labels): the
+    /// low-priority thread of [`crate::background`], which runs the sharded model on itself alone.
+    /// A `model.onnx` run as one plan keeps the threads it was loaded with, and the tokenizer may
+    /// use its own pool, both at normal priority.
     Background,
 }
 
@@ -310,7 +312,6 @@ impl EmbeddingService {
         &self,
         store: &Store,
         items: Vec<(String, String)>,
-        urgency: Urgency,
     ) -> Result<Vec<Arc<[f32]>>, AppError> {
         let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
         let mut vectors = self.memory.get_many(&keys);
@@ -340,7 +341,7 @@ impl EmbeddingService {
             let mut fresh = Vec::with_capacity(missing.len());
             for chunk in missing.chunks(MAX_INPUTS) {
                 let computed = self
-                    .embed_with(chunk.iter().map(|(_, t)| t.clone()).collect(), urgency)
+                    .embed(chunk.iter().map(|(_, t)| t.clone()).collect())
                     .await?;
                 fresh.extend(
                     chunk

@@ -164,17 +164,22 @@ impl ShardedEncoder {
     pub fn run(&self, texts: &[&[u32]], helpers: bool) -> Result<States, EmbedError> {
         let total = texts.iter().map(|t| t.len()).sum();
         let groups = groups_by_tokens(texts, group_count(total, texts.len(), self.threads));
-        let helpers = helpers && self.threads > 1;
+        let alone = || {
+            merge(
+                groups
+                    .iter()
+                    .map(|group| Model::forward(&self.model, group, None)),
+            )
+        };
+        // Without helpers the crew's lock is not even tried: a caller running alone must not keep
+        // it from one that may use them.
+        if !helpers || self.threads <= 1 {
+            return alone();
+        }
         let mut crew = match self.crew.try_lock() {
-            Ok(guard) if helpers => guard,
-            Err(std::sync::TryLockError::Poisoned(p)) if helpers => p.into_inner(),
-            _ => {
-                return merge(
-                    groups
-                        .iter()
-                        .map(|group| Model::forward(&self.model, group, None)),
-                );
-            }
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return alone(),
         };
         if crew.is_none() {
             *crew = Some(Crew::new(self.threads - 1, "glassbox-embed").map_err(|e| {

@@ -13,7 +13,7 @@ use glassbox_core::context::{FilterNote, FilterView, Score, SessionSettings, Ses
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 
-use crate::embed::service::{EmbedStatus, Urgency, message_cache_key};
+use crate::embed::service::{EmbedStatus, message_cache_key};
 use crate::error::AppError;
 use crate::hub::Hub;
 use crate::state::AppState;
@@ -132,7 +132,7 @@ async fn score(
         .collect();
     let first = candidates.len().saturating_sub(MAX_SCORED);
     let recent = &candidates[first..];
-    let message_vectors = message_vectors(state, session_id, recent, Urgency::Now).await?;
+    let message_vectors = message_vectors(state, session_id, recent).await?;
     let refs: Vec<Option<&[f32]>> = std::iter::repeat_n(None, first)
         .chain(message_vectors.iter().map(|v| Some(&v[..])))
         .collect();
@@ -162,7 +162,6 @@ pub async fn message_vectors(
     state: &AppState,
     session_id: &str,
     messages: &[ChatMessage],
-    urgency: Urgency,
 ) -> Result<Vec<Arc<[f32]>>, AppError> {
     let gate = session_gate(session_id);
     let mut out = Vec::with_capacity(messages.len());
@@ -175,11 +174,7 @@ pub async fn message_vectors(
         out.extend(
             state
                 .embeddings
-                .embed_cached(
-                    &state.store,
-                    step.iter().map(message_embed_item).collect(),
-                    urgency,
-                )
+                .embed_cached(&state.store, step.iter().map(message_embed_item).collect())
                 .await?,
         );
     }
@@ -212,13 +207,12 @@ pub async fn warm_vectors(
     state: &AppState,
     session_id: &str,
     history: &[ChatMessage],
-    urgency: Urgency,
 ) -> Result<(), AppError> {
     if !matches!(state.embeddings.status(), EmbedStatus::Ready { .. }) {
         return Ok(());
     }
     let first = history.len().saturating_sub(MAX_SCORED);
-    message_vectors(state, session_id, &history[first..], urgency).await?;
+    message_vectors(state, session_id, &history[first..]).await?;
     Ok(())
 }
 
@@ -244,7 +238,7 @@ pub async fn warm_before_view(state: &AppState, session_id: &str) -> Result<(), 
         return Ok(());
     }
     let history = model_history(state, session_id).await?;
-    if let Err(e) = warm_vectors(state, session_id, &history, Urgency::Now).await {
+    if let Err(e) = warm_vectors(state, session_id, &history).await {
         tracing::warn!(session = session_id, error = %e, "vectors not computed ahead");
     }
     Ok(())
