@@ -515,19 +515,7 @@ impl Store {
         .bind(session_id)
         .fetch_all(&self.reader)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(ChatMessage {
-                    id: r.try_get("id")?,
-                    role: role_of(r)?,
-                    content: r.try_get("content")?,
-                    status: status_of(r)?,
-                    created_at: r.try_get("created_at")?,
-                    mark: mark_of(r)?,
-                    ..Default::default()
-                })
-            })
-            .collect()
+        rows.iter().map(message_text_from_row).collect()
     }
 
     /// Sets or clears a message's mark; false when the session has no such message.
@@ -730,13 +718,21 @@ fn mark_of(r: &SqliteRow) -> Result<Option<MessageMark>, StorageError> {
     }
 }
 
-fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
+/// A message's id, role, text, status, time and mark; the rest at its defaults.
+fn message_text_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
     Ok(ChatMessage {
         id: r.try_get("id")?,
         role: role_of(r)?,
         content: r.try_get("content")?,
         status: status_of(r)?,
         created_at: r.try_get("created_at")?,
+        mark: mark_of(r)?,
+        ..Default::default()
+    })
+}
+
+fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
+    Ok(ChatMessage {
         client_message_id: r.try_get("client_message_id")?,
         reply_to: r.try_get("reply_to")?,
         context: from_json("context_json", r.try_get("context_json")?)?,
@@ -747,7 +743,7 @@ fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
         tool_rounds: from_json("tool_rounds_json", r.try_get("tool_rounds_json")?)?
             .unwrap_or_default(),
         error: from_json("error_json", r.try_get("error_json")?)?,
-        mark: mark_of(r)?,
+        ..message_text_from_row(r)?
     })
 }
 
