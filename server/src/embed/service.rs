@@ -268,18 +268,8 @@ impl EmbeddingService {
 
     /// The loaded model, or why there is none.
     fn ready_embedder(&self) -> Result<Arc<Embedder>, EmbedServiceError> {
-        self.ensure_ready()?;
         match &*self.state.read().unwrap_or_else(|p| p.into_inner()) {
             State::Ready(e) => Ok(e.clone()),
-            _ => Err(EmbedServiceError::Unavailable(
-                "the model was unloaded".into(),
-            )),
-        }
-    }
-
-    fn ensure_ready(&self) -> Result<(), EmbedServiceError> {
-        match &*self.state.read().unwrap_or_else(|p| p.into_inner()) {
-            State::Ready(_) => Ok(()),
             State::Loading => Err(EmbedServiceError::Unavailable(
                 "the model is still loading".into(),
             )),
@@ -387,7 +377,7 @@ impl EmbeddingService {
         let count = texts.len() as u64;
         let result = match urgency {
             Urgency::Now => {
-                self.ensure_ready()?;
+                self.ready_embedder()?;
                 let (reply, answer) = oneshot::channel();
                 self.queue.push(Job { texts, reply })?;
                 answer
