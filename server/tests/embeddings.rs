@@ -279,7 +279,7 @@ async fn without_a_model_chat_still_works_and_embeddings_say_why() {
 
 #[tokio::test]
 async fn a_cache_hit_computes_nothing() {
-    use glassbox_server::embed::service::{content_hash, message_cache_key};
+    use glassbox_server::embed::service::{Urgency, content_hash, message_cache_key};
     use glassbox_server::embed::{EmbedStatus, EmbeddingService, Limits};
 
     let data = tempfile::tempdir().unwrap();
@@ -324,6 +324,28 @@ async fn a_cache_hit_computes_nothing() {
     assert_eq!(service.computed(), 3, "only the missing vector is computed");
     assert_eq!(third[..2], first[..]);
     assert!((cosine(&third[0], &third[1]) - cosine(&first[0], &first[1])).abs() < 1e-6);
+
+    // On the background thread (the sharded model alone, without its helpers) a text gets the
+    // vector it gets now, with the helpers.
+    let texts: Vec<String> = vec![
+        "How do I reset my password?".into(),
+        "Thanks!".into(),
+        "Kubernetes pods restart when their liveness probe fails three times in a row.".repeat(4),
+    ];
+    let now = service.embed(texts.clone()).await.unwrap();
+    let background = service
+        .embed_with(texts, Urgency::Background)
+        .await
+        .unwrap();
+    for (a, b) in now.iter().zip(&background) {
+        let drift = a
+            .vector
+            .iter()
+            .zip(&b.vector)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(drift < 1e-5, "background vector differs by {drift}");
+    }
 }
 
 #[tokio::test]

@@ -51,11 +51,31 @@ pub struct Limits {
 pub enum Urgency {
     /// A request (a turn's filter, a command): the worker threads and their helpers.
     Now,
-    /// Nobody, and nobody else waits for the work either (extraction's candidate labels): the
-    /// low-priority thread of [`crate::background`], which runs the sharded model on itself alone.
+    /// Nobody, and nobody else waits for the work either (extraction's candidate labels and the
+    /// messages' vectors it computes ahead, outside any lock a request takes): the low-priority
+    /// thread of [`crate::background`], which runs the sharded model on itself alone.
     /// A `model.onnx` run as one plan keeps the threads it was loaded with, and the tokenizer may
     /// use its own pool, both at normal priority.
     Background,
+}
+
+/// What the caches hold for some `(cache key, text)` items ([`EmbeddingService::look_up`]).
+#[derive(Debug)]
+pub struct Lookup {
+    keys: Vec<String>,
+    /// Found in memory, by position.
+    vectors: Vec<Option<Arc<[f32]>>>,
+    /// Found in the store, by key.
+    stored: HashMap<String, Arc<[f32]>>,
+    /// Neither holds these: to compute.
+    missing: Vec<(String, String)>,
+}
+
+impl Lookup {
+    /// Items no cache holds.
+    pub fn missing(&self) -> usize {
+        self.missing.len()
+    }
 }
 
 /// Where the model stands, for `/healthz`.
@@ -296,22 +316,36 @@ impl EmbeddingService {
     }
 
     /// Vectors for `(cache key, text)` items, in order: recently used ones come from memory, other
-    /// cached ones are read from `store`, only the missing ones are computed, and those are stored
-    /// for next time.
+    /// cached ones are read from `store`, only the missing ones are computed (now), and those are
+    /// stored for next time.
     pub async fn embed_cached(
         &self,
         store: &Store,
         items: Vec<(String, String)>,
     ) -> Result<Vec<Arc<[f32]>>, AppError> {
+        let lookup = self.look_up(store, items).await?;
+        let fresh = self.compute(&lookup, Urgency::Now).await?;
+        self.complete(store, lookup, fresh).await
+    }
+
+    /// The first part of [`EmbeddingService::embed_cached`]: what memory and `store` hold for
+    /// `(cache key, text)` items, and which are missing. Memory is not written until
+    /// [`EmbeddingService::complete`], so a caller may look up and compute outside a lock that
+    /// guards what is remembered (a session's gate), and take it only to complete.
+    pub async fn look_up(
+        &self,
+        store: &Store,
+        items: Vec<(String, String)>,
+    ) -> Result<Lookup, AppError> {
         let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
-        let mut vectors = self.memory.get_many(&keys);
+        let vectors = self.memory.get_many(&keys);
         let unknown: Vec<String> = keys
             .iter()
             .zip(&vectors)
             .filter(|(_, v)| v.is_none())
             .map(|(k, _)| k.clone())
             .collect();
-        let mut found: HashMap<String, Arc<[f32]>> = if unknown.is_empty() {
+        let stored: HashMap<String, Arc<[f32]>> = if unknown.is_empty() {
             HashMap::new()
         } else {
             store
@@ -321,25 +355,55 @@ impl EmbeddingService {
                 .map(|(k, v)| (k, Arc::from(v)))
                 .collect()
         };
-        let missing: Vec<&(String, String)> = items
-            .iter()
+        let missing = items
+            .into_iter()
             .zip(&vectors)
-            .filter(|((k, _), v)| v.is_none() && !found.contains_key(k))
+            .filter(|((k, _), v)| v.is_none() && !stored.contains_key(k))
             .map(|(item, _)| item)
             .collect();
-        if !missing.is_empty() {
-            let mut fresh = Vec::with_capacity(missing.len());
-            for chunk in missing.chunks(MAX_INPUTS) {
-                let computed = self
-                    .embed(chunk.iter().map(|(_, t)| t.clone()).collect())
-                    .await?;
-                fresh.extend(
-                    chunk
-                        .iter()
-                        .zip(computed)
-                        .map(|((k, _), e)| (k.clone(), e.vector)),
-                );
-            }
+        Ok(Lookup {
+            keys,
+            vectors,
+            stored,
+            missing,
+        })
+    }
+
+    /// Computes the vectors a lookup misses (none when it misses none), [`MAX_INPUTS`] at a time.
+    pub async fn compute(
+        &self,
+        lookup: &Lookup,
+        urgency: Urgency,
+    ) -> Result<Vec<(String, Vec<f32>)>, AppError> {
+        let mut fresh = Vec::with_capacity(lookup.missing.len());
+        for chunk in lookup.missing.chunks(MAX_INPUTS) {
+            let texts = chunk.iter().map(|(_, t)| t.clone()).collect();
+            let computed = self.embed_with(texts, urgency).await?;
+            fresh.extend(
+                chunk
+                    .iter()
+                    .zip(computed)
+                    .map(|((k, _), e)| (k.clone(), e.vector)),
+            );
+        }
+        Ok(fresh)
+    }
+
+    /// Stores the `fresh` vectors of a lookup, remembers in memory what it read and computed, and
+    /// returns every item's vector in order.
+    pub async fn complete(
+        &self,
+        store: &Store,
+        lookup: Lookup,
+        fresh: Vec<(String, Vec<f32>)>,
+    ) -> Result<Vec<Arc<[f32]>>, AppError> {
+        let Lookup {
+            keys,
+            mut vectors,
+            stored: mut found,
+            ..
+        } = lookup;
+        if !fresh.is_empty() {
             store.put_embeddings(&self.model, &fresh).await?;
             found.extend(fresh.into_iter().map(|(k, v)| (k, Arc::from(v))));
         }

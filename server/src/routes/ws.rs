@@ -26,6 +26,7 @@ use tokio::sync::broadcast;
 use tracing::Instrument;
 
 use crate::client_addr::ClientAddr;
+use crate::embed::service::Urgency;
 use crate::error::AppError;
 use crate::hub::{ClientLease, Hub};
 use crate::state::AppState;
@@ -265,7 +266,7 @@ async fn send_topics<W: Sink<Message> + Unpin>(
     a: &mut Attached,
 ) -> Result<(), AppError> {
     let closed = |_| AppError::Conflict("socket closed");
-    topics::warm_before_view(state, &a.hub.session_id).await?;
+    topics::warm_before_view(state, &a.hub.session_id, Urgency::Now).await?;
     // Numbered before they are read: a view published meanwhile is newer, and comes after them.
     let (ids, (topics, view)) = {
         let _order = a.hub.view_lock.lock().await;

@@ -8,7 +8,7 @@ use glassbox_core::context::topics::{check_filter, check_threshold};
 use glassbox_core::context::{FilterView, MessageMark, SessionTopics, TopicSettings};
 use glassbox_core::wire::{MarkMessage, ServerEvent, SetSimilarityMode};
 
-use crate::embed::service::EmbedStatus;
+use crate::embed::service::{EmbedStatus, Urgency};
 use crate::error::AppError;
 use crate::hub::Hub;
 use crate::state::AppState;
@@ -51,7 +51,7 @@ async fn change_topic_settings(
             Ok::<_, AppError>(())
         })
         .await?;
-    super::publish_view(state, hub).await
+    super::publish_view(state, hub, Urgency::Now).await
 }
 
 /// Switches similarity mode for the session (off: the bubbles are visual only) and, when given,
@@ -95,7 +95,7 @@ pub async fn mark_message(
         message_id: message_id.to_owned(),
         mark,
     }));
-    super::publish_view(state, hub).await
+    super::publish_view(state, hub, Urgency::Now).await
 }
 
 /// The session's topics (empty before the first extraction) and the filter's view, asked for.

@@ -1,9 +1,8 @@
 //! Topic extraction after each reply, in the background: it never delays the reply or the next
-//! message. It starts once the conversation pauses (1.5 s after a reply). Its work that nothing
-//! else waits for (clustering, embedding the candidate labels) runs on the low-priority thread of
-//! [`crate::background`], so a message sent meanwhile gets the cores first; the messages' vectors
-//! are computed at normal priority, under the session's gate that a turn under a filter may wait
-//! for. Topics are regenerated whole from the conversation, stored with a generation number
+//! message. It starts once the conversation pauses (1.5 s after a reply). Its heavy work
+//! (embedding the messages and the candidate labels, clustering) runs on the low-priority thread
+//! of [`crate::background`], outside any lock a request takes, so a message sent meanwhile gets
+//! the cores first and waits for nothing of it. Topics are regenerated whole from the conversation, stored with a generation number
 //! (only a newer extraction may overwrite), and pushed to the session's tabs with the filter's
 //! view.
 //!
@@ -147,9 +146,8 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     publish(state, session_id).await?;
     // The filter scores more messages than extraction reads (and a topic model embeds none):
     // they are embedded now, while nobody waits, rather than by the first filter switched on.
-    // Still under the extraction permit, so two sessions at most do this at once. (At normal
-    // priority: a turn under a filter may wait for a step of these under the session's gate.)
-    if let Err(e) = super::warm_vectors(state, session_id, &whole).await {
+    // Still under the extraction permit, so two sessions at most do this at once.
+    if let Err(e) = super::warm_vectors(state, session_id, &whole, Urgency::Background).await {
         tracing::info!(session = session_id, error = %e, "vectors not computed ahead");
     }
     Ok(written)
@@ -161,7 +159,7 @@ async fn publish(state: &AppState, session_id: &str) -> Result<(), AppError> {
         if let Some(stored) = state.store.topics(session_id).await? {
             hub.publish(ServerEvent::Topics(stored));
         }
-        super::publish_view(state, &hub).await?;
+        super::publish_view(state, &hub, Urgency::Background).await?;
     }
     Ok(())
 }
@@ -253,7 +251,7 @@ async fn offline(
     let vectors = if history.is_empty() {
         Vec::new()
     } else {
-        match super::message_vectors(state, session_id, history).await {
+        match super::message_vectors(state, session_id, history, Urgency::Background).await {
             Ok(v) => v,
             Err(e) => {
                 tracing::info!(error = %e, "topics from text alone: no embeddings");

@@ -13,7 +13,7 @@ use glassbox_core::context::{FilterNote, FilterView, Score, SessionSettings, Ses
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 
-use crate::embed::service::{EmbedStatus, message_cache_key};
+use crate::embed::service::{EmbedStatus, Urgency, message_cache_key};
 use crate::error::AppError;
 use crate::hub::Hub;
 use crate::state::AppState;
@@ -132,7 +132,7 @@ async fn score(
         .collect();
     let first = candidates.len().saturating_sub(MAX_SCORED);
     let recent = &candidates[first..];
-    let message_vectors = message_vectors(state, session_id, recent).await?;
+    let message_vectors = message_vectors(state, session_id, recent, Urgency::Now).await?;
     let refs: Vec<Option<&[f32]>> = std::iter::repeat_n(None, first)
         .chain(message_vectors.iter().map(|v| Some(&v[..])))
         .collect();
@@ -155,30 +155,51 @@ pub async fn model_history(
 }
 
 /// The vectors of a session's messages, in order: from memory or the database, the missing ones
-/// computed (and cached) a step at a time. One step per session at a time: a filter switched on
-/// while extraction computes the same vectors waits for the step under way rather than computing
-/// it twice. Refused once the session is deleted (its vectors would outlive it).
+/// computed (and cached) a step at a time. Refused once the session is deleted (its vectors would
+/// outlive it): a step is stored under the session's gate, which deleting takes too.
+///
+/// - [`Urgency::Now`] (a turn's filter, a command): a whole step under the gate, so a request
+///   waits for another request's step under way rather than computing it twice.
+/// - [`Urgency::Background`] (extraction computing ahead): looked up and computed outside the
+///   gate, on the low-priority thread, which takes the gate only to store. A request never waits
+///   for this work: it computes what it needs itself, so the vectors of a step under way may be
+///   computed twice.
 pub async fn message_vectors(
     state: &AppState,
     session_id: &str,
     messages: &[ChatMessage],
+    urgency: Urgency,
 ) -> Result<Vec<Arc<[f32]>>, AppError> {
     let gate = session_gate(session_id);
+    let embeddings = &state.embeddings;
     let mut out = Vec::with_capacity(messages.len());
     for step in messages.chunks(WARM_STEP) {
-        let _one_at_a_time = gate.lock().await;
-        // Deleting takes the gate too: after it, nothing is stored for the session.
-        if state.store.session(session_id).await?.is_none() {
-            return Err(AppError::NotFound("session"));
-        }
-        out.extend(
-            state
-                .embeddings
-                .embed_cached(&state.store, step.iter().map(message_embed_item).collect())
-                .await?,
-        );
+        let items = step.iter().map(message_embed_item).collect();
+        let vectors = match urgency {
+            Urgency::Now => {
+                let _one_at_a_time = gate.lock().await;
+                still_there(state, session_id).await?;
+                embeddings.embed_cached(&state.store, items).await?
+            }
+            Urgency::Background => {
+                let lookup = embeddings.look_up(&state.store, items).await?;
+                let fresh = embeddings.compute(&lookup, Urgency::Background).await?;
+                let _store_alone = gate.lock().await;
+                still_there(state, session_id).await?;
+                embeddings.complete(&state.store, lookup, fresh).await?
+            }
+        };
+        out.extend(vectors);
     }
     Ok(out)
+}
+
+/// Refuses to store vectors for a deleted session (called under its gate).
+async fn still_there(state: &AppState, session_id: &str) -> Result<(), AppError> {
+    match state.store.session(session_id).await? {
+        Some(_) => Ok(()),
+        None => Err(AppError::NotFound("session")),
+    }
 }
 
 /// The session's lock for [`message_vectors`] (entries go once nobody holds theirs).
@@ -207,12 +228,13 @@ pub async fn warm_vectors(
     state: &AppState,
     session_id: &str,
     history: &[ChatMessage],
+    urgency: Urgency,
 ) -> Result<(), AppError> {
     if !matches!(state.embeddings.status(), EmbedStatus::Ready { .. }) {
         return Ok(());
     }
     let first = history.len().saturating_sub(MAX_SCORED);
-    message_vectors(state, session_id, &history[first..]).await?;
+    message_vectors(state, session_id, &history[first..], urgency).await?;
     Ok(())
 }
 
@@ -231,23 +253,32 @@ pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterVi
 /// Computes the vectors a filter that applies will score, before the view lock is taken: the
 /// session's other commands and new tabs then wait for the lock only while a view is read, not
 /// while the model embeds (failures are logged; scoring under the lock tries again, and falls
-/// back to the whole history).
-pub async fn warm_before_view(state: &AppState, session_id: &str) -> Result<(), AppError> {
+/// back to the whole history). `urgency`: who waits for the view.
+pub async fn warm_before_view(
+    state: &AppState,
+    session_id: &str,
+    urgency: Urgency,
+) -> Result<(), AppError> {
     let t = state.store.settings(session_id).await?.topics;
     if t.filter.is_empty() || !t.similarity_mode.unwrap_or(state.config.embedding_search) {
         return Ok(());
     }
     let history = model_history(state, session_id).await?;
-    if let Err(e) = warm_vectors(state, session_id, &history).await {
+    if let Err(e) = warm_vectors(state, session_id, &history, urgency).await {
         tracing::warn!(session = session_id, error = %e, "vectors not computed ahead");
     }
     Ok(())
 }
 
 /// Tells every tab of the session the filter's view (read under the hub's view lock, so tabs get
-/// views in the order of the state they show; vectors computed first, outside the lock).
-pub async fn publish_view(state: &AppState, hub: &Hub) -> Result<FilterView, AppError> {
-    warm_before_view(state, &hub.session_id).await?;
+/// views in the order of the state they show; vectors computed first, outside the lock, as
+/// `urgency` says: [`Urgency::Now`] for a command, [`Urgency::Background`] for extraction).
+pub async fn publish_view(
+    state: &AppState,
+    hub: &Hub,
+    urgency: Urgency,
+) -> Result<FilterView, AppError> {
+    warm_before_view(state, &hub.session_id, urgency).await?;
     let _order = hub.view_lock.lock().await;
     let view = current_view(state, &hub.session_id).await?;
     hub.publish(ServerEvent::Filter(view.clone()));
