@@ -1,5 +1,5 @@
 //! One low-priority thread for background CPU work that no request waits for: topic extraction's
-//! clustering and the embedding of its candidate labels. On Linux the thread runs under
+//! embedding of the messages and of its candidate labels, and its clustering. On Linux the thread runs under
 //! `SCHED_IDLE` (or, where that is refused, at nice 10): when a turn and this work want the same
 //! cores (two, on a small machine), the turn's threads take them and the work waits (under a load
 //! that never lets up, topics lag). Nothing that a request may wait for (a lock, a session's gate)
@@ -7,6 +7,7 @@
 //! start, they run on tokio's blocking pool at normal priority.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use thiserror::Error;
@@ -17,6 +18,22 @@ use tokio::sync::oneshot;
 const NICE: i32 = 10;
 
 type Job = Box<dyn FnOnce() + Send>;
+
+/// Jobs given and finished since the process started.
+static GIVEN: AtomicU64 = AtomicU64::new(0);
+static FINISHED: AtomicU64 = AtomicU64::new(0);
+
+/// How many jobs have finished in this process (a benchmark tells from it whether background work
+/// ran while it measured).
+pub fn finished() -> u64 {
+    FINISHED.load(Ordering::Relaxed)
+}
+
+/// Jobs given and not finished yet (the one running included).
+pub fn pending() -> u64 {
+    let finished = FINISHED.load(Ordering::Relaxed);
+    GIVEN.load(Ordering::Relaxed).saturating_sub(finished)
+}
 
 /// Why a background job gave no result.
 #[derive(Debug, Error)]
@@ -36,8 +53,10 @@ pub async fn run<T: Send + 'static>(
     let (tx, rx) = oneshot::channel();
     let job: Job = Box::new(move || {
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        FINISHED.fetch_add(1, Ordering::Relaxed);
         let _ = tx.send(out);
     });
+    GIVEN.fetch_add(1, Ordering::Relaxed);
     match sender() {
         Ok(sender) => sender.send(job).map_err(|_| BackgroundError::Stopped)?,
         Err(e) => {

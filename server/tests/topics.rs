@@ -320,10 +320,13 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
     assert_eq!(view["total"], count);
     assert_eq!(state.embeddings.computed() - before, 1, "only the label was embedded");
     // A filter changed while an extraction computes vectors does not wait for them: it computes
-    // what it needs itself, so a new message is computed twice at most (once by each).
+    // what it needs itself, so a new message is computed twice at most (once by each). The
+    // background thread is held busy meanwhile, so a filter that waited for extraction's vectors
+    // would never finish.
     let more = 300;
     let new_keys = import(state, &id, count..count + more).await;
     let before = state.embeddings.computed();
+    let (busy, release) = hold_background_thread().await;
     let extraction = tokio::spawn({
         let (state, id) = (state.clone(), id.clone());
         async move {
@@ -331,11 +334,25 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
             glassbox_server::topics::extract::run(&state, &id, generation).await
         }
     });
-    // Once the extraction is computing (extractions of other tests may hold the permits first).
-    until_computing(state, before).await;
-    let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label]})).await;
+    // Once a job waits behind the held one: the extraction's (it reads and looks up 640 messages
+    // first; other tests' extractions may hold the permits, or queue a job of theirs).
+    let queued = async {
+        while glassbox_server::background::pending() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), queued).await.expect("the extraction waits for the thread");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let path = format!("/api/sessions/{id}/filter");
+    let changed = put(&server, &path, &token, json!({"labels": [label]}));
+    let (status, view) = tokio::time::timeout(Duration::from_secs(120), changed)
+        .await
+        .expect("the filter waited for the extraction's background work");
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["total"], count + more);
+    assert!(!extraction.is_finished(), "the extraction went on without the background thread");
+    release.send(()).unwrap();
+    busy.await.unwrap();
     extraction.await.unwrap().unwrap();
     let computed = state.embeddings.computed() - before;
     // The new messages once or twice, the label once, at most 8 × 8 candidate labels of the
@@ -344,6 +361,22 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
     assert!(computed >= more as u64 && computed <= most, "{computed} computed for {more} new messages");
     let missing = new_keys.iter().filter(|k| !state.embeddings.remembers(k)).count();
     assert_eq!(missing, 0, "every new message's vector is remembered");
+}
+
+/// Occupies the background thread until the returned sender is used (the task ends then).
+async fn hold_background_thread() -> (tokio::task::JoinHandle<()>, std::sync::mpsc::Sender<()>) {
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let (started, running) = tokio::sync::oneshot::channel();
+    let busy = tokio::spawn(async move {
+        glassbox_server::background::run(move || {
+            let _ = started.send(());
+            let _ = wait.recv();
+        })
+        .await
+        .unwrap();
+    });
+    running.await.expect("the background thread runs the job");
+    (busy, release)
 }
 
 /// Purging an idle session while a step of its vectors is computed, by a request or in the

@@ -369,7 +369,9 @@ impl EmbeddingService {
         })
     }
 
-    /// Computes the vectors a lookup misses (none when it misses none), [`MAX_INPUTS`] at a time.
+    /// Computes the vectors a lookup misses (none when it misses none), [`MAX_INPUTS`] at a time;
+    /// those memory has come to hold since (another caller computed them) are left to
+    /// [`EmbeddingService::complete`], which takes them from memory.
     pub async fn compute(
         &self,
         lookup: &Lookup,
@@ -377,6 +379,17 @@ impl EmbeddingService {
     ) -> Result<Vec<(String, Vec<f32>)>, AppError> {
         let mut fresh = Vec::with_capacity(lookup.missing.len());
         for chunk in lookup.missing.chunks(MAX_INPUTS) {
+            let keys: Vec<String> = chunk.iter().map(|(k, _)| k.clone()).collect();
+            let known = self.memory.get_many(&keys);
+            let chunk: Vec<&(String, String)> = chunk
+                .iter()
+                .zip(&known)
+                .filter(|(_, v)| v.is_none())
+                .map(|(item, _)| item)
+                .collect();
+            if chunk.is_empty() {
+                continue;
+            }
             let texts = chunk.iter().map(|(_, t)| t.clone()).collect();
             let computed = self.embed_with(texts, urgency).await?;
             fresh.extend(
@@ -403,9 +416,19 @@ impl EmbeddingService {
             stored: mut found,
             ..
         } = lookup;
+        // What another caller computed meanwhile (and `compute` skipped) is in memory; memory's
+        // copy wins over one computed twice, as the database's first copy does.
+        let missing: Vec<String> = lookup_missing_keys(&keys, &vectors, &found);
+        for (key, v) in missing.iter().zip(self.memory.get_many(&missing)) {
+            if let Some(v) = v {
+                found.insert(key.clone(), v);
+            }
+        }
         if !fresh.is_empty() {
             store.put_embeddings(&self.model, &fresh).await?;
-            found.extend(fresh.into_iter().map(|(k, v)| (k, Arc::from(v))));
+            for (k, v) in fresh {
+                found.entry(k).or_insert_with(|| Arc::from(v));
+            }
         }
         self.memory
             .put_many(found.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -461,6 +484,19 @@ impl EmbeddingService {
         self.computed.fetch_add(count, Ordering::Relaxed);
         Ok(result)
     }
+}
+
+/// Keys found neither in memory (by position) nor in `found`.
+fn lookup_missing_keys(
+    keys: &[String],
+    vectors: &[Option<Arc<[f32]>>],
+    found: &HashMap<String, Arc<[f32]>>,
+) -> Vec<String> {
+    keys.iter()
+        .zip(vectors)
+        .filter(|(k, v)| v.is_none() && !found.contains_key(*k))
+        .map(|(k, _)| k.clone())
+        .collect()
 }
 
 /// Refuses an empty request, one of more than [`MAX_INPUTS`] texts, and texts over the message size.
