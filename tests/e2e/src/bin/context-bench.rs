@@ -560,8 +560,8 @@ async fn first_token_with_extraction() -> Result<()> {
         );
     }
     println!(
-        "Rounds in which vectors were computed while the measured message waited: {} (of \
-         {ROUNDS_AT_START} each).",
+        "Rounds in which a background job (extraction's embedding or clustering) finished while \
+         the measured message waited: {} (of {ROUNDS_AT_START} each).",
         TTFT_SERVERS
             .iter()
             .zip(&overlapped)
