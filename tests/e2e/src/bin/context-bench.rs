@@ -328,18 +328,21 @@ impl Timed {
         Ok(first.unwrap_or_default().as_secs_f64() * 1e3)
     }
 
-    /// Selects the session's first topic (the filter then scores every turn's history).
-    async fn select_first_topic(&self, http: &reqwest::Client) -> Result<()> {
-        let r: serde_json::Value = http
-            .get(format!(
-                "http://{}/api/sessions/{}/topics",
-                self.addr, self.id
-            ))
+    /// The session's stored topics (`GET /api/sessions/{id}/topics`).
+    async fn topics(&self, http: &reqwest::Client) -> Result<serde_json::Value> {
+        let url = format!("http://{}/api/sessions/{}/topics", self.addr, self.id);
+        Ok(http
+            .get(url)
             .bearer_auth(&self.token)
             .send()
             .await?
             .json()
-            .await?;
+            .await?)
+    }
+
+    /// Selects the session's first topic (the filter then scores every turn's history).
+    async fn select_first_topic(&self, http: &reqwest::Client) -> Result<()> {
+        let r = self.topics(http).await?;
         let label = r["topics"]["topics"][0]["label"].clone();
         anyhow::ensure!(label.is_string(), "no topic to select: {r}");
         let view: serde_json::Value = http
@@ -363,16 +366,7 @@ impl Timed {
     /// Waits until the stored topics were extracted from `messages` messages (at most 60 s).
     async fn topics_of(&self, http: &reqwest::Client, messages: u64) -> Result<()> {
         for _ in 0..600 {
-            let r: serde_json::Value = http
-                .get(format!(
-                    "http://{}/api/sessions/{}/topics",
-                    self.addr, self.id
-                ))
-                .bearer_auth(&self.token)
-                .send()
-                .await?
-                .json()
-                .await?;
+            let r = self.topics(http).await?;
             if r["topics"]["messageCount"].as_u64() == Some(messages) {
                 return Ok(());
             }
