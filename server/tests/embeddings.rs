@@ -127,12 +127,7 @@ fn a_batch_gives_the_same_vectors_as_one_at_a_time() {
         for (text, b) in texts.iter().zip(&batched) {
             let single = &e.embed(&[text]).expect("single")[0];
             assert_eq!(single.tokens, b.tokens);
-            let worst = single
-                .vector
-                .iter()
-                .zip(&b.vector)
-                .map(|(x, y)| (x - y).abs())
-                .fold(0f32, f32::max);
+            let worst = max_drift(&single.vector, &b.vector);
             assert!(
                 worst < 1e-5,
                 "{engine}: batched differs by {worst} for {text:?}"
@@ -152,6 +147,14 @@ fn long_input_is_truncated_and_flagged() {
 }
 
 /// Links `names` of the provisioned model into `dir`.
+/// The largest difference between two vectors' components.
+fn max_drift(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max)
+}
+
 fn link_model_files(dir: &Path, names: &[&str]) {
     for name in names {
         let _ = std::fs::remove_file(dir.join(name));
@@ -338,12 +341,7 @@ async fn a_cache_hit_computes_nothing() {
         .await
         .unwrap();
     for (a, b) in now.iter().zip(&background) {
-        let drift = a
-            .vector
-            .iter()
-            .zip(&b.vector)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0f32, f32::max);
+        let drift = max_drift(&a.vector, &b.vector);
         assert!(drift < 1e-5, "background vector differs by {drift}");
     }
 }

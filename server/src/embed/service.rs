@@ -71,13 +71,6 @@ pub struct Lookup {
     missing: Vec<(String, String)>,
 }
 
-impl Lookup {
-    /// Items no cache holds.
-    pub fn missing(&self) -> usize {
-        self.missing.len()
-    }
-}
-
 /// Where the model stands, for `/healthz`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EmbedStatus {
