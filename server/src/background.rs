@@ -5,10 +5,15 @@
 //! that never lets up, topics lag). Nothing that a request may wait for (a lock, a session's gate)
 //! is held while a job runs here. Jobs run one at a time, in the order given; if the thread cannot
 //! start, they run on tokio's blocking pool at normal priority.
+//!
+//! The async side of that work (database reads and writes, hashing, lookups) runs at normal
+//! priority, so it also gives way: before each of its steps it waits, a bounded time, while a turn
+//! is starting ([`TurnStarting`], [`after_turns_start`]).
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::time::Duration;
 
 use thiserror::Error;
 use tokio::sync::oneshot;
@@ -33,6 +38,69 @@ pub fn finished() -> u64 {
 pub fn pending() -> u64 {
     let finished = FINISHED.load(Ordering::Relaxed);
     GIVEN.load(Ordering::Relaxed).saturating_sub(finished)
+}
+
+/// Turns of this process between their arrival and their first token (or their end).
+static STARTING: AtomicUsize = AtomicUsize::new(0);
+
+fn quiet() -> &'static tokio::sync::Notify {
+    static QUIET: OnceLock<tokio::sync::Notify> = OnceLock::new();
+    QUIET.get_or_init(tokio::sync::Notify::new)
+}
+
+/// Most time [`after_turns_start`] waits: a turn gets to its first token in milliseconds, so
+/// this only bounds how long topics lag under a load that never lets up.
+pub const YIELD_BOUND: Duration = Duration::from_millis(250);
+
+/// Held by a turn from its arrival until its first token (or its end): background work waits
+/// for it at its next step ([`after_turns_start`]).
+#[derive(Debug)]
+pub struct TurnStarting(());
+
+impl TurnStarting {
+    /// Counts a turn as starting until the value is dropped.
+    pub fn begin() -> Self {
+        STARTING.fetch_add(1, Ordering::AcqRel);
+        Self(())
+    }
+}
+
+impl Drop for TurnStarting {
+    fn drop(&mut self) {
+        if STARTING.fetch_sub(1, Ordering::AcqRel) == 1 {
+            quiet().notify_waiters();
+        }
+    }
+}
+
+/// Turns starting now ([`TurnStarting`]).
+pub fn turns_starting() -> usize {
+    STARTING.load(Ordering::Acquire)
+}
+
+/// Waits until no turn is starting, at most [`YIELD_BOUND`]: background work calls it before
+/// each of its steps that runs at normal priority, so a message sent meanwhile gets to its first
+/// token without sharing the cores, the runtime or the database writer with it.
+pub async fn after_turns_start() {
+    let waited = tokio::time::timeout(YIELD_BOUND, async {
+        loop {
+            let notified = quiet().notified();
+            tokio::pin!(notified);
+            // Registered before the count is read, so a turn ending in between still wakes us.
+            notified.as_mut().enable();
+            if turns_starting() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    })
+    .await;
+    if waited.is_err() {
+        tracing::debug!(
+            starting = turns_starting(),
+            "background work goes on beside turns"
+        );
+    }
 }
 
 /// Why a background job gave no result.
@@ -144,6 +212,27 @@ mod tests {
             4,
             "the thread goes on after a panic"
         );
+    }
+
+    #[tokio::test]
+    async fn background_work_waits_for_starting_turns_within_a_bound() {
+        // A turn starting: the wait ends when its first token comes, not before.
+        let turn = TurnStarting::begin();
+        let waiter = tokio::spawn(after_turns_start());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "went on while a turn was starting");
+        drop(turn);
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken when the turn got its first token")
+            .unwrap();
+        // A turn that never gets there: the wait is bounded.
+        let _stuck = TurnStarting::begin();
+        let t = std::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(5), after_turns_start())
+            .await
+            .expect("the wait is bounded");
+        assert!(t.elapsed() >= YIELD_BOUND);
     }
 
     #[cfg(target_os = "linux")]

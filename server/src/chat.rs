@@ -9,6 +9,7 @@ use glassbox_core::wire::{Accepted, ChatMessage, ChatRequest, ReplyStart, Role, 
 
 use tracing::Instrument;
 
+use crate::background::TurnStarting;
 use crate::error::AppError;
 use crate::hub::Hub;
 use crate::rate_limits::StreamPermit;
@@ -36,6 +37,7 @@ impl AppState {
         req: ChatRequest,
         address: Option<IpAddr>,
     ) -> Result<Submitted, AppError> {
+        let starting = TurnStarting::begin();
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
         // What refuses without spending comes first, so a refused message costs no allowance.
@@ -84,6 +86,7 @@ impl AppState {
             message.id.clone(),
             reply.id.clone(),
             permit,
+            starting,
         );
         Ok(Submitted {
             message,
@@ -101,6 +104,7 @@ impl AppState {
         message_id: &str,
         address: Option<IpAddr>,
     ) -> Result<(), AppError> {
+        let starting = TurnStarting::begin();
         let session_id = hub.session_id.as_str();
         self.check_budget(session_id).await?;
         let permit = self.limits.stream(address)?;
@@ -119,11 +123,19 @@ impl AppState {
             return Err(AppError::Conflict("only a failed reply can be retried"));
         }
         hub.publish(reply_start(&reply));
-        self.spawn_turn(hub.clone(), model.to_owned(), reply_to, reply.id, permit);
+        self.spawn_turn(
+            hub.clone(),
+            model.to_owned(),
+            reply_to,
+            reply.id,
+            permit,
+            starting,
+        );
         Ok(())
     }
 
-    /// Runs the reply in the background; `permit` holds the address's streaming slot until it ends.
+    /// Runs the reply in the background; `permit` holds the address's streaming slot until it
+    /// ends, `starting` counts the turn as starting until its first token.
     fn spawn_turn(
         &self,
         hub: Arc<Hub>,
@@ -131,6 +143,7 @@ impl AppState {
         user_message_id: String,
         reply_id: String,
         permit: StreamPermit,
+        starting: TurnStarting,
     ) {
         let state = self.clone();
         // The turn logs under the request or connection that started it.
@@ -140,7 +153,8 @@ impl AppState {
                 let _permit = permit;
                 let _in_order = hub.turn_lock.lock().await;
                 if let Err(e) =
-                    crate::turn::run(&state, &hub, &model, &user_message_id, &reply_id).await
+                    crate::turn::run(&state, &hub, &model, &user_message_id, &reply_id, starting)
+                        .await
                 {
                     let wire = e.to_wire().for_message(&reply_id);
                     hub.publish(ServerEvent::Error(wire));

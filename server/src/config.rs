@@ -49,6 +49,10 @@ pub struct Config {
     pub topic_model: Option<String>,
     /// Whether topics are extracted after replies (`GLASSBOX_TOPICS`, on).
     pub topics_enabled: bool,
+    /// How long after a reply its topic extraction starts, so a burst of replies is extracted
+    /// once and a message sent right after a reply never meets it (`GLASSBOX_TOPICS_SETTLE_MS`,
+    /// 1,500).
+    pub topics_settle: Duration,
     /// The cosine a message needs with a selected topic (`GLASSBOX_SIMILARITY_THRESHOLD`, 0.4).
     pub similarity_threshold: f32,
     /// Whether topic filters select history (`GLASSBOX_EMBEDDING_SEARCH`, on; per session too).
@@ -211,6 +215,7 @@ impl Config {
             summary_model: get("GLASSBOX_SUMMARY_MODEL"),
             topic_model,
             topics_enabled: switch(&get, "GLASSBOX_TOPICS", true)?,
+            topics_settle: millis(&get, "GLASSBOX_TOPICS_SETTLE_MS", 1_500)?,
             similarity_threshold: {
                 let t: f32 = parse(&get, "GLASSBOX_SIMILARITY_THRESHOLD", "0.4")?;
                 glassbox_core::context::topics::check_threshold(t).map_err(|e| {

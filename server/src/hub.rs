@@ -39,6 +39,8 @@ pub struct Hub {
     /// Set when an existing session comes back to life in this process (a resume): its next turn
     /// reminds the model of the session's context sets.
     resume_pending: AtomicBool,
+    /// The selected topic labels' vectors, while the session is live.
+    pub labels: crate::topics::LabelVectors,
 }
 
 impl Hub {
@@ -55,6 +57,7 @@ impl Hub {
             clients: Mutex::new(0),
             abandoned: watch::channel(false).0,
             grace,
+            labels: Default::default(),
             resume_pending: AtomicBool::new(false),
         }
     }

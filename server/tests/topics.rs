@@ -238,6 +238,68 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
     assert!((view["messageIds"].as_array().unwrap().len() as u64) < view["total"].as_u64().unwrap(), "{view}");
 }
 
+/// A turn under a filter embeds nothing it could have had ahead: the selected label's vector is
+/// kept with the session (the view embedded it), and the last exchange's vectors are computed once
+/// its reply is done, before the next message (extraction, which would do it too, is held off).
+#[tokio::test]
+async fn a_turn_under_a_filter_embeds_nothing_it_could_have_had_ahead() {
+    let server = start(&[("GLASSBOX_TOPICS_SETTLE_MS", "600000")]).await;
+    let state = &server.state;
+    let (id, token, _) = server.new_session().await;
+    for (q, a) in KUBERNETES.iter().chain(&SOURDOUGH) {
+        say(&server, &id, &token, q, a).await;
+    }
+    let topics = SessionTopics {
+        topics: vec![
+            Topic { label: "Kubernetes networking".into(), count: 6 },
+            Topic { label: "Sourdough baking".into(), count: 6 },
+        ],
+        generation: glassbox_server::topics::extract::next_generation(),
+        ..Default::default()
+    };
+    assert!(state.store.put_topics(&id, &topics).await.unwrap());
+    let (status, view) = put(
+        &server,
+        &format!("/api/sessions/{id}/filter"),
+        &token,
+        json!({"labels": ["Sourdough baking"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+    let questions = ["How long should the dough proof?", "Should the starter be fed before baking?"];
+    for (round, question) in questions.into_iter().enumerate() {
+        let before = state.embeddings.computed();
+        let asked = server.fake.requests().len();
+        server.fake.set(Behaviour::Reply {
+            chunks: vec!["Noted.".into(), " About four hours.".into()],
+            delay: Duration::from_millis(300),
+        });
+        // What the turn embedded by the time the provider has its request (its reply not done).
+        let (answer, embedded) = tokio::join!(server.chat(&id, &token, question), async {
+            while server.fake.requests().len() == asked {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            state.embeddings.computed() - before
+        });
+        assert_eq!(embedded, 0, "round {round}: the turn embedded {embedded} texts");
+        let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
+        assert!(receipt.filter.is_some(), "round {round}: the filter applied: {receipt:?}");
+        // The exchange's vectors come without another message (extraction is held off).
+        let messages = state.store.message_texts(&id).await.unwrap();
+        let keys: Vec<String> = messages[messages.len() - 2..]
+            .iter()
+            .map(|m| glassbox_server::topics::message_embed_item(m).0)
+            .collect();
+        for _ in 0..600 {
+            if keys.iter().all(|k| state.embeddings.remembers(k)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(keys.iter().all(|k| state.embeddings.remembers(k)), "round {round}: {keys:?}");
+    }
+}
+
 #[tokio::test]
 async fn the_last_view_every_tab_hears_is_the_current_one() {
     let server = start(&[]).await;
@@ -318,7 +380,8 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
     let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label.clone()]})).await;
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["total"], count);
-    assert_eq!(state.embeddings.computed() - before, 1, "only the label was embedded");
+    // Not even the label: extraction kept its vector with the session.
+    assert_eq!(state.embeddings.computed() - before, 0, "nothing embedded");
     // A filter changed while an extraction computes vectors does not wait for them: it computes
     // what it needs itself, so a new message is computed twice at most (once by each). The
     // background thread is held busy meanwhile, so a filter that waited for extraction's vectors
@@ -677,6 +740,30 @@ async fn an_older_extraction_never_overwrites_a_newer_one() {
     assert!(state.store.topics(&id).await.unwrap().unwrap().topics[0].label != "Stale");
     // A deleted session gets no topics back.
     assert!(!state.store.put_topics("gone", &SessionTopics { generation: u64::MAX >> 1, ..stale }).await.unwrap());
+}
+
+/// Extraction gives way to a turn that is starting: it reads and writes nothing until the turn has
+/// its first token (or, under a load that never lets up, a bound passes).
+#[tokio::test]
+async fn extraction_waits_while_a_turn_is_starting() {
+    let server = start(&[]).await;
+    let (id, token, _) = server.new_session().await;
+    say(&server, &id, &token, "Which chess opening suits a beginner?", "The Italian Game.").await;
+    topics_after(&server, &id, &token, 2).await;
+    let state = server.state.clone();
+    let turn = glassbox_server::background::TurnStarting::begin();
+    let generation = glassbox_server::topics::extract::next_generation();
+    let extraction = tokio::spawn({
+        let (state, id) = (state.clone(), id.clone());
+        async move { glassbox_server::topics::extract::run(&state, &id, generation).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stored = state.store.topics(&id).await.unwrap().unwrap();
+    assert!(stored.generation < generation, "stored while a turn was starting");
+    drop(turn);
+    let written = tokio::time::timeout(Duration::from_secs(30), extraction).await;
+    assert!(written.expect("finished once the turn started").unwrap().unwrap());
+    assert_eq!(state.store.topics(&id).await.unwrap().unwrap().generation, generation);
 }
 
 const TOPICS_JSON: &str = r#"{"topics":[{"label":"Chess openings","count":2},{"label":"Rook endgames","count":1}],

@@ -1,10 +1,11 @@
 //! Topic extraction after each reply, in the background: it never delays the reply or the next
-//! message. It starts once the conversation pauses (1.5 s after a reply). Its heavy work
-//! (embedding the messages and the candidate labels, clustering) runs on the low-priority thread
-//! of [`crate::background`], outside any lock a request takes, so a message sent meanwhile gets
-//! the cores first and waits for nothing of it. Topics are regenerated whole from the conversation, stored with a generation number
-//! (only a newer extraction may overwrite), and pushed to the session's tabs with the filter's
-//! view.
+//! message. It starts once the conversation pauses (1.5 s after a reply by default,
+//! `GLASSBOX_TOPICS_SETTLE_MS`). Its heavy work (embedding the messages and the candidate labels,
+//! clustering) runs on the low-priority thread of [`crate::background`], outside any lock a
+//! request takes, so a message sent meanwhile gets the cores first and waits for nothing of it;
+//! its other steps (reads, writes) wait while a turn is starting. Topics are regenerated whole
+//! from the conversation, stored with a generation number (only a newer extraction may
+//! overwrite), and pushed to the session's tabs with the filter's view.
 //!
 //! With a topic model (`GLASSBOX_TOPIC_MODEL`, the reply model by default): one call with a strict
 //! JSON schema. An answer that is not usable (invalid or partial JSON, no topic) keeps the previous
@@ -36,8 +37,6 @@ use crate::turn::call::{self, CallFailure};
 
 /// Most messages an extraction reads (the newest).
 pub const MAX_MESSAGES: usize = 600;
-/// How long after a reply its extraction starts (a newer reply in the meantime takes over).
-const SETTLE: std::time::Duration = std::time::Duration::from_millis(1_500);
 /// Extractions running at once in this process; more wait their turn.
 const CONCURRENT: usize = 2;
 
@@ -79,9 +78,10 @@ fn newest(session_id: &str) -> Option<u64> {
         .copied()
 }
 
-/// Starts an extraction for the session, 1.5 s from now; its generation is taken now, so a later
-/// start wins over this one whatever order they finish in, and an older one still waiting is
-/// skipped (no model call spent on a conversation a newer extraction reads whole).
+/// Starts an extraction for the session once the conversation settled (1.5 s from now by
+/// default); its generation is taken now, so a later start wins over this one whatever order
+/// they finish in, and an older one still waiting is skipped (no model call spent on a
+/// conversation a newer extraction reads whole).
 pub fn spawn(state: AppState, session_id: String) {
     let generation = next_generation();
     started()
@@ -91,7 +91,7 @@ pub fn spawn(state: AppState, session_id: String) {
     tokio::spawn(async move {
         // Topics follow the conversation when it pauses: a message sent right after a reply is
         // never slowed by this one's work, and a burst of replies is extracted once.
-        tokio::time::sleep(SETTLE).await;
+        tokio::time::sleep(state.config.topics_settle).await;
         match run(&state, &session_id, generation).await {
             Ok(true) => tracing::debug!(session = %session_id, "topics extracted"),
             Ok(false) => {
@@ -117,6 +117,9 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     if newest(session_id).is_some_and(|n| n > generation) {
         return Ok(false);
     }
+    // Each step at normal priority (reads, writes, lookups) first lets turns that are starting
+    // reach their first token.
+    crate::background::after_turns_start().await;
     let whole = super::model_history(state, session_id).await?;
     let first = whole.len().saturating_sub(MAX_MESSAGES);
     let history = &whole[first..];
@@ -142,12 +145,24 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     topics.message_count = history.len() as u32;
     // Selected labels that no longer exist stay in the settings but select nothing
     // (`history_filter` reads only current labels), so no write races a newer extraction's.
+    crate::background::after_turns_start().await;
     let written = state.store.put_topics(session_id, &topics).await?;
+    crate::background::after_turns_start().await;
     publish(state, session_id).await?;
     // The filter scores more messages than extraction reads (and a topic model embeds none):
     // they are embedded now, while nobody waits, rather than by the first filter switched on.
-    // Still under the extraction permit, so two sessions at most do this at once.
-    if let Err(e) = super::warm_vectors(state, session_id, &whole, Urgency::Background).await {
+    // Offline extraction has the newest `history.len()` already. Still under the extraction
+    // permit, so two sessions at most do this at once.
+    let done = if matches!(topics.source, TopicSource::Offline) {
+        history.len()
+    } else {
+        0
+    };
+    let scored = &whole[whole.len().saturating_sub(super::MAX_SCORED)..];
+    let ahead = &scored[..scored.len().saturating_sub(done)];
+    if !ahead.is_empty()
+        && let Err(e) = super::warm_vectors(state, session_id, ahead, Urgency::Background).await
+    {
         tracing::info!(session = session_id, error = %e, "vectors not computed ahead");
     }
     Ok(written)
@@ -280,7 +295,8 @@ async fn offline(
     })
     .await
     .map_err(|e| AppError::Internal(format!("offline topic extraction failed: {e}")))?;
-    label_by_meaning_of(state, &mut found).await;
+    let label_vectors = label_by_meaning_of(state, &mut found).await;
+    keep_label_vectors(state, session_id, &found.topics, label_vectors);
     Ok(SessionTopics {
         topics: found.topics,
         sticky_ids: found.sticky_ids,
@@ -290,11 +306,29 @@ async fn offline(
     })
 }
 
-/// Embeds the topics' candidate labels (a few dozen short phrases, not cached) and relabels each
-/// topic by meaning; when that fails the key-phrase labels stay.
-async fn label_by_meaning_of(state: &AppState, found: &mut Extracted) {
-    if found.centroids.iter().all(Option::is_none) {
+/// Keeps the new labels' vectors with the session's hub (when live), so that neither the view
+/// published next nor a turn under a filter embeds them again.
+fn keep_label_vectors(
+    state: &AppState,
+    session_id: &str,
+    topics: &[glassbox_core::context::topics::Topic],
+    mut vectors: HashMap<String, Vec<f32>>,
+) {
+    let Some(hub) = state.hubs.get(session_id) else {
         return;
+    };
+    for t in topics {
+        if let Some(v) = vectors.remove(&t.label) {
+            hub.labels.put(t.label.clone(), v);
+        }
+    }
+}
+
+/// Embeds the topics' candidate labels (a few dozen short phrases, not cached) and relabels each
+/// topic by meaning; when that fails the key-phrase labels stay. Returns the candidates' vectors.
+async fn label_by_meaning_of(state: &AppState, found: &mut Extracted) -> HashMap<String, Vec<f32>> {
+    if found.centroids.iter().all(Option::is_none) {
+        return HashMap::new();
     }
     // At most 8 topics of 8 candidates: one request (`MAX_INPUTS` is 128).
     let mut phrases: Vec<String> = Vec::new();
@@ -304,7 +338,7 @@ async fn label_by_meaning_of(state: &AppState, found: &mut Extracted) {
         }
     }
     if phrases.is_empty() {
-        return;
+        return HashMap::new();
     }
     match state
         .embeddings
@@ -317,8 +351,12 @@ async fn label_by_meaning_of(state: &AppState, found: &mut Extracted) {
                 .zip(vectors.into_iter().map(|e| e.vector))
                 .collect();
             label_by_meaning(found, |c| by_phrase.get(c).map(Vec::as_slice));
+            by_phrase
         }
-        Err(e) => tracing::info!(error = %e, "topic labels from key phrases alone"),
+        Err(e) => {
+            tracing::info!(error = %e, "topic labels from key phrases alone");
+            HashMap::new()
+        }
     }
 }
 

@@ -122,14 +122,8 @@ async fn score(
     labels: &[String],
     candidates: &[ChatMessage],
 ) -> Result<Vec<Option<f32>>, AppError> {
-    // Labels are few and short: embedded each time, not cached (the cache outlives sessions).
-    let label_vectors: Vec<Vec<f32>> = state
-        .embeddings
-        .embed(labels.to_vec())
-        .await?
-        .into_iter()
-        .map(|e| e.vector)
-        .collect();
+    let hub = state.hubs.get(session_id);
+    let label_vectors = label_vectors(state, hub.as_ref().map(|h| &h.labels), labels).await?;
     let first = candidates.len().saturating_sub(MAX_SCORED);
     let recent = &candidates[first..];
     let message_vectors = message_vectors(state, session_id, recent, Urgency::Now).await?;
@@ -137,6 +131,67 @@ async fn score(
         .chain(message_vectors.iter().map(|v| Some(&v[..])))
         .collect();
     Ok(topic_scores(&refs, &label_vectors))
+}
+
+/// The selected labels' vectors of a live session, kept with its hub so that turns under a filter
+/// do not embed them again. Not in the embedding cache, which outlives sessions: they go with the
+/// hub (a deleted session's are not kept).
+#[derive(Debug, Default)]
+pub struct LabelVectors(std::sync::Mutex<HashMap<String, Vec<f32>>>);
+
+impl LabelVectors {
+    /// Labels kept per session; more (many filters over many extractions) start afresh.
+    const KEPT: usize = 64;
+
+    fn get(&self, label: &str) -> Option<Vec<f32>> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.get(label).cloned()
+    }
+
+    pub(crate) fn put(&self, label: String, vector: Vec<f32>) {
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= Self::KEPT {
+            kept.clear();
+        }
+        kept.insert(label, vector);
+    }
+}
+
+/// Each label's vector: kept ones from `kept`, the others embedded now (and kept).
+async fn label_vectors(
+    state: &AppState,
+    kept: Option<&LabelVectors>,
+    labels: &[String],
+) -> Result<Vec<Vec<f32>>, AppError> {
+    let mut out: Vec<Option<Vec<f32>>> =
+        labels.iter().map(|l| kept.and_then(|k| k.get(l))).collect();
+    let missing: Vec<String> = labels
+        .iter()
+        .zip(&out)
+        .filter(|(_, v)| v.is_none())
+        .map(|(l, _)| l.clone())
+        .collect();
+    if !missing.is_empty() {
+        let computed = state.embeddings.embed(missing.clone()).await?;
+        let computed: HashMap<String, Vec<f32>> = missing
+            .into_iter()
+            .zip(computed.into_iter().map(|e| e.vector))
+            .collect();
+        for (slot, label) in out.iter_mut().zip(labels) {
+            if slot.is_none() {
+                *slot = computed.get(label).cloned();
+            }
+        }
+        if let Some(kept) = kept {
+            for (label, vector) in computed {
+                kept.put(label, vector);
+            }
+        }
+    }
+    out.into_iter()
+        .zip(labels)
+        .map(|(v, l)| v.ok_or_else(|| AppError::Internal(format!("no vector for the label {l:?}"))))
+        .collect()
 }
 
 /// The session's stored messages that reach the model, oldest first, as topics and the filter
@@ -163,7 +218,8 @@ pub async fn model_history(
 /// - [`Urgency::Background`] (extraction computing ahead): looked up and computed outside the
 ///   gate, on the low-priority thread, which takes the gate only to store. A request never waits
 ///   for this work: it computes what it needs itself, so the vectors of a step under way may be
-///   computed twice.
+///   computed twice. The lookup and the store wait for turns that are starting
+///   ([`crate::background::after_turns_start`]).
 pub async fn message_vectors(
     state: &AppState,
     session_id: &str,
@@ -182,8 +238,10 @@ pub async fn message_vectors(
                 embeddings.embed_cached(&state.store, items).await?
             }
             Urgency::Background => {
+                crate::background::after_turns_start().await;
                 let lookup = embeddings.look_up(&state.store, items).await?;
                 let fresh = embeddings.compute(&lookup, Urgency::Background).await?;
+                crate::background::after_turns_start().await;
                 let _store_alone = gate.lock().await;
                 still_there(state, session_id).await?;
                 embeddings.complete(&state.store, lookup, fresh).await?
@@ -236,6 +294,33 @@ pub async fn warm_vectors(
     let first = history.len().saturating_sub(MAX_SCORED);
     message_vectors(state, session_id, &history[first..], urgency).await?;
     Ok(())
+}
+
+/// Computes ahead, on the low-priority thread, the vectors of a reply and of the message it
+/// answers when the session's filter applies, so the next turn scores them without embedding
+/// (extraction would, but only once the conversation pauses).
+pub fn warm_reply(state: AppState, session_id: String, reply: ChatMessage) {
+    tokio::spawn(async move {
+        crate::background::after_turns_start().await;
+        let Ok(settings) = state.store.settings(&session_id).await else {
+            return;
+        };
+        let t = settings.topics;
+        if t.filter.is_empty() || !t.similarity_mode.unwrap_or(state.config.embedding_search) {
+            return;
+        }
+        let mut messages = Vec::with_capacity(2);
+        if let Some(to) = &reply.reply_to
+            && let Ok(Some(asked)) = state.store.message(&session_id, to).await
+        {
+            messages.push(asked);
+        }
+        messages.push(reply);
+        messages.retain(reaches_model);
+        if let Err(e) = warm_vectors(&state, &session_id, &messages, Urgency::Background).await {
+            tracing::debug!(session = %session_id, error = %e, "reply's vectors not computed ahead");
+        }
+    });
 }
 
 /// The filter's view of the whole stored history (outside a turn: after a change).

@@ -15,6 +15,7 @@ use glassbox_core::wire::{
     ToolExchange, ToolRound, Usage, WireError,
 };
 
+use crate::background::TurnStarting;
 use crate::error::AppError;
 use crate::hub::Hub;
 use crate::state::AppState;
@@ -42,14 +43,17 @@ impl Reply {
 }
 
 /// Runs the reply `reply_id` to the user message `user_message_id` with `model`: plans it, streams
-/// it through the tool loop, stores it and tells the session's clients.
+/// it through the tool loop, stores it and tells the session's clients. `starting` is let go at
+/// the first token (background work waits for it until then).
 pub async fn run(
     state: &AppState,
     hub: &Hub,
     model: &str,
     user_message_id: &str,
     reply_id: &str,
+    starting: TurnStarting,
 ) -> Result<(), AppError> {
+    let mut starting = Some(starting);
     let session_id = hub.session_id.as_str();
     let history = state
         .store
@@ -112,6 +116,7 @@ pub async fn run(
         }
         let text_before = reply.content.len();
         let mut on_text = |text: String| {
+            starting.take();
             reply.content.push_str(&text);
             checkpoints.text(&text);
             hub.publish(ServerEvent::Delta(Delta {
@@ -127,6 +132,8 @@ pub async fn run(
             &mut on_text,
         )
         .await;
+        // A call that answered with tool calls and no text: the turn is under way all the same.
+        starting.take();
         // Spent, failure or not: what the provider reported, else our count of what went and came
         // back.
         let usage = out.as_ref().ok().and_then(|o| o.usage);
@@ -261,9 +268,12 @@ async fn finish(
     match error {
         Some(e) => hub.publish(ServerEvent::Error(e)),
         None => {
-            let frame = hub.publish(ServerEvent::Done(Done { message: stored }));
+            let frame = hub.publish(ServerEvent::Done(Done {
+                message: stored.clone(),
+            }));
             // Topics follow each reply, in the background.
             if state.config.topics_enabled {
+                crate::topics::warm_reply(state.clone(), hub.session_id.clone(), stored);
                 crate::topics::extract::spawn(state.clone(), hub.session_id.clone());
             }
             frame
