@@ -52,7 +52,8 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
                                 class="gb-sticky-topic"
                                 title="Standing instructions always reach the model"
                             >
-                                <span aria-hidden="true">"🔒 "</span>
+                                // Drawn in CSS: an emoji needs a font the machine may lack.
+                                <span class="gb-lock" aria-hidden="true"></span>
                                 {STICKY_LABEL}
                                 {format!(" · {sticky}")}
                             </p>

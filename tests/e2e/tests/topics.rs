@@ -113,6 +113,11 @@ async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() ->
             .execute(&format!("{ROOT} return r.querySelector('.gb-sticky-topic').textContent;"), vec![])
             .await?;
         assert!(sticky.as_str().unwrap_or_default().contains("Instructions & Preferences · 1"), "{sticky}");
+        // The lock is drawn (CSS, not an emoji that needs a font).
+        let lock = client
+            .execute(&format!("{ROOT} const l = r.querySelector('.gb-sticky-topic .gb-lock'); if (!l) return null; const b = l.getBoundingClientRect(); return [b.width, b.height, getComputedStyle(l, '::before').borderTopWidth];"), vec![])
+            .await?;
+        assert!(lock[0].as_f64() > Some(0.0) && lock[1].as_f64() > Some(0.0) && lock[2] != "0px", "lock: {lock}");
         let bread = labels
             .as_array()
             .into_iter()
