@@ -679,6 +679,24 @@ async fn topics_read_the_history_without_receipts() {
         .collect();
     assert_eq!(light, stripped);
     assert!(light[0].mark.is_some());
+    // Read in pages (extraction's way, giving way to turns between them): the same messages,
+    // across page boundaries and with a last page that is full.
+    let state = &server.state;
+    for (from, to, total) in [(0, 128 - light.len(), 128), (1_000, 1_070, 198)] {
+        import(state, &id, from..to).await;
+        let whole = glassbox_server::topics::model_history(state, &id).await.unwrap();
+        assert_eq!(whole.len(), total);
+        let paged = glassbox_server::topics::model_history_in_pages(state, &id).await.unwrap();
+        assert_eq!(paged, whole);
+    }
+    let (mut paged, mut after) = (Vec::new(), 0);
+    loop {
+        let page = state.store.message_texts_after(&id, after, 64).await.unwrap();
+        let Some((last, _)) = page.last() else { break };
+        after = *last;
+        paged.extend(page.into_iter().map(|(_, m)| m));
+    }
+    assert_eq!(paged, state.store.message_texts(&id).await.unwrap());
 }
 
 #[tokio::test]

@@ -508,14 +508,34 @@ impl Store {
     /// text, status, time and mark (the JSON parts, receipts among them, are left at their
     /// defaults and not decoded).
     pub async fn message_texts(&self, session_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
+        Ok(self
+            .message_texts_after(session_id, 0, i64::MAX)
+            .await?
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect())
+    }
+
+    /// A page of [`Store::message_texts`]: at most `limit` messages after position `after`
+    /// (0: from the first), each with its position (the next page starts after the last one).
+    pub async fn message_texts_after(
+        &self,
+        session_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, ChatMessage)>, StorageError> {
         let rows = sqlx::query(
-            "SELECT id, role, content, status, created_at, mark FROM messages \
-             WHERE session_id = ? ORDER BY seq",
+            "SELECT seq, id, role, content, status, created_at, mark FROM messages \
+             WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         )
         .bind(session_id)
+        .bind(after)
+        .bind(limit)
         .fetch_all(&self.reader)
         .await?;
-        rows.iter().map(message_text_from_row).collect()
+        rows.iter()
+            .map(|r| Ok((r.try_get("seq")?, message_text_from_row(r)?)))
+            .collect()
     }
 
     /// Sets or clears a message's mark; false when the session has no such message.

@@ -119,8 +119,7 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     }
     // Each step at normal priority (reads, writes, lookups) first lets turns that are starting
     // reach their first token.
-    crate::background::after_turns_start().await;
-    let whole = super::model_history(state, session_id).await?;
+    let whole = super::model_history_in_pages(state, session_id).await?;
     let first = whole.len().saturating_sub(MAX_MESSAGES);
     let history = &whole[first..];
     let mut topics = match &state.config.topic_model {

@@ -209,6 +209,35 @@ pub async fn model_history(
         .collect())
 }
 
+/// Messages per read of [`model_history_in_pages`].
+const HISTORY_PAGE: i64 = 64;
+
+/// [`model_history`] for work nobody waits for: read a page at a time, each after the turns
+/// starting meanwhile ([`crate::background::after_turns_start`]), so a turn that arrives during
+/// the read shares the database and the cores with one page of it at most.
+pub async fn model_history_in_pages(
+    state: &AppState,
+    session_id: &str,
+) -> Result<Vec<ChatMessage>, AppError> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        crate::background::after_turns_start().await;
+        let page = state
+            .store
+            .message_texts_after(session_id, after, HISTORY_PAGE)
+            .await?;
+        let full = page.len() as i64 == HISTORY_PAGE;
+        if let Some((seq, _)) = page.last() {
+            after = *seq;
+        }
+        out.extend(page.into_iter().map(|(_, m)| m).filter(reaches_model));
+        if !full {
+            return Ok(out);
+        }
+    }
+}
+
 /// The vectors of a session's messages, in order: from memory or the database, the missing ones
 /// computed (and cached) a step at a time. Refused once the session is deleted (its vectors would
 /// outlive it): a step is stored under the session's gate, which deleting takes too.
@@ -348,7 +377,10 @@ pub async fn warm_before_view(
     if t.filter.is_empty() || !t.similarity_mode.unwrap_or(state.config.embedding_search) {
         return Ok(());
     }
-    let history = model_history(state, session_id).await?;
+    let history = match urgency {
+        Urgency::Now => model_history(state, session_id).await?,
+        Urgency::Background => model_history_in_pages(state, session_id).await?,
+    };
     if let Err(e) = warm_vectors(state, session_id, &history, urgency).await {
         tracing::warn!(session = session_id, error = %e, "vectors not computed ahead");
     }
