@@ -37,13 +37,13 @@ impl AppState {
         req: ChatRequest,
         address: Option<IpAddr>,
     ) -> Result<Submitted, AppError> {
-        let starting = TurnStarting::begin();
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
         // What refuses without spending comes first, so a refused message costs no allowance.
         self.check_budget(session_id).await?;
         let permit = self.limits.stream(address)?;
         self.limits.message(address, session_id)?;
+        let starting = TurnStarting::begin();
         self.store.touch_session(session_id, now_ms()).await?;
         let id = new_id();
         let (message, duplicate) = self
@@ -104,11 +104,11 @@ impl AppState {
         message_id: &str,
         address: Option<IpAddr>,
     ) -> Result<(), AppError> {
-        let starting = TurnStarting::begin();
         let session_id = hub.session_id.as_str();
         self.check_budget(session_id).await?;
         let permit = self.limits.stream(address)?;
         self.limits.message(address, session_id)?;
+        let starting = TurnStarting::begin();
         self.store.touch_session(session_id, now_ms()).await?;
         let reply = self
             .store
@@ -135,7 +135,8 @@ impl AppState {
     }
 
     /// Runs the reply in the background; `permit` holds the address's streaming slot until it
-    /// ends, `starting` counts the turn as starting until its first token.
+    /// ends, `starting` counts the turn as starting until its first token (not while it waits
+    /// for the session's reply under way).
     fn spawn_turn(
         &self,
         hub: Arc<Hub>,
@@ -151,7 +152,18 @@ impl AppState {
         tokio::spawn(
             async move {
                 let _permit = permit;
-                let _in_order = hub.turn_lock.lock().await;
+                let mut starting = starting;
+                let _in_order = match hub.turn_lock.try_lock() {
+                    Ok(alone) => alone,
+                    // Queued behind the session's reply under way (which may stream for
+                    // minutes): not counted as starting until its turn comes.
+                    Err(_) => {
+                        drop(starting);
+                        let queued = hub.turn_lock.lock().await;
+                        starting = TurnStarting::begin();
+                        queued
+                    }
+                };
                 if let Err(e) =
                     crate::turn::run(&state, &hub, &model, &user_message_id, &reply_id, starting)
                         .await

@@ -39,7 +39,7 @@ pub struct Hub {
     /// Set when an existing session comes back to life in this process (a resume): its next turn
     /// reminds the model of the session's context sets.
     resume_pending: AtomicBool,
-    /// The selected topic labels' vectors, while the session is live.
+    /// The current topic labels' vectors, while the session is live.
     pub labels: crate::topics::LabelVectors,
 }
 

@@ -367,6 +367,8 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
     let (id, token, _) = server.new_session().await;
     // An imported or fast-growing session: more messages than one extraction reads.
     let state = &server.state;
+    // Live throughout (as with a tab open), so the label vectors kept with it stay.
+    let _live = state.hubs.get(&id).expect("the new session's hub");
     let count = glassbox_server::topics::extract::MAX_MESSAGES + 40;
     let keys = import(state, &id, 0..count).await;
     let generation = glassbox_server::topics::extract::next_generation();
@@ -686,17 +688,20 @@ async fn topics_read_the_history_without_receipts() {
         import(state, &id, from..to).await;
         let whole = glassbox_server::topics::model_history(state, &id).await.unwrap();
         assert_eq!(whole.len(), total);
-        let paged = glassbox_server::topics::model_history_in_pages(state, &id).await.unwrap();
-        assert_eq!(paged, whole);
+        for most in [0, 2, 63, 64, 65, 128, total, 10_000] {
+            let paged = glassbox_server::topics::model_history_in_pages(state, &id, most).await.unwrap();
+            assert_eq!(paged, whole[total.saturating_sub(most)..], "newest {most} of {total}");
+        }
     }
-    let (mut paged, mut after) = (Vec::new(), 0);
+    let (mut newest_first, mut before) = (Vec::new(), i64::MAX);
     loop {
-        let page = state.store.message_texts_after(&id, after, 64).await.unwrap();
+        let page = state.store.message_texts_before(&id, before, 64).await.unwrap();
         let Some((last, _)) = page.last() else { break };
-        after = *last;
-        paged.extend(page.into_iter().map(|(_, m)| m));
+        before = *last;
+        newest_first.extend(page.into_iter().map(|(_, m)| m));
     }
-    assert_eq!(paged, state.store.message_texts(&id).await.unwrap());
+    newest_first.reverse();
+    assert_eq!(newest_first, state.store.message_texts(&id).await.unwrap());
 }
 
 #[tokio::test]

@@ -508,28 +508,31 @@ impl Store {
     /// text, status, time and mark (the JSON parts, receipts among them, are left at their
     /// defaults and not decoded).
     pub async fn message_texts(&self, session_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
-        Ok(self
-            .message_texts_after(session_id, 0, i64::MAX)
-            .await?
-            .into_iter()
-            .map(|(_, m)| m)
-            .collect())
+        let rows = sqlx::query(
+            "SELECT id, role, content, status, created_at, mark FROM messages \
+             WHERE session_id = ? ORDER BY seq",
+        )
+        .bind(session_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(message_text_from_row).collect()
     }
 
-    /// A page of [`Store::message_texts`]: at most `limit` messages after position `after`
-    /// (0: from the first), each with its position (the next page starts after the last one).
-    pub async fn message_texts_after(
+    /// A page of [`Store::message_texts`] read from the newest end: at most `limit` messages
+    /// before position `before` (`i64::MAX`: from the newest), newest first, each with its
+    /// position (the next page ends before the last one).
+    pub async fn message_texts_before(
         &self,
         session_id: &str,
-        after: i64,
+        before: i64,
         limit: i64,
     ) -> Result<Vec<(i64, ChatMessage)>, StorageError> {
         let rows = sqlx::query(
             "SELECT seq, id, role, content, status, created_at, mark FROM messages \
-             WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+             WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
         )
         .bind(session_id)
-        .bind(after)
+        .bind(before)
         .bind(limit)
         .fetch_all(&self.reader)
         .await?;

@@ -119,13 +119,14 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     }
     // Each step at normal priority (reads, writes, lookups) first lets turns that are starting
     // reach their first token.
-    let whole = super::model_history_in_pages(state, session_id).await?;
+    let whole = super::model_history_in_pages(state, session_id, super::MAX_SCORED).await?;
     let first = whole.len().saturating_sub(MAX_MESSAGES);
     let history = &whole[first..];
-    let mut topics = match &state.config.topic_model {
+    // Whether the newest `history.len()` messages' vectors are computed (offline extraction).
+    let (mut topics, embedded) = match &state.config.topic_model {
         None => offline(state, session_id, history).await?,
         Some(model) => match from_model(state, session_id, model, history).await {
-            Ok(t) => t,
+            Ok(t) => (t, false),
             // The model answered, but not usably: the previous topics stay.
             Err(ModelTopicsError::Answer(e)) => {
                 publish(state, session_id).await?;
@@ -146,17 +147,16 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     // (`history_filter` reads only current labels), so no write races a newer extraction's.
     crate::background::after_turns_start().await;
     let written = state.store.put_topics(session_id, &topics).await?;
+    if written && let Some(hub) = state.hubs.get(session_id) {
+        hub.labels.keep_only(&topics);
+    }
     crate::background::after_turns_start().await;
     publish(state, session_id).await?;
     // The filter scores more messages than extraction reads (and a topic model embeds none):
     // they are embedded now, while nobody waits, rather than by the first filter switched on.
     // Offline extraction has the newest `history.len()` already. Still under the extraction
     // permit, so two sessions at most do this at once.
-    let done = if matches!(topics.source, TopicSource::Offline) {
-        history.len()
-    } else {
-        0
-    };
+    let done = if embedded { history.len() } else { 0 };
     let scored = &whole[whole.len().saturating_sub(super::MAX_SCORED)..];
     let ahead = &scored[..scored.len().saturating_sub(done)];
     if !ahead.is_empty()
@@ -256,12 +256,13 @@ const SCHEMA_NAME: &str = "report_topics";
 
 /// Offline extraction over the messages' cached vectors (computed when missing; `history` is the
 /// newest [`MAX_MESSAGES`] already), labels chosen by meaning among each topic's key phrases;
-/// without embeddings, from the text alone (one group, key-phrase labels).
+/// without embeddings, from the text alone (one group, key-phrase labels). True with the topics
+/// when every message's vector was computed.
 async fn offline(
     state: &AppState,
     session_id: &str,
     history: &[ChatMessage],
-) -> Result<SessionTopics, AppError> {
+) -> Result<(SessionTopics, bool), AppError> {
     let vectors = if history.is_empty() {
         Vec::new()
     } else {
@@ -273,6 +274,7 @@ async fn offline(
             }
         }
     };
+    let embedded = vectors.len() == history.len();
     let owned: Vec<(String, glassbox_core::wire::Role, String)> = history
         .iter()
         .map(|m| (m.id.clone(), m.role, m.content.clone()))
@@ -296,17 +298,19 @@ async fn offline(
     .map_err(|e| AppError::Internal(format!("offline topic extraction failed: {e}")))?;
     let label_vectors = label_by_meaning_of(state, &mut found).await;
     keep_label_vectors(state, session_id, &found.topics, label_vectors);
-    Ok(SessionTopics {
+    let topics = SessionTopics {
         topics: found.topics,
         sticky_ids: found.sticky_ids,
         source: TopicSource::Offline,
         generation: 0,
         message_count: 0,
-    })
+    };
+    Ok((topics, embedded))
 }
 
 /// Keeps the new labels' vectors with the session's hub (when live), so that neither the view
-/// published next nor a turn under a filter embeds them again.
+/// published next nor a turn under a filter embeds them again (a label kept already keeps its
+/// vector).
 fn keep_label_vectors(
     state: &AppState,
     session_id: &str,
@@ -318,13 +322,14 @@ fn keep_label_vectors(
     };
     for t in topics {
         if let Some(v) = vectors.remove(&t.label) {
-            hub.labels.put(t.label.clone(), v);
+            hub.labels.put(&t.label, Arc::from(v));
         }
     }
 }
 
-/// Embeds the topics' candidate labels (a few dozen short phrases, not cached) and relabels each
-/// topic by meaning; when that fails the key-phrase labels stay. Returns the candidates' vectors.
+/// Embeds the topics' candidate labels (a few dozen short phrases, not in the embedding cache)
+/// and relabels each topic by meaning; when that fails the key-phrase labels stay. Returns the
+/// candidates' vectors.
 async fn label_by_meaning_of(state: &AppState, found: &mut Extracted) -> HashMap<String, Vec<f32>> {
     if found.centroids.iter().all(Option::is_none) {
         return HashMap::new();

@@ -9,7 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
 use glassbox_core::context::selection::{Candidate, Choice, Kept, select, topic_scores};
-use glassbox_core::context::{FilterNote, FilterView, Score, SessionSettings, SessionTopics};
+use glassbox_core::context::{
+    FilterNote, FilterView, Score, SessionSettings, SessionTopics, TopicSettings,
+};
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 
@@ -133,37 +135,49 @@ async fn score(
     Ok(topic_scores(&refs, &label_vectors))
 }
 
-/// The selected labels' vectors of a live session, kept with its hub so that turns under a filter
+/// The topic labels' vectors of a live session, kept with its hub so that turns under a filter
 /// do not embed them again. Not in the embedding cache, which outlives sessions: they go with the
-/// hub (a deleted session's are not kept).
+/// hub (a deleted session's are not kept). The first vector kept for a label stays, so the view
+/// and every turn score with the same one.
 #[derive(Debug, Default)]
-pub struct LabelVectors(std::sync::Mutex<HashMap<String, Vec<f32>>>);
+pub struct LabelVectors(std::sync::Mutex<HashMap<String, Arc<[f32]>>>);
 
 impl LabelVectors {
-    /// Labels kept per session; more (many filters over many extractions) start afresh.
+    /// Labels kept at most (extraction keeps only the current topics' labels); beyond it, kept
+    /// ones are let go.
     const KEPT: usize = 64;
 
-    fn get(&self, label: &str) -> Option<Vec<f32>> {
-        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        kept.get(label).cloned()
+    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<[f32]>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn put(&self, label: String, vector: Vec<f32>) {
-        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if kept.len() >= Self::KEPT {
+    fn get(&self, label: &str) -> Option<Arc<[f32]>> {
+        self.kept().get(label).cloned()
+    }
+
+    /// Keeps `vector` for `label` unless one is kept already; returns the kept one.
+    pub(crate) fn put(&self, label: &str, vector: Arc<[f32]>) -> Arc<[f32]> {
+        let mut kept = self.kept();
+        if !kept.contains_key(label) && kept.len() >= Self::KEPT {
             kept.clear();
         }
-        kept.insert(label, vector);
+        kept.entry(label.to_owned()).or_insert(vector).clone()
+    }
+
+    /// Lets go of the labels that are not among `topics` (a filter scores only current labels).
+    pub(crate) fn keep_only(&self, topics: &SessionTopics) {
+        self.kept().retain(|label, _| topics.has(label));
     }
 }
 
-/// Each label's vector: kept ones from `kept`, the others embedded now (and kept).
+/// Each label's vector: kept ones from `kept`, the others embedded now (and kept; when another
+/// caller kept one meanwhile, that one is used).
 async fn label_vectors(
     state: &AppState,
     kept: Option<&LabelVectors>,
     labels: &[String],
 ) -> Result<Vec<Vec<f32>>, AppError> {
-    let mut out: Vec<Option<Vec<f32>>> =
+    let mut out: Vec<Option<Arc<[f32]>>> =
         labels.iter().map(|l| kept.and_then(|k| k.get(l))).collect();
     let missing: Vec<String> = labels
         .iter()
@@ -173,24 +187,30 @@ async fn label_vectors(
         .collect();
     if !missing.is_empty() {
         let computed = state.embeddings.embed(missing.clone()).await?;
-        let computed: HashMap<String, Vec<f32>> = missing
+        let computed: HashMap<String, Arc<[f32]>> = missing
             .into_iter()
-            .zip(computed.into_iter().map(|e| e.vector))
+            .zip(computed)
+            .map(|(label, e)| {
+                let v: Arc<[f32]> = Arc::from(e.vector);
+                let v = match kept {
+                    Some(kept) => kept.put(&label, v),
+                    None => v,
+                };
+                (label, v)
+            })
             .collect();
         for (slot, label) in out.iter_mut().zip(labels) {
             if slot.is_none() {
                 *slot = computed.get(label).cloned();
             }
         }
-        if let Some(kept) = kept {
-            for (label, vector) in computed {
-                kept.put(label, vector);
-            }
-        }
     }
     out.into_iter()
         .zip(labels)
-        .map(|(v, l)| v.ok_or_else(|| AppError::Internal(format!("no vector for the label {l:?}"))))
+        .map(|(v, l)| {
+            v.map(|v| v.to_vec())
+                .ok_or_else(|| AppError::Internal(format!("no vector for the label {l:?}")))
+        })
         .collect()
 }
 
@@ -212,30 +232,41 @@ pub async fn model_history(
 /// Messages per read of [`model_history_in_pages`].
 const HISTORY_PAGE: i64 = 64;
 
-/// [`model_history`] for work nobody waits for: read a page at a time, each after the turns
-/// starting meanwhile ([`crate::background::after_turns_start`]), so a turn that arrives during
-/// the read shares the database and the cores with one page of it at most.
+/// The newest `most` messages of [`model_history`] (oldest first), for work nobody waits for:
+/// read from the newest end a page at a time, each after the turns starting meanwhile
+/// ([`crate::background::after_turns_start`]), so a turn that arrives during the read shares the
+/// database and the cores with one page of it at most.
 pub async fn model_history_in_pages(
     state: &AppState,
     session_id: &str,
+    most: usize,
 ) -> Result<Vec<ChatMessage>, AppError> {
-    let mut out = Vec::new();
-    let mut after = 0;
-    loop {
+    let mut newest_first = Vec::new();
+    let mut before = i64::MAX;
+    while newest_first.len() < most {
         crate::background::after_turns_start().await;
         let page = state
             .store
-            .message_texts_after(session_id, after, HISTORY_PAGE)
+            .message_texts_before(session_id, before, HISTORY_PAGE)
             .await?;
-        let full = page.len() as i64 == HISTORY_PAGE;
+        let last_page = (page.len() as i64) < HISTORY_PAGE;
         if let Some((seq, _)) = page.last() {
-            after = *seq;
+            before = *seq;
         }
-        out.extend(page.into_iter().map(|(_, m)| m).filter(reaches_model));
-        if !full {
-            return Ok(out);
+        newest_first.extend(page.into_iter().map(|(_, m)| m).filter(reaches_model));
+        if last_page {
+            break;
         }
     }
+    newest_first.truncate(most);
+    newest_first.reverse();
+    Ok(newest_first)
+}
+
+/// Whether the session's topic settings select history (a label chosen, similarity mode on);
+/// whether the labels still exist and embeddings work is for [`history_filter`] to see.
+fn filter_may_apply(state: &AppState, t: &TopicSettings) -> bool {
+    !t.filter.is_empty() && t.similarity_mode.unwrap_or(state.config.embedding_search)
 }
 
 /// The vectors of a session's messages, in order: from memory or the database, the missing ones
@@ -326,27 +357,20 @@ pub async fn warm_vectors(
 }
 
 /// Computes ahead, on the low-priority thread, the vectors of a reply and of the message it
-/// answers when the session's filter applies, so the next turn scores them without embedding
-/// (extraction would, but only once the conversation pauses).
-pub fn warm_reply(state: AppState, session_id: String, reply: ChatMessage) {
+/// answers (the session's newest two) when the session's filter applies, so the next turn scores
+/// them without embedding (extraction would, but only once the conversation pauses).
+pub fn warm_reply(state: AppState, session_id: String) {
     tokio::spawn(async move {
-        crate::background::after_turns_start().await;
-        let Ok(settings) = state.store.settings(&session_id).await else {
-            return;
+        let warmed = async {
+            crate::background::after_turns_start().await;
+            let t = state.store.settings(&session_id).await?.topics;
+            if !filter_may_apply(&state, &t) {
+                return Ok(());
+            }
+            let newest = model_history_in_pages(&state, &session_id, 2).await?;
+            warm_vectors(&state, &session_id, &newest, Urgency::Background).await
         };
-        let t = settings.topics;
-        if t.filter.is_empty() || !t.similarity_mode.unwrap_or(state.config.embedding_search) {
-            return;
-        }
-        let mut messages = Vec::with_capacity(2);
-        if let Some(to) = &reply.reply_to
-            && let Ok(Some(asked)) = state.store.message(&session_id, to).await
-        {
-            messages.push(asked);
-        }
-        messages.push(reply);
-        messages.retain(reaches_model);
-        if let Err(e) = warm_vectors(&state, &session_id, &messages, Urgency::Background).await {
+        if let Err(e) = warmed.await {
             tracing::debug!(session = %session_id, error = %e, "reply's vectors not computed ahead");
         }
     });
@@ -374,12 +398,12 @@ pub async fn warm_before_view(
     urgency: Urgency,
 ) -> Result<(), AppError> {
     let t = state.store.settings(session_id).await?.topics;
-    if t.filter.is_empty() || !t.similarity_mode.unwrap_or(state.config.embedding_search) {
+    if !filter_may_apply(state, &t) {
         return Ok(());
     }
     let history = match urgency {
         Urgency::Now => model_history(state, session_id).await?,
-        Urgency::Background => model_history_in_pages(state, session_id).await?,
+        Urgency::Background => model_history_in_pages(state, session_id, MAX_SCORED).await?,
     };
     if let Err(e) = warm_vectors(state, session_id, &history, urgency).await {
         tracing::warn!(session = session_id, error = %e, "vectors not computed ahead");
@@ -396,8 +420,47 @@ pub async fn publish_view(
     urgency: Urgency,
 ) -> Result<FilterView, AppError> {
     warm_before_view(state, &hub.session_id, urgency).await?;
+    if urgency == Urgency::Background {
+        crate::background::after_turns_start().await;
+    }
     let _order = hub.view_lock.lock().await;
     let view = current_view(state, &hub.session_id).await?;
     hub.publish(ServerEvent::Filter(view.clone()));
     Ok(view)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glassbox_core::context::Topic;
+
+    fn v(x: f32) -> Arc<[f32]> {
+        Arc::from(vec![x; 4])
+    }
+
+    #[test]
+    fn the_first_vector_kept_for_a_label_stays_and_old_labels_go() {
+        let kept = LabelVectors::default();
+        assert_eq!(kept.put("Sourdough", v(1.0)), v(1.0));
+        // A second copy (another caller, or extraction's own) does not replace it.
+        assert_eq!(kept.put("Sourdough", v(2.0)), v(1.0));
+        assert_eq!(kept.get("Sourdough"), Some(v(1.0)));
+        kept.put("Chess", v(3.0));
+        let topics = SessionTopics {
+            topics: vec![Topic {
+                label: "Chess".into(),
+                count: 2,
+            }],
+            ..Default::default()
+        };
+        kept.keep_only(&topics);
+        assert_eq!(kept.get("Sourdough"), None);
+        assert_eq!(kept.get("Chess"), Some(v(3.0)));
+        // Bounded: past the limit, what was kept goes.
+        for i in 0..LabelVectors::KEPT {
+            kept.put(&format!("label {i}"), v(i as f32));
+        }
+        assert!(kept.kept().len() <= LabelVectors::KEPT);
+        assert_eq!(kept.get("Chess"), None);
+    }
 }

@@ -268,12 +268,10 @@ async fn finish(
     match error {
         Some(e) => hub.publish(ServerEvent::Error(e)),
         None => {
-            let frame = hub.publish(ServerEvent::Done(Done {
-                message: stored.clone(),
-            }));
+            let frame = hub.publish(ServerEvent::Done(Done { message: stored }));
             // Topics follow each reply, in the background.
             if state.config.topics_enabled {
-                crate::topics::warm_reply(state.clone(), hub.session_id.clone(), stored);
+                crate::topics::warm_reply(state.clone(), hub.session_id.clone());
                 crate::topics::extract::spawn(state.clone(), hub.session_id.clone());
             }
             frame
