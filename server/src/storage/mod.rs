@@ -70,6 +70,8 @@ pub struct Store {
 const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, client_message_id, reply_to, \
      context_json, attachments_json, usage_json, context_report_json, tool_rounds_json, error_json, \
      mark";
+/// The columns [`message_text_from_row`] reads.
+const MESSAGE_TEXT_COLUMNS: &str = "id, role, content, status, created_at, mark";
 
 /// The message id of a message embedding's cache key (`{message_id}:{content_hash}`).
 const MESSAGE_KEY_ID: &str = "substr(cache_key, 1, instr(cache_key, ':') - 1)";
@@ -508,13 +510,13 @@ impl Store {
     /// text, status, time and mark (the JSON parts, receipts among them, are left at their
     /// defaults and not decoded).
     pub async fn message_texts(&self, session_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
-        let rows = sqlx::query(
-            "SELECT id, role, content, status, created_at, mark FROM messages \
-             WHERE session_id = ? ORDER BY seq",
-        )
-        .bind(session_id)
-        .fetch_all(&self.reader)
-        .await?;
+        let sql = format!(
+            "SELECT {MESSAGE_TEXT_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(session_id)
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter().map(message_text_from_row).collect()
     }
 
@@ -527,15 +529,16 @@ impl Store {
         before: i64,
         limit: i64,
     ) -> Result<Vec<(i64, ChatMessage)>, StorageError> {
-        let rows = sqlx::query(
-            "SELECT seq, id, role, content, status, created_at, mark FROM messages \
-             WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
-        )
-        .bind(session_id)
-        .bind(before)
-        .bind(limit)
-        .fetch_all(&self.reader)
-        .await?;
+        let sql = format!(
+            "SELECT seq, {MESSAGE_TEXT_COLUMNS} FROM messages \
+             WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(session_id)
+            .bind(before)
+            .bind(limit)
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter()
             .map(|r| Ok((r.try_get("seq")?, message_text_from_row(r)?)))
             .collect()

@@ -153,12 +153,11 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     crate::background::after_turns_start().await;
     publish(state, session_id).await?;
     // The filter scores more messages than extraction reads (and a topic model embeds none):
-    // they are embedded now, while nobody waits, rather than by the first filter switched on.
-    // Offline extraction has the newest `history.len()` already. Still under the extraction
-    // permit, so two sessions at most do this at once.
+    // they are embedded now, while nobody waits, rather than by the first filter switched on
+    // (`whole` is the newest `MAX_SCORED`; offline extraction has the newest `history.len()`
+    // already). Still under the extraction permit, so two sessions at most do this at once.
     let done = if embedded { history.len() } else { 0 };
-    let scored = &whole[whole.len().saturating_sub(super::MAX_SCORED)..];
-    let ahead = &scored[..scored.len().saturating_sub(done)];
+    let ahead = &whole[..whole.len() - done];
     if !ahead.is_empty()
         && let Err(e) = super::warm_vectors(state, session_id, ahead, Urgency::Background).await
     {

@@ -179,30 +179,16 @@ async fn label_vectors(
 ) -> Result<Vec<Vec<f32>>, AppError> {
     let mut out: Vec<Option<Arc<[f32]>>> =
         labels.iter().map(|l| kept.and_then(|k| k.get(l))).collect();
-    let missing: Vec<String> = labels
-        .iter()
-        .zip(&out)
-        .filter(|(_, v)| v.is_none())
-        .map(|(l, _)| l.clone())
-        .collect();
+    let missing: Vec<usize> = (0..labels.len()).filter(|&i| out[i].is_none()).collect();
     if !missing.is_empty() {
-        let computed = state.embeddings.embed(missing.clone()).await?;
-        let computed: HashMap<String, Arc<[f32]>> = missing
-            .into_iter()
-            .zip(computed)
-            .map(|(label, e)| {
-                let v: Arc<[f32]> = Arc::from(e.vector);
-                let v = match kept {
-                    Some(kept) => kept.put(&label, v),
-                    None => v,
-                };
-                (label, v)
-            })
-            .collect();
-        for (slot, label) in out.iter_mut().zip(labels) {
-            if slot.is_none() {
-                *slot = computed.get(label).cloned();
-            }
+        let texts = missing.iter().map(|&i| labels[i].clone()).collect();
+        let computed = state.embeddings.embed(texts).await?;
+        for (&i, e) in missing.iter().zip(computed) {
+            let v: Arc<[f32]> = Arc::from(e.vector);
+            out[i] = Some(match kept {
+                Some(kept) => kept.put(&labels[i], v),
+                None => v,
+            });
         }
     }
     out.into_iter()
