@@ -531,6 +531,8 @@ impl Inner {
                 &serde_json::json!({
                     "messageIds": f.message_ids,
                     "labels": f.labels,
+                    "orphaned": f.orphaned,
+                    "renamed": f.renamed,
                     "total": f.total,
                     "status": f.status_line(),
                 }),

@@ -78,10 +78,11 @@ async fn say(server: &TestServer, id: &str, token: &str, text: &str, reply: &str
     server.chat(id, token, text).await
 }
 
-/// Polls the session's topics until an extraction read `messages` messages.
+/// Polls the session's topics until an extraction read `messages` messages (extraction runs on
+/// the low-priority thread: on a machine busy with the other tests it may wait a while).
 async fn topics_after(server: &TestServer, id: &str, token: &str, messages: u32) -> Value {
     let mut last = Value::Null;
-    for _ in 0..300 {
+    for _ in 0..1800 {
         last = get(server, &format!("/api/sessions/{id}/topics"), token).await;
         if last["topics"]["messageCount"].as_u64() >= Some(u64::from(messages)) {
             return last;
@@ -195,8 +196,8 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
     let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
     assert_eq!(receipt.filter.as_ref().map(|f| &f.labels), Some(&vec![bread.label.clone()]));
     assert!(receipt.parts.iter().any(|p| p.reason == Reason::Sticky));
-    assert!(receipt.parts.iter().any(|p| p.reason == Reason::TopicMatch
-        && matches!(&p.kind, PartKind::History { scores, .. } if !scores.is_empty())));
+    assert!(receipt.parts.iter().any(|p| matches!(p.reason, Reason::TopicMember | Reason::TopicMatch)
+        && matches!(&p.kind, PartKind::History { scores, .. } if !scores.is_empty())), "{receipt:?}");
     let filtered: u32 = receipt
         .left_out
         .iter()
@@ -217,14 +218,23 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
     assert_eq!(view["labels"], json!([bread.label]));
     assert_eq!(view["messageIds"].as_array().unwrap().len() as u64, view["total"].as_u64().unwrap());
 
-    // The session's own threshold: at 0.99 no message matches, so the whole history goes (the
-    // seed's fallback); outside 0–1 it is refused and the setting stays.
+    // The session's own threshold: at 0.99 no other message is similar enough, so exactly what the
+    // bubble counts goes, with the instruction; outside 0–1 it is refused and the setting stays.
     let similarity = format!("/api/sessions/{id}/similarity");
     let (status, view) = put(&server, &similarity, &token, json!({"enabled": true, "threshold": 0.99})).await;
     assert_eq!(status, 200, "{view}");
     assert!((view["threshold"].as_f64().unwrap() - 0.99).abs() < 1e-6, "{view}");
-    assert_eq!(view["fallback"], true, "{view}");
-    assert_eq!(view["messageIds"].as_array().unwrap().len() as u64, view["total"].as_u64().unwrap());
+    assert_eq!(view["fallback"], false, "{view}");
+    let topics: SessionTopics =
+        serde_json::from_value(get(&server, &format!("/api/sessions/{id}/topics"), &token).await["topics"].clone())
+            .unwrap();
+    let members = &topics.topics.iter().find(|t| t.label == bread.label).unwrap().message_ids;
+    let mut want: Vec<&String> = members.iter().chain([&ids[6]]).collect();
+    want.sort();
+    let mut kept: Vec<&str> = view["messageIds"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    kept.sort();
+    assert_eq!(kept, want, "the bubble's {} messages and the instruction: {view}", members.len());
+    assert_eq!(members.len() as u32, topics.topics.iter().find(|t| t.label == bread.label).unwrap().count);
     let (status, body) = put(&server, &similarity, &token, json!({"enabled": true, "threshold": 1.5})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (422, Some("invalid_filter")), "{body}");
     let (status, view) = put(&server, &similarity, &token, json!({"enabled": true})).await;
@@ -251,8 +261,8 @@ async fn a_turn_under_a_filter_embeds_nothing_it_could_have_had_ahead() {
     }
     let topics = SessionTopics {
         topics: vec![
-            Topic { label: "Kubernetes networking".into(), count: 6 },
-            Topic { label: "Sourdough baking".into(), count: 6 },
+            Topic { label: "Kubernetes networking".into(), count: 6, ..Default::default() },
+            Topic { label: "Sourdough baking".into(), count: 6, ..Default::default() },
         ],
         generation: glassbox_server::topics::extract::next_generation(),
         ..Default::default()
@@ -755,6 +765,7 @@ async fn an_older_extraction_never_overwrites_a_newer_one() {
         topics: vec![Topic {
             label: "Stale".into(),
             count: 1,
+            ..Default::default()
         }],
         generation: newer - 1,
         ..Default::default()
@@ -867,4 +878,195 @@ async fn anthropic_answers_through_the_forced_tool() {
     let asked = server.fake.requests().last().unwrap().body.clone();
     assert_eq!(asked["tool_choice"], json!({"type": "tool", "name": "report_topics"}));
     assert_eq!(asked["tools"][0]["name"], "report_topics");
+}
+
+const SPACE: [(&str, &str); 3] = [
+    (
+        "How do black holes form from dying stars?",
+        "A star of more than about twenty solar masses collapses at the end of its life into a black hole.",
+    ),
+    (
+        "What happens at the event horizon of a black hole?",
+        "At the event horizon the escape velocity reaches the speed of light, so not even light leaves the black hole.",
+    ),
+    (
+        "Do black holes evaporate through Hawking radiation?",
+        "Yes, black holes slowly lose mass through Hawking radiation; a stellar black hole takes far longer than the universe's age.",
+    ),
+];
+
+/// A topic model's answer naming these topics (label, count) and standing instructions.
+fn topics_answer(topics: &[(&str, u32)], sticky: &[&str]) -> Behaviour {
+    let topics: Vec<Value> = topics
+        .iter()
+        .map(|(label, count)| json!({"label": label, "count": count}))
+        .collect();
+    let answer = json!({
+        "topics": topics,
+        "instructions": {"label": "Instructions & Preferences", "message_ids": sticky},
+    });
+    Behaviour::reply(&[answer.to_string().as_str()])
+}
+
+/// Runs one extraction now (the test's servers hold the automatic ones off).
+async fn extract_now(server: &TestServer, id: &str) -> SessionTopics {
+    let generation = glassbox_server::topics::extract::next_generation();
+    assert!(glassbox_server::topics::extract::run(&server.state, id, generation).await.unwrap());
+    server.state.store.topics(id).await.unwrap().unwrap()
+}
+
+fn holding<'a>(topics: &'a SessionTopics, message_id: &str) -> &'a Topic {
+    topics
+        .topics
+        .iter()
+        .find(|t| t.message_ids.iter().any(|m| m == message_id))
+        .unwrap_or_else(|| panic!("no topic holds {message_id}: {topics:?}"))
+}
+
+fn ids_of(view: &Value, key: &str) -> Vec<String> {
+    view[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {view}"))
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The user picks a topic; the topic model then names the topics differently (the selected one
+/// merged into a larger one, another gone): the filter follows the selected topic's messages to
+/// its successor and says it was renamed, a vanished selection stays greyed until cleared, the
+/// filter sends the members (what the bubble counts) and a new message about the subject joins
+/// on the next turn.
+#[tokio::test]
+async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated() {
+    let server = start(&[
+        ("GLASSBOX_TOPIC_MODEL", "gpt-4o-mini"),
+        ("GLASSBOX_TOPICS_SETTLE_MS", "3600000"),
+    ])
+    .await;
+    let (id, token, _) = server.new_session().await;
+    let mut ids: Vec<String> = Vec::new();
+    let exchanges = SOURDOUGH
+        .iter()
+        .chain(&[("Be concise from now on, please.", "Understood.")])
+        .chain(&SPACE);
+    for (q, a) in exchanges {
+        let answer = say(&server, &id, &token, q, a).await;
+        ids.push(answer["message"]["id"].as_str().unwrap().to_owned());
+        ids.push(answer["reply"]["id"].as_str().unwrap().to_owned());
+    }
+    let (bread, instruction, space) = (&ids[0..6], &ids[6], &ids[8..14]);
+
+    // First extraction: the bread split in three, each exchange under the label closest to it.
+    server.fake.set_structured(Some(topics_answer(
+        &[
+            ("Black holes", 6),
+            ("Sourdough starter smell", 2),
+            ("Dough temperature while rising", 2),
+            ("Flat dense loaf", 2),
+        ],
+        &[instruction],
+    )));
+    let first = extract_now(&server, &id).await;
+    assert_eq!(first.source, TopicSource::Model);
+    assert_eq!(first.sticky_ids, [instruction.clone()]);
+    let warm = holding(&first, &bread[2]);
+    assert_eq!(warm.label, "Dough temperature while rising", "{first:?}");
+    assert_eq!(warm.message_ids, bread[2..4], "members by exchange: {first:?}");
+    assert_eq!(warm.count, 2, "the count is the members");
+    let black = holding(&first, &space[0]);
+    assert_eq!(black.message_ids, space, "{first:?}");
+
+    let filter = format!("/api/sessions/{id}/filter");
+    let (status, view) = put(&server, &filter, &token, json!({"labels": [warm.label, black.label]})).await;
+    assert_eq!(status, 200, "{view}");
+    // The members, the instruction, and bread messages close enough to the dough's.
+    let kept = ids_of(&view, "messageIds");
+    for want in bread[2..4].iter().chain([instruction]).chain(space) {
+        assert!(kept.contains(want), "{want} is a member or the instruction: {view}");
+    }
+
+    // Regenerated: the bread is one topic now, the black holes are gone (their messages fit no
+    // topic the model names).
+    let mut frames = server.ws().await;
+    frames.hello_existing(&id, &token).await;
+    server.fake.set_structured(Some(topics_answer(
+        &[("Sourdough bread", 6), ("Kitchen equipment", 1)],
+        &[instruction],
+    )));
+    let second = extract_now(&server, &id).await;
+    let merged = holding(&second, &bread[2]);
+    assert_eq!(merged.label, "Sourdough bread", "a merged group takes the new label: {second:?}");
+    assert_eq!(merged.message_ids, bread, "{second:?}");
+    assert!(second.topics.iter().all(|t| !t.message_ids.contains(&space[0])), "{second:?}");
+    let stored = server.state.store.settings(&id).await.unwrap().topics.filter;
+    assert_eq!(stored, ["Sourdough bread", "Black holes"], "followed, and the vanished one kept");
+    // The tabs hear it: a `filter` frame naming the rename and the vanished selection.
+    let heard = loop {
+        let (_, v) = frames.next().await;
+        if v["type"] == "filter" && v["data"]["renamed"].is_array() {
+            break v["data"].clone();
+        }
+    };
+    assert_eq!(
+        heard["renamed"],
+        json!([{"from": "Dough temperature while rising", "to": "Sourdough bread"}]),
+        "{heard}"
+    );
+    assert_eq!(heard["labels"], json!(["Sourdough bread"]), "{heard}");
+    assert_eq!(heard["orphaned"], json!(["Black holes"]), "{heard}");
+    let kept = ids_of(&heard, "messageIds");
+    for want in bread.iter().chain([instruction]) {
+        assert!(kept.contains(want), "{want}: the bubble's six and the instruction: {heard}");
+    }
+    assert!(space.iter().all(|s| !kept.contains(s)), "{heard}");
+    // REST says the same.
+    let got = get(&server, &format!("/api/sessions/{id}/topics"), &token).await;
+    assert_eq!(got["filter"]["labels"], heard["labels"]);
+    assert_eq!(got["filter"]["orphaned"], heard["orphaned"]);
+    assert_eq!(got["filter"]["messageIds"], heard["messageIds"]);
+
+    // The vanished selection may stay while others change, and is cleared like any other.
+    let (status, view) =
+        put(&server, &filter, &token, json!({"labels": ["Black holes", "Sourdough bread"]})).await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["orphaned"], json!(["Black holes"]));
+    let (status, body) = put(&server, &filter, &token, json!({"labels": ["Chess"]})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("invalid_filter")), "{body}");
+    let (status, view) = put(&server, &filter, &token, json!({"labels": ["Sourdough bread"]})).await;
+    assert_eq!(status, 200, "{view}");
+    assert!(view.get("orphaned").is_none(), "cleared: {view}");
+
+    // Three turns under the filter: each sends the members, the instruction, and the messages
+    // about the subject that came after the extraction (scored against the topic's messages).
+    let questions = [
+        "What oven temperature should I bake the sourdough loaf at?",
+        "Should the sourdough loaf bake in a Dutch oven with the lid on?",
+        "How long should the baked loaf cool before slicing?",
+    ];
+    for (turn, q) in questions.iter().enumerate() {
+        let answer = say(&server, &id, &token, q, "Around 230 degrees with steam, then lower.").await;
+        let sent = server.fake.requests().last().unwrap().body.clone();
+        let texts: Vec<String> = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert!(texts.iter().all(|t| !t.contains("black hole")), "turn {turn}: {texts:?}");
+        assert!(texts.iter().any(|t| t.contains("Be concise")), "turn {turn}: {texts:?}");
+        for (bq, _) in SOURDOUGH {
+            assert!(texts.iter().any(|t| t == bq), "turn {turn}: {bq} missing from {texts:?}");
+        }
+        for earlier in &questions[..turn] {
+            assert!(texts.iter().any(|t| t == earlier), "turn {turn}: the new {earlier:?} missing: {texts:?}");
+        }
+        let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
+        assert!(receipt.parts.iter().any(|p| p.reason == Reason::TopicMember), "{receipt:?}");
+        if turn > 0 {
+            assert!(receipt.parts.iter().any(|p| p.reason == Reason::TopicMatch), "{receipt:?}");
+        }
+    }
+    server.fake.set_structured(None);
 }

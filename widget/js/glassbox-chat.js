@@ -14,7 +14,8 @@
 // getTopics(), setSimilarityMode(enabled, threshold? | null), markMessage(messageId, 'pinned' | 'excluded' | null).
 // Events: "glassbox:reply" (detail: the finished reply message), "glassbox:context" (the session's
 // context sets: {reason, context, setName?}), "glassbox:filter-changed" (detail: {messageIds, labels,
-// total, status}: the messages the topic filter lets through; bubbles up to document).
+// orphaned, renamed, total, status}: the messages the topic filter lets through, selected labels whose
+// topic vanished, and [{from, to}] for selected topics a regeneration renamed; bubbles up to document).
 import { shadowContainer } from './shadow-shell.js';
 import init, { GlassboxWidget } from './glassbox_widget.js';
 

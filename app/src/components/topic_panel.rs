@@ -4,6 +4,10 @@
 //!
 //! The cloud is a wrapping row of round toggle buttons, largest first: deterministic, never
 //! overlapping, and it reflows with the panel's width. Labels are text nodes, never HTML.
+//!
+//! Topics are regenerated after every reply and the server carries the selection to the topic
+//! that holds the selected one's messages: a renamed selection is said for a moment ("Bread comes
+//! → Sourdough bread"), and a selected topic that vanished stays as a greyed chip the user clears.
 
 use glassbox_core::context::topics::STICKY_LABEL;
 use glassbox_core::context::{FilterView, SessionTopics, Topic};
@@ -13,6 +17,8 @@ use crate::client::ChatClient;
 
 /// Smallest and largest bubble diameter, in rem.
 const DIAMETER: (f64, f64) = (3.2, 7.0);
+/// How long a renamed selection is announced.
+const RENAMED_SHOWN: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// A bubble's diameter: its area in proportion to its count (the largest topic gets the largest).
 pub fn diameter(count: u32, largest: u32) -> f64 {
@@ -30,8 +36,11 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
     let mode = Memo::new(move |_| filter.with(|f| f.similarity_mode));
     let available = Memo::new(move |_| filter.with(|f| f.available));
     let selected = Memo::new(move |_| filter.with(|f| f.labels.clone()));
+    let orphaned = Memo::new(move |_| filter.with(|f| f.orphaned.clone()));
+    // The whole selection, vanished topics included: they stay until the user clears them.
     let toggle = move |label: String| {
         let mut labels = selected.get_untracked();
+        labels.extend(orphaned.get_untracked());
         match labels.iter().position(|l| *l == label) {
             Some(i) => {
                 labels.remove(i);
@@ -41,6 +50,23 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
         client.set_filter(labels);
     };
     let status = move || filter.with(FilterView::status_line);
+    // "Bread comes → Sourdough bread", for a moment after the regeneration that renamed it.
+    let renamed = RwSignal::new(String::new());
+    Effect::new(move |_| {
+        let said = filter.with(|f| renamed_words(&f.renamed));
+        if said.is_empty() {
+            return;
+        }
+        renamed.set(said.clone());
+        set_timeout(
+            move || {
+                if renamed.get_untracked() == said {
+                    renamed.set(String::new());
+                }
+            },
+            RENAMED_SHOWN,
+        );
+    });
     view! {
         <section class="gb-topics" aria-label="Topics">
             {move || {
@@ -113,7 +139,29 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
                         }
                     }
                 </For>
+                <For each=move || orphaned.get() key=|label| label.clone() let:label>
+                    {
+                        let clear = label.clone();
+                        view! {
+                            <button
+                                type="button"
+                                class="gb-orphan-topic"
+                                title="This selected topic is gone since the topics were regenerated: it selects nothing. Click to clear it."
+                                on:click=move |_| toggle(clear.clone())
+                            >
+                                <span class="gb-bubble-label">{label}</span>
+                                <span aria-hidden="true">" ×"</span>
+                                <span class="gb-visually-hidden">" (gone; clear)"</span>
+                            </button>
+                        }
+                    }
+                </For>
             </div>
+            <Show when=move || renamed.with(|r| !r.is_empty())>
+                <p class="gb-topics-renamed" role="status">
+                    {move || renamed.get()}
+                </p>
+            </Show>
             <div class="gb-topics-footer">
                 <label class="gb-switch">
                     <input
@@ -130,6 +178,15 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
             </div>
         </section>
     }
+}
+
+/// What a regeneration renamed, as the panel says it: "Bread comes → Sourdough bread".
+fn renamed_words(renamed: &[glassbox_core::context::topic_follow::Renamed]) -> String {
+    renamed
+        .iter()
+        .map(|r| format!("{} → {}", r.from, r.to))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The topics with their bubble diameters, largest first (ties by label, so the order is stable).

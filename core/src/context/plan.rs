@@ -350,6 +350,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
                 let reason = match k {
                     Kept::Pinned => Reason::Pinned,
                     Kept::Sticky => Reason::Sticky,
+                    Kept::TopicMember(_) => Reason::TopicMember,
                     Kept::TopicMatch(_) => Reason::TopicMatch,
                     Kept::Fallback(_) => Reason::Fallback,
                     Kept::Unfiltered if outcome.applied && i >= preserve_from => Reason::Preserved,
@@ -380,7 +381,8 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             .clone()
             .map(|i| match choice(i) {
                 Choice::Kept(Kept::TopicMatch(s)) => Some(Score::of(s)),
-                Choice::Kept(Kept::Fallback(s)) | Choice::Dropped(Dropped::TopicFilter(s)) => {
+                Choice::Kept(Kept::Fallback(s) | Kept::TopicMember(s))
+                | Choice::Dropped(Dropped::TopicFilter(s)) => {
                     s.map(Score::of)
                 }
                 _ => None,
@@ -389,7 +391,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     };
     for (range, reason) in history {
         let scores = match reason {
-            Reason::TopicMatch | Reason::Fallback => scores(&range),
+            Reason::TopicMatch | Reason::TopicMember | Reason::Fallback => scores(&range),
             _ => Vec::new(),
         };
         parts.push(Part {

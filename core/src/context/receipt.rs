@@ -165,6 +165,8 @@ pub enum Reason {
     Sticky,
     /// Pinned by the user: sent whatever the topic filter and compression.
     Pinned,
+    /// Grouped under a selected topic by extraction (the part's `scores`, where it has a vector).
+    TopicMember,
     /// Matches a selected topic (the part's `scores`).
     TopicMatch,
     /// No message matched the selected topics, so the whole history went.

@@ -110,6 +110,7 @@ pub fn reason_words(reason: Reason) -> &'static str {
         Reason::ToolLoop => "the model called a tool while answering",
         Reason::Sticky => "a standing instruction: always sent",
         Reason::Pinned => "pinned by you: always sent",
+        Reason::TopicMember => "grouped under a selected topic",
         Reason::TopicMatch => "matches a selected topic",
         Reason::Fallback => "no message matched the selected topics, so all of them went",
     }

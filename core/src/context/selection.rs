@@ -3,9 +3,11 @@
 //!
 //! 1. sticky messages always go;
 //! 2. no filter (or similarity mode off): the whole history, sticky included once;
-//! 3. a filter: each message scored by its best cosine over the selected topics' label vectors,
-//!    those at or above the threshold kept; when none clears it, the whole history goes (fallback);
-//!    then sticky merged in, in chronological order.
+//! 3. a filter: the messages extraction grouped under a selected topic go (what its bubble
+//!    counts); the others are scored by their best cosine over the selected topics' label vectors
+//!    and their members' centroids, those at or above the threshold kept (a new message about the
+//!    subject joins before the next extraction); when none is a member or clears the threshold, the
+//!    whole history goes (fallback); then sticky merged in, in chronological order.
 //!
 //! Beyond the seed, a pinned message always goes and an excluded one never does (an exclude wins
 //! over sticky: it is the user's explicit choice). The server computes the scores from cached
@@ -37,6 +39,8 @@ pub struct Candidate {
     pub sticky: bool,
     /// Its best cosine over the selected topics; `None` without a filter or without a vector.
     pub score: Option<f32>,
+    /// Extraction grouped it under a selected topic.
+    pub member: bool,
 }
 
 /// Why a message goes.
@@ -46,6 +50,8 @@ pub enum Kept {
     Unfiltered,
     Pinned,
     Sticky,
+    /// Extraction grouped it under a selected topic; its score when it has a vector.
+    TopicMember(Option<f32>),
     /// It matches a selected topic with this score.
     TopicMatch(f32),
     /// No message matched the filter, so the whole history goes; its best score.
@@ -84,10 +90,11 @@ impl Choice {
 /// it always goes). `threshold` is `Some` when a filter applies: topics are selected, similarity
 /// mode is on and the scores were computed.
 pub fn select(candidates: &[Candidate], threshold: Option<f32>) -> Vec<Choice> {
-    let matches = |c: &Candidate| match (threshold, c.score) {
+    let similar = |c: &Candidate| match (threshold, c.score) {
         (Some(t), Some(s)) => s >= t,
         _ => false,
     };
+    let matches = |c: &Candidate| threshold.is_some() && (c.member || similar(c));
     // Only messages the filter decides about count as matches (not pinned, excluded or sticky).
     let fallback = threshold.is_some()
         && !candidates
@@ -102,7 +109,8 @@ pub fn select(candidates: &[Candidate], threshold: Option<f32>) -> Vec<Choice> {
                 None if c.sticky => Kept::Sticky,
                 None if threshold.is_none() => Kept::Unfiltered,
                 None if fallback => Kept::Fallback(c.score),
-                None if matches(c) => Kept::TopicMatch(c.score.unwrap_or_default()),
+                None if c.member => Kept::TopicMember(c.score),
+                None if similar(c) => Kept::TopicMatch(c.score.unwrap_or_default()),
                 None => return Choice::Dropped(Dropped::TopicFilter(c.score)),
             })
         })
@@ -139,10 +147,11 @@ pub fn choices_from_view(
         .collect()
 }
 
-/// Each message's best cosine over the label vectors (`None` where a message has no vector).
-/// The labels are normalized once, so each message costs one norm and one dot product per label.
-pub fn topic_scores(messages: &[Option<&[f32]>], labels: &[Vec<f32>]) -> Vec<Option<f32>> {
-    let units: Vec<Vec<f32>> = labels
+/// Each message's best cosine over the anchors (the selected topics' label vectors and members'
+/// centroids; `None` where a message has no vector). The anchors are normalized once, so each
+/// message costs one norm and one dot product per anchor.
+pub fn topic_scores(messages: &[Option<&[f32]>], anchors: &[Vec<f32>]) -> Vec<Option<f32>> {
+    let units: Vec<Vec<f32>> = anchors
         .iter()
         .map(|l| {
             let mut u = l.clone();
@@ -247,6 +256,30 @@ mod tests {
             assert_eq!(got[1], Choice::Dropped(Dropped::Excluded));
             assert!(got[0].is_fixed() && !got[2].is_fixed());
         }
+    }
+
+    #[test]
+    fn members_of_a_selected_topic_go_whatever_their_score() {
+        let member = |score| Candidate {
+            member: true,
+            score,
+            ..Default::default()
+        };
+        let list = [member(Some(0.1)), member(None), c(0.2), c(0.5)];
+        assert_eq!(
+            select(&list, Some(0.4)),
+            [
+                Choice::Kept(Kept::TopicMember(Some(0.1))),
+                Choice::Kept(Kept::TopicMember(None)),
+                Choice::Dropped(Dropped::TopicFilter(Some(0.2))),
+                Choice::Kept(Kept::TopicMatch(0.5)),
+            ]
+        );
+        // A member is a match: no fallback though nothing else clears the threshold.
+        let got = select(&[member(Some(0.1)), c(0.2)], Some(0.4));
+        assert_eq!(got[1], Choice::Dropped(Dropped::TopicFilter(Some(0.2))));
+        // Without a filter a member is just history.
+        assert_eq!(select(&[member(Some(0.9))], None), [Choice::Kept(Kept::Unfiltered)]);
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub fn extract_offline(messages: &[ExtractMessage<'_>]) -> Extracted {
                         .cloned()
                         .unwrap_or_else(|| format!("Topic {}", g + 1)),
                     count: messages.len() as u32,
+                    message_ids: Vec::new(),
                 },
                 messages,
                 candidates,
@@ -126,7 +127,13 @@ pub fn extract_offline(messages: &[ExtractMessage<'_>]) -> Extracted {
         assignment,
         candidates: topics.iter().map(|g| g.candidates.clone()).collect(),
         centroids: topics.iter().map(|g| g.centroid.clone()).collect(),
-        topics: topics.into_iter().map(|g| g.topic).collect(),
+        topics: topics
+            .into_iter()
+            .map(|g| Topic {
+                message_ids: g.messages.iter().map(|&i| messages[i].id.to_owned()).collect(),
+                ..g.topic
+            })
+            .collect(),
     };
     distinct_labels(&mut found.topics, &found.candidates);
     found
@@ -681,6 +688,7 @@ mod tests {
         let topic = |label: &str| Topic {
             label: label.into(),
             count: 2,
+            ..Default::default()
         };
         let mut found = Extracted {
             topics: vec![topic("Dough"), topic("Dough (2)"), topic("Knight")],
@@ -709,6 +717,7 @@ mod tests {
         let topic = |label: &str| Topic {
             label: label.into(),
             count: 2,
+            ..Default::default()
         };
         let mut found = Extracted {
             topics: vec![topic("Sourdough starter"), topic("Sourdough starter (2)")],

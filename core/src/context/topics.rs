@@ -1,6 +1,8 @@
 //! A session's topics (the bubble cloud) and its topic filter, as stored and on the wire
 //! (seed `topic-bubble-cloud-and-history-filter.md`). Topics are regenerated whole after each
-//! reply; the filter names topic labels and lives in the session's settings record.
+//! reply; the filter names topic labels and lives in the session's settings record. A selected
+//! topic follows its messages across regenerations (`topic_follow`), so the filter keeps meaning
+//! what the user picked when the topic's label changes.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,12 +17,16 @@ pub const MAX_LABEL_CHARS: usize = 80;
 /// Fewest and most topics an extraction yields (besides the sticky one).
 pub const TOPIC_RANGE: (usize, usize) = (3, 8);
 
-/// One topic: its label and how many messages are about it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One topic: its label, how many messages are about it, and which.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Topic {
     pub label: String,
     pub count: u32,
+    /// The messages extraction grouped under it (its identity across regenerations, and what a
+    /// filter on it sends); empty when extraction could not place messages (no embeddings).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub message_ids: Vec<String>,
 }
 
 /// Where a session's topics came from.
@@ -60,7 +66,8 @@ impl SessionTopics {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TopicSettings {
-    /// The selected topic labels; empty: no filter.
+    /// The selected topic labels; empty: no filter. A label that is no current topic's (its topic
+    /// vanished in a regeneration) stays until the user clears it, and selects nothing.
     #[serde(default)]
     pub filter: Vec<String>,
     /// Similarity mode (`embedding_search`) for this session; the server's setting when `None`.
@@ -92,14 +99,19 @@ pub enum FilterError {
 }
 
 /// Checks a filter against the session's topics: at most [`MAX_FILTER_LABELS`], each a current
-/// topic; duplicates are dropped, order kept.
-pub fn check_filter(labels: &[String], topics: &SessionTopics) -> Result<Vec<String>, FilterError> {
+/// topic or one selected already (`selected`: a topic that vanished stays selected until the user
+/// clears it); duplicates are dropped, order kept.
+pub fn check_filter(
+    labels: &[String],
+    topics: &SessionTopics,
+    selected: &[String],
+) -> Result<Vec<String>, FilterError> {
     if labels.len() > MAX_FILTER_LABELS {
         return Err(FilterError::TooMany(labels.len()));
     }
     let mut out: Vec<String> = Vec::with_capacity(labels.len());
     for l in labels {
-        if !topics.has(l) {
+        if !topics.has(l) && !selected.contains(l) {
             return Err(FilterError::UnknownLabel(l.chars().take(MAX_LABEL_CHARS).collect()));
         }
         if !out.contains(l) {
@@ -122,8 +134,15 @@ pub fn check_threshold(t: f32) -> Result<f32, FilterError> {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FilterView {
-    /// The selected labels (empty: no filter).
+    /// The selected labels that are current topics (empty: no filter).
     pub labels: Vec<String>,
+    /// Selected labels whose topic vanished in a regeneration: shown greyed until the user clears
+    /// them; they select nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orphaned: Vec<String>,
+    /// Selected topics the regeneration that sent this view renamed (the filter followed them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renamed: Vec<super::topic_follow::Renamed>,
     /// Similarity mode in force (off: bubbles are visual only, the whole history goes).
     pub similarity_mode: bool,
     pub threshold: f32,
@@ -290,6 +309,7 @@ pub fn parse_model_topics(
         topics.push(Topic {
             label,
             count: u32::try_from(t.count.max(0)).unwrap_or(u32::MAX),
+            message_ids: Vec::new(),
         });
     }
     topics.sort_by_key(|t| std::cmp::Reverse(t.count));
@@ -319,10 +339,12 @@ mod tests {
                 Topic {
                     label: "Kubernetes".into(),
                     count: 6,
+                    ..Default::default()
                 },
                 Topic {
                     label: "Sourdough".into(),
                     count: 4,
+                    ..Default::default()
                 },
             ],
             ..Default::default()
@@ -334,18 +356,22 @@ mod tests {
         let got = check_filter(
             &["Sourdough".into(), "Kubernetes".into(), "Sourdough".into()],
             &topics(),
+            &[],
         );
         assert_eq!(got.unwrap(), ["Sourdough", "Kubernetes"]);
         assert_eq!(
-            check_filter(&["Tax".into()], &topics()),
+            check_filter(&["Tax".into()], &topics(), &[]),
             Err(FilterError::UnknownLabel("Tax".into()))
         );
+        // A selected label whose topic vanished may stay selected (until the user clears it).
+        let kept = check_filter(&["Tax".into(), "Sourdough".into()], &topics(), &["Tax".into()]);
+        assert_eq!(kept.unwrap(), ["Tax", "Sourdough"]);
         let many = vec!["Kubernetes".to_owned(); MAX_FILTER_LABELS + 1];
         assert_eq!(
-            check_filter(&many, &topics()),
+            check_filter(&many, &topics(), &[]),
             Err(FilterError::TooMany(17))
         );
-        assert!(check_filter(&[], &topics()).unwrap().is_empty());
+        assert!(check_filter(&[], &topics(), &[]).unwrap().is_empty());
     }
 
     #[test]

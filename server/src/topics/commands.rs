@@ -13,8 +13,8 @@ use crate::error::AppError;
 use crate::hub::Hub;
 use crate::state::AppState;
 
-/// Selects topics by label (empty clears the filter). Refused when a label is not one of the
-/// session's topics, and (unless clearing) when embeddings are unavailable: the whole history
+/// Selects topics by label (empty clears the filter). Refused when a label is neither one of the
+/// session's topics nor selected already (a vanished topic the user has not cleared yet), and (unless clearing) when embeddings are unavailable: the whole history
 /// would go anyway, so the filter could not do what it says.
 pub async fn set_filter(
     state: &AppState,
@@ -27,7 +27,8 @@ pub async fn set_filter(
         .topics(&hub.session_id)
         .await?
         .unwrap_or_default();
-    let labels = check_filter(labels, &topics)?;
+    let selected = state.store.settings(&hub.session_id).await?.topics.filter;
+    let labels = check_filter(labels, &topics, &selected)?;
     if !labels.is_empty() && !matches!(state.embeddings.status(), EmbedStatus::Ready { .. }) {
         return Err(AppError::Embed(
             crate::embed::service::EmbedServiceError::Unavailable(
@@ -51,7 +52,7 @@ async fn change_topic_settings(
             Ok::<_, AppError>(())
         })
         .await?;
-    super::publish_view(state, hub, Urgency::Now).await
+    super::publish_view(state, hub, Urgency::Now, Vec::new()).await
 }
 
 /// Switches similarity mode for the session (off: the bubbles are visual only) and, when given,
@@ -95,7 +96,7 @@ pub async fn mark_message(
         message_id: message_id.to_owned(),
         mark,
     }));
-    super::publish_view(state, hub, Urgency::Now).await
+    super::publish_view(state, hub, Urgency::Now, Vec::new()).await
 }
 
 /// The session's topics (empty before the first extraction) and the filter's view, asked for.

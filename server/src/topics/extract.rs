@@ -7,6 +7,12 @@
 //! from the conversation, stored with a generation number (only a newer extraction may
 //! overwrite), and pushed to the session's tabs with the filter's view.
 //!
+//! Topics hold still across regenerations (`core::context::topic_follow`): each topic carries its
+//! members (message ids); a group found again keeps its label unless a new one names it clearly
+//! better; and the session's filter is carried to the topics that hold the selected topics'
+//! messages, the view saying which were renamed. A topic model's topics get their members from the
+//! embeddings (each exchange under the closest label), so their counts are what a filter sends.
+//!
 //! With a topic model (`GLASSBOX_TOPIC_MODEL`, the reply model by default): one call with a strict
 //! JSON schema. An answer that is not usable (invalid or partial JSON, no topic) keeps the previous
 //! topics; a call that fails (timeout, provider error, budget) falls back to offline extraction:
@@ -20,6 +26,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use glassbox_core::context::SessionTopics;
 use glassbox_core::context::topic_extract::{
     ExtractMessage, Extracted, extract_offline, label_by_meaning,
+};
+use glassbox_core::context::topic_follow::{
+    Renamed, carry_filter, centroid, keep_labels, label_score, members_by_label, successors,
 };
 use glassbox_core::context::topics::{
     EXTRACTION_PROMPT, TopicAnswerError, TopicSource, extraction_schema, extraction_transcript,
@@ -122,14 +131,24 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     let whole = super::model_history_in_pages(state, session_id, super::MAX_SCORED).await?;
     let first = whole.len().saturating_sub(MAX_MESSAGES);
     let history = &whole[first..];
-    // Whether the newest `history.len()` messages' vectors are computed (offline extraction).
-    let (mut topics, embedded) = match &state.config.topic_model {
-        None => offline(state, session_id, history).await?,
+    crate::background::after_turns_start().await;
+    let before = state.store.topics(session_id).await?.unwrap_or_default();
+    // The messages' vectors (cached, the missing computed): offline extraction groups by them, a
+    // topic model's topics get their members by them, and the filter follows its topics by them.
+    let vectors = history_vectors(state, session_id, history).await;
+    let embedded = vectors.len() == history.len();
+    let by_id: HashMap<&str, &[f32]> = history
+        .iter()
+        .zip(&vectors)
+        .map(|(m, v)| (m.id.as_str(), &v[..]))
+        .collect();
+    let (mut topics, mut label_vectors) = match &state.config.topic_model {
+        None => offline(state, history, &vectors).await?,
         Some(model) => match from_model(state, session_id, model, history).await {
-            Ok(t) => (t, false),
+            Ok(t) => with_members(state, t, history, &vectors).await,
             // The model answered, but not usably: the previous topics stay.
             Err(ModelTopicsError::Answer(e)) => {
-                publish(state, session_id).await?;
+                publish(state, session_id, Vec::new()).await?;
                 return Err(AppError::Internal(format!(
                     "topic model answer not used: {e}"
                 )));
@@ -137,25 +156,29 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
             // No answer at all (timeout, provider error, budget): topics from the embeddings.
             Err(e) => {
                 tracing::warn!(session = session_id, error = %e, "topic model failed; extracting offline");
-                offline(state, session_id, history).await?
+                offline(state, history, &vectors).await?
             }
         },
     };
+    settle_labels(state, &before, &mut topics, &mut label_vectors, &by_id).await;
+    keep_label_vectors(state, session_id, &topics.topics, label_vectors);
     topics.generation = generation;
     topics.message_count = history.len() as u32;
-    // Selected labels that no longer exist stay in the settings but select nothing
-    // (`history_filter` reads only current labels), so no write races a newer extraction's.
     crate::background::after_turns_start().await;
     let written = state.store.put_topics(session_id, &topics).await?;
-    if written && let Some(hub) = state.hubs.get(session_id) {
-        hub.labels.keep_only(&topics);
+    let mut renamed = Vec::new();
+    if written {
+        if let Some(hub) = state.hubs.get(session_id) {
+            hub.labels.keep_only(&topics);
+        }
+        renamed = carry_selection(state, session_id, &before, &topics, &by_id).await?;
     }
     crate::background::after_turns_start().await;
-    publish(state, session_id).await?;
-    // The filter scores more messages than extraction reads (and a topic model embeds none):
-    // they are embedded now, while nobody waits, rather than by the first filter switched on
-    // (`whole` is the newest `MAX_SCORED`; offline extraction has the newest `history.len()`
-    // already). Still under the extraction permit, so two sessions at most do this at once.
+    publish(state, session_id, renamed).await?;
+    // The filter scores more messages than extraction reads: they are embedded now, while nobody
+    // waits, rather than by the first filter switched on (`whole` is the newest `MAX_SCORED`; the
+    // newest `history.len()` have their vectors already). Still under the extraction permit, so
+    // two sessions at most do this at once.
     let done = if embedded { history.len() } else { 0 };
     let ahead = &whole[..whole.len() - done];
     if !ahead.is_empty()
@@ -166,13 +189,162 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
     Ok(written)
 }
 
-/// Tells the session's tabs its stored topics and the filter's view.
-async fn publish(state: &AppState, session_id: &str) -> Result<(), AppError> {
+/// The vectors of `history`'s messages, computed on the low-priority thread where missing; none
+/// when embeddings are unavailable (topics then come from the text alone, without members).
+async fn history_vectors(
+    state: &AppState,
+    session_id: &str,
+    history: &[ChatMessage],
+) -> Vec<Arc<[f32]>> {
+    if history.is_empty() {
+        return Vec::new();
+    }
+    match super::message_vectors(state, session_id, history, Urgency::Background).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::info!(error = %e, "topics without the messages' vectors");
+            Vec::new()
+        }
+    }
+}
+
+/// Carries the session's filter to the regenerated topics: each selected topic to the new topic
+/// that holds most of its messages (or is nearest by centroid); a selected topic with no successor
+/// stays selected, greyed in the panel, until the user clears it. Returns the renamed ones.
+async fn carry_selection(
+    state: &AppState,
+    session_id: &str,
+    before: &SessionTopics,
+    after: &SessionTopics,
+    by_id: &HashMap<&str, &[f32]>,
+) -> Result<Vec<Renamed>, AppError> {
+    if state.store.settings(session_id).await?.topics.filter.is_empty() {
+        return Ok(Vec::new());
+    }
+    let successors = successors(before, after, |id| by_id.get(id).copied());
+    // Carried inside the settings' transaction: a filter the user changed meanwhile is carried as
+    // it is now.
+    let (renamed, _) = state
+        .store
+        .update_settings(session_id, |s| {
+            let carried = carry_filter(&s.topics.filter, &successors);
+            s.topics.filter = carried.labels;
+            Ok::<_, AppError>(carried.renamed)
+        })
+        .await?;
+    if !renamed.is_empty() {
+        tracing::debug!(session = session_id, ?renamed, "the filter followed renamed topics");
+    }
+    Ok(renamed)
+}
+
+/// Gives each group found again its previous label unless the new one is clearly better
+/// (`core::context::topic_follow::keep_labels`), scoring labels by their vectors against the
+/// topics' centroids; the previous labels are embedded here when `label_vectors` lacks them.
+async fn settle_labels(
+    state: &AppState,
+    before: &SessionTopics,
+    topics: &mut SessionTopics,
+    label_vectors: &mut HashMap<String, Vec<f32>>,
+    by_id: &HashMap<&str, &[f32]>,
+) {
+    if before.topics.is_empty() {
+        return;
+    }
+    let centroids: Vec<Option<Vec<f32>>> = topics
+        .topics
+        .iter()
+        .map(|t| centroid(&t.message_ids, &|id: &str| by_id.get(id).copied()))
+        .collect();
+    if centroids.iter().any(Option::is_some) {
+        let missing: Vec<String> = before
+            .topics
+            .iter()
+            .chain(&topics.topics)
+            .map(|t| t.label.clone())
+            .filter(|l| !label_vectors.contains_key(l))
+            .collect();
+        label_vectors.extend(embed_phrases(state, missing).await);
+    }
+    keep_labels(before, &mut topics.topics, |k, label| {
+        label_score(label_vectors.get(label)?, k, &centroids)
+    });
+}
+
+/// Embeds short phrases (labels) on the low-priority thread; none when that fails.
+async fn embed_phrases(state: &AppState, mut phrases: Vec<String>) -> HashMap<String, Vec<f32>> {
+    let mut seen = std::collections::HashSet::new();
+    phrases.retain(|p| seen.insert(p.clone()));
+    phrases.truncate(MAX_INPUTS);
+    if phrases.is_empty() {
+        return HashMap::new();
+    }
+    match state
+        .embeddings
+        .embed_with(phrases.clone(), Urgency::Background)
+        .await
+    {
+        Ok(vectors) => phrases
+            .into_iter()
+            .zip(vectors.into_iter().map(|e| e.vector))
+            .collect(),
+        Err(e) => {
+            tracing::info!(error = %e, "labels not embedded");
+            HashMap::new()
+        }
+    }
+}
+
+/// A topic model's topics with members: each exchange under the label it is closest to; the
+/// count becomes the members' number (what a filter on it sends), and topics no exchange is
+/// closest to go. Without vectors the model's counts stay. Returns the labels' vectors too.
+async fn with_members(
+    state: &AppState,
+    mut topics: SessionTopics,
+    history: &[ChatMessage],
+    vectors: &[Arc<[f32]>],
+) -> (SessionTopics, HashMap<String, Vec<f32>>) {
+    if vectors.len() != history.len() || history.is_empty() {
+        return (topics, HashMap::new());
+    }
+    let labels: Vec<String> = topics.topics.iter().map(|t| t.label.clone()).collect();
+    let label_vectors = embed_phrases(state, labels.clone()).await;
+    if label_vectors.is_empty() {
+        return (topics, label_vectors);
+    }
+    let messages: Vec<(&str, bool, Option<&[f32]>)> = history
+        .iter()
+        .zip(vectors)
+        .map(|(m, v)| (m.id.as_str(), m.role == Role::User, Some(&v[..])))
+        .collect();
+    let anchors: Vec<Option<&[f32]>> = labels
+        .iter()
+        .map(|l| label_vectors.get(l).map(Vec::as_slice))
+        .collect();
+    let members = members_by_label(&messages, &topics.sticky_ids, &anchors);
+    for (t, ids) in topics.topics.iter_mut().zip(members) {
+        t.count = ids.len() as u32;
+        t.message_ids = ids;
+    }
+    if topics.topics.iter().any(|t| t.count > 0) {
+        topics.topics.retain(|t| t.count > 0);
+    }
+    topics.topics.sort_by_key(|t| std::cmp::Reverse(t.count));
+    (topics, label_vectors)
+}
+
+/// Tells the session's tabs its stored topics and the filter's view (with the selected topics
+/// this extraction `renamed`).
+async fn publish(
+    state: &AppState,
+    session_id: &str,
+    renamed: Vec<Renamed>,
+) -> Result<(), AppError> {
     if let Some(hub) = state.hubs.get(session_id) {
         if let Some(stored) = state.store.topics(session_id).await? {
             hub.publish(ServerEvent::Topics(stored));
         }
-        super::publish_view(state, &hub, Urgency::Background).await?;
+        super::publish_view(state, &hub, Urgency::Background, renamed).await?;
     }
     Ok(())
 }
@@ -253,31 +425,20 @@ async fn from_model(
 /// The structured answer's name (OpenAI schema name, Anthropic tool name).
 const SCHEMA_NAME: &str = "report_topics";
 
-/// Offline extraction over the messages' cached vectors (computed when missing; `history` is the
-/// newest [`MAX_MESSAGES`] already), labels chosen by meaning among each topic's key phrases;
-/// without embeddings, from the text alone (one group, key-phrase labels). True with the topics
-/// when every message's vector was computed.
+/// Offline extraction over the messages' `vectors` (one per message of `history`, the newest
+/// [`MAX_MESSAGES`]; none when embeddings are unavailable), labels chosen by meaning among each
+/// topic's key phrases; without vectors, from the text alone (one group, key-phrase labels).
+/// Returns the candidate labels' vectors too.
 async fn offline(
     state: &AppState,
-    session_id: &str,
     history: &[ChatMessage],
-) -> Result<(SessionTopics, bool), AppError> {
-    let vectors = if history.is_empty() {
-        Vec::new()
-    } else {
-        match super::message_vectors(state, session_id, history, Urgency::Background).await {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::info!(error = %e, "topics from text alone: no embeddings");
-                Vec::new()
-            }
-        }
-    };
-    let embedded = vectors.len() == history.len();
+    vectors: &[Arc<[f32]>],
+) -> Result<(SessionTopics, HashMap<String, Vec<f32>>), AppError> {
     let owned: Vec<(String, glassbox_core::wire::Role, String)> = history
         .iter()
         .map(|m| (m.id.clone(), m.role, m.content.clone()))
         .collect();
+    let vectors = vectors.to_vec();
     // Clustering is CPU work (quadratic in the exchanges): off the async runtime, on the
     // low-priority background thread, so a turn meanwhile is not slowed.
     let mut found = crate::background::run(move || {
@@ -296,7 +457,6 @@ async fn offline(
     .await
     .map_err(|e| AppError::Internal(format!("offline topic extraction failed: {e}")))?;
     let label_vectors = label_by_meaning_of(state, &mut found).await;
-    keep_label_vectors(state, session_id, &found.topics, label_vectors);
     let topics = SessionTopics {
         topics: found.topics,
         sticky_ids: found.sticky_ids,
@@ -304,7 +464,7 @@ async fn offline(
         generation: 0,
         message_count: 0,
     };
-    Ok((topics, embedded))
+    Ok((topics, label_vectors))
 }
 
 /// Keeps the new labels' vectors with the session's hub (when live), so that neither the view
@@ -336,31 +496,17 @@ async fn label_by_meaning_of(state: &AppState, found: &mut Extracted) -> HashMap
     // At most 8 topics of 8 candidates: one request (`MAX_INPUTS` is 128).
     let mut phrases: Vec<String> = Vec::new();
     for c in found.candidates.iter().flatten() {
-        if !phrases.contains(c) && phrases.len() < MAX_INPUTS {
+        if !phrases.contains(c) {
             phrases.push(c.clone());
         }
     }
-    if phrases.is_empty() {
-        return HashMap::new();
+    let by_phrase = embed_phrases(state, phrases).await;
+    if by_phrase.is_empty() {
+        tracing::info!("topic labels from key phrases alone");
+    } else {
+        label_by_meaning(found, |c| by_phrase.get(c).map(Vec::as_slice));
     }
-    match state
-        .embeddings
-        .embed_with(phrases.clone(), Urgency::Background)
-        .await
-    {
-        Ok(vectors) => {
-            let by_phrase: HashMap<String, Vec<f32>> = phrases
-                .into_iter()
-                .zip(vectors.into_iter().map(|e| e.vector))
-                .collect();
-            label_by_meaning(found, |c| by_phrase.get(c).map(Vec::as_slice));
-            by_phrase
-        }
-        Err(e) => {
-            tracing::info!(error = %e, "topic labels from key phrases alone");
-            HashMap::new()
-        }
-    }
+    by_phrase
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Topics and the topic filter on the server: which history a turn sends ([`history_filter`]:
-//! vectors from the embedding cache, scoring and choices in `core`), the filter's view for the
-//! panel, and extraction after each reply ([`extract`]).
+//! a selected topic's members, and the other messages scored against its label and its members'
+//! centroid with vectors from the embedding cache; scoring and choices in `core`), the filter's
+//! view for the panel, and extraction after each reply ([`extract`]), which carries the filter to
+//! the regenerated topics.
 
 pub mod commands;
 pub mod extract;
@@ -9,8 +11,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
 use glassbox_core::context::selection::{Candidate, Choice, Kept, select, topic_scores};
+use glassbox_core::context::topic_follow::{Renamed, centroid};
 use glassbox_core::context::{
-    FilterNote, FilterView, Score, SessionSettings, SessionTopics, TopicSettings,
+    FilterNote, FilterView, Score, SessionSettings, SessionTopics, Topic, TopicSettings,
 };
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
@@ -47,9 +50,10 @@ pub fn message_embed_item(m: &ChatMessage) -> (String, String) {
 }
 
 /// Decides which of `candidates` (stored messages that reach the model, oldest first, without the
-/// message being answered) go, under the session's filter, marks and sticky topic. When the
-/// filter cannot apply (similarity mode off, no label, embeddings unavailable or failing) every
-/// message goes, except excluded ones.
+/// message being answered) go, under the session's filter, marks and sticky topic: a selected
+/// topic's members go, and the messages whose score clears the threshold. When the filter cannot
+/// apply (similarity mode off, no current label, embeddings unavailable or failing) every message
+/// goes, except excluded ones.
 pub async fn history_filter(
     state: &AppState,
     session_id: &str,
@@ -60,17 +64,23 @@ pub async fn history_filter(
     let t = &settings.topics;
     let mode = t.similarity_mode.unwrap_or(state.config.embedding_search);
     let threshold = t.threshold_or(Some(state.config.similarity_threshold));
-    let labels: Vec<String> = t
+    let (labels, orphaned): (Vec<String>, Vec<String>) = t
         .filter
         .iter()
-        .filter(|l| topics.is_some_and(|s| s.has(l)))
         .cloned()
+        .partition(|l| topics.is_some_and(|s| s.has(l)));
+    let selected: Vec<&Topic> = topics
+        .map(|s| s.topics.iter().filter(|t| labels.contains(&t.label)).collect())
+        .unwrap_or_default();
+    let members: HashSet<&str> = selected
+        .iter()
+        .flat_map(|t| t.message_ids.iter().map(String::as_str))
         .collect();
     let available = matches!(state.embeddings.status(), EmbedStatus::Ready { .. });
     let mut scores = vec![None; candidates.len()];
     let mut active = mode && available && !labels.is_empty();
     if active {
-        match score(state, session_id, &labels, candidates).await {
+        match score(state, session_id, &selected, candidates).await {
             Ok(s) => scores = s,
             Err(e) => {
                 tracing::warn!(error = %e, "topic filter not applied: scoring failed");
@@ -88,11 +98,14 @@ pub async fn history_filter(
             mark: m.mark,
             sticky: sticky.contains(m.id.as_str()),
             score: *score,
+            member: members.contains(m.id.as_str()),
         })
         .collect();
     let choices = select(&list, active.then_some(threshold));
     let view = FilterView {
         labels: labels.clone(),
+        orphaned,
+        renamed: Vec::new(),
         similarity_mode: mode,
         threshold,
         available,
@@ -117,22 +130,35 @@ pub async fn history_filter(
     }
 }
 
-/// Each candidate's best cosine over the labels' vectors (cached vectors read, missing computed).
+/// Each candidate's best cosine over the selected topics' label vectors and their members'
+/// centroids (cached vectors read, missing computed): a message about the subject scores against
+/// what the topic's messages say, not only against its two-word label.
 async fn score(
     state: &AppState,
     session_id: &str,
-    labels: &[String],
+    selected: &[&Topic],
     candidates: &[ChatMessage],
 ) -> Result<Vec<Option<f32>>, AppError> {
     let hub = state.hubs.get(session_id);
-    let label_vectors = label_vectors(state, hub.as_ref().map(|h| &h.labels), labels).await?;
+    let labels: Vec<String> = selected.iter().map(|t| t.label.clone()).collect();
+    let mut anchors = label_vectors(state, hub.as_ref().map(|h| &h.labels), &labels).await?;
     let first = candidates.len().saturating_sub(MAX_SCORED);
     let recent = &candidates[first..];
     let message_vectors = message_vectors(state, session_id, recent, Urgency::Now).await?;
+    let by_id: HashMap<&str, &[f32]> = recent
+        .iter()
+        .zip(&message_vectors)
+        .map(|(m, v)| (m.id.as_str(), &v[..]))
+        .collect();
+    anchors.extend(
+        selected
+            .iter()
+            .filter_map(|t| centroid(&t.message_ids, &|id: &str| by_id.get(id).copied())),
+    );
     let refs: Vec<Option<&[f32]>> = std::iter::repeat_n(None, first)
         .chain(message_vectors.iter().map(|v| Some(&v[..])))
         .collect();
-    Ok(topic_scores(&refs, &label_vectors))
+    Ok(topic_scores(&refs, &anchors))
 }
 
 /// The topic labels' vectors of a live session, kept with its hub so that turns under a filter
@@ -399,18 +425,21 @@ pub async fn warm_before_view(
 
 /// Tells every tab of the session the filter's view (read under the hub's view lock, so tabs get
 /// views in the order of the state they show; vectors computed first, outside the lock, as
-/// `urgency` says: [`Urgency::Now`] for a command, [`Urgency::Background`] for extraction).
+/// `urgency` says: [`Urgency::Now`] for a command, [`Urgency::Background`] for extraction), with
+/// the selected topics the extraction before it `renamed`.
 pub async fn publish_view(
     state: &AppState,
     hub: &Hub,
     urgency: Urgency,
+    renamed: Vec<Renamed>,
 ) -> Result<FilterView, AppError> {
     warm_before_view(state, &hub.session_id, urgency).await?;
     if urgency == Urgency::Background {
         crate::background::after_turns_start().await;
     }
     let _order = hub.view_lock.lock().await;
-    let view = current_view(state, &hub.session_id).await?;
+    let mut view = current_view(state, &hub.session_id).await?;
+    view.renamed = renamed;
     hub.publish(ServerEvent::Filter(view.clone()));
     Ok(view)
 }
@@ -418,7 +447,6 @@ pub async fn publish_view(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use glassbox_core::context::Topic;
 
     fn v(x: f32) -> Arc<[f32]> {
         Arc::from(vec![x; 4])
@@ -436,6 +464,7 @@ mod tests {
             topics: vec![Topic {
                 label: "Chess".into(),
                 count: 2,
+                ..Default::default()
             }],
             ..Default::default()
         };

@@ -230,17 +230,28 @@ where
     F: FnOnce(fantoccini::Client, String) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
+    use futures::FutureExt;
     let driver = start_driver().await?;
     let profile = tempfile::tempdir()?;
     let client = browser(&driver, profile.path()).await?;
-    let result = scenario(client.clone(), url).await;
-    if result.is_err()
-        && let Ok(png) = client.screenshot().await
-    {
+    // A failed assertion panics: caught here so that it, too, leaves its screenshot and closes
+    // the browser, then goes on as the panic it was.
+    let outcome = std::panic::AssertUnwindSafe(scenario(client.clone(), url))
+        .catch_unwind()
+        .await;
+    let failed = !matches!(outcome, Ok(Ok(())));
+    if failed && let Ok(png) = client.screenshot().await {
         let path = std::env::temp_dir().join(format!("{name}-failure.png"));
         let _ = std::fs::write(&path, png);
         eprintln!("screenshot of the failure: {}", path.display());
     }
-    client.close().await?;
-    result
+    let closed = client.close().await;
+    match outcome {
+        Ok(result) => {
+            result?;
+            closed?;
+            Ok(())
+        }
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
 }

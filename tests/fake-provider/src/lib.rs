@@ -72,6 +72,9 @@ struct Shared {
     behaviour: Mutex<Behaviour>,
     /// Behaviours for the next requests, one each, before `behaviour`.
     queue: Mutex<std::collections::VecDeque<Behaviour>>,
+    /// What requests for a structured answer get (an OpenAI `response_format`, an Anthropic forced
+    /// `tool_choice`), before the queue and `behaviour`, when set.
+    structured: Mutex<Option<Behaviour>>,
     /// Requests served so far (numbers tool-call ids, so each round's are unique).
     served: AtomicUsize,
     requests: Mutex<Vec<Recorded>>,
@@ -123,6 +126,7 @@ impl FakeProvider {
         let shared = Arc::new(Shared {
             behaviour: Mutex::new(behaviour),
             queue: Mutex::default(),
+            structured: Mutex::default(),
             served: AtomicUsize::new(0),
             requests: Mutex::default(),
             record,
@@ -162,6 +166,17 @@ impl FakeProvider {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .extend(behaviours);
+    }
+
+    /// What requests for a structured answer (topic extraction: an OpenAI `response_format`, an
+    /// Anthropic forced tool) get from now on, whatever the queue and [`FakeProvider::set`] say;
+    /// `None`: they are served like the others.
+    pub fn set_structured(&self, behaviour: Option<Behaviour>) {
+        *self
+            .shared
+            .structured
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = behaviour;
     }
 
     /// Changes what the next requests get.
@@ -224,11 +239,24 @@ fn record(
                 key,
             });
     }
-    let queued = shared
-        .queue
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .pop_front();
+    let wants_structure = body.get("response_format").is_some()
+        || body.pointer("/tool_choice/type").and_then(Value::as_str) == Some("tool");
+    let structured = wants_structure
+        .then(|| {
+            shared
+                .structured
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        })
+        .flatten();
+    let queued = structured.or_else(|| {
+        shared
+            .queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+    });
     let behaviour = queued.unwrap_or_else(|| {
         shared
             .behaviour
