@@ -18,6 +18,7 @@ pub mod sets;
 pub mod settings;
 pub mod sticky;
 pub mod topic_extract;
+pub mod topic_labels;
 pub mod topics;
 
 pub use meter::{
