@@ -19,6 +19,7 @@ pub mod settings;
 pub mod sticky;
 pub mod topic_extract;
 pub mod topic_follow;
+pub mod topic_labels;
 pub mod topics;
 
 pub use meter::{

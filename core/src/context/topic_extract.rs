@@ -6,13 +6,15 @@
 //! follow-up ("what about rook pawns?") says little alone. Exchanges are clustered bottom-up
 //! (average linkage over cosine similarity, neighbours in time counting a little closer) until no
 //! two groups are similar enough. Each group's candidate labels are the phrases most particular to
-//! it (class-based TF-IDF over unigrams and bigrams, stopwords of six languages left out); with
+//! it (class-based TF-IDF over unigrams and bigrams, stopwords of six languages left out, only
+//! noun phrases kept: [`super::topic_labels`]); with
 //! the candidates' embeddings, [`label_by_meaning`] picks the one closest to the group's meaning
 //! and far from the other groups' (KeyBERT's idea), else the first candidate is the label.
 
 use std::collections::HashMap;
 
 use super::sticky::is_standing_instruction;
+use super::topic_labels::{is_noun_phrase, language_of, verbs_in};
 use super::topics::{MAX_LABEL_CHARS, TOPIC_RANGE, Topic};
 use crate::vector::{dot, normalize};
 use crate::wire::Role;
@@ -454,7 +456,7 @@ fn candidate_labels(groups: &[Vec<(&str, bool)>]) -> Vec<Vec<String>> {
         for &(text, by_user) in texts {
             total += 1;
             let mut seen: Vec<String> = Vec::new();
-            for (key, surface) in phrases_of(text) {
+            for (key, surface) in noun_phrases_of(text) {
                 if seen.contains(&key) {
                     continue;
                 }
@@ -501,27 +503,53 @@ fn candidate_labels(groups: &[Vec<(&str, bool)>]) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The unigrams and bigrams of a text that can name a topic: (lowercase key, surface form).
+/// The content unigrams and bigrams of a text: (lowercase key, surface form).
 fn phrases_of(text: &str) -> Vec<(String, String)> {
+    phrases(text, false)
+}
+
+/// The unigrams and bigrams of a text that can name a topic: content words in noun phrases, not
+/// verbs where they stand ([`super::topic_labels`]).
+fn noun_phrases_of(text: &str) -> Vec<(String, String)> {
+    phrases(text, true)
+}
+
+fn phrases(text: &str, noun_phrases: bool) -> Vec<(String, String)> {
+    let lang = if noun_phrases { language_of(text) } else { None };
     let mut out = Vec::new();
     for sentence in text.split(['.', '!', '?', ';', ':', '\n', '(', ')', ',', '"', '«', '»']) {
         let words: Vec<&str> = sentence
             .split_whitespace()
             .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#'))
             .collect();
-        let content = |w: &str| {
+        let is_content = |w: &str| {
             let lower = w.to_lowercase();
             w.chars().count() >= 3
                 && w.chars().any(char::is_alphabetic)
                 && !w.chars().all(|c| c.is_ascii_digit())
                 && !STOPWORDS.contains(&lower.as_str())
         };
+        let verbs = if noun_phrases {
+            verbs_in(&words, lang)
+        } else {
+            vec![false; words.len()]
+        };
+        // A content word, and (for labels) not standing as a verb there.
+        let content = |i: usize| {
+            words.get(i).is_some_and(|w| is_content(w)) && !verbs.get(i).copied().unwrap_or(true)
+        };
         for (i, w) in words.iter().enumerate() {
-            if !content(w) {
+            if !content(i) {
                 continue;
             }
-            out.push((w.to_lowercase(), (*w).to_owned()));
-            if let Some(next) = words.get(i + 1).filter(|n| content(n)) {
+            if !noun_phrases || is_noun_phrase(&[w], lang) {
+                out.push((w.to_lowercase(), (*w).to_owned()));
+            }
+            if let Some(next) = Some(i + 1)
+                .filter(|&n| content(n))
+                .and_then(|n| words.get(n))
+                .filter(|n| !noun_phrases || is_noun_phrase(&[w, n], lang))
+            {
                 out.push((
                     format!("{} {}", w.to_lowercase(), next.to_lowercase()),
                     format!("{w} {next}"),
@@ -681,6 +709,42 @@ mod tests {
         assert_eq!(got.assignment[2], None);
         assert_eq!(got.assignment[0], got.assignment[4]);
         assert_ne!(got.assignment[0], got.assignment[6]);
+    }
+
+    #[test]
+    fn the_demo_conversation_gets_noun_phrases_not_verb_fragments() {
+        // Three questions on sourdough (the one on the starter a little apart), three on black
+        // holes, one standing instruction: once labelled "Bread comes", "Starter alive".
+        let (bread, starter, holes, odd) = (
+            [1.0, 0.0, 0.0, 0.0],
+            [0.6, 0.8, 0.0, 0.0],
+            [0.0, 0.0, 1.0, 0.0],
+            [0.0, 0.0, 0.0, 1.0],
+        );
+        let msgs = [
+            m("1", Role::User, "My sourdough bread comes out dense and flat.", &bread),
+            m("2", Role::Assistant, "Dense bread usually means the dough was underproofed.", &bread),
+            m("3", Role::User, "How do I keep my starter alive while on holiday?", &starter),
+            m("4", Role::Assistant, "Feed it, then keep the starter in the fridge.", &starter),
+            m("5", Role::User, "Answer in short bullet points from now on.", &odd),
+            m("6", Role::User, "Why does my sourdough bread taste so sour?", &bread),
+            m("7", Role::Assistant, "A long cold proof makes sourdough bread more sour.", &bread),
+            m("8", Role::User, "How do black holes form?", &holes),
+            m("9", Role::Assistant, "Black holes form when a massive star collapses.", &holes),
+            m("10", Role::User, "What happens inside black holes?", &holes),
+            m("11", Role::Assistant, "Past the event horizon nothing escapes.", &holes),
+            m("12", Role::User, "Can black holes evaporate?", &holes),
+            m("13", Role::Assistant, "Yes, slowly, through Hawking radiation.", &holes),
+        ];
+        let got = extract_offline(&msgs);
+        assert_eq!(got.sticky_ids, ["5"]);
+        let labels: Vec<&str> = got.topics.iter().map(|t| t.label.as_str()).collect();
+        let candidates: Vec<&String> = got.candidates.iter().flatten().collect();
+        for fragment in ["Bread comes", "Starter alive", "Holes form", "Comes", "Alive", "Dense"] {
+            assert!(!candidates.iter().any(|c| *c == fragment), "{fragment}: {candidates:?}");
+        }
+        assert!(labels.contains(&"Black holes"), "{labels:?}");
+        assert!(labels.contains(&"Sourdough bread"), "{labels:?}");
     }
 
     #[test]
