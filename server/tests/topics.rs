@@ -969,7 +969,7 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
     )));
     let first = extract_now(&server, &id).await;
     assert_eq!(first.source, TopicSource::Model);
-    assert_eq!(first.sticky_ids, [instruction.clone()]);
+    assert_eq!(&first.sticky_ids, std::slice::from_ref(instruction));
     let warm = holding(&first, &bread[2]);
     assert_eq!(warm.label, "Dough temperature while rising", "{first:?}");
     assert_eq!(warm.message_ids, bread[2..4], "members by exchange: {first:?}");

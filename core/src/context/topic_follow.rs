@@ -184,7 +184,7 @@ pub fn keep_labels(
             .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
     };
     let mut proposals: Vec<(usize, String)> = Vec::new();
-    for k in 0..new.len() {
+    for (k, topic) in new.iter().enumerate() {
         let Some((held, o)) = (0..old.topics.len())
             .map(|o| (shared(o, k), o))
             .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
@@ -195,11 +195,11 @@ pub fn keep_labels(
             continue;
         }
         let old_present = overlap(&old.topics[o].message_ids, &new_grouped);
-        let new_known = overlap(&new[k].message_ids, &old_grouped);
+        let new_known = overlap(&topic.message_ids, &old_grouped);
         if 2 * held < old_present || 2 * held < new_known {
             continue;
         }
-        let (was, is) = (&old.topics[o].label, &new[k].label);
+        let (was, is) = (&old.topics[o].label, &topic.label);
         if was == is {
             continue;
         }
