@@ -491,3 +491,123 @@ fn last_texts(fake: &FakeProvider) -> Vec<String> {
         .filter_map(|m| m["content"].as_str().map(str::to_owned))
         .collect()
 }
+
+/// The demo's walk with offline extraction (what `cargo xtask serve` runs without a key): three
+/// messages about sourdough, three about black holes, one standing instruction; the user picks
+/// the bread topic and asks two more questions about the loaf. After each regeneration the bread
+/// bubble is still selected, the status line counts the highlighted messages (the bubble's
+/// messages among them), the next request holds the new bread messages and no black hole, and no
+/// label is a verb fragment.
+#[tokio::test]
+async fn the_demo_walk_keeps_its_filter_with_offline_topics() -> Result<()> {
+    let fake = FakeProvider::start(Behaviour::reply(&["ok"])).await?;
+    let base = fake.openai_base();
+    let model_dir = std::env::var("GLASSBOX_EMBED_MODEL_DIR").unwrap_or_else(|_| {
+        glassbox_server::config::default_model_dir()
+            .display()
+            .to_string()
+    });
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "e2e"),
+        ("OPENAI_BASE_URL", &base),
+        ("GLASSBOX_TOOLS", "off"),
+        ("GLASSBOX_TOPICS", "on"),
+        ("GLASSBOX_TOPIC_MODEL", "offline"),
+        ("GLASSBOX_TOPICS_SETTLE_MS", "300"),
+        ("GLASSBOX_EMBED_MODEL_DIR", &model_dir),
+    ])
+    .await?;
+    let url = format!("http://{}/", server.addr);
+    let fake = &fake;
+    in_browser(url, "topics-demo-walk", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        let walk: Vec<(&str, &str)> = BREAD
+            .iter()
+            .copied()
+            .chain(SPACE)
+            .chain([("Be concise from now on, please.", "Understood.")])
+            .collect();
+        for (i, (q, a)) in walk.iter().enumerate() {
+            fake.set(Behaviour::reply(&[a]));
+            send(&client, q, i).await?;
+        }
+        client
+            .execute(&format!("{ROOT} r.querySelector('.gb-topics-toggle').click();"), vec![])
+            .await?;
+        let found = topics_of(&client, 14).await?;
+        let labels: Vec<String> = found["topics"]["topics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["label"].as_str().map(str::to_owned))
+            .collect();
+        for verb_fragment in ["Bread comes", "Starter alive", "Holes form"] {
+            assert!(!labels.iter().any(|l| l == verb_fragment), "{labels:?}");
+        }
+        let sticky = found["topics"]["stickyIds"][0].as_str().unwrap_or_default().to_owned();
+        assert!(!sticky.is_empty(), "the instruction is found: {found}");
+        let bread = found["topics"]["topics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["messageIds"].as_array().is_some_and(|m| m.len() >= 4)
+                && t["label"].as_str().is_some_and(|l| !l.to_lowercase().contains("hole")))
+            .and_then(|t| t["label"].as_str())
+            .unwrap_or_else(|| panic!("no bread topic in {found}"))
+            .to_owned();
+        wait_for(
+            &client,
+            "the bread bubble",
+            &format!("{ROOT} return [...r.querySelectorAll('.gb-bubble-topic .gb-bubble-label')].some(x => x.textContent === {bread:?});"),
+        )
+        .await?;
+        eprintln!("offline topics of the walk: {labels:?}");
+        client
+            .execute(
+                &format!("{ROOT} [...r.querySelectorAll('.gb-bubble-topic')].find(b => b.querySelector('.gb-bubble-label').textContent === arguments[0]).click();"),
+                vec![json!(bread)],
+            )
+            .await?;
+        let panel = wait_for(
+            &client,
+            "the selection",
+            &format!("{ROOT} {PANEL} return sel.length === 1 && /of 14 messages/.test(status) && {{sel, status}};"),
+        )
+        .await?;
+        agrees(&client, &panel, &sticky, 14).await?;
+
+        let more = [
+            "What oven temperature should I bake the sourdough loaf at?",
+            "Should the sourdough loaf bake in a Dutch oven with the lid on?",
+        ];
+        for (k, q) in more.iter().enumerate() {
+            fake.set(Behaviour::reply(&["Bake the sourdough loaf hot, around 230 degrees, with steam."]));
+            send(&client, q, walk.len() + k).await?;
+            let sent = last_texts(fake);
+            assert!(sent.iter().all(|t| !t.contains("black hole")), "{sent:?}");
+            assert!(sent.iter().any(|t| t.contains("Be concise")), "{sent:?}");
+            for earlier in &more[..k] {
+                assert!(sent.iter().any(|t| t == earlier), "the new {earlier:?} is sent: {sent:?}");
+            }
+            let total = 14 + 2 * (k + 1);
+            topics_of(&client, total).await?;
+            let panel = wait_for(
+                &client,
+                "the selection after the regeneration",
+                &format!("{ROOT} {PANEL} return sel.length === 1 && RegExp('of {total} messages').test(status) && {{sel, status, gone}};"),
+            )
+            .await?;
+            assert_eq!(panel["gone"], json!([]), "{panel}");
+            agrees(&client, &panel, &sticky, total).await?;
+            eprintln!("after {total} messages: {panel}");
+        }
+        // For a person to look at: the panel after the walk.
+        if let Ok(png) = client.screenshot().await {
+            let _ = std::fs::write(std::env::temp_dir().join("topics-demo-walk.png"), png);
+        }
+        Ok(())
+    })
+    .await
+}
