@@ -341,6 +341,12 @@ async fn a_selected_topic_follows_its_messages_through_regenerations() -> Result
     in_browser(url, "topics-follow", |client, url| async move {
         client.goto(&url).await?;
         wait_for(&client, "the widget to connect", CONNECTED).await?;
+        client
+            .execute(
+                "window.__filters = []; document.addEventListener('glassbox:filter-changed', e => window.__filters.push(e.detail));",
+                vec![],
+            )
+            .await?;
         let exchanges: Vec<(&str, &str)> = BREAD
             .iter()
             .copied()
@@ -411,6 +417,12 @@ async fn a_selected_topic_follows_its_messages_through_regenerations() -> Result
         )
         .await?;
         assert_eq!(panel["renamed"], "Dough temperature while rising → Sourdough bread", "{panel}");
+        // The host heard the same.
+        let heard = client
+            .execute("return window.__filters.find(f => f.renamed?.length);", vec![])
+            .await?;
+        assert_eq!(heard["renamed"], json!([{"from": "Dough temperature while rising", "to": "Sourdough bread"}]), "{heard}");
+        assert_eq!(heard["labels"], json!(["Sourdough bread"]), "{heard}");
         assert_eq!(panel["gone"], json!([]), "{panel}");
         let count = panel["sel"][0][1].as_u64().unwrap_or_default();
         assert!(count >= 6, "the bread messages, the oven exchange too: {panel}");
@@ -438,6 +450,44 @@ async fn a_selected_topic_follows_its_messages_through_regenerations() -> Result
         let count = panel["sel"][0][1].as_u64().unwrap_or_default();
         assert!(count >= 8, "{panel}");
         agrees(&client, &panel, sticky, 18).await?;
+
+        // Black holes selected too; then the topics no longer have them: a greyed chip says the
+        // selection is gone (it selects nothing) until the user clears it with a click.
+        client
+            .execute(
+                &format!("{ROOT} [...r.querySelectorAll('.gb-bubble-topic')].find(b => b.querySelector('.gb-bubble-label').textContent === 'Black holes').click();"),
+                vec![],
+            )
+            .await?;
+        wait_for(
+            &client,
+            "two selected",
+            &format!("{ROOT} {PANEL} return sel.length === 2;"),
+        )
+        .await?;
+        fake.set_structured(Some(topics_answer(&[("Sourdough bread", 10), ("Kitchen timers", 1)], sticky)));
+        fake.set(Behaviour::reply(&["About an hour, so the crumb sets."]));
+        send(&client, "How long should the baked loaf cool before slicing?", exchanges.len() + 2).await?;
+        topics_of(&client, 20).await?;
+        let panel = wait_for(
+            &client,
+            "the vanished selection's chip",
+            &format!("{ROOT} {PANEL} return gone.length === 1 && /of 20 messages/.test(status) && {{sel, status, gone}};"),
+        )
+        .await?;
+        assert_eq!(panel["gone"], json!(["Black holes"]), "{panel}");
+        assert_eq!(panel["sel"][0][0], "Sourdough bread", "{panel}");
+        agrees(&client, &panel, sticky, 20).await?;
+        client
+            .execute(&format!("{ROOT} r.querySelector('.gb-orphan-topic').click();"), vec![])
+            .await?;
+        let panel = wait_for(
+            &client,
+            "the chip to be cleared",
+            &format!("{ROOT} {PANEL} return gone.length === 0 && {{sel, status}};"),
+        )
+        .await?;
+        assert_eq!(panel["sel"][0][0], "Sourdough bread", "the other selection stays: {panel}");
         Ok(())
     })
     .await
@@ -600,6 +650,8 @@ async fn the_demo_walk_keeps_its_filter_with_offline_topics() -> Result<()> {
             )
             .await?;
             assert_eq!(panel["gone"], json!([]), "{panel}");
+            // The group grew: it keeps its label (no churn from one reply to the next).
+            assert_eq!(panel["sel"][0][0], json!(bread), "{panel}");
             agrees(&client, &panel, &sticky, total).await?;
             eprintln!("after {total} messages: {panel}");
         }
