@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use glassbox_core::context::topics::TopicSource;
 use glassbox_core::context::{LeftOutWhy, PartKind, Reason, Receipt, SessionTopics, Topic};
-use glassbox_fake_provider::Behaviour;
+use glassbox_fake_provider::{Behaviour, topics_answer};
 use glassbox_core::wire::ChatMessage;
 use serde_json::{Value, json};
 use support::{Api, TestServer};
@@ -895,18 +895,6 @@ const SPACE: [(&str, &str); 3] = [
     ),
 ];
 
-/// A topic model's answer naming these topics (label, count) and standing instructions.
-fn topics_answer(topics: &[(&str, u32)], sticky: &[&str]) -> Behaviour {
-    let topics: Vec<Value> = topics
-        .iter()
-        .map(|(label, count)| json!({"label": label, "count": count}))
-        .collect();
-    let answer = json!({
-        "topics": topics,
-        "instructions": {"label": "Instructions & Preferences", "message_ids": sticky},
-    });
-    Behaviour::reply(&[answer.to_string().as_str()])
-}
 
 /// Runs one extraction now (the test's servers hold the automatic ones off).
 async fn extract_now(server: &TestServer, id: &str) -> SessionTopics {
@@ -965,7 +953,7 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
             ("Dough temperature while rising", 2),
             ("Flat dense loaf", 2),
         ],
-        &[instruction],
+        &[instruction.as_str()],
     )));
     let first = extract_now(&server, &id).await;
     assert_eq!(first.source, TopicSource::Model);
@@ -992,7 +980,7 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
     frames.hello_existing(&id, &token).await;
     server.fake.set_structured(Some(topics_answer(
         &[("Sourdough bread", 6), ("Kitchen equipment", 1)],
-        &[instruction],
+        &[instruction.as_str()],
     )));
     let second = extract_now(&server, &id).await;
     let merged = holding(&second, &bread[2]);

@@ -7,8 +7,8 @@
 use anyhow::Result;
 use fantoccini::Client;
 use glassbox_e2e::widget_page::{CONNECTED, shadow_element};
-use glassbox_e2e::{in_browser, start_server, wait_for};
-use glassbox_fake_provider::{Behaviour, FakeProvider};
+use glassbox_e2e::{Server, in_browser, start_server, wait_for};
+use glassbox_fake_provider::{Behaviour, FakeProvider, topics_answer};
 use serde_json::{Value, json};
 
 const ROOT: &str = "const r = document.querySelector('glassbox-chat').shadowRoot;";
@@ -41,6 +41,26 @@ const EXCHANGES: [(&str, &str); 7] = [
     ),
 ];
 
+/// A server replying through `fake`, with topics on, the real embedding model, and `extra`.
+async fn topics_server(fake: &FakeProvider, extra: &[(&str, &str)]) -> Result<Server> {
+    let base = fake.openai_base();
+    let model_dir = std::env::var("GLASSBOX_EMBED_MODEL_DIR").unwrap_or_else(|_| {
+        glassbox_server::config::default_model_dir()
+            .display()
+            .to_string()
+    });
+    let mut vars = vec![
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "e2e"),
+        ("OPENAI_BASE_URL", base.as_str()),
+        ("GLASSBOX_TOOLS", "off"),
+        ("GLASSBOX_TOPICS", "on"),
+        ("GLASSBOX_EMBED_MODEL_DIR", model_dir.as_str()),
+    ];
+    vars.extend_from_slice(extra);
+    start_server(&vars).await
+}
+
 async fn send(client: &Client, text: &str, replies_before: usize) -> Result<()> {
     let input = shadow_element(client, "textarea.gb-input").await?;
     input.send_keys(text).await?;
@@ -60,22 +80,7 @@ async fn send(client: &Client, text: &str, replies_before: usize) -> Result<()> 
 #[tokio::test]
 async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() -> Result<()> {
     let fake = FakeProvider::start(Behaviour::reply(&["ok"])).await?;
-    let base = fake.openai_base();
-    let model_dir = std::env::var("GLASSBOX_EMBED_MODEL_DIR").unwrap_or_else(|_| {
-        glassbox_server::config::default_model_dir()
-            .display()
-            .to_string()
-    });
-    let server = start_server(&[
-        ("GLASSBOX_PROVIDER", "openai"),
-        ("OPENAI_API_KEY", "e2e"),
-        ("OPENAI_BASE_URL", &base),
-        ("GLASSBOX_TOOLS", "off"),
-        ("GLASSBOX_TOPICS", "on"),
-        ("GLASSBOX_TOPIC_MODEL", "offline"),
-        ("GLASSBOX_EMBED_MODEL_DIR", &model_dir),
-    ])
-    .await?;
+    let server = topics_server(&fake, &[("GLASSBOX_TOPIC_MODEL", "offline")]).await?;
     let url = format!("http://{}/", server.addr);
     let fake = &fake;
     in_browser(url, "topics", |client, url| async move {
@@ -283,18 +288,6 @@ const SPACE: [(&str, &str); 3] = [
     ),
 ];
 
-/// The topic model's structured answer (the fake provider serves it to extraction requests only).
-fn topics_answer(topics: &[(&str, u32)], sticky: &str) -> Behaviour {
-    let topics: Vec<Value> = topics
-        .iter()
-        .map(|(label, count)| json!({"label": label, "count": count}))
-        .collect();
-    let answer = json!({
-        "topics": topics,
-        "instructions": {"label": "Instructions & Preferences", "message_ids": [sticky]},
-    });
-    Behaviour::reply(&[answer.to_string().as_str()])
-}
 
 /// The topics the element last heard, once an extraction read `messages` messages.
 async fn topics_of(client: &Client, messages: usize) -> Result<Value> {
@@ -320,22 +313,7 @@ const PANEL: &str = "const sel = [...r.querySelectorAll('.gb-bubble-topic[aria-p
 #[tokio::test]
 async fn a_selected_topic_follows_its_messages_through_regenerations() -> Result<()> {
     let fake = FakeProvider::start(Behaviour::reply(&["ok"])).await?;
-    let base = fake.openai_base();
-    let model_dir = std::env::var("GLASSBOX_EMBED_MODEL_DIR").unwrap_or_else(|_| {
-        glassbox_server::config::default_model_dir()
-            .display()
-            .to_string()
-    });
-    let server = start_server(&[
-        ("GLASSBOX_PROVIDER", "openai"),
-        ("OPENAI_API_KEY", "e2e"),
-        ("OPENAI_BASE_URL", &base),
-        ("GLASSBOX_TOOLS", "off"),
-        ("GLASSBOX_TOPICS", "on"),
-        ("GLASSBOX_TOPICS_SETTLE_MS", "300"),
-        ("GLASSBOX_EMBED_MODEL_DIR", &model_dir),
-    ])
-    .await?;
+    let server = topics_server(&fake, &[("GLASSBOX_TOPICS_SETTLE_MS", "300")]).await?;
     let url = format!("http://{}/", server.addr);
     let fake = &fake;
     in_browser(url, "topics-follow", |client, url| async move {
@@ -370,7 +348,7 @@ async fn a_selected_topic_follows_its_messages_through_regenerations() -> Result
                         ("Dough temperature while rising", 2),
                         ("Flat dense loaf", 2),
                     ],
-                    &sticky,
+                    &[&sticky],
                 )));
             }
         }
@@ -403,7 +381,7 @@ async fn a_selected_topic_follows_its_messages_through_regenerations() -> Result
         agrees(&client, &panel, sticky, 14).await?;
 
         // The next reply regenerates the topics under other labels: the bread is one topic now.
-        fake.set_structured(Some(topics_answer(&[("Black holes", 6), ("Sourdough bread", 6)], sticky)));
+        fake.set_structured(Some(topics_answer(&[("Black holes", 6), ("Sourdough bread", 6)], &[sticky])));
         let oven = "What oven temperature should I bake the sourdough loaf at?";
         fake.set(Behaviour::reply(&["Bake the sourdough loaf at 230 degrees with steam, then 210."]));
         send(&client, oven, exchanges.len()).await?;
@@ -430,7 +408,7 @@ async fn a_selected_topic_follows_its_messages_through_regenerations() -> Result
 
         // The next request holds every bread message and the new one about the oven, and no
         // black hole; the same labels again keep the selection as it is.
-        fake.set_structured(Some(topics_answer(&[("Black holes", 6), ("Sourdough bread", 8)], sticky)));
+        fake.set_structured(Some(topics_answer(&[("Black holes", 6), ("Sourdough bread", 8)], &[sticky])));
         fake.set(Behaviour::reply(&["Yes, with the lid on for the first twenty minutes."]));
         send(&client, "Should it bake in a Dutch oven with the lid on?", exchanges.len() + 1).await?;
         let sent = last_texts(fake);
@@ -465,7 +443,7 @@ async fn a_selected_topic_follows_its_messages_through_regenerations() -> Result
             &format!("{ROOT} {PANEL} return sel.length === 2;"),
         )
         .await?;
-        fake.set_structured(Some(topics_answer(&[("Sourdough bread", 10), ("Kitchen timers", 1)], sticky)));
+        fake.set_structured(Some(topics_answer(&[("Sourdough bread", 10), ("Kitchen timers", 1)], &[sticky])));
         fake.set(Behaviour::reply(&["About an hour, so the crumb sets."]));
         send(&client, "How long should the baked loaf cool before slicing?", exchanges.len() + 2).await?;
         topics_of(&client, 20).await?;
@@ -551,23 +529,7 @@ fn last_texts(fake: &FakeProvider) -> Vec<String> {
 #[tokio::test]
 async fn the_demo_walk_keeps_its_filter_with_offline_topics() -> Result<()> {
     let fake = FakeProvider::start(Behaviour::reply(&["ok"])).await?;
-    let base = fake.openai_base();
-    let model_dir = std::env::var("GLASSBOX_EMBED_MODEL_DIR").unwrap_or_else(|_| {
-        glassbox_server::config::default_model_dir()
-            .display()
-            .to_string()
-    });
-    let server = start_server(&[
-        ("GLASSBOX_PROVIDER", "openai"),
-        ("OPENAI_API_KEY", "e2e"),
-        ("OPENAI_BASE_URL", &base),
-        ("GLASSBOX_TOOLS", "off"),
-        ("GLASSBOX_TOPICS", "on"),
-        ("GLASSBOX_TOPIC_MODEL", "offline"),
-        ("GLASSBOX_TOPICS_SETTLE_MS", "300"),
-        ("GLASSBOX_EMBED_MODEL_DIR", &model_dir),
-    ])
-    .await?;
+    let server = topics_server(&fake, &[("GLASSBOX_TOPIC_MODEL", "offline"), ("GLASSBOX_TOPICS_SETTLE_MS", "300")]).await?;
     let url = format!("http://{}/", server.addr);
     let fake = &fake;
     in_browser(url, "topics-demo-walk", |client, url| async move {

@@ -58,6 +58,21 @@ impl Behaviour {
     }
 }
 
+/// A topic model's answer in the extraction schema (`core::context::topics::extraction_schema`):
+/// these topics (label, count) and standing instructions (message ids), as the reply's text (what
+/// an OpenAI-compatible server answers to a `response_format` request).
+pub fn topics_answer(topics: &[(&str, u32)], sticky: &[&str]) -> Behaviour {
+    let topics: Vec<Value> = topics
+        .iter()
+        .map(|(label, count)| json!({"label": label, "count": count}))
+        .collect();
+    let answer = json!({
+        "topics": topics,
+        "instructions": {"label": "Instructions & Preferences", "message_ids": sticky},
+    });
+    Behaviour::reply(&[answer.to_string().as_str()])
+}
+
 /// A request the fake provider received.
 #[derive(Debug, Clone)]
 pub struct Recorded {
