@@ -920,18 +920,9 @@ fn ids_of(view: &Value, key: &str) -> Vec<String> {
         .collect()
 }
 
-/// The user picks a topic; the topic model then names the topics differently (the selected one
-/// merged into a larger one, another gone): the filter follows the selected topic's messages to
-/// its successor and says it was renamed, a vanished selection stays greyed until cleared, the
-/// filter sends the members (what the bubble counts) and a new message about the subject joins
-/// on the next turn.
-#[tokio::test]
-async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated() {
-    let server = start(&[
-        ("GLASSBOX_TOPIC_MODEL", "gpt-4o-mini"),
-        ("GLASSBOX_TOPICS_SETTLE_MS", "3600000"),
-    ])
-    .await;
+/// A session of three exchanges about sourdough, a standing instruction, three about black holes;
+/// its message ids in order. The topic model is set to split the bread three ways.
+async fn bread_and_space(server: &TestServer) -> (String, String, Vec<String>) {
     let (id, token, _) = server.new_session().await;
     let mut ids: Vec<String> = Vec::new();
     let exchanges = SOURDOUGH
@@ -939,13 +930,10 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
         .chain(&[("Be concise from now on, please.", "Understood.")])
         .chain(&SPACE);
     for (q, a) in exchanges {
-        let answer = say(&server, &id, &token, q, a).await;
+        let answer = say(server, &id, &token, q, a).await;
         ids.push(answer["message"]["id"].as_str().unwrap().to_owned());
         ids.push(answer["reply"]["id"].as_str().unwrap().to_owned());
     }
-    let (bread, instruction, space) = (&ids[0..6], &ids[6], &ids[8..14]);
-
-    // First extraction: the bread split in three, each exchange under the label closest to it.
     server.fake.set_structured(Some(topics_answer(
         &[
             ("Black holes", 6),
@@ -953,8 +941,64 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
             ("Dough temperature while rising", 2),
             ("Flat dense loaf", 2),
         ],
-        &[instruction.as_str()],
+        &[ids[6].as_str()],
     )));
+    (id, token, ids)
+}
+
+/// A server whose topic model is the fake provider and whose extractions run only when the test
+/// calls [`extract_now`].
+async fn with_held_topic_model() -> TestServer {
+    start(&[
+        ("GLASSBOX_TOPIC_MODEL", "gpt-4o-mini"),
+        ("GLASSBOX_TOPICS_SETTLE_MS", "3600000"),
+    ])
+    .await
+}
+
+/// A filter that names other topics than those an extraction replaces (set by the user against the
+/// new ones meanwhile, or carried by another extraction) is left as it is, not mapped by the wrong
+/// topics.
+#[tokio::test]
+async fn a_filter_naming_other_topics_is_not_carried() {
+    let server = with_held_topic_model().await;
+    let (id, token, ids) = bread_and_space(&server).await;
+    let first = extract_now(&server, &id).await;
+    let warm = holding(&first, &ids[2]).label.clone();
+    let (status, _) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [warm]})).await;
+    assert_eq!(status, 200);
+    assert_eq!(server.state.store.settings(&id).await.unwrap().topics.filter_generation, first.generation);
+    server
+        .state
+        .store
+        .update_settings(&id, |s| {
+            s.topics.filter_generation += 1;
+            Ok::<_, glassbox_server::storage::StorageError>(())
+        })
+        .await
+        .unwrap();
+    server.fake.set_structured(Some(topics_answer(
+        &[("Sourdough bread", 6), ("Black holes", 6)],
+        &[ids[6].as_str()],
+    )));
+    extract_now(&server, &id).await;
+    let stored = server.state.store.settings(&id).await.unwrap().topics.filter;
+    assert_eq!(stored, [warm.clone()], "not carried");
+    let view = get(&server, &format!("/api/sessions/{id}/topics"), &token).await["filter"].clone();
+    assert_eq!(view["orphaned"], json!([&warm]), "shown as gone: {view}");
+    server.fake.set_structured(None);
+}
+
+/// The user picks a topic; the topic model then names the topics differently (the selected one
+/// merged into a larger one, another gone): the filter follows the selected topic's messages to
+/// its successor and says it was renamed, a vanished selection stays greyed until cleared, the
+/// filter sends the members (what the bubble counts) and a new message about the subject joins
+/// on the next turn.
+#[tokio::test]
+async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated() {
+    let server = with_held_topic_model().await;
+    let (id, token, ids) = bread_and_space(&server).await;
+    let (bread, instruction, space) = (&ids[0..6], &ids[6], &ids[8..14]);
     let first = extract_now(&server, &id).await;
     assert_eq!(first.source, TopicSource::Model);
     assert_eq!(&first.sticky_ids, std::slice::from_ref(instruction));
@@ -987,8 +1031,9 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
     assert_eq!(merged.label, "Sourdough bread", "a merged group takes the new label: {second:?}");
     assert_eq!(merged.message_ids, bread, "{second:?}");
     assert!(second.topics.iter().all(|t| !t.message_ids.contains(&space[0])), "{second:?}");
-    let stored = server.state.store.settings(&id).await.unwrap().topics.filter;
-    assert_eq!(stored, ["Sourdough bread", "Black holes"], "followed, and the vanished one kept");
+    let stored = server.state.store.settings(&id).await.unwrap().topics;
+    assert_eq!(stored.filter, ["Sourdough bread", "Black holes"], "followed, and the vanished one kept");
+    assert_eq!(stored.filter_generation, second.generation, "it names the new topics now");
     // The tabs hear it: a `filter` frame naming the rename and the vanished selection.
     let heard = loop {
         let (_, v) = frames.next().await;

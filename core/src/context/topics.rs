@@ -70,12 +70,20 @@ pub struct TopicSettings {
     /// vanished in a regeneration) stays until the user clears it, and selects nothing.
     #[serde(default)]
     pub filter: Vec<String>,
+    /// The generation of the topics the filter's labels name (0: not known, as in filters stored
+    /// before it was kept): extraction carries the filter only from the topics it names.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub filter_generation: u64,
     /// Similarity mode (`embedding_search`) for this session; the server's setting when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub similarity_mode: Option<bool>,
     /// The cosine a message needs (`similarity_threshold`); the server's setting when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold: Option<f32>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl TopicSettings {

@@ -36,7 +36,11 @@ pub async fn set_filter(
             ),
         ));
     }
-    change_topic_settings(state, hub, |t| t.filter = labels).await
+    change_topic_settings(state, hub, |t| {
+        t.filter = labels;
+        t.filter_generation = topics.generation;
+    })
+    .await
 }
 
 /// Changes the session's topic settings and tells every tab the filter's new view.

@@ -211,6 +211,11 @@ async fn history_vectors(
 /// Carries the session's filter to the regenerated topics: each selected topic to the new topic
 /// that holds most of its messages (or is nearest by centroid); a selected topic with no successor
 /// stays selected, greyed in the panel, until the user clears it. Returns the renamed ones.
+///
+/// Only a filter that names `before`'s topics is carried (its `filter_generation`; 0 for one
+/// stored before that was kept): one the user set against `after` meanwhile is left as it is, and
+/// so is one another extraction carried to topics between the two (its labels that `after` lacks
+/// show as vanished rather than being mapped by the wrong topics).
 async fn carry_selection(
     state: &AppState,
     session_id: &str,
@@ -227,9 +232,14 @@ async fn carry_selection(
     let (renamed, _) = state
         .store
         .update_settings(session_id, |s| {
+            let names = s.topics.filter_generation;
+            if names != before.generation && names != 0 {
+                return Ok::<_, AppError>(Vec::new());
+            }
             let carried = carry_filter(&s.topics.filter, &successors);
             s.topics.filter = carried.labels;
-            Ok::<_, AppError>(carried.renamed)
+            s.topics.filter_generation = after.generation;
+            Ok(carried.renamed)
         })
         .await?;
     if !renamed.is_empty() {
