@@ -198,13 +198,15 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
     assert!(receipt.parts.iter().any(|p| p.reason == Reason::Sticky));
     assert!(receipt.parts.iter().any(|p| matches!(p.reason, Reason::TopicMember | Reason::TopicMatch)
         && matches!(&p.kind, PartKind::History { scores, .. } if !scores.is_empty())), "{receipt:?}");
+    // The Kubernetes messages are another topic's: left out as such, with their scores.
     let filtered: u32 = receipt
         .left_out
         .iter()
-        .filter(|l| l.why == LeftOutWhy::TopicFilter)
+        .filter(|l| matches!(l.why, LeftOutWhy::OtherTopic | LeftOutWhy::TopicFilter))
         .map(|l| l.count)
         .sum();
     assert!(filtered >= 5, "{receipt:?}");
+    assert!(receipt.left_out.iter().any(|l| l.why == LeftOutWhy::OtherTopic && !l.scores.is_empty()), "{receipt:?}");
 
     // Similarity mode off: the filter stays, the whole history goes.
     let (status, view) = put(
@@ -981,9 +983,10 @@ async fn a_filter_naming_other_topics_is_not_carried() {
         &[("Sourdough bread", 6), ("Black holes", 6)],
         &[ids[6].as_str()],
     )));
-    extract_now(&server, &id).await;
-    let stored = server.state.store.settings(&id).await.unwrap().topics.filter;
-    assert_eq!(stored, [warm.clone()], "not carried");
+    let second = extract_now(&server, &id).await;
+    let stored = server.state.store.settings(&id).await.unwrap().topics;
+    assert_eq!(stored.filter, [warm.clone()], "not carried");
+    assert_eq!(stored.filter_generation, second.generation, "it names these topics from now on");
     let view = get(&server, &format!("/api/sessions/{id}/topics"), &token).await["filter"].clone();
     assert_eq!(view["orphaned"], json!([&warm]), "shown as gone: {view}");
     server.fake.set_structured(None);

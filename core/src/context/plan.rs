@@ -343,6 +343,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
                 let why = match d {
                     Dropped::Excluded => LeftOutWhy::Excluded,
                     Dropped::TopicFilter(_) => LeftOutWhy::TopicFilter,
+                    Dropped::OtherTopic(_) => LeftOutWhy::OtherTopic,
                 };
                 extend_run(&mut dropped, i, why);
             }
@@ -382,7 +383,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             .map(|i| match choice(i) {
                 Choice::Kept(Kept::TopicMatch(s)) => Some(Score::of(s)),
                 Choice::Kept(Kept::Fallback(s) | Kept::TopicMember(s))
-                | Choice::Dropped(Dropped::TopicFilter(s)) => {
+                | Choice::Dropped(Dropped::TopicFilter(s) | Dropped::OtherTopic(s)) => {
                     s.map(Score::of)
                 }
                 _ => None,
@@ -413,7 +414,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             why,
             tokens: range.clone().map(cost).sum(),
             scores: match why {
-                LeftOutWhy::TopicFilter => scores(&range),
+                LeftOutWhy::TopicFilter | LeftOutWhy::OtherTopic => scores(&range),
                 _ => Vec::new(),
             },
         });

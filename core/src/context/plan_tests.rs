@@ -742,10 +742,8 @@ fn plan_selected(msgs: &[TurnMessage<'_>], info: &ContextInfo, choices: &[Choice
 }
 
 #[test]
-fn the_topic_filter_sends_matches_and_sticky_and_lists_the_rest_with_scores() {
+fn the_topic_filter_sends_members_matches_and_sticky_and_lists_the_rest_with_scores() {
     use super::super::selection::{Candidate, select};
-    let t = texts(7, 5);
-    let msgs = conversation(&t);
     let info = info(10_000, 100, off());
     let score = |s: f32| Candidate {
         score: Some(s),
@@ -759,9 +757,19 @@ fn the_topic_filter_sends_matches_and_sticky_and_lists_the_rest_with_scores() {
         mark: Some(MessageMark::Excluded),
         ..score(0.9)
     };
-    // m0..m5 are history; m6 is the message being answered.
+    let member = Candidate {
+        member: true,
+        ..score(0.1)
+    };
+    let elsewhere = Candidate {
+        elsewhere: true,
+        ..score(0.6)
+    };
+    // m0..m6 are history; m7 is the message being answered.
+    let t = texts(8, 5);
+    let msgs = conversation(&t);
     let choices = select(
-        &[score(0.1), score(0.7), score(0.65), sticky, excluded, score(0.2)],
+        &[member, score(0.7), score(0.65), sticky, excluded, score(0.2), elsewhere],
         Some(0.4),
     );
     let p = plan_selected(&msgs, &info, &choices);
@@ -770,6 +778,15 @@ fn the_topic_filter_sends_matches_and_sticky_and_lists_the_rest_with_scores() {
     assert_eq!(
         parts,
         [
+            (
+                &PartKind::History {
+                    first_id: "m0".into(),
+                    last_id: "m0".into(),
+                    count: 1,
+                    scores: vec![s(0.1)],
+                },
+                Reason::TopicMember
+            ),
             (
                 &PartKind::History {
                     first_id: "m1".into(),
@@ -790,7 +807,7 @@ fn the_topic_filter_sends_matches_and_sticky_and_lists_the_rest_with_scores() {
             ),
             (
                 &PartKind::UserMessage {
-                    id: Some("m6".into())
+                    id: Some("m7".into())
                 },
                 Reason::Always
             ),
@@ -805,15 +822,15 @@ fn the_topic_filter_sends_matches_and_sticky_and_lists_the_rest_with_scores() {
     assert_eq!(
         left,
         [
-            ("m0", LeftOutWhy::TopicFilter, vec![s(0.1)]),
             ("m4", LeftOutWhy::Excluded, vec![]),
             ("m5", LeftOutWhy::TopicFilter, vec![s(0.2)]),
+            ("m6", LeftOutWhy::OtherTopic, vec![s(0.6)]),
         ]
     );
     assert_eq!(p.receipt.filter, Some(filter_note()));
     // The request holds exactly those messages, in order.
     let sent: Vec<&str> = p.request.messages.iter().map(|m| m.content.as_str()).collect();
-    assert_eq!(sent, [&t[1], &t[2], &t[3], &t[6]]);
+    assert_eq!(sent, [&t[0], &t[1], &t[2], &t[3], &t[7]]);
     let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
     assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
     // The receipt rebuilds the same request.

@@ -203,6 +203,8 @@ pub enum LeftOutWhy {
     SummaryUnavailable,
     /// Below the threshold for every selected topic (`scores`).
     TopicFilter,
+    /// Grouped under a topic that is not selected (`scores`: its best over the selected ones).
+    OtherTopic,
     /// The user excluded it.
     Excluded,
 }

@@ -124,6 +124,7 @@ pub fn left_out_words(why: LeftOutWhy) -> &'static str {
         LeftOutWhy::Summarized => "replaced by the summary",
         LeftOutWhy::SummaryUnavailable => "compression wanted a summary but none could be written",
         LeftOutWhy::TopicFilter => "below the threshold for the selected topics",
+        LeftOutWhy::OtherTopic => "about a topic you did not select",
         LeftOutWhy::Excluded => "excluded by you",
     }
 }

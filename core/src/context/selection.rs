@@ -4,10 +4,11 @@
 //! 1. sticky messages always go;
 //! 2. no filter (or similarity mode off): the whole history, sticky included once;
 //! 3. a filter: the messages extraction grouped under a selected topic go (what its bubble
-//!    counts); the others are scored by their best cosine over the selected topics' label vectors
-//!    and their members' centroids, those at or above the threshold kept (a new message about the
-//!    subject joins before the next extraction); when none is a member or clears the threshold, the
-//!    whole history goes (fallback); then sticky merged in, in chronological order.
+//!    counts); those no topic holds (new since the last extraction, or fitting none) are scored by
+//!    their best cosine over the selected topics' label vectors and their members' centroids, those
+//!    at or above the threshold kept (a new message about the subject joins before the next
+//!    extraction); those another topic holds do not go; when none is a member or clears the
+//!    threshold, the whole history goes (fallback); then sticky merged in, in chronological order.
 //!
 //! Beyond the seed, a pinned message always goes and an excluded one never does (an exclude wins
 //! over sticky: it is the user's explicit choice). The server computes the scores from cached
@@ -41,6 +42,9 @@ pub struct Candidate {
     pub score: Option<f32>,
     /// Extraction grouped it under a selected topic.
     pub member: bool,
+    /// Extraction grouped it under a topic that is not selected: however similar, it does not go
+    /// (a selected topic sends what its bubble shows, and messages no topic holds yet).
+    pub elsewhere: bool,
 }
 
 /// Why a message goes.
@@ -65,6 +69,8 @@ pub enum Dropped {
     Excluded,
     /// Below the threshold for every selected topic; its best score (`None`: no vector).
     TopicFilter(Option<f32>),
+    /// Grouped under a topic that is not selected; its best score over the selected ones.
+    OtherTopic(Option<f32>),
 }
 
 /// The decision for one message.
@@ -91,7 +97,7 @@ impl Choice {
 /// mode is on and the scores were computed.
 pub fn select(candidates: &[Candidate], threshold: Option<f32>) -> Vec<Choice> {
     let similar = |c: &Candidate| match (threshold, c.score) {
-        (Some(t), Some(s)) => s >= t,
+        (Some(t), Some(s)) => !c.elsewhere && s >= t,
         _ => false,
     };
     let matches = |c: &Candidate| threshold.is_some() && (c.member || similar(c));
@@ -111,6 +117,7 @@ pub fn select(candidates: &[Candidate], threshold: Option<f32>) -> Vec<Choice> {
                 None if fallback => Kept::Fallback(c.score),
                 None if c.member => Kept::TopicMember(c.score),
                 None if similar(c) => Kept::TopicMatch(c.score.unwrap_or_default()),
+                None if c.elsewhere => return Choice::Dropped(Dropped::OtherTopic(c.score)),
                 None => return Choice::Dropped(Dropped::TopicFilter(c.score)),
             })
         })
@@ -280,6 +287,19 @@ mod tests {
         assert_eq!(got[1], Choice::Dropped(Dropped::TopicFilter(Some(0.2))));
         // Without a filter a member is just history.
         assert_eq!(select(&[member(Some(0.9))], None), [Choice::Kept(Kept::Unfiltered)]);
+        // A message another topic holds does not go, however similar; one no topic holds does.
+        let elsewhere = Candidate {
+            elsewhere: true,
+            ..c(0.9)
+        };
+        assert_eq!(
+            select(&[member(Some(0.5)), elsewhere, c(0.9)], Some(0.4)),
+            [
+                Choice::Kept(Kept::TopicMember(Some(0.5))),
+                Choice::Dropped(Dropped::OtherTopic(Some(0.9))),
+                Choice::Kept(Kept::TopicMatch(0.9)),
+            ]
+        );
     }
 
     #[test]

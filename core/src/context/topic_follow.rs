@@ -1,7 +1,8 @@
 //! Topics that hold still while they are regenerated after every reply: a selected topic is
 //! carried to the new topic that holds most of its messages ([`successors`], [`carry_filter`]), a
 //! group found again keeps its label ([`keep_labels`]), and a topic model's topics get members from
-//! the embeddings ([`members_by_label`]), so the bubble's count is the messages a filter sends.
+//! the embeddings ([`members_by_label`]), so a bubble's count is the messages a filter on it sends
+//! (with the messages no topic holds yet that are about it).
 //!
 //! Identity is the topic's members (message ids), not its label: labels may change from one
 //! extraction to the next, the messages a user meant by "the bread conversation" do not.
@@ -80,20 +81,22 @@ fn member_sets(topics: &[Topic]) -> Vec<HashSet<&str>> {
 }
 
 /// What each old topic became: its label → the label of the new topic that holds most of its
-/// messages (at least [`MIN_OVERLAP`] of those grouped now), else the new topic nearest by
-/// centroid (cosine at least [`MIN_CENTROID_COSINE`]), else one of the same label; `None`: no
-/// successor (the topic vanished).
+/// messages (at least [`MIN_OVERLAP`] of those the new extraction read, `history`), else the new
+/// topic nearest by centroid (cosine at least [`MIN_CENTROID_COSINE`]), else one of the same label;
+/// `None`: no successor (the topic vanished).
 pub fn successors<'v>(
     old: &SessionTopics,
     new: &SessionTopics,
+    history: &HashSet<&str>,
     vector_of: impl Fn(&str) -> Option<&'v [f32]>,
 ) -> HashMap<String, Option<String>> {
     let sets = member_sets(&new.topics);
-    let grouped: HashSet<&str> = sets.iter().flatten().copied().collect();
     let mut new_centroids: Option<Vec<Option<Vec<f32>>>> = None;
     let mut out = HashMap::new();
     for o in &old.topics {
-        let present = overlap(&o.message_ids, &grouped);
+        // Its messages the new extraction read: one stray message among many that no new topic
+        // holds does not make a successor.
+        let present = overlap(&o.message_ids, history);
         let by_overlap = (present > 0)
             .then(|| {
                 sets.iter()
@@ -211,17 +214,30 @@ pub fn keep_labels(
             proposals.push((k, was.clone()));
         }
     }
-    let relabelled: HashSet<usize> = proposals.iter().map(|(k, _)| *k).collect();
-    let kept: HashSet<String> = new
+    // A proposal refused (its label is one a topic keeps) keeps its own label, which may refuse
+    // another in turn: until nothing changes.
+    let proposing: HashSet<usize> = proposals.iter().map(|(k, _)| *k).collect();
+    let mut kept: HashSet<String> = new
         .iter()
         .enumerate()
-        .filter(|(k, _)| !relabelled.contains(k))
+        .filter(|(k, _)| !proposing.contains(k))
         .map(|(_, t)| t.label.clone())
         .collect();
-    for (k, label) in proposals {
-        if !kept.contains(&label) {
-            new[k].label = label;
+    loop {
+        let before = proposals.len();
+        proposals.retain(|(k, label)| {
+            let refused = kept.contains(label);
+            if refused {
+                kept.insert(new[*k].label.clone());
+            }
+            !refused
+        });
+        if proposals.len() == before {
+            break;
         }
+    }
+    for (k, label) in proposals {
+        new[k].label = label;
     }
 }
 
@@ -295,6 +311,15 @@ mod tests {
         None
     }
 
+    /// Every message of both extractions, as the new one read them.
+    fn all<'a>(old: &'a SessionTopics, new: &'a SessionTopics) -> HashSet<&'a str> {
+        old.topics
+            .iter()
+            .chain(&new.topics)
+            .flat_map(|t| t.message_ids.iter().map(String::as_str))
+            .collect()
+    }
+
     #[test]
     fn a_renamed_topic_keeps_its_selection() {
         let old = topics(vec![topic("Black hole", &["1", "2", "3", "4"]), topic("Bread comes", &["5", "6", "7", "8"])]);
@@ -302,7 +327,7 @@ mod tests {
             topic("Sourdough bread", &["5", "6", "7", "8", "9", "10"]),
             topic("Black hole", &["1", "2", "3", "4"]),
         ]);
-        let s = successors(&old, &new, no_vectors);
+        let s = successors(&old, &new, &all(&old, &new), no_vectors);
         let carried = carry_filter(&["Bread comes".into()], &s);
         assert_eq!(carried.labels, ["Sourdough bread"]);
         assert_eq!(
@@ -325,7 +350,7 @@ mod tests {
             topic("Oven temperature", &["4", "5", "9"]),
             topic("Space", &["6", "7"]),
         ]);
-        let s = successors(&old, &new, no_vectors);
+        let s = successors(&old, &new, &all(&old, &new), no_vectors);
         assert_eq!(s["Bread"].as_deref(), Some("Starter care"));
         assert_eq!(carry_filter(&["Bread".into(), "Space".into()], &s).labels, ["Starter care", "Space"]);
     }
@@ -334,7 +359,7 @@ mod tests {
     fn merged_topics_are_selected_once() {
         let old = topics(vec![topic("Starter", &["1", "2"]), topic("Loaf", &["3", "4"]), topic("Space", &["5"])]);
         let new = topics(vec![topic("Sourdough", &["1", "2", "3", "4"]), topic("Space", &["5"])]);
-        let s = successors(&old, &new, no_vectors);
+        let s = successors(&old, &new, &all(&old, &new), no_vectors);
         let carried = carry_filter(&["Starter".into(), "Loaf".into()], &s);
         assert_eq!(carried.labels, ["Sourdough"]);
         assert_eq!(carried.renamed.len(), 2);
@@ -353,7 +378,7 @@ mod tests {
             ("5", vec![0.0, 0.0, 1.0]),
             ("6", vec![0.0, 0.0, 1.0]),
         ]);
-        let s = successors(&old, &new, |id| vectors.get(id).map(Vec::as_slice));
+        let s = successors(&old, &new, &all(&old, &new), |id| vectors.get(id).map(Vec::as_slice));
         assert_eq!(s["Chess"], None);
         let carried = carry_filter(&["Chess".into(), "Space".into()], &s);
         assert_eq!(carried.labels, ["Chess", "Space"], "kept for the user to clear");
@@ -364,7 +389,7 @@ mod tests {
 
     #[test]
     fn without_overlap_the_nearest_centroid_succeeds() {
-        // The old topic's messages are no longer grouped (older than extraction reads).
+        // The old topic's messages are no longer grouped (they fit none of the topics now).
         let old = topics(vec![topic("Bread comes", &["1", "2"])]);
         let new = topics(vec![topic("Space", &["5", "6"]), topic("Sourdough bread", &["3", "4"])]);
         let vectors: HashMap<&str, Vec<f32>> = HashMap::from([
@@ -375,8 +400,22 @@ mod tests {
             ("5", vec![0.0, 1.0]),
             ("6", vec![0.1, 1.0]),
         ]);
-        let s = successors(&old, &new, |id| vectors.get(id).map(Vec::as_slice));
+        let s = successors(&old, &new, &all(&old, &new), |id| vectors.get(id).map(Vec::as_slice));
         assert_eq!(s["Bread comes"].as_deref(), Some("Sourdough bread"));
+    }
+
+    #[test]
+    fn one_stray_message_does_not_make_a_successor() {
+        // Ten chess messages the new topics leave ungrouped, one of them under the kitchen timers.
+        let chess: Vec<String> = (0..10).map(|i| format!("c{i}")).collect();
+        let chess_refs: Vec<&str> = chess.iter().map(String::as_str).collect();
+        let old = topics(vec![topic("Chess", &chess_refs)]);
+        let new = topics(vec![topic("Kitchen timers", &["c3", "k1", "k2"])]);
+        let s = successors(&old, &new, &all(&old, &new), no_vectors);
+        assert_eq!(s["Chess"], None);
+        // Messages the new extraction no longer read (older than it reads) do not count.
+        let read: HashSet<&str> = ["c3", "k1", "k2"].into();
+        assert_eq!(successors(&old, &new, &read, no_vectors)["Chess"].as_deref(), Some("Kitchen timers"));
     }
 
     #[test]
@@ -403,6 +442,17 @@ mod tests {
         keep_labels(&old, &mut new, |_, _| None);
         let labels: Vec<&str> = new.iter().map(|t| t.label.as_str()).collect();
         assert_eq!(labels, ["Bread comes", "Oven", "Black hole"]);
+
+        // A refused proposal keeps its own label, which another proposal then may not take.
+        let old = topics(vec![topic("Sourdough bread", &["1", "2", "3", "4"]), topic("Sourdough starter", &["5", "6"])]);
+        let mut new = vec![
+            topic("Sourdough starter", &["1", "2", "3", "4", "9"]),
+            topic("Sourdough bread", &["10", "11", "12"]),
+            topic("Starter feeding", &["5", "6"]),
+        ];
+        keep_labels(&old, &mut new, |_, _| None);
+        let labels: Vec<&str> = new.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(labels, ["Sourdough starter", "Sourdough bread", "Starter feeding"]);
     }
 
     #[test]

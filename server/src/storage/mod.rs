@@ -578,22 +578,46 @@ impl Store {
         session_id: &str,
         topics: &SessionTopics,
     ) -> Result<bool, StorageError> {
-        let generation = i64::try_from(topics.generation).unwrap_or(i64::MAX);
-        let done = sqlx::query(
-            "INSERT INTO session_topics (session_id, generation, topics_json, updated_at) \
-             SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1) \
-             ON CONFLICT (session_id) DO UPDATE SET generation = excluded.generation, \
-             topics_json = excluded.topics_json, updated_at = excluded.updated_at \
-             WHERE excluded.generation > session_topics.generation",
-        )
-        .bind(session_id)
-        .bind(generation)
-        .bind(to_json(topics))
-        .bind(crate::sessions::now_ms())
-        .execute(&self.writer)
-        .await?
-        .rows_affected();
-        Ok(done > 0)
+        insert_topics(&self.writer, session_id, topics).await
+    }
+
+    /// Stores an extraction's topics as [`Store::put_topics`] does and, when they are written,
+    /// changes the session's settings in the same transaction: `change` sees the topics they
+    /// replace (`None`: the first) and the settings record, which is written after it. A turn
+    /// therefore never reads the new topics with a filter that names the old ones. Returns
+    /// `change`'s value when the topics were written.
+    pub async fn put_topics_and_settings<R>(
+        &self,
+        session_id: &str,
+        topics: &SessionTopics,
+        change: impl FnOnce(Option<&SessionTopics>, &mut SessionSettings) -> R,
+    ) -> Result<Option<R>, StorageError> {
+        let mut tx = self.writer.begin().await?;
+        let replaced: Option<String> =
+            sqlx::query_scalar("SELECT topics_json FROM session_topics WHERE session_id = ?")
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let replaced: Option<SessionTopics> = from_json("topics_json", replaced)?;
+        if !insert_topics(&mut *tx, session_id, topics).await? {
+            return Ok(None);
+        }
+        let raw: Option<Option<String>> =
+            sqlx::query_scalar("SELECT settings_json FROM sessions WHERE id = ?")
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let mut settings: SessionSettings =
+            from_json("settings_json", raw.flatten())?.unwrap_or_default();
+        let value = change(replaced.as_ref(), &mut settings);
+        settings.version = glassbox_core::context::settings::SETTINGS_VERSION;
+        sqlx::query("UPDATE sessions SET settings_json = ? WHERE id = ?")
+            .bind(to_json(&settings))
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(value))
     }
 
     /// The messages of a session up to and including `last_id`, oldest first.
@@ -711,6 +735,31 @@ fn vector_from_bytes(bytes: &[u8]) -> Result<Vec<f32>, StorageError> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect())
+}
+
+/// Writes a session's topics unless a newer generation is stored (or the session is gone); true
+/// when written.
+async fn insert_topics<'e>(
+    db: impl sqlx::Executor<'e, Database = sqlx::Sqlite>,
+    session_id: &str,
+    topics: &SessionTopics,
+) -> Result<bool, StorageError> {
+    let generation = i64::try_from(topics.generation).unwrap_or(i64::MAX);
+    let done = sqlx::query(
+        "INSERT INTO session_topics (session_id, generation, topics_json, updated_at) \
+         SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1) \
+         ON CONFLICT (session_id) DO UPDATE SET generation = excluded.generation, \
+         topics_json = excluded.topics_json, updated_at = excluded.updated_at \
+         WHERE excluded.generation > session_topics.generation",
+    )
+    .bind(session_id)
+    .bind(generation)
+    .bind(to_json(topics))
+    .bind(crate::sessions::now_ms())
+    .execute(db)
+    .await?
+    .rows_affected();
+    Ok(done > 0)
 }
 
 fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> String {

@@ -14,7 +14,8 @@ use crate::hub::Hub;
 use crate::state::AppState;
 
 /// Selects topics by label (empty clears the filter). Refused when a label is neither one of the
-/// session's topics nor selected already (a vanished topic the user has not cleared yet), and (unless clearing) when embeddings are unavailable: the whole history
+/// session's topics nor selected already (a vanished topic the user has not cleared yet), and,
+/// when it selects a topic not selected yet, while embeddings are unavailable: the whole history
 /// would go anyway, so the filter could not do what it says.
 pub async fn set_filter(
     state: &AppState,
@@ -29,7 +30,9 @@ pub async fn set_filter(
         .unwrap_or_default();
     let selected = state.store.settings(&hub.session_id).await?.topics.filter;
     let labels = check_filter(labels, &topics, &selected)?;
-    if !labels.is_empty() && !matches!(state.embeddings.status(), EmbedStatus::Ready { .. }) {
+    // Clearing what is selected (a vanished topic's chip among them) needs no embeddings.
+    let adds = labels.iter().any(|l| !selected.contains(l));
+    if adds && !matches!(state.embeddings.status(), EmbedStatus::Ready { .. }) {
         return Err(AppError::Embed(
             crate::embed::service::EmbedServiceError::Unavailable(
                 "topic filters need the embedding model; the whole history goes".into(),

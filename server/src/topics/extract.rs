@@ -19,11 +19,11 @@
 //! embeddings, clustering and key phrases (`core::context::topic_extract`), which is also what runs
 //! without a topic model (the offline provider, the demo).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use glassbox_core::context::SessionTopics;
+use glassbox_core::context::{SessionTopics, TopicSettings};
 use glassbox_core::context::topic_extract::{
     ExtractMessage, Extracted, extract_offline, label_by_meaning,
 };
@@ -120,6 +120,11 @@ pub fn spawn(state: AppState, session_id: String) {
 /// Extracts and stores the session's topics as generation `generation`; true when they were
 /// written (false: a newer generation is stored). Tells the tabs either way.
 pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<bool, AppError> {
+    // One extraction of a session at a time (taken before a permit, so a waiting one holds none):
+    // each reads the topics the one before stored, and carries the filter from them.
+    static EXTRACTING: super::SessionLocks = super::SessionLocks::new();
+    let one_at_a_time = EXTRACTING.of(session_id);
+    let _alone = one_at_a_time.lock().await;
     // The semaphore is never closed, so a permit always comes.
     let _permit = permits().clone().acquire_owned().await.ok();
     // A newer extraction of this session is waiting: it will read everything this one would.
@@ -160,18 +165,26 @@ pub async fn run(state: &AppState, session_id: &str, generation: u64) -> Result<
             }
         },
     };
-    settle_labels(state, &before, &mut topics, &mut label_vectors, &by_id).await;
+    settle_labels(state, session_id, &before, &mut topics, &mut label_vectors, &by_id).await;
     keep_label_vectors(state, session_id, &topics.topics, label_vectors);
     topics.generation = generation;
     topics.message_count = history.len() as u32;
     crate::background::after_turns_start().await;
-    let written = state.store.put_topics(session_id, &topics).await?;
-    let mut renamed = Vec::new();
-    if written {
-        if let Some(hub) = state.hubs.get(session_id) {
-            hub.labels.keep_only(&topics);
-        }
-        renamed = carry_selection(state, session_id, &before, &topics, &by_id).await?;
+    let read: HashSet<&str> = history.iter().map(|m| m.id.as_str()).collect();
+    // Stored with the filter carried to them, in one transaction.
+    let carried = state
+        .store
+        .put_topics_and_settings(session_id, &topics, |replaced, settings| {
+            carry_selection(replaced, &topics, &mut settings.topics, &read, &by_id)
+        })
+        .await?;
+    let written = carried.is_some();
+    let renamed = carried.unwrap_or_default();
+    if written && let Some(hub) = state.hubs.get(session_id) {
+        hub.labels.keep_only(&topics);
+    }
+    if !renamed.is_empty() {
+        tracing::debug!(session = session_id, ?renamed, "the filter followed renamed topics");
     }
     crate::background::after_turns_start().await;
     publish(state, session_id, renamed).await?;
@@ -208,44 +221,37 @@ async fn history_vectors(
     }
 }
 
-/// Carries the session's filter to the regenerated topics: each selected topic to the new topic
-/// that holds most of its messages (or is nearest by centroid); a selected topic with no successor
-/// stays selected, greyed in the panel, until the user clears it. Returns the renamed ones.
+/// Carries the session's filter (`settings`) from the topics `after` replaces to `after`: each
+/// selected topic to the new topic that holds most of its messages among those extraction `read`
+/// (or is nearest by centroid); a selected topic with no successor stays selected, greyed in the
+/// panel, until the user clears it. Returns the renamed ones.
 ///
-/// Only a filter that names `before`'s topics is carried (its `filter_generation`; 0 for one
-/// stored before that was kept): one the user set against `after` meanwhile is left as it is, and
-/// so is one another extraction carried to topics between the two (its labels that `after` lacks
-/// show as vanished rather than being mapped by the wrong topics).
-async fn carry_selection(
-    state: &AppState,
-    session_id: &str,
-    before: &SessionTopics,
+/// Only a filter that names the replaced topics is carried (its `filter_generation`; 0 for one
+/// stored before that was kept): labels that name other topics (the user chose them against topics
+/// stored meanwhile) are not mapped by the wrong ones; either way the filter names `after` from
+/// then on, and its labels that `after` lacks show as vanished.
+fn carry_selection(
+    replaced: Option<&SessionTopics>,
     after: &SessionTopics,
+    settings: &mut TopicSettings,
+    read: &HashSet<&str>,
     by_id: &HashMap<&str, &[f32]>,
-) -> Result<Vec<Renamed>, AppError> {
-    if state.store.settings(session_id).await?.topics.filter.is_empty() {
-        return Ok(Vec::new());
+) -> Vec<Renamed> {
+    if settings.filter.is_empty() {
+        return Vec::new();
     }
-    let successors = successors(before, after, |id| by_id.get(id).copied());
-    // Carried inside the settings' transaction: a filter the user changed meanwhile is carried as
-    // it is now.
-    let (renamed, _) = state
-        .store
-        .update_settings(session_id, |s| {
-            let names = s.topics.filter_generation;
-            if names != before.generation && names != 0 {
-                return Ok::<_, AppError>(Vec::new());
-            }
-            let carried = carry_filter(&s.topics.filter, &successors);
-            s.topics.filter = carried.labels;
-            s.topics.filter_generation = after.generation;
-            Ok(carried.renamed)
-        })
-        .await?;
-    if !renamed.is_empty() {
-        tracing::debug!(session = session_id, ?renamed, "the filter followed renamed topics");
+    let names = settings.filter_generation;
+    let mut renamed = Vec::new();
+    if let Some(before) = replaced
+        && (names == 0 || names == before.generation)
+    {
+        let successors = successors(before, after, read, |id| by_id.get(id).copied());
+        let carried = carry_filter(&settings.filter, &successors);
+        settings.filter = carried.labels;
+        renamed = carried.renamed;
     }
-    Ok(renamed)
+    settings.filter_generation = after.generation;
+    renamed
 }
 
 /// Gives each group found again its previous label unless the new one is clearly better
@@ -253,6 +259,7 @@ async fn carry_selection(
 /// topics' centroids; the previous labels are embedded here when `label_vectors` lacks them.
 async fn settle_labels(
     state: &AppState,
+    session_id: &str,
     before: &SessionTopics,
     topics: &mut SessionTopics,
     label_vectors: &mut HashMap<String, Vec<f32>>,
@@ -274,6 +281,16 @@ async fn settle_labels(
             .map(|t| t.label.clone())
             .filter(|l| !label_vectors.contains_key(l))
             .collect();
+        // The current labels' vectors are kept with the session's hub.
+        let hub = state.hubs.get(session_id);
+        let (kept, missing): (Vec<String>, Vec<String>) = missing
+            .into_iter()
+            .partition(|l| hub.as_ref().is_some_and(|h| h.labels.get(l).is_some()));
+        for l in kept {
+            if let Some(v) = hub.as_ref().and_then(|h| h.labels.get(&l)) {
+                label_vectors.insert(l, v.to_vec());
+            }
+        }
         label_vectors.extend(embed_phrases(state, missing).await);
     }
     keep_labels(before, &mut topics.topics, |k, label| {
@@ -307,7 +324,8 @@ async fn embed_phrases(state: &AppState, mut phrases: Vec<String>) -> HashMap<St
 
 /// A topic model's topics with members: each exchange under the label it is closest to; the
 /// count becomes the members' number (what a filter on it sends), and topics no exchange is
-/// closest to go. Without vectors the model's counts stay. Returns the labels' vectors too.
+/// closest to go. Without vectors, or when no exchange is close to any label, the model's counts
+/// stay (without members). Returns the labels' vectors too.
 async fn with_members(
     state: &AppState,
     mut topics: SessionTopics,
@@ -332,13 +350,14 @@ async fn with_members(
         .map(|l| label_vectors.get(l).map(Vec::as_slice))
         .collect();
     let members = members_by_label(&messages, &topics.sticky_ids, &anchors);
+    if members.iter().all(Vec::is_empty) {
+        return (topics, label_vectors);
+    }
     for (t, ids) in topics.topics.iter_mut().zip(members) {
         t.count = ids.len() as u32;
         t.message_ids = ids;
     }
-    if topics.topics.iter().any(|t| t.count > 0) {
-        topics.topics.retain(|t| t.count > 0);
-    }
+    topics.topics.retain(|t| t.count > 0);
     topics.topics.sort_by_key(|t| std::cmp::Reverse(t.count));
     (topics, label_vectors)
 }

@@ -76,6 +76,13 @@ pub async fn history_filter(
         .iter()
         .flat_map(|t| t.message_ids.iter().map(String::as_str))
         .collect();
+    // Messages the other topics hold: they go with their own bubbles, not by similarity.
+    let elsewhere: HashSet<&str> = topics
+        .into_iter()
+        .flat_map(|s| &s.topics)
+        .filter(|t| !labels.contains(&t.label))
+        .flat_map(|t| t.message_ids.iter().map(String::as_str))
+        .collect();
     let available = matches!(state.embeddings.status(), EmbedStatus::Ready { .. });
     let mut scores = vec![None; candidates.len()];
     let mut active = mode && available && !labels.is_empty();
@@ -99,6 +106,7 @@ pub async fn history_filter(
             sticky: sticky.contains(m.id.as_str()),
             score: *score,
             member: members.contains(m.id.as_str()),
+            elsewhere: elsewhere.contains(m.id.as_str()),
         })
         .collect();
     let choices = select(&list, active.then_some(threshold));
@@ -177,7 +185,7 @@ impl LabelVectors {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn get(&self, label: &str) -> Option<Arc<[f32]>> {
+    pub(crate) fn get(&self, label: &str) -> Option<Arc<[f32]>> {
         self.kept().get(label).cloned()
     }
 
@@ -332,22 +340,38 @@ async fn still_there(state: &AppState, session_id: &str) -> Result<(), AppError>
     }
 }
 
-/// The session's lock for [`message_vectors`] (entries go once nobody holds theirs).
-pub(crate) fn session_gate(session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-    type Gates = std::sync::Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>;
-    static GATES: std::sync::OnceLock<Gates> = std::sync::OnceLock::new();
-    let mut gates = GATES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    if let Some(gate) = gates.get(session_id).and_then(Weak::upgrade) {
-        return gate;
+/// One async lock per session, made when asked for; an entry goes once nobody holds its lock.
+pub(crate) struct SessionLocks(
+    std::sync::OnceLock<std::sync::Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>>,
+);
+
+impl SessionLocks {
+    pub(crate) const fn new() -> Self {
+        Self(std::sync::OnceLock::new())
     }
-    // Only sessions computing vectors right now have live gates: few.
-    gates.retain(|_, g| g.strong_count() > 0);
-    let gate = Arc::new(tokio::sync::Mutex::new(()));
-    gates.insert(session_id.to_owned(), Arc::downgrade(&gate));
-    gate
+
+    /// The session's lock.
+    pub(crate) fn of(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .0
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(lock) = locks.get(session_id).and_then(Weak::upgrade) {
+            return lock;
+        }
+        // Only sessions at work right now have live locks: few.
+        locks.retain(|_, l| l.strong_count() > 0);
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        locks.insert(session_id.to_owned(), Arc::downgrade(&lock));
+        lock
+    }
+}
+
+/// The session's lock for [`message_vectors`].
+pub(crate) fn session_gate(session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    static GATES: SessionLocks = SessionLocks::new();
+    GATES.of(session_id)
 }
 
 /// Computes ahead the vectors a filter scores (the newest [`MAX_SCORED`] messages of `history`)

@@ -198,7 +198,7 @@ async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() ->
         let whys = whys.as_str().unwrap_or_default();
         assert!(whys.contains("grouped under a selected topic (score"), "{whys}");
         assert!(whys.contains("a standing instruction"), "{whys}");
-        assert!(whys.contains("below the threshold for the selected topics"), "{whys}");
+        assert!(whys.contains("about a topic you did not select (score"), "{whys}");
         client
             .execute(&format!("{ROOT} r.querySelector('dialog.gb-context-dialog').close();"), vec![])
             .await?;
@@ -390,8 +390,8 @@ async fn a_selected_topic_follows_its_messages_through_regenerations() -> Result
         topics_of(&client, 16).await?;
         let panel = wait_for(
             &client,
-            "the selection to follow its topic",
-            &format!("{ROOT} {PANEL} return sel.length === 1 && sel[0][0] === 'Sourdough bread' && /of 16 messages/.test(status) && {{sel, status, gone, renamed}};"),
+            "the selection to follow its topic, and the rename said",
+            &format!("{ROOT} {PANEL} return sel.length === 1 && sel[0][0] === 'Sourdough bread' && /of 16 messages/.test(status) && renamed && {{sel, status, gone, renamed}};"),
         )
         .await?;
         assert_eq!(panel["renamed"], "Dough temperature while rising → Sourdough bread", "{panel}");
