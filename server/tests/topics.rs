@@ -985,7 +985,7 @@ async fn a_filter_naming_other_topics_is_not_carried() {
     )));
     let second = extract_now(&server, &id).await;
     let stored = server.state.store.settings(&id).await.unwrap().topics;
-    assert_eq!(stored.filter, [warm.clone()], "not carried");
+    assert_eq!(stored.filter, std::slice::from_ref(&warm), "not carried");
     assert_eq!(stored.filter_generation, second.generation, "it names these topics from now on");
     let view = get(&server, &format!("/api/sessions/{id}/topics"), &token).await["filter"].clone();
     assert_eq!(view["orphaned"], json!([&warm]), "shown as gone: {view}");
