@@ -205,8 +205,9 @@ fn offline_extraction_on_the_labelled_fixtures() {
     assert!(tuned.precision() >= 0.9 && tuned.recall() >= 0.8, "{tuned:?}");
     assert!(tuned.purity >= 0.9 && tuned.completeness >= 0.75, "{tuned:?}");
     // Labels are key phrases (noun phrases only), not category names: they name the hand-marked
-    // subject less often (0.366 before verb fragments were left out, 0.376 after).
-    assert!(tuned.label_agreement() >= 0.35, "{tuned:?}");
+    // subject less often (0.366 before verb fragments were left out, 0.376 after, 0.525 once the
+    // opening message and the other candidates counted).
+    assert!(tuned.label_agreement() >= 0.52, "{tuned:?}");
     // The second set was written apart from the rules by another author. Its first reading
     // (sticky precision 1.000, recall 0.280; purity 0.948) led to the form-of-answer rules, so it
     // is no longer blind; it holds the rules to both sets.
@@ -214,8 +215,9 @@ fn offline_extraction_on_the_labelled_fixtures() {
     assert!(h.conversations >= 15);
     assert!(h.precision() >= 0.9 && h.recall() >= 0.8, "{h:?}");
     assert!(h.purity >= 0.9 && h.completeness >= 0.75, "{h:?}");
-    // 0.380 before verb fragments were left out, 0.420 after.
-    assert!(h.label_agreement() >= 0.4, "{h:?}");
+    // 0.380 before verb fragments were left out, 0.420 after, 0.600 once the opening message and
+    // the other candidates counted.
+    assert!(h.label_agreement() >= 0.59, "{h:?}");
     // The third to eighth sets, each written apart from the rules, read first at sticky
     // precision / recall 1.000 / 0.103, 0.875 / 0.241, 0.769 / 0.571, 0.840 / 0.656,
     // 0.958 / 0.697 and 0.929 / 0.703: their people explain themselves ("I'm on a managed GKE

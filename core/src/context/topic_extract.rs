@@ -7,9 +7,11 @@
 //! (average linkage over cosine similarity, neighbours in time counting a little closer) until no
 //! two groups are similar enough. Each group's candidate labels are the phrases most particular to
 //! it (class-based TF-IDF over unigrams and bigrams, stopwords of six languages left out, only
-//! noun phrases kept: [`super::topic_labels`]); with
-//! the candidates' embeddings, [`label_by_meaning`] picks the one closest to the group's meaning
-//! and far from the other groups' (KeyBERT's idea), else the first candidate is the label.
+//! noun phrases kept: [`super::topic_labels`]), those the group's opening message names early
+//! ranked up; with the candidates' embeddings, [`label_by_meaning`] picks the one closest to the
+//! group's meaning and far from the other groups' (KeyBERT's idea), that the group's other
+//! candidates are about and that the opening message names early, else the first candidate is the
+//! label.
 
 use std::collections::HashMap;
 
@@ -37,6 +39,18 @@ pub const LABEL_CANDIDATES: usize = 8;
 const LABEL_DISTINCTNESS: f32 = 0.5;
 /// How much each step down the TF-IDF ranking counts against a candidate.
 const LABEL_RANK_PENALTY: f32 = 0.015;
+/// How much a candidate's mean closeness to its topic's other candidates counts for it.
+const LABEL_CENTRALITY: f32 = 0.5;
+/// How much being named first in its topic's opening message counts for a candidate.
+const LABEL_OPENING: f32 = 0.6;
+/// How much of [`LABEL_OPENING`] a candidate named last in the opening message loses.
+const OPENING_DECAY: f32 = 2.0 / 3.0;
+/// A phrase of the opening message weighs up to this much more in the TF-IDF ranking (as much
+/// more as it comes early), so the phrase that names the subject is among the candidates.
+const OPENING_BOOST: f32 = 1.0;
+/// Most words of a preface before a colon that the opening message's phrases leave out
+/// ("Different question: ...", "Autre sujet : ...").
+const MAX_PREFACE_WORDS: usize = 4;
 
 /// A message as extraction reads it.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +74,9 @@ pub struct Extracted {
     /// Per topic, its candidate labels, best by TF-IDF first (the label until
     /// [`label_by_meaning`] picks another).
     pub candidates: Vec<Vec<String>>,
+    /// Per topic and candidate, how early the topic's opening message names the candidate: 1 for
+    /// its first phrase down to `1 - OPENING_DECAY` for its last, 0 when it does not name it.
+    pub opening: Vec<Vec<f32>>,
     /// Per topic, the normalized mean of its exchanges' vectors (`None`: none had one).
     pub centroids: Vec<Option<Vec<f32>>>,
 }
@@ -77,12 +94,17 @@ pub fn extract_offline(messages: &[ExtractMessage<'_>]) -> Extracted {
     absorb_strays(&mut groups, exchanges);
 
     // Topics from groups, largest first.
-    let texts: Vec<Vec<(&str, bool)>> = groups
+    let texts: Vec<Vec<Vec<(&str, bool)>>> = groups
         .iter()
         .map(|g| {
             g.iter()
-                .flat_map(|&e| exchanges[e].messages.iter())
-                .map(|&i| (messages[i].text, messages[i].role == Role::User))
+                .map(|&e| {
+                    exchanges[e]
+                        .messages
+                        .iter()
+                        .map(|&i| (messages[i].text, messages[i].role == Role::User))
+                        .collect()
+                })
                 .collect()
         })
         .collect();
@@ -90,7 +112,7 @@ pub fn extract_offline(messages: &[ExtractMessage<'_>]) -> Extracted {
         .iter()
         .zip(candidate_labels(&texts))
         .enumerate()
-        .map(|(g, (members, candidates))| {
+        .map(|(g, (members, (candidates, opening)))| {
             let messages: Vec<usize> = members
                 .iter()
                 .flat_map(|&e| exchanges[e].messages.iter().copied())
@@ -106,6 +128,7 @@ pub fn extract_offline(messages: &[ExtractMessage<'_>]) -> Extracted {
                 },
                 messages,
                 candidates,
+                opening,
                 centroid: centroid(members.iter().filter_map(|&e| exchanges[e].vector.as_deref())),
             }
         })
@@ -128,6 +151,7 @@ pub fn extract_offline(messages: &[ExtractMessage<'_>]) -> Extracted {
             .collect(),
         assignment,
         candidates: topics.iter().map(|g| g.candidates.clone()).collect(),
+        opening: topics.iter().map(|g| g.opening.clone()).collect(),
         centroids: topics.iter().map(|g| g.centroid.clone()).collect(),
         topics: topics
             .into_iter()
@@ -146,6 +170,7 @@ struct Group {
     topic: Topic,
     messages: Vec<usize>,
     candidates: Vec<String>,
+    opening: Vec<f32>,
     centroid: Option<Vec<f32>>,
 }
 
@@ -166,10 +191,13 @@ fn centroid<'a>(vectors: impl Iterator<Item = &'a [f32]>) -> Option<Vec<f32>> {
     sum
 }
 
-/// Relabels each topic with the candidate whose embedding (from `vector_of`, normalized) is
-/// closest to the topic's centroid and farthest from the other topics' centroids, a little in
-/// favour of the TF-IDF ranking, and not already the label of a larger topic. Topics without a
-/// centroid or candidate vectors keep their label.
+/// Relabels each topic with the candidate that best names its subject, not already the label of a
+/// larger topic. By their embeddings (from `vector_of`, normalized): close to the topic's centroid,
+/// far from the other topics' centroids, close to the topic's other candidates (the subject's name
+/// is what its details have in common). By the words: named early in the topic's opening message
+/// (people say what they are asking about before the detail that puzzles them: "my tomato plants
+/// have yellow leaves"), and a little in favour of the TF-IDF ranking. Topics without a centroid
+/// or candidate vectors keep their label.
 pub fn label_by_meaning<'v>(found: &mut Extracted, vector_of: impl Fn(&str) -> Option<&'v [f32]>) {
     // From the raw first candidates: a "(2)" of the first pass could outlive the label it told
     // apart.
@@ -198,8 +226,25 @@ pub fn label_by_meaning<'v>(found: &mut Extracted, vector_of: impl Fn(&str) -> O
                     .map(|o| dot(v, o))
                     .fold(f32::NEG_INFINITY, f32::max)
                     .max(0.0);
-                let score =
-                    dot(v, own) - LABEL_DISTINCTNESS * others - LABEL_RANK_PENALTY * rank as f32;
+                let opening = found
+                    .opening
+                    .get(k)
+                    .and_then(|o| o.get(rank))
+                    .copied()
+                    .unwrap_or(0.0);
+                // What the group's other phrases are about: the subject's name sits among its
+                // details, a detail off to one side.
+                let peers: Vec<f32> = found.candidates[k]
+                    .iter()
+                    .filter(|o| *o != c)
+                    .filter_map(|o| vector_of(o))
+                    .map(|o| dot(v, o))
+                    .collect();
+                let central = peers.iter().sum::<f32>() / peers.len().max(1) as f32;
+                let score = dot(v, own) - LABEL_DISTINCTNESS * others
+                    + LABEL_CENTRALITY * central
+                    + LABEL_OPENING * opening
+                    - LABEL_RANK_PENALTY * rank as f32;
                 Some((score, c))
             })
             .max_by(|a, b| a.0.total_cmp(&b.0));
@@ -450,16 +495,18 @@ fn absorb_strays(groups: &mut Vec<Vec<usize>>, exchanges: &[Exchange]) {
     }
 }
 
-/// Per group of texts (each with whether the user wrote it), its most particular phrases, best
-/// first, at most [`LABEL_CANDIDATES`], each in its most frequent surface form, capitalized.
-fn candidate_labels(groups: &[Vec<(&str, bool)>]) -> Vec<Vec<String>> {
+/// Per group of exchanges of texts (each with whether the user wrote it), its most particular
+/// phrases, best first, at most [`LABEL_CANDIDATES`], each in its most frequent surface form,
+/// capitalized; with each, how early the group's opening message names it (see
+/// [`Extracted::opening`]).
+fn candidate_labels(groups: &[Vec<Vec<(&str, bool)>>]) -> Vec<(Vec<String>, Vec<f32>)> {
     // Per group, the messages each phrase occurs in; overall, the messages it occurs in.
-    let mut per_group: Vec<PhraseCounts> = Vec::new();
+    let mut per_group: Vec<(PhraseCounts, HashMap<String, f32>)> = Vec::new();
     let mut overall: HashMap<String, u32> = HashMap::new();
     let mut total = 0u32;
-    for texts in groups {
+    for group in groups {
         let mut phrases = PhraseCounts::new();
-        for &(text, by_user) in texts {
+        for &(text, by_user) in group.iter().flatten() {
             total += 1;
             let mut seen: Vec<String> = Vec::new();
             for (key, surface) in noun_phrases_of(text) {
@@ -473,11 +520,17 @@ fn candidate_labels(groups: &[Vec<(&str, bool)>]) -> Vec<Vec<String>> {
                 *overall.entry(key).or_default() += 1;
             }
         }
-        per_group.push(phrases);
+        let opening = group
+            .iter()
+            .flatten()
+            .find(|(_, by_user)| *by_user)
+            .map(|(text, _)| opening_phrases(text))
+            .unwrap_or_default();
+        per_group.push((phrases, opening));
     }
     per_group
         .iter()
-        .map(|phrases| {
+        .map(|(phrases, opening)| {
             let mut ranked: Vec<(f32, &String, &HashMap<String, u32>)> = phrases
                 .iter()
                 .map(|(key, (tf, surfaces))| {
@@ -485,12 +538,14 @@ fn candidate_labels(groups: &[Vec<(&str, bool)>]) -> Vec<Vec<String>> {
                     let idf = (1.0 + total as f32 / df).ln();
                     let bigram = key.contains(' ');
                     let weight = if bigram && *tf >= 2.0 { 1.6 } else { 1.0 };
-                    (tf * idf * weight, key, surfaces)
+                    let opens = 1.0 + OPENING_BOOST * opening.get(key).copied().unwrap_or(0.0);
+                    (tf * idf * weight * opens, key, surfaces)
                 })
                 .collect();
             ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
             let mut out: Vec<String> = Vec::new();
-            for (_, _, surfaces) in ranked {
+            let mut early: Vec<f32> = Vec::new();
+            for (_, key, surfaces) in ranked {
                 let surface = surfaces
                     .iter()
                     .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
@@ -499,14 +554,32 @@ fn candidate_labels(groups: &[Vec<(&str, bool)>]) -> Vec<Vec<String>> {
                 let label = capitalize(surface);
                 if !out.contains(&label) {
                     out.push(label);
+                    early.push(opening.get(key).copied().unwrap_or(0.0));
                 }
                 if out.len() == LABEL_CANDIDATES {
                     break;
                 }
             }
-            out
+            (out, early)
         })
         .collect()
+}
+
+/// The phrases of a group's opening message, each with how early it comes: 1 for the first, down
+/// to `1 - OPENING_DECAY` for the last. A short preface before a colon (and a space: not a time,
+/// not a link) is left out: it says the subject changes, not what to.
+fn opening_phrases(text: &str) -> HashMap<String, f32> {
+    let body = match text.split_once(": ") {
+        Some((preface, rest)) if preface.split_whitespace().count() <= MAX_PREFACE_WORDS => rest,
+        _ => text,
+    };
+    let phrases = noun_phrases_of(body);
+    let n = phrases.len() as f32;
+    let mut out: HashMap<String, f32> = HashMap::new();
+    for (i, (key, _)) in phrases.into_iter().enumerate() {
+        out.entry(key).or_insert(1.0 - OPENING_DECAY * i as f32 / n);
+    }
+    out
 }
 
 /// The content unigrams and bigrams of a text: (lowercase key, surface form).
@@ -782,6 +855,105 @@ mod tests {
         let labels: Vec<&str> = found.topics.iter().map(|t| t.label.as_str()).collect();
         // The third has no centroid: it keeps its first candidate, told apart from the second.
         assert_eq!(labels, ["Sourdough", "Knight", "Knight (2)"]);
+    }
+
+    #[test]
+    fn the_phrase_the_others_are_about_beats_the_closest_detail() {
+        let topic = |label: &str| Topic {
+            label: label.into(),
+            count: 2,
+            ..Default::default()
+        };
+        let candidates = |c: &[&str]| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut found = Extracted {
+            topics: vec![topic("Yellow leaves"), topic("Espresso")],
+            candidates: vec![
+                candidates(&["Yellow leaves", "Tomato plants", "Pots"]),
+                candidates(&["Espresso"]),
+            ],
+            centroids: vec![Some(vec![1.0, 0.0, 0.0]), Some(vec![0.0, 0.0, 1.0])],
+            ..Default::default()
+        };
+        // "Yellow leaves" is the closest to the centroid (0.9 against 0.8), but off to one side:
+        // "Tomato plants" is what "Pots" and "Yellow leaves" have in common.
+        let vectors: HashMap<&str, Vec<f32>> = HashMap::from([
+            ("Yellow leaves", vec![0.9, 0.436, 0.0]),
+            ("Tomato plants", vec![0.8, -0.6, 0.0]),
+            ("Pots", vec![0.6, -0.8, 0.0]),
+            ("Espresso", vec![0.0, 0.0, 1.0]),
+        ]);
+        label_by_meaning(&mut found, |c| vectors.get(c).map(Vec::as_slice));
+        assert_eq!(found.topics[0].label, "Tomato plants");
+    }
+
+    #[test]
+    fn the_phrase_the_opening_message_names_first_beats_a_closer_one() {
+        let topic = |label: &str| Topic {
+            label: label.into(),
+            count: 2,
+            ..Default::default()
+        };
+        let pair = || vec!["Yellow leaves".to_string(), "Tomato plants".to_string()];
+        let vectors: HashMap<&str, Vec<f32>> = HashMap::from([
+            ("Yellow leaves", vec![0.9, 0.436]),
+            ("Tomato plants", vec![0.8, -0.6]),
+        ]);
+        let mut found = Extracted {
+            topics: vec![topic("Yellow leaves")],
+            candidates: vec![pair()],
+            centroids: vec![Some(vec![1.0, 0.0])],
+            ..Default::default()
+        };
+        // Without the opening message the closer phrase wins (two candidates: each as central).
+        label_by_meaning(&mut found, |c| vectors.get(c).map(Vec::as_slice));
+        assert_eq!(found.topics[0].label, "Yellow leaves");
+        // "My tomato plants have yellow leaves ...": named first, it names the subject.
+        found.opening = vec![vec![0.6, 1.0]];
+        label_by_meaning(&mut found, |c| vectors.get(c).map(Vec::as_slice));
+        assert_eq!(found.topics[0].label, "Tomato plants");
+    }
+
+    #[test]
+    fn the_opening_message_counts_its_phrases_by_place_past_a_short_preface() {
+        let got = opening_phrases("Completely different: my tomato plants have yellow leaves.");
+        assert!(!got.contains_key("completely") && !got.contains_key("different"), "{got:?}");
+        let at = |k: &str| got.get(k).copied().unwrap_or(0.0);
+        assert_eq!(at("tomato"), 1.0);
+        assert!(at("tomato plants") > at("yellow leaves"), "{got:?}");
+        assert!(at("yellow leaves") >= 1.0 - OPENING_DECAY, "{got:?}");
+        assert_eq!(at("bottom"), 0.0);
+        // A colon after more than a preface's words, or in a time, is part of the message.
+        let got = opening_phrases("My sourdough starter smells odd after feeding: acetone?");
+        assert!(got.contains_key("sourdough starter"), "{got:?}");
+        let got = opening_phrases("Chess club at 18:30, which opening should I learn?");
+        assert!(got.contains_key("chess club"), "{got:?}");
+
+        // Extraction gives each candidate its place in its topic's opening message.
+        let (plants, coffee) = ([1.0, 0.0], [0.0, 1.0]);
+        let msgs = [
+            m("1", Role::User, "New topic: my tomato plants have yellow leaves.", &plants),
+            m("2", Role::Assistant, "Yellow leaves low down mean too much water.", &plants),
+            m("3", Role::User, "Should the tomato plants get less water then?", &plants),
+            m("4", Role::Assistant, "Water the tomato plants when the soil is dry.", &plants),
+            m("5", Role::User, "My espresso shots run too fast.", &coffee),
+            m("6", Role::Assistant, "Grind the espresso finer.", &coffee),
+        ];
+        let got = extract_offline(&msgs);
+        assert_eq!(got.opening.len(), got.candidates.len());
+        for (c, o) in got.candidates.iter().zip(&got.opening) {
+            assert_eq!(c.len(), o.len());
+        }
+        let plants = got
+            .candidates
+            .iter()
+            .position(|c| c.iter().any(|l| l == "Tomato plants"))
+            .expect("a tomato topic");
+        let at = |label: &str| {
+            let i = got.candidates[plants].iter().position(|l| l == label);
+            i.map(|i| got.opening[plants][i])
+        };
+        assert!(at("Tomato plants") > at("Yellow leaves"), "{got:?}");
+        assert_eq!(at("Water"), Some(0.0), "{got:?}");
     }
 
     #[test]
