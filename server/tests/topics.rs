@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use glassbox_core::context::topics::TopicSource;
 use glassbox_core::context::{LeftOutWhy, PartKind, Reason, Receipt, SessionTopics, Topic};
-use glassbox_fake_provider::Behaviour;
+use glassbox_fake_provider::{Behaviour, Gate};
 use glassbox_core::wire::ChatMessage;
 use serde_json::{Value, json};
 use support::{Api, TestServer};
@@ -279,17 +279,15 @@ async fn a_turn_under_a_filter_embeds_nothing_it_could_have_had_ahead() {
     let questions = ["How long should the dough proof?", "Should the starter be fed before baking?"];
     for (round, question) in questions.into_iter().enumerate() {
         let before = state.embeddings.computed();
-        let asked = server.fake.requests().len();
-        server.fake.set(Behaviour::Reply {
-            chunks: vec!["Noted.".into(), " About four hours.".into()],
-            delay: Duration::from_millis(300),
-        });
-        // What the turn embedded by the time the provider has its request (its reply not done).
+        // The reply waits at the gate before its first piece: what the turn embedded by the time
+        // the provider has its request (its reply not done).
+        let gate = Gate::new();
+        server.fake.set(Behaviour::hold(&["Noted.", " About four hours."], 0, &gate));
         let (answer, embedded) = tokio::join!(server.chat(&id, &token, question), async {
-            while server.fake.requests().len() == asked {
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            state.embeddings.computed() - before
+            gate.reached(1).await;
+            let embedded = state.embeddings.computed() - before;
+            gate.release();
+            embedded
         });
         assert_eq!(embedded, 0, "round {round}: the turn embedded {embedded} texts");
         let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
@@ -537,16 +535,19 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
     assert_eq!(status, 200);
     let mut first = server.ws().await;
     first.hello_existing(&id, &token).await;
-    let chunks: Vec<String> = (0..1000).map(|i| format!("w{i} ")).collect();
-    server.fake.set(Behaviour::Reply {
-        chunks,
+    // The reply waits after its first piece until the new tab has its snapshot; then the rest
+    // streams (paced, so that its deltas are numbered while the new tab's topics and filter are
+    // read).
+    let gate = Gate::new();
+    server.fake.set(Behaviour::Hold {
+        chunks: (0..1000).map(|i| format!("w{i} ")).collect(),
         delay: Duration::from_millis(1),
+        holds: vec![(1, gate.clone())],
     });
     first
         .send(json!({"type": "chat", "data": {"message": "Tell me more about starters.", "clientMessageId": "c-1"}}))
         .await;
-    // Join once the reply is streaming: its deltas are numbered while the new tab's topics and
-    // filter are read.
+    // Join once the reply is streaming.
     loop {
         let (_, raw) = first.next().await;
         if raw["type"] == "delta" {
@@ -558,9 +559,19 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
         .send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
         .await;
     let (mut ids, mut kinds) = (Vec::new(), Vec::new());
-    while let Some((frame, raw)) = second.next_within(Duration::from_millis(1500)).await {
+    // Every frame up to the reply's end (the `done` frame).
+    loop {
+        let (frame, raw) = second.next().await;
         ids.push(frame.sync_id);
-        kinds.push(raw["type"].as_str().unwrap_or_default().to_owned());
+        let kind = raw["type"].as_str().unwrap_or_default().to_owned();
+        if kind == "snapshot" {
+            gate.release();
+        }
+        let done = kind == "done";
+        kinds.push(kind);
+        if done {
+            break;
+        }
     }
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "frames out of order: {:?}", ids.iter().zip(&kinds).collect::<Vec<_>>());
     for expected in ["session", "snapshot", "topics", "filter", "delta", "done"] {
