@@ -535,14 +535,14 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
     assert_eq!(status, 200);
     let mut first = server.ws().await;
     first.hello_existing(&id, &token).await;
-    // The reply waits after its first piece until the new tab has its snapshot; then the rest
-    // streams (paced, so that its deltas are numbered while the new tab's topics and filter are
-    // read).
-    let gate = Gate::new();
+    // The reply waits after its first piece until the new tab sent its hello; then it streams,
+    // paced, so that its deltas are numbered while the new tab's topics and filter are read; and
+    // it waits before its last piece until the new tab has them, so that it cannot end first.
+    let (joining, joined) = (Gate::new(), Gate::new());
     server.fake.set(Behaviour::Hold {
         chunks: (0..1000).map(|i| format!("w{i} ")).collect(),
         delay: Duration::from_millis(1),
-        holds: vec![(1, gate.clone())],
+        holds: vec![(1, joining.clone()), (999, joined.clone())],
     });
     first
         .send(json!({"type": "chat", "data": {"message": "Tell me more about starters.", "clientMessageId": "c-1"}}))
@@ -558,14 +558,24 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
     second
         .send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
         .await;
+    joining.release();
     let (mut ids, mut kinds) = (Vec::new(), Vec::new());
+    // The reply as the new tab sees it: the snapshot's part, then the deltas.
+    let mut text = String::new();
     // Every frame up to the reply's end (the `done` frame).
     loop {
         let (frame, raw) = second.next().await;
         ids.push(frame.sync_id);
         let kind = raw["type"].as_str().unwrap_or_default().to_owned();
         if kind == "snapshot" {
-            gate.release();
+            let partial = raw["data"]["messages"].as_array().and_then(|m| m.last()).cloned();
+            text.push_str(partial.as_ref().and_then(|m| m["content"].as_str()).unwrap_or_default());
+        }
+        if kind == "filter" {
+            joined.release();
+        }
+        if kind == "delta" {
+            text.push_str(raw["data"]["text"].as_str().unwrap_or_default());
         }
         let done = kind == "done";
         kinds.push(kind);
@@ -577,6 +587,8 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
     for expected in ["session", "snapshot", "topics", "filter", "delta", "done"] {
         assert!(kinds.iter().any(|k| k == expected), "no {expected} frame: {kinds:?}");
     }
+    let whole: String = (0..1000).map(|i| format!("w{i} ")).collect();
+    assert!(text == whole, "the new tab lost or doubled part of the reply: {} of {} characters", text.len(), whole.len());
 }
 
 #[tokio::test]
