@@ -31,15 +31,21 @@ async fn start(extra: &[(&str, &str)]) -> TestServer {
     ];
     vars.extend_from_slice(extra);
     let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["ok"]), &vars).await;
+    embeddings_ready(&server).await;
+    server
+}
+
+/// Waits (a minute at most) until the server's embedding model is loaded.
+async fn embeddings_ready(server: &TestServer) {
     for _ in 0..600 {
         let health = server.get_json("/healthz").await;
         if health["embeddings"]["status"] != "loading" {
             assert_eq!(health["embeddings"]["status"], "ready", "{health}");
-            break;
+            return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    server
+    panic!("the embedding model did not load within a minute");
 }
 
 const KUBERNETES: [(&str, &str); 3] = [
@@ -1092,4 +1098,73 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
         }
     }
     server.fake.set_structured(None);
+}
+
+/// A selected topic is the session's, kept in its database: after the server restarts (same data
+/// directory, nothing in memory), the REST view has the same labels and messages, and the next
+/// request the provider receives holds only the selected subject's messages and the standing
+/// instruction.
+#[tokio::test]
+async fn a_selected_topic_survives_a_server_restart() {
+    let server = start(&[]).await;
+    let (id, token, ids, found) = two_subjects(&server).await;
+    let bread = found["topics"]["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["label"].as_str())
+        .find(|l| {
+            let l = l.to_lowercase();
+            ["sourdough", "starter", "dough", "loaf"].iter().any(|w| l.contains(w))
+        })
+        .unwrap_or_else(|| panic!("no sourdough topic in {found}"))
+        .to_owned();
+    let topics = format!("/api/sessions/{id}/topics");
+    let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [bread]})).await;
+    assert_eq!(status, 200, "{view}");
+    let before = get(&server, &topics, &token).await;
+    let kept = ids_of(&before["filter"], "messageIds");
+    assert!(kept.contains(&ids[6]), "the instruction is kept: {before}");
+    assert!(ids[..6].iter().all(|k| !kept.contains(k)), "no Kubernetes message: {before}");
+
+    let server = server.restart().await;
+    embeddings_ready(&server).await;
+    let after = get(&server, &topics, &token).await;
+    let labels = |v: &Value| -> Vec<String> {
+        v["topics"]["topics"].as_array().unwrap().iter().filter_map(|t| t["label"].as_str().map(str::to_owned)).collect()
+    };
+    assert_eq!(labels(&after), labels(&before), "the topics: {after}");
+    assert_eq!(after["filter"]["labels"], json!([bread]), "{after}");
+    assert_eq!(after["filter"]["labels"], before["filter"]["labels"]);
+    assert_eq!(after["filter"]["messageIds"], before["filter"]["messageIds"], "{after}");
+
+    // The next turn sends what the view keeps, in order, and the new question.
+    let texts: Vec<&str> = KUBERNETES
+        .iter()
+        .flat_map(|(q, a)| [*q, *a])
+        .chain(["Be concise from now on, please.", "Understood."])
+        .chain(SOURDOUGH.iter().flat_map(|(q, a)| [*q, *a]))
+        .collect();
+    let mut want: Vec<&str> = ids
+        .iter()
+        .zip(&texts)
+        .filter(|(id, _)| kept.contains(id))
+        .map(|(_, text)| *text)
+        .collect();
+    want.push("How long should the dough proof?");
+    let asked = server.fake.requests().len();
+    let answer = say(&server, &id, &token, "How long should the dough proof?", "About 4 hours.").await;
+    let requests = server.fake.requests();
+    assert_eq!(requests.len(), asked + 1, "one request for the turn");
+    let sent: Vec<&str> = requests[asked].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| m["content"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(sent, want, "only the selected subject's messages and the instruction");
+    assert!(sent.iter().all(|t| !t.contains("Kubernetes")), "{sent:?}");
+    let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
+    assert_eq!(receipt.filter.map(|f| f.labels), Some(vec![bread]));
 }
