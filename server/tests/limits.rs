@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use glassbox_core::wire::ServerEvent;
-use glassbox_fake_provider::Behaviour;
+use glassbox_fake_provider::{Behaviour, Gate};
 use serde_json::{Value, json};
 use support::{Api, TestServer};
 
@@ -88,7 +88,7 @@ async fn on_the_websocket_a_refused_message_names_itself_and_when_to_retry() {
 #[tokio::test]
 async fn new_sessions_per_address_are_limited_on_rest_and_the_websocket() {
     let server = start(&[("GLASSBOX_LIMIT_SESSIONS_PER_HOUR", "2")]).await;
-    server.new_session().await;
+    let (id, token, _) = server.new_session().await;
     server.new_session().await;
     let resp = server.post("/api/sessions", &json!({})).await;
     assert_eq!(resp.status(), 429);
@@ -101,17 +101,16 @@ async fn new_sessions_per_address_are_limited_on_rest_and_the_websocket() {
     let (_, raw) = ws.next().await;
     assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
     assert_eq!(server.fake.requests().len(), 0);
-    // Unlike a refused join, the socket stays open (the client may join an existing session).
-    assert!(!ws.closed_within(Duration::from_millis(500)).await, "closed on a refused new session");
+    // Unlike a refused join, the socket stays open: the client may join an existing session on it.
+    ws.hello_existing(&id, &token).await;
 }
 
 #[tokio::test]
 async fn concurrent_streams_per_address_are_limited_and_free_again_when_a_reply_ends() {
     let server = start(&[("GLASSBOX_LIMIT_STREAMS_PER_ADDRESS", "1")]).await;
-    server.fake.set(Behaviour::Reply {
-        chunks: (0..8).map(|i| format!("w{i} ")).collect(),
-        delay: Duration::from_millis(100),
-    });
+    // The first reply waits after its first word until the second message was refused.
+    let gate = Gate::new();
+    server.fake.set(Behaviour::hold(&["w0 ", "w1"], 1, &gate));
     let (a, a_token, _) = server.new_session().await;
     let (b, b_token, _) = server.new_session().await;
     let first = {
@@ -127,9 +126,7 @@ async fn concurrent_streams_per_address_are_limited_and_free_again_when_a_reply_
                 .status()
         })
     };
-    while server.fake.open_streams() == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    gate.reached(1).await;
     let refused = server
         .http
         .post(server.url("/api/chat"))
@@ -140,6 +137,8 @@ async fn concurrent_streams_per_address_are_limited_and_free_again_when_a_reply_
         .unwrap();
     assert_eq!(refused.status(), 429);
     retry_after(&refused);
+    assert!(!first.is_finished(), "the first reply was still streaming");
+    gate.release();
     assert_eq!(first.await.unwrap(), 200);
     // The first reply is over: its slot is free.
     server.chat(&b, &b_token, "now").await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use glassbox_core::context::topics::TopicSource;
 use glassbox_core::context::{LeftOutWhy, PartKind, Reason, Receipt, SessionTopics, Topic};
-use glassbox_fake_provider::{Behaviour, topics_answer};
+use glassbox_fake_provider::{Behaviour, Gate, topics_answer};
 use glassbox_core::wire::ChatMessage;
 use serde_json::{Value, json};
 use support::{Api, TestServer};
@@ -31,15 +31,21 @@ async fn start(extra: &[(&str, &str)]) -> TestServer {
     ];
     vars.extend_from_slice(extra);
     let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["ok"]), &vars).await;
+    embeddings_ready(&server).await;
+    server
+}
+
+/// Waits (a minute at most) until the server's embedding model is loaded.
+async fn embeddings_ready(server: &TestServer) {
     for _ in 0..600 {
         let health = server.get_json("/healthz").await;
         if health["embeddings"]["status"] != "loading" {
             assert_eq!(health["embeddings"]["status"], "ready", "{health}");
-            break;
+            return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    server
+    panic!("the embedding model did not load within a minute");
 }
 
 const KUBERNETES: [(&str, &str); 3] = [
@@ -281,17 +287,15 @@ async fn a_turn_under_a_filter_embeds_nothing_it_could_have_had_ahead() {
     let questions = ["How long should the dough proof?", "Should the starter be fed before baking?"];
     for (round, question) in questions.into_iter().enumerate() {
         let before = state.embeddings.computed();
-        let asked = server.fake.requests().len();
-        server.fake.set(Behaviour::Reply {
-            chunks: vec!["Noted.".into(), " About four hours.".into()],
-            delay: Duration::from_millis(300),
-        });
-        // What the turn embedded by the time the provider has its request (its reply not done).
+        // The reply waits at the gate before its first piece: what the turn embedded by the time
+        // the provider has its request (its reply not done).
+        let gate = Gate::new();
+        server.fake.set(Behaviour::hold(&["Noted.", " About four hours."], 0, &gate));
         let (answer, embedded) = tokio::join!(server.chat(&id, &token, question), async {
-            while server.fake.requests().len() == asked {
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            state.embeddings.computed() - before
+            gate.reached(1).await;
+            let embedded = state.embeddings.computed() - before;
+            gate.release();
+            embedded
         });
         assert_eq!(embedded, 0, "round {round}: the turn embedded {embedded} texts");
         let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
@@ -539,16 +543,19 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
     assert_eq!(status, 200);
     let mut first = server.ws().await;
     first.hello_existing(&id, &token).await;
-    let chunks: Vec<String> = (0..1000).map(|i| format!("w{i} ")).collect();
-    server.fake.set(Behaviour::Reply {
-        chunks,
+    // The reply waits after its first piece until the new tab sent its hello; then it streams,
+    // paced, so that its deltas are numbered while the new tab's topics and filter are read; and
+    // it waits before its last piece until the new tab has them, so that it cannot end first.
+    let (joining, joined) = (Gate::new(), Gate::new());
+    server.fake.set(Behaviour::Hold {
+        chunks: (0..1000).map(|i| format!("w{i} ")).collect(),
         delay: Duration::from_millis(1),
+        holds: vec![(1, joining.clone()), (999, joined.clone())],
     });
     first
         .send(json!({"type": "chat", "data": {"message": "Tell me more about starters.", "clientMessageId": "c-1"}}))
         .await;
-    // Join once the reply is streaming: its deltas are numbered while the new tab's topics and
-    // filter are read.
+    // Join once the reply is streaming.
     loop {
         let (_, raw) = first.next().await;
         if raw["type"] == "delta" {
@@ -559,15 +566,37 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
     second
         .send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
         .await;
+    joining.release();
     let (mut ids, mut kinds) = (Vec::new(), Vec::new());
-    while let Some((frame, raw)) = second.next_within(Duration::from_millis(1500)).await {
+    // The reply as the new tab sees it: the snapshot's part, then the deltas.
+    let mut text = String::new();
+    // Every frame up to the reply's end (the `done` frame).
+    loop {
+        let (frame, raw) = second.next().await;
         ids.push(frame.sync_id);
-        kinds.push(raw["type"].as_str().unwrap_or_default().to_owned());
+        let kind = raw["type"].as_str().unwrap_or_default().to_owned();
+        if kind == "snapshot" {
+            let partial = raw["data"]["messages"].as_array().and_then(|m| m.last()).cloned();
+            text.push_str(partial.as_ref().and_then(|m| m["content"].as_str()).unwrap_or_default());
+        }
+        if kind == "filter" {
+            joined.release();
+        }
+        if kind == "delta" {
+            text.push_str(raw["data"]["text"].as_str().unwrap_or_default());
+        }
+        let done = kind == "done";
+        kinds.push(kind);
+        if done {
+            break;
+        }
     }
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "frames out of order: {:?}", ids.iter().zip(&kinds).collect::<Vec<_>>());
     for expected in ["session", "snapshot", "topics", "filter", "delta", "done"] {
         assert!(kinds.iter().any(|k| k == expected), "no {expected} frame: {kinds:?}");
     }
+    let whole: String = (0..1000).map(|i| format!("w{i} ")).collect();
+    assert!(text == whole, "the new tab lost or doubled part of the reply: {} of {} characters", text.len(), whole.len());
 }
 
 #[tokio::test]
@@ -1105,4 +1134,73 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
         }
     }
     server.fake.set_structured(None);
+}
+
+/// A selected topic is the session's, kept in its database: after the server restarts (same data
+/// directory, nothing in memory), the REST view has the same labels and messages, and the next
+/// request the provider receives holds only the selected subject's messages and the standing
+/// instruction.
+#[tokio::test]
+async fn a_selected_topic_survives_a_server_restart() {
+    let server = start(&[]).await;
+    let (id, token, ids, found) = two_subjects(&server).await;
+    let bread = found["topics"]["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["label"].as_str())
+        .find(|l| {
+            let l = l.to_lowercase();
+            ["sourdough", "starter", "dough", "loaf"].iter().any(|w| l.contains(w))
+        })
+        .unwrap_or_else(|| panic!("no sourdough topic in {found}"))
+        .to_owned();
+    let topics = format!("/api/sessions/{id}/topics");
+    let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [bread]})).await;
+    assert_eq!(status, 200, "{view}");
+    let before = get(&server, &topics, &token).await;
+    let kept = ids_of(&before["filter"], "messageIds");
+    assert!(kept.contains(&ids[6]), "the instruction is kept: {before}");
+    assert!(ids[..6].iter().all(|k| !kept.contains(k)), "no Kubernetes message: {before}");
+
+    let server = server.restart().await;
+    embeddings_ready(&server).await;
+    let after = get(&server, &topics, &token).await;
+    let labels = |v: &Value| -> Vec<String> {
+        v["topics"]["topics"].as_array().unwrap().iter().filter_map(|t| t["label"].as_str().map(str::to_owned)).collect()
+    };
+    assert_eq!(labels(&after), labels(&before), "the topics: {after}");
+    assert_eq!(after["filter"]["labels"], json!([bread]), "{after}");
+    assert_eq!(after["filter"]["labels"], before["filter"]["labels"]);
+    assert_eq!(after["filter"]["messageIds"], before["filter"]["messageIds"], "{after}");
+
+    // The next turn sends what the view keeps, in order, and the new question.
+    let texts: Vec<&str> = KUBERNETES
+        .iter()
+        .flat_map(|(q, a)| [*q, *a])
+        .chain(["Be concise from now on, please.", "Understood."])
+        .chain(SOURDOUGH.iter().flat_map(|(q, a)| [*q, *a]))
+        .collect();
+    let mut want: Vec<&str> = ids
+        .iter()
+        .zip(&texts)
+        .filter(|(id, _)| kept.contains(id))
+        .map(|(_, text)| *text)
+        .collect();
+    want.push("How long should the dough proof?");
+    let asked = server.fake.requests().len();
+    let answer = say(&server, &id, &token, "How long should the dough proof?", "About 4 hours.").await;
+    let requests = server.fake.requests();
+    assert_eq!(requests.len(), asked + 1, "one request for the turn");
+    let sent: Vec<&str> = requests[asked].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| m["content"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(sent, want, "only the selected subject's messages and the instruction");
+    assert!(sent.iter().all(|t| !t.contains("Kubernetes")), "{sent:?}");
+    let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
+    assert_eq!(receipt.filter.map(|f| f.labels), Some(vec![bread]));
 }

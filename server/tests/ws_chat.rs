@@ -7,7 +7,7 @@ use std::time::Duration;
 use glassbox_core::ErrorCode;
 use glassbox_core::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN};
 use glassbox_core::wire::{MessageStatus, ServerEvent};
-use glassbox_fake_provider::Behaviour;
+use glassbox_fake_provider::{Behaviour, Gate};
 use serde_json::{Value, json};
 use support::{Api, TestServer, assert_increasing, chunks, delta_text};
 
@@ -203,16 +203,45 @@ async fn a_wrong_token_cannot_open_a_session() {
     assert!(matches!(f.event, ServerEvent::Error(ref e) if e.code == ErrorCode::Unauthorized));
 }
 
-#[tokio::test]
-async fn reconnecting_with_the_last_sync_id_replays_what_was_missed() {
-    let words = chunks(&[
+/// Reads frames until the delta text holds `words` words; returns the frames read.
+async fn until_words(ws: &mut support::Ws, words: usize) -> Vec<glassbox_core::wire::ServerFrame> {
+    let mut seen = vec![];
+    while delta_text(&seen).split_whitespace().count() < words {
+        seen.push(ws.next().await.0);
+    }
+    seen
+}
+
+/// Polls the session over REST (10 s at most) until its reply is complete.
+async fn until_reply_stored(server: &TestServer, session: &str, token: &str) -> Vec<Value> {
+    for _ in 0..200 {
+        let stored = server.messages(session, token).await;
+        if stored.get(1).is_some_and(|m| m["status"] == "complete") {
+            return stored;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the reply was not stored complete: {:?}", server.messages(session, token).await);
+}
+
+fn eight_words() -> Vec<String> {
+    chunks(&[
         "one ", "two ", "three ", "four ", "five ", "six ", "seven ", "eight",
-    ]);
+    ])
+}
+
+/// The reply waits after its second word while the only tab leaves; released, it ends with nobody
+/// connected. A reconnect with the last sync id seen gets exactly the frames after it, up to the
+/// `done`, and no snapshot.
+async fn reconnecting_with_the_last_sync_id_replays_what_was_missed(api: Api) {
+    let words = eight_words();
+    let gate = Gate::new();
     let server = TestServer::start(
-        Api::OpenAi,
-        Behaviour::Reply {
+        api,
+        Behaviour::Hold {
             chunks: words.clone(),
-            delay: Duration::from_millis(60),
+            delay: Duration::ZERO,
+            holds: vec![(2, gate.clone())],
         },
     )
     .await;
@@ -220,24 +249,27 @@ async fn reconnecting_with_the_last_sync_id_replays_what_was_missed() {
     let (session, token) = ws.hello_new().await;
     ws.send(json!({"type": "chat", "data": {"message": "count"}}))
         .await;
-    let mut seen = vec![];
-    while delta_text(&seen).split_whitespace().count() < 2 {
-        seen.push(ws.next().await.0);
-    }
+    let seen = until_words(&mut ws, 2).await;
+    assert_eq!(delta_text(&seen), "one two ", "held after two words");
     let last = seen.last().unwrap().sync_id;
     ws.close().await;
-    tokio::time::sleep(Duration::from_millis(200)).await; // frames are produced while we are away
+    // The rest of the reply is produced while nobody is connected.
+    gate.release();
+    until_reply_stored(&server, &session, &token).await;
 
     let mut ws = server.ws().await;
     ws.send(json!({"type": "hello", "data": {"sessionId": session, "token": token, "lastSyncId": last}})).await;
-    let rest = ws.until_reply_ends().await;
+    let mut rest = ws.until_reply_ends().await;
+    // The session frame ends the catch-up.
+    let (session_frame, _) = ws.next().await;
+    assert!(
+        matches!(session_frame.event, ServerEvent::Session(ref s) if s.token.is_none()),
+        "{session_frame:?}"
+    );
+    rest.push(session_frame);
     assert!(
         rest.iter().all(|f| f.sync_id > last),
         "only missed frames are replayed"
-    );
-    assert!(
-        rest.iter()
-            .any(|f| matches!(f.event, ServerEvent::Session(ref s) if s.token.is_none()))
     );
     assert!(
         !rest
@@ -245,10 +277,11 @@ async fn reconnecting_with_the_last_sync_id_replays_what_was_missed() {
             .any(|f| matches!(f.event, ServerEvent::Snapshot(_)))
     );
     assert_increasing(&rest);
-    assert_eq!(
-        format!("{}{}", delta_text(&seen), delta_text(&rest)),
-        words.concat()
-    );
+    assert_eq!(delta_text(&rest), words[2..].concat(), "every missed delta, once");
+    let ServerEvent::Done(done) = &rest[rest.len() - 2].event else {
+        panic!("the replay ends with done: {rest:?}")
+    };
+    assert_eq!(done.message.content, words.concat());
 
     // A fresh connection without a sync id gets the history as a snapshot.
     let mut ws = server.ws().await;
@@ -261,6 +294,69 @@ async fn reconnecting_with_the_last_sync_id_replays_what_was_missed() {
     };
     assert_eq!(s.messages.len(), 2);
     assert_eq!(s.messages[1].content, words.concat());
+}
+
+#[tokio::test]
+async fn openai_reconnecting_with_the_last_sync_id_replays_what_was_missed() {
+    reconnecting_with_the_last_sync_id_replays_what_was_missed(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn anthropic_reconnecting_with_the_last_sync_id_replays_what_was_missed() {
+    reconnecting_with_the_last_sync_id_replays_what_was_missed(Api::Anthropic).await;
+}
+
+/// A reconnect while the reply still streams: the frames produced while away are replayed, and
+/// the rest follows live on the same connection. The reply waits after two words while the tab
+/// leaves, and after five, once a second tab has seen them (so they were produced while away),
+/// while it comes back.
+#[tokio::test]
+async fn reconnecting_mid_reply_replays_what_was_missed_then_follows_live() {
+    let words = eight_words();
+    let (away, back) = (Gate::new(), Gate::new());
+    let server = TestServer::start(
+        Api::OpenAi,
+        Behaviour::Hold {
+            chunks: words.clone(),
+            delay: Duration::ZERO,
+            holds: vec![(2, away.clone()), (5, back.clone())],
+        },
+    )
+    .await;
+    let mut ws = server.ws().await;
+    let (session, token) = ws.hello_new().await;
+    let mut watcher = server.ws().await;
+    watcher.hello_existing(&session, &token).await;
+    ws.send(json!({"type": "chat", "data": {"message": "count"}}))
+        .await;
+    let seen = until_words(&mut ws, 2).await;
+    let last = seen.last().unwrap().sync_id;
+    ws.close().await;
+    away.release();
+    let watched = until_words(&mut watcher, 5).await;
+    assert_eq!(delta_text(&watched), words[..5].concat());
+
+    let mut ws = server.ws().await;
+    ws.send(json!({"type": "hello", "data": {"sessionId": session, "token": token, "lastSyncId": last}})).await;
+    // Still held after five words: what comes now is the replay, up to the session frame that
+    // ends it.
+    let mut replayed = vec![];
+    loop {
+        let (f, _) = ws.next().await;
+        let end = matches!(f.event, ServerEvent::Session(_));
+        replayed.push(f);
+        if end {
+            break;
+        }
+    }
+    assert_eq!(delta_text(&replayed), words[2..5].concat(), "the missed deltas");
+    back.release();
+    let live = ws.until_reply_ends().await;
+    assert_eq!(delta_text(&live), words[5..].concat(), "then the rest, live");
+    let all: Vec<_> = replayed.into_iter().chain(live).collect();
+    assert!(all.iter().all(|f| f.sync_id > last));
+    assert_increasing(&all);
+    assert!(!all.iter().any(|f| matches!(f.event, ServerEvent::Snapshot(_))));
 }
 
 async fn failure_mid_stream_keeps_partial_reply_and_retry_completes_it(

@@ -21,6 +21,10 @@ pub struct TestServer {
     pub fake: FakeProvider,
     pub http: reqwest::Client,
     _data: tempfile::TempDir,
+    /// The configuration it was started with (a restart starts from it again).
+    vars: HashMap<String, String>,
+    /// The task serving `addr`.
+    serving: tokio::task::JoinHandle<()>,
 }
 
 /// Which wire format the server speaks to the fake provider.
@@ -75,22 +79,44 @@ impl TestServer {
         for (k, v) in extra {
             vars.insert(k.to_string(), v.to_string());
         }
-        let config = Config::from_lookup(|k| vars.get(k).cloned()).expect("config");
-        let state = glassbox_server::build_state(config).await.expect("state");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let served = state.clone();
-        tokio::spawn(async move {
-            let _ = glassbox_server::serve(listener, served).await;
-        });
+        let (addr, state, serving) = serve(&vars).await;
         Self {
             addr,
             state,
             fake,
             http: reqwest::Client::new(),
             _data: data,
+            vars,
+            serving,
+        }
+    }
+
+    /// Stops this server and starts a new one from the same configuration, on the same data
+    /// directory (the same database) and fake provider, as a restart of the process would: the
+    /// new server shares nothing in memory with the old one (hubs, embedding cache, rate limits).
+    /// It listens on another port; the embedding model, if on, loads again.
+    pub async fn restart(self) -> Self {
+        let Self {
+            state,
+            fake,
+            http,
+            _data,
+            vars,
+            serving,
+            ..
+        } = self;
+        serving.abort();
+        let _ = serving.await;
+        drop(state);
+        let (addr, state, serving) = serve(&vars).await;
+        Self {
+            addr,
+            state,
+            fake,
+            http,
+            _data,
+            vars,
+            serving,
         }
     }
 
@@ -210,6 +236,27 @@ impl TestServer {
         let body: Value = resp.json().await.unwrap();
         body["messages"].as_array().cloned().unwrap_or_default()
     }
+}
+
+/// Builds a server's state from `vars` and serves it on a free loopback port.
+async fn serve(
+    vars: &HashMap<String, String>,
+) -> (
+    SocketAddr,
+    glassbox_server::state::AppState,
+    tokio::task::JoinHandle<()>,
+) {
+    let config = Config::from_lookup(|k| vars.get(k).cloned()).expect("config");
+    let state = glassbox_server::build_state(config).await.expect("state");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let served = state.clone();
+    let serving = tokio::spawn(async move {
+        let _ = glassbox_server::serve(listener, served).await;
+    });
+    (addr, state, serving)
 }
 
 pub struct Ws {

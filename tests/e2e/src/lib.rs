@@ -8,6 +8,7 @@ pub mod widget_page;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -173,10 +174,15 @@ pub async fn browser(driver: &Driver, profile: &Path) -> Result<fantoccini::Clie
 }
 
 /// A TCP proxy on loopback in front of the server whose open connections can be cut at will, as a
-/// network drop would (new connections keep working).
+/// network drop would (new connections keep working), and whose new WebSocket connections can be
+/// held back until the test lets them through.
 pub struct CuttableProxy {
     pub addr: SocketAddr,
     cut: tokio::sync::broadcast::Sender<()>,
+    /// Whether new WebSocket connections wait before they are forwarded.
+    hold: Arc<tokio::sync::watch::Sender<bool>>,
+    /// WebSocket connections that came while holding.
+    held: Arc<tokio::sync::watch::Sender<usize>>,
 }
 
 impl CuttableProxy {
@@ -185,11 +191,18 @@ impl CuttableProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (cut, _) = tokio::sync::broadcast::channel(4);
-        let cuts = cut.clone();
+        let hold = Arc::new(tokio::sync::watch::Sender::new(false));
+        let held = Arc::new(tokio::sync::watch::Sender::new(0));
+        let (cuts, holding, counted) = (cut.clone(), hold.clone(), held.clone());
         tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
                 let mut stop = cuts.subscribe();
+                let (holding, counted) = (holding.clone(), counted.clone());
                 tokio::spawn(async move {
+                    if *holding.borrow() && is_websocket(&inbound).await {
+                        counted.send_modify(|n| *n += 1);
+                        let _ = holding.subscribe().wait_for(|h| !*h).await;
+                    }
                     let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
                         return;
                     };
@@ -200,12 +213,52 @@ impl CuttableProxy {
                 });
             }
         });
-        Ok(Self { addr, cut })
+        Ok(Self {
+            addr,
+            cut,
+            hold,
+            held,
+        })
     }
 
     /// Drops every connection open now.
     pub fn cut(&self) {
         let _ = self.cut.send(());
+    }
+
+    /// From now on, new WebSocket connections (`GET /ws`) wait, unanswered, until
+    /// [`Self::release_websockets`]; other requests go through.
+    pub fn hold_websockets(&self) {
+        self.hold.send_replace(true);
+    }
+
+    /// Forwards the WebSocket connections held back, and new ones at once.
+    pub fn release_websockets(&self) {
+        self.hold.send_replace(false);
+    }
+
+    /// Waits (20 s at most) until `n` WebSocket connections in all were held back.
+    pub async fn websockets_held(&self, n: usize) -> Result<()> {
+        let mut held = self.held.subscribe();
+        tokio::time::timeout(Duration::from_secs(20), held.wait_for(|&h| h >= n))
+            .await
+            .with_context(|| format!("no {n} WebSocket connections held within 20 s"))??;
+        Ok(())
+    }
+}
+
+/// Whether a new connection's request is a WebSocket upgrade to `/ws` (read without taking it).
+async fn is_websocket(stream: &tokio::net::TcpStream) -> bool {
+    let mut start = [0u8; 8];
+    loop {
+        match stream.peek(&mut start).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if n >= start.len() => {
+                return start.starts_with(b"GET /ws") && matches!(start[7], b' ' | b'?');
+            }
+            // The request line is still coming.
+            Ok(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use fantoccini::key::Key;
 use fantoccini::{Client, Locator};
 use glassbox_e2e::widget_page::{CONNECTED, shadow_element};
 use glassbox_e2e::{CuttableProxy, in_browser, start_server, wait_for};
-use glassbox_fake_provider::{Behaviour, FakeProvider};
+use glassbox_fake_provider::{Behaviour, FakeProvider, Gate};
 use serde_json::json;
 
 const MESSAGES: &str = "return [...document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-message-id]')]
@@ -293,10 +293,15 @@ async fn view_context_shows_what_the_model_got_and_closes_with_escape() -> Resul
 #[tokio::test]
 async fn a_rate_limited_message_is_kept_counts_down_and_goes_by_itself() -> Result<()> {
     // One streaming reply per address: a second message while the first reply streams is refused
-    // with a wait; the widget keeps it, says when it goes, and sends it then.
+    // with a wait; the widget keeps it, says when it goes, and sends it then. The first reply
+    // waits after its first piece until the refusal was shown.
+    let gate = Gate::new();
+    let fake = FakeProvider::start(Behaviour::hold(&["First ", "reply."], 1, &gate)).await?;
+    let base = fake.openai_base();
     let server = start_server(&[
-        ("GLASSBOX_PROVIDER", "offline"),
-        ("GLASSBOX_OFFLINE_DELAY_MS", "30"),
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "sk-e2e"),
+        ("OPENAI_BASE_URL", &base),
         ("GLASSBOX_LIMIT_STREAMS_PER_ADDRESS", "1"),
     ])
     .await?;
@@ -304,11 +309,13 @@ async fn a_rate_limited_message_is_kept_counts_down_and_goes_by_itself() -> Resu
         client.goto(&url).await?;
         wait_for(&client, "the widget to connect", CONNECTED).await?;
         send_from_composer(&client, "first").await?;
+        gate.reached(1).await;
         wait_for(&client, "the first reply to stream", &format!("{ROOT} return !!r.querySelector('.gb-message[data-role=assistant][data-status=streaming]');")).await?;
         send_from_composer(&client, "second, while it streams").await?;
         let notice = wait_for(&client, "the wait to show", &format!("{ROOT} const p = r.querySelector('.gb-pending .gb-rate-limited'); return p && [p.closest('.gb-pending').querySelector('.gb-plain').textContent, p.textContent];")).await?;
         assert_eq!(notice[0], "second, while it streams", "the message is kept as typed");
         assert!(notice[1].as_str().unwrap_or_default().contains("goes in"), "{notice}");
+        gate.release();
         wait_for(&client, "both replies", &format!("{ROOT} return r.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 2 && !r.querySelector('.gb-pending');")).await?;
         let users = client.execute(&format!("{ROOT} return [...r.querySelectorAll('.gb-message[data-role=user] .gb-plain')].map(p => p.textContent);"), vec![]).await?;
         assert_eq!(users, json!(["first", "second, while it streams"]));
@@ -326,25 +333,36 @@ async fn a_join_refused_by_its_limit_waits_as_asked_without_an_alert_and_then_jo
         ("GLASSBOX_LIMIT_JOINS_PER_MINUTE", "10"),
     ])
     .await?;
-    in_browser(format!("http://{}/", server.addr), "join-limit", |client, url| async move {
+    // The page goes through a proxy that holds the reload's WebSocket back while the allowance is
+    // spent, so the reload's join comes right after, however long the reload took.
+    let proxy = CuttableProxy::start(server.addr).await?;
+    let server_addr = server.addr;
+    in_browser(format!("http://{}/", proxy.addr), "join-limit", |client, url| async move {
         client.goto(&url).await?;
         wait_for(&client, "the widget to connect", CONNECTED).await?;
         send_from_composer(&client, "remember me").await?;
         wait_for(&client, "the reply", &format!("{ROOT} return !!r.querySelector('.gb-message[data-role=assistant][data-status=complete]');")).await?;
-        // Ten tabs' worth of joins from this page spend the session's allowance.
-        const JOIN_TEN: &str = "const k = Object.keys(localStorage).find(k => k.startsWith('glassbox:session:'));
-            const s = JSON.parse(localStorage.getItem(k));
-            const one = () => new Promise(done => {
-                const ws = new WebSocket(`ws://${location.host}/ws`);
-                ws.onopen = () => ws.send(JSON.stringify({type: 'hello', data: {sessionId: s.sessionId, token: s.token}}));
-                ws.onmessage = e => { const f = JSON.parse(e.data); ws.close(); done(f.type === 'session' ? 'joined' : f.data.code); };
-            });
-            return Promise.all(Array.from({length: 10}, one));";
-        let joined = client.execute(JOIN_TEN, vec![]).await?;
-        let refused = joined.as_array().map_or(0, |a| a.iter().filter(|j| *j == "rate_limited").count());
-        assert!(refused <= 1, "at most one of ten refused (one may have come back meanwhile): {joined}");
-        // The reload's join is refused: the badge counts down to a reconnect, no alert is raised.
+        const STORED: &str = "const k = Object.keys(localStorage).find(k => k.startsWith('glassbox:session:')); return k && JSON.parse(localStorage.getItem(k));";
+        let stored = wait_for(&client, "the stored session", STORED).await?;
+        let (id, token) = (
+            stored["sessionId"].as_str().unwrap_or_default().to_owned(),
+            stored["token"].as_str().unwrap_or_default().to_owned(),
+        );
+        // The reload's join waits at the proxy, unanswered.
+        proxy.hold_websockets();
         client.refresh().await?;
+        proxy.websockets_held(1).await?;
+        // Meanwhile eleven joins straight to the server: the first ten spend the session's
+        // allowance (nothing joined it before: the page's first hello made it), the eleventh is
+        // refused.
+        let mut joins = Vec::new();
+        for _ in 0..11 {
+            joins.push(join(server_addr, &id, &token).await?);
+        }
+        assert_eq!(joins[..10], ["joined"; 10], "ten joins a minute: {joins:?}");
+        assert_eq!(joins[10], "rate_limited", "the eleventh");
+        // The reload's join is refused: the badge counts down to a reconnect, no alert is raised.
+        proxy.release_websockets();
         let waiting = wait_for(&client, "the refused join to count down", &format!("{ROOT} const s = r.querySelector('.gb-status[data-state=reconnecting]'); return s && s.textContent;")).await?;
         let alert = client.execute(&format!("{ROOT} return r.querySelector('.gb-notice')?.textContent ?? null;"), vec![]).await?;
         assert!(alert.is_null(), "an alert for a refused join: {alert} (badge: {waiting})");
@@ -355,6 +373,31 @@ async fn a_join_refused_by_its_limit_waits_as_asked_without_an_alert_and_then_jo
         Ok(())
     })
     .await
+}
+
+/// Joins session `id` with a WebSocket hello straight to the server at `addr`: `joined`, or the
+/// error code it answered.
+async fn join(addr: std::net::SocketAddr, id: &str, token: &str) -> Result<String> {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = format!("ws://{addr}/ws").into_client_request()?;
+    request.headers_mut().insert("origin", format!("http://{addr}").parse()?);
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await?;
+    let hello = json!({"type": "hello", "data": {"sessionId": id, "token": token}});
+    ws.send(Message::Text(hello.to_string().into())).await?;
+    while let Some(message) = ws.next().await {
+        if let Message::Text(text) = message? {
+            let frame: serde_json::Value = serde_json::from_str(&text)?;
+            let _ = ws.close(None).await;
+            return Ok(if frame["type"] == "session" {
+                "joined".to_owned()
+            } else {
+                frame["data"]["code"].as_str().unwrap_or("no code").to_owned()
+            });
+        }
+    }
+    anyhow::bail!("the server closed the socket without an answer")
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use glassbox_e2e::widget_page::{
     CONNECTED, SHADOW, allow_slow_scripts, shadow_element, wait_for_within,
 };
 use glassbox_e2e::{in_browser, start_server, wait_for};
-use glassbox_fake_provider::{Behaviour, FakeProvider};
+use glassbox_fake_provider::{Behaviour, FakeProvider, Gate};
 use serde_json::{Value, json};
 
 const REPLY_BYTES: usize = 32 * 1024;
@@ -185,7 +185,9 @@ async fn a_long_streamed_reply_ends_as_a_fresh_render_followed_and_announced_onc
             client.execute(FOLLOW_SAMPLER, vec![]).await?;
             send(&client, "Tell me everything, at length.").await?;
             wait_until_complete(&client).await?;
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            if !rendered_to_the_end(&client, &doc).await? {
+                problems.push("the reply did not show its last words within 10 s of completing".into());
+            }
 
             // (a) Structure: every counted element of the document is there.
             let live = rendered_reply(&client, &doc).await?;
@@ -216,8 +218,7 @@ async fn a_long_streamed_reply_ends_as_a_fresh_render_followed_and_announced_onc
                     share * 100.0
                 ));
             }
-            let end = below(&client).await?;
-            if end >= AT_BOTTOM_PX {
+            if let Err(end) = settles_at_bottom(&client).await? {
                 problems.push(format!("after the reply the list is {end:.0} px above its bottom"));
             }
 
@@ -291,10 +292,23 @@ async fn a_long_streamed_reply_ends_as_a_fresh_render_followed_and_announced_onc
     .await
 }
 
+/// Where the jump-to-latest test's reply waits: once the list overflows (the user scrolls up
+/// there), and halfway (Jump to latest is clicked there), in 8-character pieces.
+const SCROLLED_UP_AT: usize = 1024;
+const JUMP_AT: usize = 2048;
+
 #[tokio::test]
 async fn scrolling_up_mid_reply_stops_following_until_jump_to_latest() -> Result<()> {
-    // Slower, so that the reply is still streaming through every step below.
-    let (fake, doc) = long_reply_setup(Duration::from_millis(2)).await?;
+    // The reply waits twice (the user acts while it is known to stream), and streams paced in
+    // between, so pieces keep arriving while the list is watched.
+    let doc = mixed_markdown(REPLY_BYTES, 11);
+    let (scrolled_up, jumped) = (Gate::new(), Gate::new());
+    let fake = FakeProvider::start(Behaviour::Hold {
+        chunks: pieces(&doc.text, PIECE_CHARS),
+        delay: Duration::from_millis(2),
+        holds: vec![(SCROLLED_UP_AT, scrolled_up.clone()), (JUMP_AT, jumped.clone())],
+    })
+    .await?;
     let server = openai_server(&fake).await?;
     in_browser(
         format!("http://{}/", server.addr),
@@ -304,41 +318,31 @@ async fn scrolling_up_mid_reply_stops_following_until_jump_to_latest() -> Result
             client.goto(&url).await?;
             wait_for(&client, "the widget to connect", CONNECTED).await?;
             send(&client, "Tell me everything, at length.").await?;
-            // Far enough in that the list overflows, with most of the reply still to come, the user
-            // scrolls up: a wheel turn, and the list moves to its top. Watched from inside the
-            // page, so a busy page cannot make the moment pass unseen between two polls.
+            // Far enough in that the list overflows, with most of the reply still to come (it
+            // waits there), the user scrolls up: a wheel turn, and the list moves to its top.
+            scrolled_up.reached(1).await;
+            wait_for_within(
+                &client,
+                "the reply to fill the list",
+                &format!(
+                    "{} const el = root.querySelector('.gb-messages');
+                     return m?.dataset.status === 'streaming' && (md?.textContent.length ?? 0) > 3000
+                       && el.scrollHeight > 2 * el.clientHeight;",
+                    newest_reply_js()
+                ),
+                REPLY_TIMEOUT,
+            )
+            .await?;
             client
                 .execute(
                     &format!(
-                        "const timer = setInterval(() => {{
-                           {} const el = root.querySelector('.gb-messages');
-                           if (m?.dataset.status === 'streaming' && (md?.textContent.length ?? 0) > 3000
-                               && el.scrollHeight > 2 * el.clientHeight) {{
-                             clearInterval(timer);
-                             el.dispatchEvent(new WheelEvent('wheel', {{deltaY: -1200, bubbles: true, cancelable: true, composed: true}}));
-                             el.scrollTop = 0;
-                             window.__scrolledUp = true;
-                           }} else if (m && m.dataset.status !== 'streaming') {{
-                             clearInterval(timer);
-                             window.__scrolledUp = 'the reply ended first';
-                           }}
-                         }}, 20);",
-                        newest_reply_js()
+                        "const el = {SHADOW}.querySelector('.gb-messages');
+                         el.dispatchEvent(new WheelEvent('wheel', {{deltaY: -1200, bubbles: true, cancelable: true, composed: true}}));
+                         el.scrollTop = 0;"
                     ),
                     vec![],
                 )
                 .await?;
-            let scrolled = wait_for_within(
-                &client,
-                "the reply to fill the list",
-                "return window.__scrolledUp;",
-                REPLY_TIMEOUT,
-            )
-            .await?;
-            if scrolled != json!(true) {
-                bail!("the list was never scrolled up mid-reply: {scrolled}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
 
             // "Jump to latest" is offered at once.
             let jump = "const b = document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-jump-latest');";
@@ -350,8 +354,23 @@ async fn scrolling_up_mid_reply_stops_following_until_jump_to_latest() -> Result
             )
             .await?;
 
-            // While the reply goes on, the list stays where the user put it.
-            let stayed = sample_frames(&client, 1500).await?;
+            // While the reply goes on, the list stays where the user put it: watched on every
+            // frame from the moment the reply is let go until thousands of characters more have
+            // come in (it waits again halfway, so it is still streaming then).
+            start_frame_sampler(&client).await?;
+            scrolled_up.release();
+            jumped.reached(1).await;
+            wait_for_within(
+                &client,
+                "the reply to grow while the list is up",
+                &format!(
+                    "{} return (md?.textContent.length ?? 0) >= window.__frames.startLength + 2000;",
+                    newest_reply_js()
+                ),
+                REPLY_TIMEOUT,
+            )
+            .await?;
+            let stayed = stop_frame_sampler(&client).await?;
             still_streaming(&client, "the list stayed up").await?;
             let worst_top = stayed
                 .iter()
@@ -359,7 +378,7 @@ async fn scrolling_up_mid_reply_stops_following_until_jump_to_latest() -> Result
                 .fold(0.0, f64::max);
             let back = stayed.iter().filter(|s| at_bottom(s)).count();
             ensure!(
-                back == 0 && worst_top < 100.0,
+                !stayed.is_empty() && back == 0 && worst_top < 100.0,
                 "the list jumped back while the user was reading above: {back} of {} frames at the bottom, scrollTop up to {worst_top:.0}",
                 stayed.len()
             );
@@ -375,56 +394,99 @@ async fn scrolling_up_mid_reply_stops_following_until_jump_to_latest() -> Result
                 ),
             )
             .await?;
+            still_streaming(&client, "Jump to latest was clicked").await?;
 
-            // And the list follows the reply again.
-            let again = sample_frames(&client, 1000).await?;
-            still_streaming(&client, "the list followed again").await?;
-            let following = again.iter().filter(|s| at_bottom(s)).count();
-            ensure!(
-                following * 10 >= again.len() * 8 && !again.is_empty(),
-                "after Jump to latest the list followed in only {following} of {} frames",
-                again.len()
-            );
+            // And the list follows the rest of the reply again, to its end.
+            client.execute(FOLLOW_SAMPLER, vec![]).await?;
+            jumped.release();
             wait_until_complete(&client).await?;
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let end = below(&client).await?;
-            ensure!(end < AT_BOTTOM_PX, "after the reply the list is {end:.0} px above its bottom");
-            let text = rendered_reply(&client, &doc).await?;
+            let follow = client.execute("return window.__follow;", vec![]).await?;
+            let (share, frames) = following_share(&follow["samples"]);
             ensure!(
-                text["text"].as_str().unwrap_or_default().trim_end().ends_with(&doc.end_marker),
-                "the reply is complete"
+                frames >= 10 && share >= 0.8,
+                "after Jump to latest the list was at the bottom in {:.0} % of {frames} frames while the reply streamed (want ≥ 80 %)",
+                share * 100.0
             );
+            ensure!(rendered_to_the_end(&client, &doc).await?, "the reply is complete");
+            if let Err(end) = settles_at_bottom(&client).await? {
+                bail!("after the reply the list is {end:.0} px above its bottom");
+            }
             Ok(())
         },
     )
     .await
 }
 
-/// Samples `.gb-messages` on every animation frame for `ms` milliseconds: `top` (scrollTop),
-/// `below` (px under the visible part, in the frame) and `after` (the same right after the frame).
-async fn sample_frames(client: &Client, ms: u64) -> Result<Vec<Value>> {
-    let samples = client
-        .execute_async(
+/// Starts sampling `.gb-messages` on every animation frame (see [`stop_frame_sampler`]), and
+/// notes the newest reply's text length now (`window.__frames.startLength`).
+async fn start_frame_sampler(client: &Client) -> Result<()> {
+    client
+        .execute(
             &format!(
-                "const [ms, done] = arguments;
-                 const el = {SHADOW}.querySelector('.gb-messages');
+                "{} const el = root.querySelector('.gb-messages');
                  const below = () => el.scrollHeight - el.scrollTop - el.clientHeight;
-                 const out = []; const t0 = performance.now();
+                 const f = window.__frames = {{ samples: [], stop: false, startLength: md?.textContent.length ?? 0 }};
                  const frame = () => {{
+                   if (f.stop) return;
                    const s = {{ top: el.scrollTop, below: below(), after: null }};
-                   out.push(s);
+                   f.samples.push(s);
                    const ch = new MessageChannel();
                    ch.port1.onmessage = () => {{ s.after = below(); }};
                    ch.port2.postMessage(0);
-                   if (performance.now() - t0 < ms) requestAnimationFrame(frame);
-                   else setTimeout(() => done(out), 50);
+                   requestAnimationFrame(frame);
                  }};
-                 requestAnimationFrame(frame);"
+                 requestAnimationFrame(frame);",
+                newest_reply_js()
             ),
-            vec![json!(ms)],
+            vec![],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Stops the sampler [`start_frame_sampler`] started; returns its samples: `top` (scrollTop),
+/// `below` (px under the visible part, in the frame) and `after` (the same right after the frame).
+async fn stop_frame_sampler(client: &Client) -> Result<Vec<Value>> {
+    let samples = client
+        .execute_async(
+            "const [done] = arguments; const f = window.__frames; f.stop = true;
+             setTimeout(() => done(f.samples), 50);",
+            vec![],
         )
         .await?;
     Ok(samples.as_array().cloned().unwrap_or_default())
+}
+
+/// Whether the newest reply is complete and shows its last words within 10 s (its last render
+/// may come a frame after the status).
+async fn rendered_to_the_end(client: &Client, doc: &MarkdownDoc) -> Result<bool> {
+    let rendered = wait_for_within(
+        client,
+        "the reply's last words to render",
+        &format!(
+            "{} return m?.dataset.status === 'complete' && (md?.textContent ?? '').trimEnd().endsWith({});",
+            newest_reply_js(),
+            serde_json::to_string(&doc.end_marker)?
+        ),
+        Duration::from_secs(10),
+    )
+    .await;
+    Ok(rendered.is_ok())
+}
+
+/// Waits (5 s at most) for the list to be at its bottom; `Err` with how far above it is if not.
+async fn settles_at_bottom(client: &Client) -> Result<std::result::Result<(), f64>> {
+    let settled = wait_for_within(
+        client,
+        "the list to settle at its bottom",
+        &format!("return (() => {{ {} }})() < {AT_BOTTOM_PX};", below_js()),
+        Duration::from_secs(5),
+    )
+    .await;
+    Ok(match settled {
+        Ok(_) => Ok(()),
+        Err(_) => Err(below(client).await?),
+    })
 }
 
 /// True if a frame sample saw the list at its bottom, in the frame or right after it.
@@ -433,7 +495,7 @@ fn at_bottom(sample: &Value) -> bool {
     px("below").min(px("after")) < AT_BOTTOM_PX
 }
 
-/// Fails the test setup (not the behaviour) if the reply already ended: the check needed it live.
+/// Fails if the newest reply is no longer streaming (it is held at a gate when this is asked).
 async fn still_streaming(client: &Client, check: &str) -> Result<()> {
     let status = client
         .execute(
@@ -443,7 +505,7 @@ async fn still_streaming(client: &Client, check: &str) -> Result<()> {
         .await?;
     if status != json!("streaming") {
         bail!(
-            "the reply was no longer streaming ({status}) when checking that {check}: stream it slower"
+            "the reply, held by the provider, was no longer streaming ({status}) when {check}"
         );
     }
     Ok(())

@@ -2,8 +2,9 @@
 //! Chat Completions (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`).
 //!
 //! Its behaviour can be switched while it runs: reply normally, call a tool, answer an HTTP error,
-//! stall mid-stream, cut the connection mid-stream, or send an in-stream error event. Every request
-//! body is recorded so tests can assert on what reached the provider.
+//! stall mid-stream, cut the connection mid-stream, send an in-stream error event, or hold a reply
+//! at a [`Gate`] until the test releases it. Every request body is recorded so tests can assert on
+//! what reached the provider.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,6 +47,15 @@ pub enum Behaviour {
         after: usize,
         message: String,
     },
+    /// Streams `chunks`, `delay` apart, and finishes normally (as [`Behaviour::Reply`]), but for
+    /// each `(n, gate)` of `holds` stops once its first `n` chunks are sent (all of them, when `n`
+    /// is larger) and waits there until `gate` is released. A test holds a reply mid-stream with
+    /// it, checks what it wants while the reply is known to be streaming, and lets it go on.
+    Hold {
+        chunks: Vec<String>,
+        delay: Duration,
+        holds: Vec<(usize, Gate)>,
+    },
 }
 
 impl Behaviour {
@@ -55,6 +65,72 @@ impl Behaviour {
             chunks: chunks.iter().map(|c| c.to_string()).collect(),
             delay: Duration::ZERO,
         }
+    }
+
+    /// A reply of these chunks, with no delay, that waits at `gate` once it sent the first
+    /// `after` of them.
+    pub fn hold(chunks: &[&str], after: usize, gate: &Gate) -> Self {
+        Behaviour::Hold {
+            chunks: chunks.iter().map(|c| c.to_string()).collect(),
+            delay: Duration::ZERO,
+            holds: vec![(after, gate.clone())],
+        }
+    }
+}
+
+/// Where [`Behaviour::Hold`] replies wait until the test releases them. Clones share one gate.
+/// Every stream that comes to it is counted, so a test can wait for the moment a reply is known
+/// to have sent its first pieces ([`Gate::reached`]); once released, the gate stays open and later
+/// streams pass straight through (still counted).
+#[derive(Clone, Debug)]
+pub struct Gate(Arc<GateState>);
+
+#[derive(Debug)]
+struct GateState {
+    /// Streams that came to the gate so far (those waiting, and those it let through).
+    reached: tokio::sync::watch::Sender<usize>,
+    /// Whether the gate was released.
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Gate {
+    /// A closed gate no stream has come to yet.
+    pub fn new() -> Self {
+        Self(Arc::new(GateState {
+            reached: tokio::sync::watch::Sender::new(0),
+            open: tokio::sync::watch::Sender::new(false),
+        }))
+    }
+
+    /// Lets every stream waiting at the gate go on, and every later one pass.
+    pub fn release(&self) {
+        self.0.open.send_replace(true);
+    }
+
+    /// Returns once `n` streams in all have come to the gate, that is, have handed the pieces
+    /// before it to their connection (they wait there until [`Gate::release`]).
+    pub async fn reached(&self, n: usize) {
+        let mut count = self.0.reached.subscribe();
+        // The sender lives in `self`, so the channel cannot close while this waits.
+        let _ = count.wait_for(|&r| r >= n).await;
+    }
+
+    /// How many streams have come to the gate so far.
+    pub fn count(&self) -> usize {
+        *self.0.reached.borrow()
+    }
+
+    /// Counts a stream in and waits until the gate is released.
+    async fn pass(&self) {
+        let mut open = self.0.open.subscribe();
+        self.0.reached.send_modify(|r| *r += 1);
+        let _ = open.wait_for(|&o| o).await;
     }
 }
 
@@ -326,6 +402,8 @@ enum Piece {
     },
     Stall,
     Cut,
+    /// Waits at the gate (polled once the chunk before was taken by the connection).
+    Wait(Gate),
 }
 
 fn sse(shared: &Shared, pieces: Vec<Piece>) -> Response {
@@ -363,6 +441,7 @@ fn body_stream(
                     }
                 }
                 Piece::Stall => futures::future::pending::<()>().await,
+                Piece::Wait(gate) => gate.pass().await,
                 Piece::Cut => {
                     // Let what was sent reach the client before the connection drops, as on a real network.
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -393,10 +472,44 @@ fn mark_text(pieces: &mut Vec<Piece>, index: usize, count: usize) {
     }
 }
 
+/// Pushes the text chunks `texts` as `piece` makes them, each after the behaviour's delay, with
+/// the marks of the first and last, and the waits of a [`Behaviour::Hold`] where they belong.
+fn push_texts(
+    pieces: &mut Vec<Piece>,
+    behaviour: &Behaviour,
+    texts: &[String],
+    piece: impl Fn(&str) -> Piece,
+) {
+    let (delay, holds) = match behaviour {
+        Behaviour::Reply { delay, .. } => (*delay, &[][..]),
+        Behaviour::Hold { delay, holds, .. } => (*delay, holds.as_slice()),
+        _ => (Duration::ZERO, &[][..]),
+    };
+    // The holds after `sent` chunks (those past the end wait after the last one).
+    let waits = |pieces: &mut Vec<Piece>, sent: usize| {
+        for (n, gate) in holds {
+            if (*n).min(texts.len()) == sent {
+                pieces.push(Piece::Wait(gate.clone()));
+            }
+        }
+    };
+    waits(pieces, 0);
+    for (i, t) in texts.iter().enumerate() {
+        if !delay.is_zero() {
+            pieces.push(Piece::Sleep(delay));
+        }
+        pieces.push(piece(t));
+        mark_text(pieces, i, texts.len());
+        waits(pieces, i + 1);
+    }
+}
+
 /// Text chunks of a behaviour and what follows them.
 fn plan(b: &Behaviour) -> (Vec<String>, Option<Piece>, Option<String>) {
     match b {
-        Behaviour::Reply { chunks, .. } => (chunks.clone(), None, None),
+        Behaviour::Reply { chunks, .. } | Behaviour::Hold { chunks, .. } => {
+            (chunks.clone(), None, None)
+        }
         Behaviour::ToolCall { text, .. } => (vec![text.clone()], None, None),
         Behaviour::Stall { chunks, after } => (
             chunks.iter().take(*after).cloned().collect(),
@@ -439,22 +552,14 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
         Piece::Data(format!("data: {c}\n\n"))
     };
-    let delay = match &behaviour {
-        Behaviour::Reply { delay, .. } => *delay,
-        _ => Duration::ZERO,
-    };
     let (texts, tail, error) = plan(&behaviour);
     let mut pieces = vec![chunk(
         json!({"role": "assistant", "content": ""}),
         Value::Null,
     )];
-    for (i, t) in texts.iter().enumerate() {
-        if !delay.is_zero() {
-            pieces.push(Piece::Sleep(delay));
-        }
-        pieces.push(chunk(json!({"content": t}), Value::Null));
-        mark_text(&mut pieces, i, texts.len());
-    }
+    push_texts(&mut pieces, &behaviour, &texts, |t| {
+        chunk(json!({"content": t}), Value::Null)
+    });
     if let Some(tail) = tail {
         pieces.push(tail);
         return sse(&shared, pieces);
@@ -507,10 +612,6 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
         .and_then(Value::as_str)
         .unwrap_or("fake")
         .to_owned();
-    let delay = match &behaviour {
-        Behaviour::Reply { delay, .. } => *delay,
-        _ => Duration::ZERO,
-    };
     let (texts, tail, error) = plan(&behaviour);
     let mut pieces = vec![
         event(
@@ -525,13 +626,9 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
         ),
         event("ping", json!({"type": "ping"})),
     ];
-    for (i, t) in texts.iter().enumerate() {
-        if !delay.is_zero() {
-            pieces.push(Piece::Sleep(delay));
-        }
-        pieces.push(event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}})));
-        mark_text(&mut pieces, i, texts.len());
-    }
+    push_texts(&mut pieces, &behaviour, &texts, |t| {
+        event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}))
+    });
     if let Some(tail) = tail {
         pieces.push(tail);
         return sse(&shared, pieces);
