@@ -256,7 +256,7 @@ pub fn label_by_meaning<'v>(found: &mut Extracted, vector_of: impl Fn(&str) -> O
 }
 
 /// A user message with the replies after it (or replies before any user message); standing
-/// instructions and their replies are in none.
+/// instructions are in none.
 struct Exchange {
     messages: Vec<usize>,
     /// The normalized mean of its messages' vectors; `None` when none has one.
@@ -267,13 +267,10 @@ struct Exchange {
 
 fn exchanges(messages: &[ExtractMessage<'_>], sticky: &[bool]) -> Vec<Exchange> {
     let mut out: Vec<Exchange> = Vec::new();
-    // A standing instruction and the replies to it ("Understood.") belong to no subject.
-    let mut in_instruction = false;
     for (i, m) in messages.iter().enumerate() {
-        if m.role == Role::User {
-            in_instruction = sticky[i];
-        }
-        if sticky[i] || in_instruction {
+        // A reply to a standing instruction stays with the exchange before it: people explain
+        // themselves ("we're in Texas, so feet and dollars") and the reply goes on with the subject.
+        if sticky[i] {
             continue;
         }
         let starts = m.role == Role::User || out.is_empty();
@@ -768,7 +765,6 @@ mod tests {
             m("1", Role::User, "My Kubernetes pod cannot reach the service.", &k8s),
             m("2", Role::Assistant, "Check the Kubernetes service selector and the pod labels.", &k8s),
             m("3", Role::User, "Be concise from now on.", &odd),
-            m("3r", Role::Assistant, "Understood.", &k8s),
             m("4", Role::User, "The Kubernetes service has no endpoints.", &k8s),
             m("5", Role::Assistant, "Then the Kubernetes selector matches no pod.", &k8s),
             m("6", Role::User, "My sourdough starter smells like acetone.", &bread),
@@ -787,9 +783,8 @@ mod tests {
         assert!(labels[0].0.contains("Kubernetes") || labels[0].0.contains("ourdough"), "{labels:?}");
         assert_eq!(labels[0].1 + labels[1].1, 8);
         assert_eq!(got.assignment[2], None);
-        assert_eq!(got.assignment[3], None, "the instruction's reply is about no subject");
-        assert_eq!(got.assignment[0], got.assignment[5]);
-        assert_ne!(got.assignment[0], got.assignment[7]);
+        assert_eq!(got.assignment[0], got.assignment[4]);
+        assert_ne!(got.assignment[0], got.assignment[6]);
     }
 
     #[test]
