@@ -385,19 +385,33 @@ async fn drain_before<W: Sink<Message> + Unpin>(
     id: u64,
     send_them: bool,
 ) -> Result<Vec<Arc<ServerFrame>>, Closed> {
-    let mut later = Vec::new();
+    let mut queued = Vec::new();
     loop {
         match a.frames.try_recv() {
-            Ok(f) if f.sync_id < id => {
-                if send_them {
-                    forward(sink, a, &f).await?;
+            Ok(f) => queued.push(f),
+            // The queue overflowed while this connection was busy (a hello reading a long history
+            // while a reply streams): the frames it dropped are still in the replay log, after the
+            // last one this connection has. (Past the log, they are gone; so were they before.)
+            Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                if let Resume::Frames(logged) = a.hub.resume(a.last_sent) {
+                    queued.extend(logged.into_iter().map(Arc::new));
                 }
             }
-            Ok(f) => later.push(f),
-            Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
-            Err(_) => return Ok(later),
+            Err(_) => break,
         }
     }
+    // In id order, each once (the log and the queue may both hold a frame).
+    queued.sort_by_key(|f| f.sync_id);
+    queued.dedup_by_key(|f| f.sync_id);
+    let mut later = Vec::new();
+    for f in queued {
+        if f.sync_id >= id {
+            later.push(f);
+        } else if send_them {
+            forward(sink, a, &f).await?;
+        }
+    }
+    Ok(later)
 }
 
 /// After falling behind the broadcast, replays from the log (or sends a snapshot).
