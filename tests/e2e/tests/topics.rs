@@ -61,6 +61,20 @@ async fn topics_server(fake: &FakeProvider, extra: &[(&str, &str)]) -> Result<Se
     start_server(&vars).await
 }
 
+/// Opens the demo page, waits for the widget to connect, and records every
+/// `glassbox:filter-changed` the host hears in `window.__filters`.
+async fn open_widget(client: &Client, url: &str) -> Result<()> {
+    client.goto(url).await?;
+    wait_for(client, "the widget to connect", CONNECTED).await?;
+    client
+        .execute(
+            "window.__filters = []; document.addEventListener('glassbox:filter-changed', e => window.__filters.push(e.detail));",
+            vec![],
+        )
+        .await?;
+    Ok(())
+}
+
 async fn send(client: &Client, text: &str, replies_before: usize) -> Result<()> {
     let input = shadow_element(client, "textarea.gb-input").await?;
     input.send_keys(text).await?;
@@ -84,14 +98,7 @@ async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() ->
     let url = format!("http://{}/", server.addr);
     let fake = &fake;
     in_browser(url, "topics", |client, url| async move {
-        client.goto(&url).await?;
-        wait_for(&client, "the widget to connect", CONNECTED).await?;
-        client
-            .execute(
-                "window.__filters = []; document.addEventListener('glassbox:filter-changed', e => window.__filters.push(e.detail));",
-                vec![],
-            )
-            .await?;
+        open_widget(&client, &url).await?;
         for (i, (q, a)) in EXCHANGES.iter().enumerate() {
             fake.set(Behaviour::reply(&[a]));
             send(&client, q, i).await?;
@@ -317,14 +324,7 @@ async fn a_selected_topic_follows_its_messages_through_regenerations() -> Result
     let url = format!("http://{}/", server.addr);
     let fake = &fake;
     in_browser(url, "topics-follow", |client, url| async move {
-        client.goto(&url).await?;
-        wait_for(&client, "the widget to connect", CONNECTED).await?;
-        client
-            .execute(
-                "window.__filters = []; document.addEventListener('glassbox:filter-changed', e => window.__filters.push(e.detail));",
-                vec![],
-            )
-            .await?;
+        open_widget(&client, &url).await?;
         let exchanges: Vec<(&str, &str)> = BREAD
             .iter()
             .copied()
@@ -533,8 +533,7 @@ async fn the_demo_walk_keeps_its_filter_with_offline_topics() -> Result<()> {
     let url = format!("http://{}/", server.addr);
     let fake = &fake;
     in_browser(url, "topics-demo-walk", |client, url| async move {
-        client.goto(&url).await?;
-        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        open_widget(&client, &url).await?;
         let walk: Vec<(&str, &str)> = BREAD
             .iter()
             .copied()
