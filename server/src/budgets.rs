@@ -7,30 +7,13 @@ use std::time::Duration;
 
 use glassbox_core::wire::{ServerEvent, SessionBudget};
 
-use crate::error::AppError;
+use crate::config::BudgetConfig;
 use crate::hub::Hub;
-use crate::sessions::now_ms;
-use crate::state::AppState;
+use crate::ids::now_ms;
+use crate::storage::{StorageError, Store};
+use crate::wire_error::ToWire;
 
 const DAY_MS: i64 = 86_400_000;
-
-/// The caps (0: none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BudgetConfig {
-    /// Tokens one session may spend (`GLASSBOX_BUDGET_SESSION_TOKENS`).
-    pub session_tokens: u64,
-    /// Tokens the whole server may spend per UTC day (`GLASSBOX_BUDGET_DAILY_TOKENS`).
-    pub daily_tokens: u64,
-}
-
-impl Default for BudgetConfig {
-    fn default() -> Self {
-        Self {
-            session_tokens: 500_000,
-            daily_tokens: 10_000_000,
-        }
-    }
-}
 
 /// Which cap is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -51,14 +34,61 @@ impl BudgetExhausted {
     }
 }
 
+impl ToWire for BudgetExhausted {
+    fn code(&self) -> glassbox_core::ErrorCode {
+        glassbox_core::ErrorCode::BudgetExhausted
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        BudgetExhausted::retry_after(self)
+    }
+}
+
+/// Why a budget check or a spend record failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BudgetError {
+    #[error(transparent)]
+    Exhausted(#[from] BudgetExhausted),
+    #[error("the spend could not be read or recorded")]
+    Storage(#[from] StorageError),
+}
+
+impl ToWire for BudgetError {
+    fn code(&self) -> glassbox_core::ErrorCode {
+        match self {
+            BudgetError::Exhausted(e) => e.code(),
+            BudgetError::Storage(e) => e.code(),
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            BudgetError::Exhausted(e) => ToWire::retry_after(e),
+            BudgetError::Storage(_) => None,
+        }
+    }
+}
+
+/// The spending caps over the store's ledger.
+#[derive(Clone)]
+pub struct Budgets {
+    store: Store,
+    caps: BudgetConfig,
+}
+
 fn today(now: i64) -> i64 {
     now.div_euclid(DAY_MS)
 }
 
-impl AppState {
+impl Budgets {
+    /// The caps `caps` over `store`.
+    pub fn new(store: Store, caps: BudgetConfig) -> Self {
+        Self { store, caps }
+    }
+
     /// Refuses when the session or the server has no tokens left today.
-    pub async fn check_budget(&self, session_id: &str) -> Result<(), AppError> {
-        let caps = self.config.budgets;
+    pub async fn check(&self, session_id: &str) -> Result<(), BudgetError> {
+        let caps = self.caps;
         if caps.session_tokens == 0 && caps.daily_tokens == 0 {
             return Ok(());
         }
@@ -89,7 +119,7 @@ impl AppState {
         hub: Option<&Hub>,
         usage: Option<glassbox_core::wire::Usage>,
         counted: impl FnOnce() -> u64,
-    ) -> Result<(), AppError> {
+    ) -> Result<(), BudgetError> {
         let spent = usage.map_or_else(counted, |u| u.input_tokens + u.output_tokens);
         self.record_spend(session_id, hub, spent).await
     }
@@ -101,7 +131,7 @@ impl AppState {
         session_id: &str,
         hub: Option<&Hub>,
         tokens: u64,
-    ) -> Result<(), AppError> {
+    ) -> Result<(), BudgetError> {
         if tokens == 0 {
             return Ok(());
         }
@@ -109,7 +139,7 @@ impl AppState {
             .store
             .spend_tokens(session_id, today(now_ms()), tokens)
             .await?;
-        let limit = self.config.budgets.session_tokens;
+        let limit = self.caps.session_tokens;
         if let (true, Some(hub)) = (limit > 0, hub) {
             hub.publish(ServerEvent::Budget(SessionBudget { limit, used }));
         }
@@ -117,11 +147,11 @@ impl AppState {
     }
 
     /// The session's budget for `session` frames, when one is set.
-    pub async fn session_budget(
+    pub async fn of_session(
         &self,
         session_id: &str,
-    ) -> Result<Option<SessionBudget>, AppError> {
-        let limit = self.config.budgets.session_tokens;
+    ) -> Result<Option<SessionBudget>, StorageError> {
+        let limit = self.caps.session_tokens;
         if limit == 0 {
             return Ok(None);
         }

@@ -4,18 +4,67 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use glassbox_core::limits::validate_chat;
+use glassbox_core::limits::{InputError, validate_chat};
 use glassbox_core::wire::{Accepted, ChatMessage, ChatRequest, ReplyStart, Role, ServerEvent};
 
 use tracing::Instrument;
 
 use crate::background::TurnStarting;
-use crate::error::AppError;
+use crate::budgets::{BudgetError, Budgets};
 use crate::hub::Hub;
-use crate::rate_limits::StreamPermit;
-use crate::sessions::{new_id, now_ms};
-use crate::state::AppState;
-use crate::storage::NewUserMessage;
+use crate::ids::{new_id, now_ms};
+use crate::rate_limits::{RateLimited, RateLimits, StreamPermit};
+use crate::storage::{NewUserMessage, StorageError, Store};
+use crate::turn::TurnEngine;
+use crate::wire_error::ToWire;
+
+/// Why a message or a retry was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{0}")]
+    Conflict(&'static str),
+    #[error("storage failed")]
+    Storage(#[from] StorageError),
+}
+
+impl ToWire for ChatError {
+    fn code(&self) -> glassbox_core::ErrorCode {
+        use glassbox_core::ErrorCode;
+        match self {
+            ChatError::Input(e) => e.code(),
+            ChatError::Budget(e) => e.code(),
+            ChatError::RateLimited(e) => e.code(),
+            ChatError::NotFound(_) => ErrorCode::NotFound,
+            ChatError::Conflict(_) => ErrorCode::Conflict,
+            ChatError::Storage(e) => e.code(),
+        }
+    }
+
+    fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ChatError::Budget(e) => e.retry_after(),
+            ChatError::RateLimited(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+/// Takes chat messages and retries, and starts their replies.
+#[derive(Clone)]
+pub struct Chat {
+    store: Store,
+    limits: Arc<RateLimits>,
+    budgets: Budgets,
+    turns: TurnEngine,
+}
 
 /// What `submit` did.
 pub struct Submitted {
@@ -27,7 +76,17 @@ pub struct Submitted {
     pub reply_id: Option<String>,
 }
 
-impl AppState {
+impl Chat {
+    /// Messages stored in `store`, within `limits` and `budgets`, answered by `turns`.
+    pub fn new(store: Store, limits: Arc<RateLimits>, budgets: Budgets, turns: TurnEngine) -> Self {
+        Self {
+            store,
+            limits,
+            budgets,
+            turns,
+        }
+    }
+
     /// Validates and stores a user message, then starts its reply in the background.
     /// Nothing is stored when validation fails or a rate limit of `address` or the session refuses.
     pub async fn submit(
@@ -36,11 +95,11 @@ impl AppState {
         model: &str,
         req: ChatRequest,
         address: Option<IpAddr>,
-    ) -> Result<Submitted, AppError> {
+    ) -> Result<Submitted, ChatError> {
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
         // What refuses without spending comes first, so a refused message costs no allowance.
-        self.check_budget(session_id).await?;
+        self.budgets.check(session_id).await?;
         let permit = self.limits.stream(address)?;
         self.limits.message(address, session_id)?;
         let starting = TurnStarting::begin();
@@ -103,9 +162,9 @@ impl AppState {
         model: &str,
         message_id: &str,
         address: Option<IpAddr>,
-    ) -> Result<(), AppError> {
+    ) -> Result<(), ChatError> {
         let session_id = hub.session_id.as_str();
-        self.check_budget(session_id).await?;
+        self.budgets.check(session_id).await?;
         let permit = self.limits.stream(address)?;
         self.limits.message(address, session_id)?;
         let starting = TurnStarting::begin();
@@ -114,13 +173,13 @@ impl AppState {
             .store
             .message(session_id, message_id)
             .await?
-            .ok_or(AppError::NotFound("message"))?;
+            .ok_or(ChatError::NotFound("message"))?;
         let reply_to = match (&reply.role, &reply.reply_to) {
             (Role::Assistant, Some(to)) => to.clone(),
-            _ => return Err(AppError::Conflict("only assistant replies can be retried")),
+            _ => return Err(ChatError::Conflict("only assistant replies can be retried")),
         };
         if !self.store.restart_reply(session_id, message_id).await? {
-            return Err(AppError::Conflict("only a failed reply can be retried"));
+            return Err(ChatError::Conflict("only a failed reply can be retried"));
         }
         hub.publish(reply_start(&reply));
         self.spawn_turn(
@@ -146,7 +205,7 @@ impl AppState {
         permit: StreamPermit,
         starting: TurnStarting,
     ) {
-        let state = self.clone();
+        let turns = self.turns.clone();
         // The turn logs under the request or connection that started it.
         let span = tracing::Span::current();
         tokio::spawn(
@@ -164,9 +223,9 @@ impl AppState {
                         queued
                     }
                 };
-                if let Err(e) =
-                    crate::turn::run(&state, &hub, &model, &user_message_id, &reply_id, starting)
-                        .await
+                if let Err(e) = turns
+                    .run(&hub, &model, &user_message_id, &reply_id, starting)
+                    .await
                 {
                     let wire = e.to_wire().for_message(&reply_id);
                     hub.publish(ServerEvent::Error(wire));

@@ -5,12 +5,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::HeaderMap;
-use axum::http::request::Parts;
 use ipnet::IpNet;
-
-use crate::state::AppState;
 
 /// Proxies whose `X-Forwarded-For` is believed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,27 +79,6 @@ fn parse_forwarded(entry: &str) -> Option<IpAddr> {
         .or_else(|_| entry.parse::<SocketAddr>().map(|s| s.ip()))
         .ok()
         .map(|ip| ip.to_canonical())
-}
-
-/// The request's client address; `None` when the server was not told the peer (a router used
-/// without connection info, as in some tests), which the limits treat as unlimited.
-pub struct ClientAddr(pub Option<IpAddr>);
-
-impl FromRequestParts<AppState> for ClientAddr {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip());
-        Ok(ClientAddr(peer.map(|p| {
-            state.config.trusted_proxies.client(p, &parts.headers)
-        })))
-    }
 }
 
 #[cfg(test)]

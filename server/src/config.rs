@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::budgets::BudgetConfig;
 use crate::client_addr::{ProxyConfigError, TrustedProxies};
 use crate::origins::{AllowedOrigins, OriginConfigError};
 use crate::rate_limits::RateLimitConfig;
@@ -406,6 +405,24 @@ fn millis(
     default: u64,
 ) -> Result<Duration, ConfigError> {
     parse::<u64>(get, name, &default.to_string()).map(Duration::from_millis)
+}
+
+/// The spending caps in tokens (0: none); see the `budgets` service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetConfig {
+    /// Tokens one session may spend (`GLASSBOX_BUDGET_SESSION_TOKENS`).
+    pub session_tokens: u64,
+    /// Tokens the whole server may spend per UTC day (`GLASSBOX_BUDGET_DAILY_TOKENS`).
+    pub daily_tokens: u64,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        Self {
+            session_tokens: 500_000,
+            daily_tokens: 10_000_000,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! The server's one error enum: every failure maps to a wire error code, an HTTP status and a JSON body.
-//! Internal details are logged, never sent.
+//! The edge's error: what a route or a WebSocket frame handler can fail with — the services' own
+//! errors, and what only the edge checks (frames, bodies, origins). Each maps to a wire code, an
+//! HTTP status and a JSON body through [`ToWire`]; internal details are logged, never sent.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -7,12 +8,18 @@ use axum::response::{IntoResponse, Response};
 use glassbox_core::ErrorCode;
 use glassbox_core::decode::DecodeError;
 use glassbox_core::limits::InputError;
-use glassbox_core::wire::{ErrorBody, WireError};
+use glassbox_core::wire::ErrorBody;
 use thiserror::Error;
 
+use crate::chat::ChatError;
+use crate::context::SettingsError;
+use crate::context_sets::ContextSetsError;
 use crate::embed::service::EmbedServiceError;
-use crate::providers::ProviderError;
+use crate::rate_limits::RateLimited;
+use crate::sessions::SessionError;
 use crate::storage::StorageError;
+use crate::topics::TopicError;
+use crate::wire_error::ToWire;
 
 /// Anything that can go wrong while serving a request or a frame.
 #[derive(Debug, Error)]
@@ -25,108 +32,66 @@ pub enum AppError {
     HelloRequired,
     #[error("missing or wrong session token")]
     Unauthorized,
-    #[error("{0} not found")]
-    NotFound(&'static str),
     #[error("{0}")]
     Conflict(&'static str),
     #[error("model {0:?} is not allowed on this server")]
     ModelNotAllowed(String),
-    #[error(transparent)]
-    Provider(#[from] ProviderError),
-    #[error("storage failed")]
-    Storage(#[from] StorageError),
-    #[error(transparent)]
-    Embed(#[from] EmbedServiceError),
     #[error("invalid settings: {0}")]
     InvalidSettings(String),
-    #[error("{}", .0.describe())]
-    ContextOverflow(glassbox_core::context::Overflow),
     #[error("{0}")]
     InvalidBody(&'static str),
-    #[error(transparent)]
-    ContextSet(#[from] glassbox_core::context::sets::ContextSetError),
     #[error("origin {0:?} is not allowed to use this server (GLASSBOX_ALLOWED_ORIGINS)")]
     OriginNotAllowed(String),
     #[error("send the body as application/json (got {0:?})")]
     UnsupportedMediaType(String),
     #[error(transparent)]
-    RateLimited(#[from] crate::rate_limits::RateLimited),
+    RateLimited(#[from] RateLimited),
+    #[error("storage failed")]
+    Storage(#[from] StorageError),
     #[error(transparent)]
-    BudgetExhausted(#[from] crate::budgets::BudgetExhausted),
-    #[error("{0}")]
-    Filter(#[from] glassbox_core::context::topics::FilterError),
-    /// A bug or a failed background task; details go to the log only.
-    #[error("{0}")]
-    Internal(String),
+    Embed(#[from] EmbedServiceError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Chat(#[from] ChatError),
+    #[error(transparent)]
+    Topic(#[from] TopicError),
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error(transparent)]
+    ContextSets(#[from] ContextSetsError),
 }
 
-impl AppError {
-    /// The wire code.
-    pub fn code(&self) -> ErrorCode {
+impl ToWire for AppError {
+    fn code(&self) -> ErrorCode {
         match self {
             AppError::Decode(e) => e.code(),
             AppError::Input(e) => e.code(),
             AppError::HelloRequired => ErrorCode::HelloRequired,
             AppError::Unauthorized => ErrorCode::Unauthorized,
-            AppError::NotFound(_) => ErrorCode::NotFound,
             AppError::Conflict(_) => ErrorCode::Conflict,
             AppError::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
-            AppError::Provider(e) => e.code(),
-            AppError::Storage(_) => ErrorCode::Internal,
             AppError::InvalidSettings(_) => ErrorCode::InvalidSettings,
-            AppError::ContextOverflow(_) => ErrorCode::ContextOverflow,
-            AppError::ContextSet(_) => ErrorCode::InvalidContextSet,
             AppError::InvalidBody(_) => ErrorCode::InvalidFrame,
             AppError::OriginNotAllowed(_) => ErrorCode::OriginNotAllowed,
             AppError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
-            AppError::RateLimited(_) => ErrorCode::RateLimited,
-            AppError::BudgetExhausted(_) => ErrorCode::BudgetExhausted,
-            AppError::Filter(_) => ErrorCode::InvalidFilter,
-            AppError::Internal(_) => ErrorCode::Internal,
-            AppError::Embed(e) => match e {
-                EmbedServiceError::Unavailable(_) => ErrorCode::EmbeddingsUnavailable,
-                EmbedServiceError::Overloaded => ErrorCode::Overloaded,
-                EmbedServiceError::BadInput(_) => ErrorCode::InvalidMessage,
-                EmbedServiceError::Engine(_) => ErrorCode::Internal,
-            },
+            AppError::RateLimited(e) => e.code(),
+            AppError::Storage(e) => e.code(),
+            AppError::Embed(e) => e.code(),
+            AppError::Session(e) => e.code(),
+            AppError::Chat(e) => e.code(),
+            AppError::Topic(e) => e.code(),
+            AppError::Settings(e) => e.code(),
+            AppError::ContextSets(e) => e.code(),
         }
     }
 
-    /// The error as sent to clients; internal errors are logged here and sent without detail.
-    pub fn to_wire(&self) -> WireError {
-        let message = match self {
-            AppError::Storage(e) => {
-                tracing::error!(error = %e, "storage error");
-                "internal error; see the server log".to_owned()
-            }
-            AppError::Internal(e) => {
-                tracing::error!(error = %e, "internal error");
-                "internal error; see the server log".to_owned()
-            }
-            AppError::Embed(EmbedServiceError::Engine(e)) => {
-                tracing::error!(error = %e, "embedding error");
-                "internal error; see the server log".to_owned()
-            }
-            AppError::Provider(e) => {
-                tracing::warn!(error = %e, "provider error");
-                e.to_string()
-            }
-            other => other.to_string(),
-        };
-        let wire = WireError::new(self.code(), message);
-        WireError {
-            retry_after_ms: self.retry_after().map(|d| d.as_millis() as u64),
-            // Whatever says when to try again may succeed then (the daily budget at midnight).
-            retryable: wire.retryable || self.retry_after().is_some(),
-            ..wire
-        }
-    }
-
-    /// For a rate limit or the daily budget: how long until the same action may succeed.
-    pub fn retry_after(&self) -> Option<std::time::Duration> {
+    fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
-            AppError::RateLimited(r) => Some(r.retry_after),
-            AppError::BudgetExhausted(b) => b.retry_after(),
+            AppError::RateLimited(e) => e.retry_after(),
+            AppError::Session(e) => e.retry_after(),
+            AppError::Chat(e) => e.retry_after(),
+            AppError::Topic(e) => e.retry_after(),
             _ => None,
         }
     }

@@ -40,7 +40,7 @@ pub struct Hub {
     /// reminds the model of the session's context sets.
     resume_pending: AtomicBool,
     /// The current topic labels' vectors, while the session is live.
-    pub labels: crate::topics::LabelVectors,
+    pub labels: crate::embed::labels::LabelVectors,
 }
 
 impl Hub {

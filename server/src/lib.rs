@@ -1,14 +1,25 @@
 //! Glassbox server: WebSocket + REST chat that forwards to LLM providers, with persistence.
+//!
+//! The modules are in three layers, each using only the ones below it:
+//! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `ids`, `storage`,
+//!   `providers`, `embed`, `tokens`, `hub`, `background`, `wire_error`;
+//! - services, each with its own error: `budgets`, `calls`, `context_sets`, `tools`, `context`,
+//!   `topics`, `sessions`, `turn`, `chat`;
+//! - the edge: `routes` and `error` (the wire error built from the services' errors), with
+//!   `state` as the composition root.
 
 pub mod background;
 pub mod budgets;
+pub mod calls;
 pub mod chat;
 pub mod client_addr;
 pub mod config;
 pub mod context;
+pub mod context_sets;
 pub mod embed;
 pub mod error;
 pub mod hub;
+pub mod ids;
 pub mod origins;
 pub mod providers;
 pub mod rate_limits;
@@ -16,8 +27,11 @@ pub mod routes;
 pub mod sessions;
 pub mod state;
 pub mod storage;
+pub mod tokens;
+pub mod tools;
 pub mod topics;
 pub mod turn;
+pub mod wire_error;
 
 pub use routes::app;
 pub use state::AppState;
@@ -69,12 +83,12 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
         }
     });
     // Idle sessions are purged at start and then hourly.
-    let purging = state.clone();
+    let purging = state.sessions.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(3_600));
         loop {
             tick.tick().await;
-            if let Err(e) = purging.purge_idle_sessions().await {
+            if let Err(e) = purging.purge_idle().await {
                 tracing::error!(error = %e, "purging idle sessions failed");
             }
         }

@@ -7,27 +7,62 @@ use glassbox_core::wire::SessionInfo;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-use crate::error::AppError;
-use crate::hub::Hub;
-use crate::state::AppState;
+use crate::config::Config;
+use crate::embed::service::EmbeddingService;
+use crate::hub::{Hub, Hubs};
+use crate::ids::{new_id, now_ms};
+use crate::rate_limits::{RateLimited, RateLimits};
+use crate::storage::{StorageError, Store};
+use crate::tools::{ToolRegistry, ToolScope};
+use crate::wire_error::ToWire;
+
+/// Why a session could not be opened or deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("missing or wrong session token")]
+    Unauthorized,
+    #[error("model {0:?} is not allowed on this server")]
+    ModelNotAllowed(String),
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
+    #[error("storage failed")]
+    Storage(#[from] StorageError),
+}
+
+impl ToWire for SessionError {
+    fn code(&self) -> glassbox_core::ErrorCode {
+        use glassbox_core::ErrorCode;
+        match self {
+            SessionError::Unauthorized => ErrorCode::Unauthorized,
+            SessionError::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
+            SessionError::RateLimited(e) => e.code(),
+            SessionError::Storage(e) => e.code(),
+        }
+    }
+
+    fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            SessionError::RateLimited(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+/// Opens, deletes and purges sessions.
+#[derive(Clone)]
+pub struct Sessions {
+    config: Arc<Config>,
+    store: Store,
+    hubs: Arc<Hubs>,
+    limits: Arc<RateLimits>,
+    embeddings: Arc<EmbeddingService>,
+    tools: ToolRegistry,
+}
 
 /// A session opened by a client.
 pub struct OpenSession {
     pub hub: Arc<Hub>,
     pub info: SessionInfo,
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// A fresh unguessable id (122 random bits).
-pub fn new_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }
 
 fn hash_token(token: &str) -> String {
@@ -39,54 +74,73 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-impl AppState {
+impl Sessions {
+    /// Sessions stored in `store`, live in `hubs`.
+    pub fn new(
+        config: Arc<Config>,
+        store: Store,
+        hubs: Arc<Hubs>,
+        limits: Arc<RateLimits>,
+        embeddings: Arc<EmbeddingService>,
+        tools: ToolRegistry,
+    ) -> Self {
+        Self {
+            config,
+            store,
+            hubs,
+            limits,
+            embeddings,
+            tools,
+        }
+    }
+
     /// Opens an existing session by its id and token (a REST route's `{id}` and bearer token);
-    /// unknown ids and wrong tokens are both [`AppError::Unauthorized`].
-    pub async fn existing_session(
+    /// unknown ids and wrong tokens are both [`SessionError::Unauthorized`].
+    pub async fn existing(
         &self,
         id: &str,
         token: Option<&str>,
-    ) -> Result<OpenSession, AppError> {
-        self.open_session(Some(id), token, None, None).await
+    ) -> Result<OpenSession, SessionError> {
+        self.open(Some(id), token, None, None).await
     }
 
     /// Opens a session: a new one when `id` is `None` (within the sessions-per-hour limit of
     /// `address`), else an existing one whose token must match. `model` is the model the client
     /// asks for, if any.
-    pub async fn open_session(
+    pub async fn open(
         &self,
         id: Option<&str>,
         token: Option<&str>,
         model: Option<&str>,
         address: Option<IpAddr>,
-    ) -> Result<OpenSession, AppError> {
-        self.open(id, token, model, address, false).await
+    ) -> Result<OpenSession, SessionError> {
+        self.open_or_join(id, token, model, address, false).await
     }
 
-    /// Opens a session for a WebSocket hello: as [`Self::open_session`], and joining an existing
+    /// Opens a session for a WebSocket hello: as [`Self::open`], and joining an existing
     /// one (which reads its history and, under a filter, scores it) counts against the session's
     /// joins per minute once its token is checked, before anything is read or touched.
-    pub async fn join_session(
+    pub async fn join(
         &self,
         id: Option<&str>,
         token: Option<&str>,
         model: Option<&str>,
         address: Option<IpAddr>,
-    ) -> Result<OpenSession, AppError> {
-        self.open(id, token, model, address, true).await
+    ) -> Result<OpenSession, SessionError> {
+        self.open_or_join(id, token, model, address, true).await
     }
 
-    async fn open(
+    async fn open_or_join(
         &self,
         id: Option<&str>,
         token: Option<&str>,
         model: Option<&str>,
         address: Option<IpAddr>,
         join: bool,
-    ) -> Result<OpenSession, AppError> {
+    ) -> Result<OpenSession, SessionError> {
         let model = match model {
             Some(m) if !self.config.model_allowed(m) => {
-                return Err(AppError::ModelNotAllowed(m.to_owned()));
+                return Err(SessionError::ModelNotAllowed(m.to_owned()));
             }
             Some(m) => m.to_owned(),
             None => self.config.model.clone(),
@@ -116,15 +170,15 @@ impl AppState {
                 })
             }
             Some(id) => {
-                let token = token.ok_or(AppError::Unauthorized)?;
+                let token = token.ok_or(SessionError::Unauthorized)?;
                 // Unknown ids and wrong tokens look the same to the caller.
                 let row = self
                     .store
                     .session(id)
                     .await?
-                    .ok_or(AppError::Unauthorized)?;
+                    .ok_or(SessionError::Unauthorized)?;
                 if !same_bytes(row.token_hash.as_bytes(), hash_token(token).as_bytes()) {
-                    return Err(AppError::Unauthorized);
+                    return Err(SessionError::Unauthorized);
                 }
                 if join {
                     self.limits.join(id)?;
@@ -144,28 +198,27 @@ impl AppState {
             }
         }
     }
-}
 
-impl AppState {
     /// Deletes a session now (its token is checked by the caller): messages, summaries and cached
     /// embeddings go with it, and every open tab is told it is gone.
-    pub async fn delete_session(&self, id: &str) -> Result<(), AppError> {
+    pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
         // A step of vector computing under way finishes first (its vectors are then deleted too).
         let gate = crate::topics::session_gate(id);
         let _no_vectors_meanwhile = gate.lock().await;
         let Some(keys) = self.store.delete_session(id).await? else {
-            return Err(AppError::Unauthorized);
+            return Err(SessionError::Unauthorized);
         };
         self.embeddings.forget(&keys);
+        self.tools.clear(&ToolScope::Session(id.to_owned()));
         self.hubs.remove(id);
         tracing::info!(session = id, "session deleted");
         Ok(())
     }
 
     /// Deletes sessions unused for longer than `GLASSBOX_SESSION_TTL`; returns how many. A batch at
-    /// a time, each holding its sessions' vector gates as [`AppState::delete_session`] does, so no
+    /// a time, each holding its sessions' vector gates as [`Sessions::delete`] does, so no
     /// step of vectors under way is stored for a session once it is gone.
-    pub async fn purge_idle_sessions(&self) -> Result<u64, AppError> {
+    pub async fn purge_idle(&self) -> Result<u64, SessionError> {
         const BATCH: i64 = 200;
         let Some(ttl) = self.config.session_ttl else {
             return Ok(0);
@@ -181,7 +234,10 @@ impl AppState {
             if ids.is_empty() {
                 break;
             }
-            let gates: Vec<_> = ids.iter().map(|id| crate::topics::session_gate(id)).collect();
+            let gates: Vec<_> = ids
+                .iter()
+                .map(|id| crate::topics::session_gate(id))
+                .collect();
             let mut held = Vec::with_capacity(gates.len());
             for gate in &gates {
                 held.push(gate.lock().await);
@@ -190,6 +246,7 @@ impl AppState {
             drop(held);
             self.embeddings.forget(&keys);
             for id in &purged {
+                self.tools.clear(&ToolScope::Session(id.clone()));
                 self.hubs.remove(id);
             }
             count += purged.len();

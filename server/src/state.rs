@@ -1,17 +1,23 @@
-//! Shared application state handed to every handler.
+//! The composition root: builds every service from the foundations once, and hands the whole to
+//! the routes. Nothing below the routes reads it.
 
 use std::sync::Arc;
 
-use crate::rate_limits::RateLimits;
-
+use crate::budgets::Budgets;
+use crate::calls::{Calls, Limits};
+use crate::chat::Chat;
 use crate::config::Config;
-use crate::context::TokenCounter;
+use crate::context::ContextWindows;
 use crate::embed::EmbeddingService;
 use crate::hub::Hubs;
 use crate::providers::Provider;
+use crate::rate_limits::RateLimits;
+use crate::sessions::Sessions;
 use crate::storage::Store;
-use crate::turn::call::Limits;
-use crate::turn::tools::ToolRegistry;
+use crate::tokens::TokenCounter;
+use crate::tools::ToolRegistry;
+use crate::topics::Topics;
+use crate::turn::TurnEngine;
 
 /// Everything handlers need; cheap to clone.
 #[derive(Clone)]
@@ -21,14 +27,16 @@ pub struct AppState {
     pub provider: Arc<dyn Provider>,
     pub hubs: Arc<Hubs>,
     pub embeddings: Arc<EmbeddingService>,
-    /// Token counting for budgets and compression (same code and vocabularies as the widget).
-    pub tokens: Arc<TokenCounter>,
-    /// Tools offered to the model with every reply.
-    pub tools: ToolRegistry,
-    /// Outgoing HTTP besides providers (the host's file existence check).
-    pub http: reqwest::Client,
     /// Rate limits per client address and per session.
     pub limits: Arc<RateLimits>,
+    /// Tools offered to the model; changes while the server runs.
+    pub tools: ToolRegistry,
+    pub budgets: Budgets,
+    pub sessions: Sessions,
+    pub windows: ContextWindows,
+    pub topics: Topics,
+    pub turns: TurnEngine,
+    pub chat: Chat,
 }
 
 impl AppState {
@@ -43,30 +51,77 @@ impl AppState {
             .chain(config.allowed_models.iter().map(String::as_str))
             .collect();
         let tokens = TokenCounter::load(&config.vocab_dir, &models);
-        let config_limits = config.rate_limits;
+        let limits = Arc::new(RateLimits::new(config.rate_limits));
         let tools = if config.tools_enabled {
             ToolRegistry::builtin()
         } else {
-            ToolRegistry::new(Vec::new())
+            ToolRegistry::default()
         };
-        Self {
+        let config = Arc::new(config);
+        let hubs = Arc::new(Hubs::default());
+        let budgets = Budgets::new(store.clone(), config.budgets);
+        let calls = Calls::new(
+            provider.clone(),
+            Limits {
+                idle: config.provider_idle_timeout,
+                total: config.provider_total_timeout,
+            },
+            budgets.clone(),
+            tokens.clone(),
+        );
+        let windows = ContextWindows::new(
+            config.clone(),
+            store.clone(),
+            tokens.clone(),
+            tools.clone(),
+            budgets.clone(),
+        );
+        let topics = Topics::new(
+            config.clone(),
+            store.clone(),
+            embeddings.clone(),
+            hubs.clone(),
+            limits.clone(),
+            calls.clone(),
+        );
+        let sessions = Sessions::new(
+            config.clone(),
+            store.clone(),
+            hubs.clone(),
+            limits.clone(),
+            embeddings.clone(),
+            tools.clone(),
+        );
+        let turns = TurnEngine {
+            config: config.clone(),
+            store: store.clone(),
+            calls,
+            tools: tools.clone(),
             tokens,
-            config: Arc::new(config),
+            windows: windows.clone(),
+            topics: topics.clone(),
+            http: reqwest::Client::new(),
+        };
+        let chat = Chat::new(
+            store.clone(),
+            limits.clone(),
+            budgets.clone(),
+            turns.clone(),
+        );
+        Self {
+            config,
             store,
             provider,
-            hubs: Arc::new(Hubs::default()),
+            hubs,
             embeddings,
+            limits,
             tools,
-            http: reqwest::Client::new(),
-            limits: Arc::new(RateLimits::new(config_limits)),
-        }
-    }
-
-    /// The idle and total timeouts of every provider call.
-    pub fn call_limits(&self) -> Limits {
-        Limits {
-            idle: self.config.provider_idle_timeout,
-            total: self.config.provider_total_timeout,
+            budgets,
+            sessions,
+            windows,
+            topics,
+            turns,
+            chat,
         }
     }
 }

@@ -137,7 +137,7 @@ async fn a_failed_call_still_counts_what_went_and_came_back() {
     let (id, token, _) = server.new_session().await;
     let body = server.chat(&id, &token, "this reply will break off").await;
     assert_eq!(body["reply"]["status"], "failed", "{body}");
-    let budget = server.state.session_budget(&id).await.unwrap().unwrap();
+    let budget = server.state.budgets.of_session(&id).await.unwrap().unwrap();
     // The provider reported nothing; our count of the request and of "Half an " is charged.
     assert!(budget.used >= 5, "{budget:?}");
 }

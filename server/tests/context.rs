@@ -9,7 +9,7 @@ use glassbox_core::prompt::reaches_model;
 use glassbox_core::tokens::Tokenizer;
 use glassbox_fake_provider::Behaviour;
 use glassbox_server::providers::openai;
-use glassbox_server::turn::gather::{TurnExtras, plan_reply};
+use glassbox_server::turn::gather::TurnExtras;
 use serde_json::{Value, json};
 use support::{Api, TestServer};
 
@@ -312,8 +312,7 @@ async fn a_summary_is_written_once_per_message_range_and_then_read_from_the_cach
     let before = asked();
     let state = &server.state;
     let plan = || {
-        plan_reply(
-            state,
+        state.turns.plan_reply(
             &id,
             "tiny-model",
             history.clone(),
@@ -430,7 +429,12 @@ async fn attachments_travel_as_their_own_part_counted_and_replayed() {
         serde_json::from_value(attachments.clone()).unwrap();
     let part = json!({"type": "text", "text": glassbox_core::prompt::attachments_segment(&list)});
     let received = server.fake.requests().last().unwrap().body.clone();
-    let sent = received["messages"].as_array().unwrap().last().unwrap().clone();
+    let sent = received["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(
         sent["content"],
         json!([{"type": "text", "text": "Summarize these"}, part])

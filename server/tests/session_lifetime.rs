@@ -140,7 +140,7 @@ async fn idle_sessions_are_purged_after_the_ttl_and_used_ones_stay() {
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     let (fresh, fresh_token, _) = filled_session(&server).await;
 
-    assert_eq!(server.state.purge_idle_sessions().await.unwrap(), 1);
+    assert_eq!(server.state.sessions.purge_idle().await.unwrap(), 1);
     let status = |id: &str, token: &str| {
         server
             .http
@@ -154,7 +154,7 @@ async fn idle_sessions_are_purged_after_the_ttl_and_used_ones_stay() {
     assert!(!cached(&server, &format!("{first}:hash")).await);
     assert!(cached(&server, "chunkhash").await);
     // Still connected: still kept.
-    assert_eq!(server.state.purge_idle_sessions().await.unwrap(), 0);
+    assert_eq!(server.state.sessions.purge_idle().await.unwrap(), 0);
     drop(tab);
 }
 
@@ -166,5 +166,5 @@ async fn many_idle_sessions_are_purged_in_batches() {
         server.new_session().await;
     }
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    assert_eq!(server.state.purge_idle_sessions().await.unwrap(), 450);
+    assert_eq!(server.state.sessions.purge_idle().await.unwrap(), 450);
 }

@@ -388,7 +388,7 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
     let count = glassbox_server::topics::extract::MAX_MESSAGES + 40;
     let keys = import(state, &id, 0..count).await;
     let generation = glassbox_server::topics::extract::next_generation();
-    assert!(glassbox_server::topics::extract::run(state, &id, generation).await.unwrap());
+    assert!(state.topics.extract(&id, generation).await.unwrap());
     let missing: Vec<usize> = (0..count).filter(|&i| !state.embeddings.remembers(&keys[i])).collect();
     assert!(missing.is_empty(), "not embedded ahead: {} of {count}, first {:?}", missing.len(), missing.first());
     // So switching a filter on computes nothing.
@@ -412,7 +412,7 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
         let (state, id) = (state.clone(), id.clone());
         async move {
             let generation = glassbox_server::topics::extract::next_generation();
-            glassbox_server::topics::extract::run(&state, &id, generation).await
+            state.topics.extract(&id, generation).await
         }
     });
     // Once a job waits behind the held one: the extraction's (it reads and looks up 640 messages
@@ -478,14 +478,14 @@ async fn purging_a_session_whose_vectors_are_computed_leaves_none_behind() {
         let computing = tokio::spawn({
             let (state, id) = (state.clone(), id.clone());
             async move {
-                glassbox_server::topics::message_vectors(&state, &id, &history, urgency)
+                state.topics.message_vectors(&id, &history, urgency)
                     .await
                     .map(|v| v.len())
             }
         });
         // Once the first vectors are computed (the rest of the step is under way or about to be).
         until_computing(state, before).await;
-        assert_eq!(state.purge_idle_sessions().await.unwrap(), 1, "{urgency:?}");
+        assert_eq!(state.sessions.purge_idle().await.unwrap(), 1, "{urgency:?}");
         let outcome = computing.await.unwrap();
         assert!(outcome.is_err(), "{urgency:?}: the steps after the purge are refused: {outcome:?}");
         let left = state.store.cached_embeddings(&state.embeddings.model, &keys).await.unwrap();
@@ -727,10 +727,10 @@ async fn topics_read_the_history_without_receipts() {
     let state = &server.state;
     for (from, to, total) in [(0, 128 - light.len(), 128), (1_000, 1_070, 198)] {
         import(state, &id, from..to).await;
-        let whole = glassbox_server::topics::model_history(state, &id).await.unwrap();
+        let whole = state.topics.model_history(&id).await.unwrap();
         assert_eq!(whole.len(), total);
         for most in [0, 2, 63, 64, 65, 128, total, 10_000] {
-            let paged = glassbox_server::topics::model_history_in_pages(state, &id, most).await.unwrap();
+            let paged = state.topics.model_history_in_pages(&id, most).await.unwrap();
             assert_eq!(paged, whole[total.saturating_sub(most)..], "newest {most} of {total}");
         }
     }
@@ -786,9 +786,9 @@ async fn an_older_extraction_never_overwrites_a_newer_one() {
     let state = &server.state;
     let older = glassbox_server::topics::extract::next_generation();
     let newer = glassbox_server::topics::extract::next_generation();
-    assert!(glassbox_server::topics::extract::run(state, &id, newer).await.unwrap());
+    assert!(state.topics.extract(&id, newer).await.unwrap());
     // The older one finishes last: it may not write.
-    assert!(!glassbox_server::topics::extract::run(state, &id, older).await.unwrap());
+    assert!(!state.topics.extract(&id, older).await.unwrap());
     let stored = state.store.topics(&id).await.unwrap().unwrap();
     assert_eq!(stored.generation, newer);
     // Straight at the store too: a lower generation is refused, a higher one written.
@@ -820,7 +820,7 @@ async fn extraction_waits_while_a_turn_is_starting() {
     let generation = glassbox_server::topics::extract::next_generation();
     let extraction = tokio::spawn({
         let (state, id) = (state.clone(), id.clone());
-        async move { glassbox_server::topics::extract::run(&state, &id, generation).await }
+        async move { state.topics.extract(&id, generation).await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let stored = state.store.topics(&id).await.unwrap().unwrap();
@@ -875,7 +875,7 @@ async fn the_topic_model_answers_in_the_schema_and_bad_answers_keep_the_topics()
     // Partial JSON: not used, the previous topics stay.
     server.fake.set(Behaviour::reply(&[r#"{"topics": [{"label": "Che"#]));
     let next = glassbox_server::topics::extract::next_generation();
-    let err = glassbox_server::topics::extract::run(&server.state, &id, next).await;
+    let err = server.state.topics.extract(&id, next).await;
     assert!(err.is_err(), "{err:?}");
     assert_eq!(server.state.store.topics(&id).await.unwrap().unwrap(), before);
 
@@ -885,7 +885,7 @@ async fn the_topic_model_answers_in_the_schema_and_bad_answers_keep_the_topics()
         message: "down".into(),
     });
     let next = glassbox_server::topics::extract::next_generation();
-    assert!(glassbox_server::topics::extract::run(&server.state, &id, next).await.unwrap());
+    assert!(server.state.topics.extract(&id, next).await.unwrap());
     let after = server.state.store.topics(&id).await.unwrap().unwrap();
     assert_eq!(after.source, TopicSource::Offline);
     assert!(!after.topics.is_empty());
@@ -902,7 +902,7 @@ async fn anthropic_answers_through_the_forced_tool() {
         argument_parts: vec![TOPICS_JSON[..40].to_owned(), TOPICS_JSON[40..].to_owned()],
     });
     let next = glassbox_server::topics::extract::next_generation();
-    assert!(glassbox_server::topics::extract::run(&server.state, &id, next).await.unwrap());
+    assert!(server.state.topics.extract(&id, next).await.unwrap());
     let stored = server.state.store.topics(&id).await.unwrap().unwrap();
     assert_eq!(stored.source, TopicSource::Model);
     assert_eq!(stored.topics[1].label, "Rook endgames");
@@ -930,7 +930,7 @@ const SPACE: [(&str, &str); 3] = [
 /// Runs one extraction now (the test's servers hold the automatic ones off).
 async fn extract_now(server: &TestServer, id: &str) -> SessionTopics {
     let generation = glassbox_server::topics::extract::next_generation();
-    assert!(glassbox_server::topics::extract::run(&server.state, id, generation).await.unwrap());
+    assert!(server.state.topics.extract(id, generation).await.unwrap());
     server.state.store.topics(id).await.unwrap().unwrap()
 }
 

@@ -21,6 +21,7 @@ macro_rules! simd {
 
 mod attention;
 mod crew;
+pub mod labels;
 pub mod memory;
 pub mod service;
 mod sharded;

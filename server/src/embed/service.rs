@@ -15,8 +15,7 @@ use tokio::sync::oneshot;
 
 use super::memory::{DEFAULT_ENTRIES, VectorMemory};
 use super::{EmbedError, Embedder, Embedding, RunThreads};
-use crate::error::AppError;
-use crate::storage::Store;
+use crate::storage::{StorageError, Store};
 
 /// Cache key of a message's embedding: `{message_id}:{content_hash}` (an edit changes the hash).
 pub fn message_cache_key(message_id: &str, content: &str) -> String {
@@ -91,6 +90,8 @@ pub enum EmbedServiceError {
     BadInput(String),
     #[error(transparent)]
     Engine(#[from] EmbedError),
+    #[error("the embedding cache could not be read or written")]
+    Storage(#[from] StorageError),
 }
 
 enum State {
@@ -315,7 +316,7 @@ impl EmbeddingService {
         &self,
         store: &Store,
         items: Vec<(String, String)>,
-    ) -> Result<Vec<Arc<[f32]>>, AppError> {
+    ) -> Result<Vec<Arc<[f32]>>, EmbedServiceError> {
         let lookup = self.look_up(store, items).await?;
         let fresh = self.compute(&lookup, Urgency::Now).await?;
         self.complete(store, lookup, fresh).await
@@ -329,7 +330,7 @@ impl EmbeddingService {
         &self,
         store: &Store,
         items: Vec<(String, String)>,
-    ) -> Result<Lookup, AppError> {
+    ) -> Result<Lookup, EmbedServiceError> {
         let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
         let vectors = self.memory.get_many(&keys);
         let unknown: Vec<String> = keys
@@ -369,7 +370,7 @@ impl EmbeddingService {
         &self,
         lookup: &Lookup,
         urgency: Urgency,
-    ) -> Result<Vec<(String, Vec<f32>)>, AppError> {
+    ) -> Result<Vec<(String, Vec<f32>)>, EmbedServiceError> {
         let mut fresh = Vec::with_capacity(lookup.missing.len());
         for chunk in lookup.missing.chunks(MAX_INPUTS) {
             let keys: Vec<String> = chunk.iter().map(|(k, _)| k.clone()).collect();
@@ -402,7 +403,7 @@ impl EmbeddingService {
         store: &Store,
         lookup: Lookup,
         fresh: Vec<(String, Vec<f32>)>,
-    ) -> Result<Vec<Arc<[f32]>>, AppError> {
+    ) -> Result<Vec<Arc<[f32]>>, EmbedServiceError> {
         let Lookup {
             keys,
             mut vectors,
@@ -434,9 +435,7 @@ impl EmbeddingService {
             .into_iter()
             .zip(&keys)
             .map(|(v, k)| {
-                v.ok_or_else(|| {
-                    AppError::Embed(EmbedError::Inference(format!("no vector for {k}")).into())
-                })
+                v.ok_or_else(|| EmbedError::Inference(format!("no vector for {k}")).into())
             })
             .collect()
     }

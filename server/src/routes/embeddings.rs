@@ -4,8 +4,8 @@ use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
+use super::client_addr::ClientAddr;
 use super::extract::JsonBody;
-use crate::client_addr::ClientAddr;
 use crate::error::AppError;
 use crate::state::AppState;
 

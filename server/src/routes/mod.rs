@@ -1,5 +1,6 @@
 //! The HTTP surface: `app(state)` builds the router that `main` serves and tests call.
 
+mod client_addr;
 mod embeddings;
 mod extract;
 mod health;
@@ -103,7 +104,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/sessions/{id}/settings", put(rest::update_settings))
         .route("/api/sessions/{id}/topics", get(rest::topics))
         .route("/api/sessions/{id}/filter", put(rest::set_filter))
-        .route("/api/sessions/{id}/similarity", put(rest::set_similarity_mode))
+        .route(
+            "/api/sessions/{id}/similarity",
+            put(rest::set_similarity_mode),
+        )
         .route(
             "/api/sessions/{id}/messages/{message_id}/mark",
             put(rest::mark_message),

@@ -11,8 +11,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use glassbox_core::context::ContextSets;
-use glassbox_core::context::sets::SetContextArgs;
 use glassbox_core::context::FilterView;
+use glassbox_core::context::sets::SetContextArgs;
 use glassbox_core::wire::{
     ChatMessage, RestChatRequest, RestChatResponse, ServerEvent, ServerFrame, SessionInfo,
     SetFilter, SetSimilarityMode,
@@ -20,13 +20,13 @@ use glassbox_core::wire::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use super::client_addr::ClientAddr;
 use super::extract::{BearerToken, JsonBody};
 use crate::chat::Submitted;
-use crate::client_addr::ClientAddr;
+use crate::context_sets;
 use crate::error::AppError;
 use crate::hub::ClientLease;
 use crate::state::AppState;
-use crate::turn::tools::{change_context_set, replace_context};
 use glassbox_core::context::{CompressionSettings, ContextInfo};
 
 /// `POST /api/sessions`: a new session and its token (shown once).
@@ -34,8 +34,8 @@ pub async fn create_session(
     State(state): State<AppState>,
     ClientAddr(address): ClientAddr,
 ) -> Result<Json<SessionInfo>, AppError> {
-    let info = state.open_session(None, None, None, address).await?.info;
-    Ok(Json(state.with_context(info).await?))
+    let info = state.sessions.open(None, None, None, address).await?.info;
+    Ok(Json(state.windows.with_context(info).await?))
 }
 
 /// Messages of a session and its meta.
@@ -62,7 +62,7 @@ pub async fn session_messages(
     Path(id): Path<String>,
     BearerToken(token): BearerToken,
 ) -> Result<Json<SessionMessages>, AppError> {
-    let session = state.existing_session(&id, token.as_deref()).await?;
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
     let messages = state.store.messages(&session.info.session_id).await?;
     let settings = state.store.settings(&session.info.session_id).await?;
     Ok(Json(SessionMessages {
@@ -81,8 +81,8 @@ pub async fn delete_session(
     Path(id): Path<String>,
     BearerToken(token): BearerToken,
 ) -> Result<axum::http::StatusCode, AppError> {
-    let session = state.existing_session(&id, token.as_deref()).await?;
-    state.delete_session(&session.info.session_id).await?;
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
+    state.sessions.delete(&session.info.session_id).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
@@ -112,11 +112,11 @@ pub async fn patch_session(
     BearerToken(token): BearerToken,
     JsonBody(patch): JsonBody<SessionPatch>,
 ) -> Result<Json<PatchedSession>, AppError> {
-    let session = state.existing_session(&id, token.as_deref()).await?;
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
     state.limits.command(&session.info.session_id)?;
     let context = match (patch.context, patch.set_context) {
-        (Some(all), None) => replace_context(&state, &session.hub, all).await?,
-        (None, Some(one)) => change_context_set(&state, &session.hub, &one).await?,
+        (Some(all), None) => context_sets::replace(&state.store, &session.hub, all).await?,
+        (None, Some(one)) => context_sets::change(&state.store, &session.hub, &one).await?,
         _ => {
             return Err(AppError::InvalidBody(
                 "send exactly one of `context` and `setContext`",
@@ -140,9 +140,10 @@ pub async fn update_settings(
     // Out-of-range or unknown values are bad settings, not a bad body (as on the WebSocket).
     let settings: CompressionSettings =
         serde_json::from_value(settings).map_err(|e| AppError::InvalidSettings(e.to_string()))?;
-    let session = state.existing_session(&id, token.as_deref()).await?;
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
     state.limits.command(&session.info.session_id)?;
     let info = state
+        .windows
         .update_compression(&session.info.session_id, &session.info.model, settings)
         .await?;
     session.hub.publish(ServerEvent::ContextInfo(info.clone()));
@@ -163,9 +164,8 @@ pub async fn topics(
     Path(id): Path<String>,
     BearerToken(token): BearerToken,
 ) -> Result<Json<TopicsAnswer>, AppError> {
-    let session = state.existing_session(&id, token.as_deref()).await?;
-    let (topics, filter) =
-        crate::topics::commands::get_topics(&state, &session.info.session_id).await?;
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
+    let (topics, filter) = state.topics.get_topics(&session.info.session_id).await?;
     Ok(Json(TopicsAnswer { topics, filter }))
 }
 
@@ -177,8 +177,8 @@ pub async fn set_filter(
     BearerToken(token): BearerToken,
     JsonBody(body): JsonBody<SetFilter>,
 ) -> Result<Json<FilterView>, AppError> {
-    let session = state.existing_session(&id, token.as_deref()).await?;
-    let view = crate::topics::commands::set_filter(&state, &session.hub, &body.labels).await?;
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
+    let view = state.topics.set_filter(&session.hub, &body.labels).await?;
     Ok(Json(view))
 }
 
@@ -190,9 +190,11 @@ pub async fn set_similarity_mode(
     BearerToken(token): BearerToken,
     JsonBody(body): JsonBody<SetSimilarityMode>,
 ) -> Result<Json<FilterView>, AppError> {
-    let session = state.existing_session(&id, token.as_deref()).await?;
-    let view =
-        crate::topics::commands::set_similarity_mode(&state, &session.hub, &body).await?;
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
+    let view = state
+        .topics
+        .set_similarity_mode(&session.hub, &body)
+        .await?;
     Ok(Json(view))
 }
 
@@ -204,10 +206,11 @@ pub async fn mark_message(
     BearerToken(token): BearerToken,
     JsonBody(body): JsonBody<MarkBody>,
 ) -> Result<Json<FilterView>, AppError> {
-    let session = state.existing_session(&id, token.as_deref()).await?;
-    let view =
-        crate::topics::commands::mark_message(&state, &session.hub, &message_id, body.mark)
-            .await?;
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
+    let view = state
+        .topics
+        .mark_message(&session.hub, &message_id, body.mark)
+        .await?;
     Ok(Json(view))
 }
 
@@ -228,11 +231,13 @@ pub async fn chat(
     JsonBody(body): JsonBody<RestChatRequest>,
 ) -> Result<Response, AppError> {
     let session = state
-        .open_session(body.session_id.as_deref(), token.as_deref(), None, address)
+        .sessions
+        .open(body.session_id.as_deref(), token.as_deref(), None, address)
         .await?;
     let lease = session.hub.attach();
     let frames = session.hub.subscribe();
     let submitted = state
+        .chat
         .submit(&session.hub, &session.info.model, body.chat, address)
         .await?;
     let wants_sse = headers

@@ -18,19 +18,19 @@ use glassbox_core::decode::{DecodeError, decode_client_frame};
 use glassbox_core::limits::MAX_FRAME_BYTES;
 use glassbox_core::sync::Resume;
 
-use crate::turn::tools::change_context_set;
+use crate::context_sets;
 use glassbox_core::wire::{
     ClientFrame, ContextEvent, ContextReason, Hello, ServerEvent, ServerFrame, Snapshot,
 };
 use tokio::sync::broadcast;
 use tracing::Instrument;
 
-use crate::client_addr::ClientAddr;
+use super::client_addr::ClientAddr;
 use crate::embed::service::Urgency;
 use crate::error::AppError;
 use crate::hub::{ClientLease, Hub};
 use crate::state::AppState;
-use crate::topics;
+use crate::wire_error::ToWire;
 
 /// Frames above this size close the socket at the protocol level; between `MAX_FRAME_BYTES` and this
 /// they get a typed `frame_too_large` error and the socket stays open.
@@ -125,8 +125,9 @@ where
             // A join refused by its limit (checked with the token, before anything is read)
             // closes the connection: the client reconnects after its backoff, which grows while
             // it is refused. A new session refused by its limit keeps the socket, as before.
-            let refused_join =
-                joining && attached.is_none() && matches!(err, AppError::RateLimited(_));
+            let refused_join = joining
+                && attached.is_none()
+                && err.code() == glassbox_core::ErrorCode::RateLimited;
             let cid = client_message_id_of(&text);
             if send_error(&mut sink, attached.as_mut(), err, cid)
                 .await
@@ -157,15 +158,19 @@ async fn handle<W: Sink<Message> + Unpin>(
         )),
         (_, None) => Err(AppError::HelloRequired),
         (ClientFrame::Chat(req), Some(a)) => state
+            .chat
             .submit(&a.hub, &a.model, req, address)
             .await
-            .map(|_| ()),
-        (ClientFrame::Retry(r), Some(a)) => {
-            state.retry(&a.hub, &a.model, &r.message_id, address).await
-        }
+            .map(|_| ())
+            .map_err(AppError::from),
+        (ClientFrame::Retry(r), Some(a)) => Ok(state
+            .chat
+            .retry(&a.hub, &a.model, &r.message_id, address)
+            .await?),
         (ClientFrame::Settings(settings), Some(a)) => {
             state.limits.command(&a.hub.session_id)?;
             let info = state
+                .windows
                 .update_compression(&a.hub.session_id, &a.model, settings)
                 .await?;
             a.hub.publish(ServerEvent::ContextInfo(info));
@@ -173,24 +178,27 @@ async fn handle<W: Sink<Message> + Unpin>(
         }
         (ClientFrame::SetContext(args), Some(a)) => {
             state.limits.command(&a.hub.session_id)?;
-            change_context_set(state, &a.hub, &args).await.map(|_| ())
+            context_sets::change(&state.store, &a.hub, &args).await?;
+            Ok(())
         }
         // Every tab, this one included, then hears that the session is gone.
-        (ClientFrame::DeleteSession(_), Some(a)) => state.delete_session(&a.hub.session_id).await,
+        (ClientFrame::DeleteSession(_), Some(a)) => {
+            Ok(state.sessions.delete(&a.hub.session_id).await?)
+        }
         (ClientFrame::SetFilter(f), Some(a)) => {
-            topics::commands::set_filter(state, &a.hub, &f.labels)
-                .await
-                .map(|_| ())
+            state.topics.set_filter(&a.hub, &f.labels).await?;
+            Ok(())
         }
         (ClientFrame::SetSimilarityMode(m), Some(a)) => {
-            topics::commands::set_similarity_mode(state, &a.hub, &m)
-                .await
-                .map(|_| ())
+            state.topics.set_similarity_mode(&a.hub, &m).await?;
+            Ok(())
         }
         (ClientFrame::MarkMessage(m), Some(a)) => {
-            topics::commands::mark_message(state, &a.hub, &m.message_id, m.mark)
-                .await
-                .map(|_| ())
+            state
+                .topics
+                .mark_message(&a.hub, &m.message_id, m.mark)
+                .await?;
+            Ok(())
         }
         (ClientFrame::GetTopics(_), Some(_)) => {
             let Some(a) = attached.as_mut() else {
@@ -210,7 +218,8 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
     hello: Hello,
 ) -> Result<Attached, AppError> {
     let open = state
-        .join_session(
+        .sessions
+        .join(
             hello.session_id.as_deref(),
             hello.token.as_deref(),
             hello.model.as_deref(),
@@ -237,7 +246,7 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
             forward(sink, &mut a, f).await.map_err(closed)?;
         }
     }
-    let info = state.with_context(open.info).await?;
+    let info = state.windows.with_context(open.info).await?;
     let session = a.hub.private(ServerEvent::Session(info));
     send_private(sink, &mut a, session).await.map_err(closed)?;
     if resume == Resume::Snapshot {
@@ -266,12 +275,15 @@ async fn send_topics<W: Sink<Message> + Unpin>(
     a: &mut Attached,
 ) -> Result<(), AppError> {
     let closed = |_| AppError::Conflict("socket closed");
-    topics::warm_before_view(state, &a.hub.session_id, Urgency::Now).await?;
+    state
+        .topics
+        .warm_before_view(&a.hub.session_id, Urgency::Now)
+        .await?;
     // Numbered before they are read: a view published meanwhile is newer, and comes after them.
     let (ids, (topics, view)) = {
         let _order = a.hub.view_lock.lock().await;
         let ids = (a.hub.reserve(), a.hub.reserve());
-        (ids, topics::commands::topics_and_view(state, &a.hub.session_id).await?)
+        (ids, state.topics.topics_and_view(&a.hub.session_id).await?)
     };
     let frames = vec![
         ServerFrame {
@@ -333,7 +345,11 @@ async fn forward<W: Sink<Message> + Unpin>(
             };
             localized = ServerFrame {
                 sync_id: frame.sync_id,
-                event: ServerEvent::ContextInfo(a.state.context_info_with(&a.model, &settings)),
+                event: ServerEvent::ContextInfo(a.state.windows.info_with(
+                    &a.hub.session_id,
+                    &a.model,
+                    &settings,
+                )),
             };
             &localized
         }
@@ -363,7 +379,10 @@ async fn send_private_many<W: Sink<Message> + Unpin>(
     let Some(first) = frames.first().map(|f| f.sync_id) else {
         return Ok(());
     };
-    let mut later = drain_before(sink, a, first, true).await?.into_iter().peekable();
+    let mut later = drain_before(sink, a, first, true)
+        .await?
+        .into_iter()
+        .peekable();
     for frame in frames {
         while let Some(f) = later.next_if(|f| f.sync_id < frame.sync_id) {
             forward(sink, a, &f).await?;

@@ -755,7 +755,7 @@ async fn insert_topics<'e>(
     .bind(session_id)
     .bind(generation)
     .bind(to_json(topics))
-    .bind(crate::sessions::now_ms())
+    .bind(crate::ids::now_ms())
     .execute(db)
     .await?
     .rows_affected();

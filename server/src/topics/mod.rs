@@ -18,10 +18,16 @@ use glassbox_core::context::{
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 
+use crate::budgets::BudgetError;
+use crate::calls::Calls;
+use crate::config::Config;
+use crate::embed::labels::LabelVectors;
+use crate::embed::service::{EmbedServiceError, EmbeddingService};
 use crate::embed::service::{EmbedStatus, Urgency, message_cache_key};
-use crate::error::AppError;
-use crate::hub::Hub;
-use crate::state::AppState;
+use crate::hub::{Hub, Hubs};
+use crate::rate_limits::{RateLimited, RateLimits};
+use crate::storage::{StorageError, Store};
+use crate::wire_error::ToWire;
 
 /// Most history messages scored against a filter (the newest); older ones have no score and are
 /// left out while a filter applies, so a turn's cost stays bounded as sessions grow.
@@ -31,6 +37,82 @@ const EMBED_CHARS: usize = 2_000;
 /// Messages per step of [`message_vectors`]: the session's gate is taken per step, so another
 /// request of the session (a turn's filter, a new tab's view) waits one step at most.
 const WARM_STEP: usize = 256;
+
+/// Topics, the filter and extraction over the sessions' stored messages.
+#[derive(Clone)]
+pub struct Topics {
+    config: Arc<Config>,
+    store: Store,
+    embeddings: Arc<EmbeddingService>,
+    hubs: Arc<Hubs>,
+    limits: Arc<RateLimits>,
+    /// The topic model's calls, within the session's budget.
+    calls: Calls,
+}
+
+impl Topics {
+    /// The topics of the sessions in `store`; `hubs` tells their tabs.
+    pub fn new(
+        config: Arc<Config>,
+        store: Store,
+        embeddings: Arc<EmbeddingService>,
+        hubs: Arc<Hubs>,
+        limits: Arc<RateLimits>,
+        calls: Calls,
+    ) -> Self {
+        Self {
+            config,
+            store,
+            embeddings,
+            hubs,
+            limits,
+            calls,
+        }
+    }
+}
+
+/// Why a topic command or extraction failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TopicError {
+    #[error("{0}")]
+    Filter(#[from] glassbox_core::context::topics::FilterError),
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
+    #[error(transparent)]
+    Embed(#[from] EmbedServiceError),
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    #[error("storage failed")]
+    Storage(#[from] StorageError),
+    /// A bug; details go to the log only.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ToWire for TopicError {
+    fn code(&self) -> glassbox_core::ErrorCode {
+        use glassbox_core::ErrorCode;
+        match self {
+            TopicError::Filter(_) => ErrorCode::InvalidFilter,
+            TopicError::NotFound(_) => ErrorCode::NotFound,
+            TopicError::RateLimited(e) => e.code(),
+            TopicError::Embed(e) => e.code(),
+            TopicError::Budget(e) => e.code(),
+            TopicError::Storage(e) => e.code(),
+            TopicError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            TopicError::RateLimited(e) => e.retry_after(),
+            TopicError::Budget(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
 
 /// A turn's history selection: one choice per candidate, the receipt's filter note, the panel's view.
 #[derive(Debug, Clone)]
@@ -49,294 +131,269 @@ pub fn message_embed_item(m: &ChatMessage) -> (String, String) {
     )
 }
 
-/// Decides which of `candidates` (stored messages that reach the model, oldest first, without the
-/// message being answered) go, under the session's filter, marks and sticky topic: a selected
-/// topic's members go, and the messages whose score clears the threshold. When the filter cannot
-/// apply (similarity mode off, no current label, embeddings unavailable or failing) every message
-/// goes, except excluded ones.
-pub async fn history_filter(
-    state: &AppState,
-    session_id: &str,
-    settings: &SessionSettings,
-    topics: Option<&SessionTopics>,
-    candidates: &[ChatMessage],
-) -> HistoryFilter {
-    let t = &settings.topics;
-    let mode = t.similarity_mode.unwrap_or(state.config.embedding_search);
-    let threshold = t.threshold_or(Some(state.config.similarity_threshold));
-    let (labels, orphaned): (Vec<String>, Vec<String>) = t
-        .filter
-        .iter()
-        .cloned()
-        .partition(|l| topics.is_some_and(|s| s.has(l)));
-    let selected: Vec<&Topic> = topics
-        .map(|s| s.topics.iter().filter(|t| labels.contains(&t.label)).collect())
-        .unwrap_or_default();
-    let members: HashSet<&str> = selected
-        .iter()
-        .flat_map(|t| t.message_ids.iter().map(String::as_str))
-        .collect();
-    // Messages the other topics hold: they go with their own bubbles, not by similarity.
-    let elsewhere: HashSet<&str> = topics
-        .into_iter()
-        .flat_map(|s| &s.topics)
-        .filter(|t| !labels.contains(&t.label))
-        .flat_map(|t| t.message_ids.iter().map(String::as_str))
-        .collect();
-    let available = matches!(state.embeddings.status(), EmbedStatus::Ready { .. });
-    let mut scores = vec![None; candidates.len()];
-    let mut active = mode && available && !labels.is_empty();
-    if active {
-        match score(state, session_id, &selected, candidates).await {
-            Ok(s) => scores = s,
-            Err(e) => {
-                tracing::warn!(error = %e, "topic filter not applied: scoring failed");
-                active = false;
+impl Topics {
+    /// Decides which of `candidates` (stored messages that reach the model, oldest first, without the
+    /// message being answered) go, under the session's filter, marks and sticky topic: a selected
+    /// topic's members go, and the messages whose score clears the threshold. When the filter cannot
+    /// apply (similarity mode off, no current label, embeddings unavailable or failing) every message
+    /// goes, except excluded ones.
+    pub async fn history_filter(
+        &self,
+        session_id: &str,
+        settings: &SessionSettings,
+        topics: Option<&SessionTopics>,
+        candidates: &[ChatMessage],
+    ) -> HistoryFilter {
+        let t = &settings.topics;
+        let mode = t.similarity_mode.unwrap_or(self.config.embedding_search);
+        let threshold = t.threshold_or(Some(self.config.similarity_threshold));
+        let (labels, orphaned): (Vec<String>, Vec<String>) = t
+            .filter
+            .iter()
+            .cloned()
+            .partition(|l| topics.is_some_and(|s| s.has(l)));
+        let selected: Vec<&Topic> = topics
+            .map(|s| {
+                s.topics
+                    .iter()
+                    .filter(|t| labels.contains(&t.label))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let members: HashSet<&str> = selected
+            .iter()
+            .flat_map(|t| t.message_ids.iter().map(String::as_str))
+            .collect();
+        // Messages the other topics hold: they go with their own bubbles, not by similarity.
+        let elsewhere: HashSet<&str> = topics
+            .into_iter()
+            .flat_map(|s| &s.topics)
+            .filter(|t| !labels.contains(&t.label))
+            .flat_map(|t| t.message_ids.iter().map(String::as_str))
+            .collect();
+        let available = matches!(self.embeddings.status(), EmbedStatus::Ready { .. });
+        let mut scores = vec![None; candidates.len()];
+        let mut active = mode && available && !labels.is_empty();
+        if active {
+            match self.score(session_id, &selected, candidates).await {
+                Ok(s) => scores = s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "topic filter not applied: scoring failed");
+                    active = false;
+                }
             }
         }
-    }
-    let sticky: HashSet<&str> = topics
-        .map(|s| s.sticky_ids.iter().map(String::as_str).collect())
-        .unwrap_or_default();
-    let list: Vec<Candidate> = candidates
-        .iter()
-        .zip(&scores)
-        .map(|(m, score)| Candidate {
-            mark: m.mark,
-            sticky: sticky.contains(m.id.as_str()),
-            score: *score,
-            member: members.contains(m.id.as_str()),
-            elsewhere: elsewhere.contains(m.id.as_str()),
-        })
-        .collect();
-    let choices = select(&list, active.then_some(threshold));
-    let view = FilterView {
-        labels: labels.clone(),
-        orphaned,
-        renamed: Vec::new(),
-        similarity_mode: mode,
-        threshold,
-        available,
-        message_ids: candidates
+        let sticky: HashSet<&str> = topics
+            .map(|s| s.sticky_ids.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        let list: Vec<Candidate> = candidates
             .iter()
-            .zip(&choices)
-            .filter(|(_, c)| c.is_kept())
-            .map(|(m, _)| m.id.clone())
-            .collect(),
-        total: candidates.len() as u32,
-        fallback: choices
-            .iter()
-            .any(|c| matches!(c, Choice::Kept(Kept::Fallback(_)))),
-    };
-    HistoryFilter {
-        choices,
-        note: active.then(|| FilterNote {
-            labels,
-            threshold: Score::of(threshold),
-        }),
-        view,
-    }
-}
-
-/// Each candidate's best cosine over the selected topics' label vectors and their members'
-/// centroids (cached vectors read, missing computed): a message about the subject scores against
-/// what the topic's messages say, not only against its two-word label.
-async fn score(
-    state: &AppState,
-    session_id: &str,
-    selected: &[&Topic],
-    candidates: &[ChatMessage],
-) -> Result<Vec<Option<f32>>, AppError> {
-    let hub = state.hubs.get(session_id);
-    let labels: Vec<String> = selected.iter().map(|t| t.label.clone()).collect();
-    let mut anchors = label_vectors(state, hub.as_ref().map(|h| &h.labels), &labels).await?;
-    let first = candidates.len().saturating_sub(MAX_SCORED);
-    let recent = &candidates[first..];
-    let message_vectors = message_vectors(state, session_id, recent, Urgency::Now).await?;
-    let by_id: HashMap<&str, &[f32]> = recent
-        .iter()
-        .zip(&message_vectors)
-        .map(|(m, v)| (m.id.as_str(), &v[..]))
-        .collect();
-    anchors.extend(
-        selected
-            .iter()
-            .filter_map(|t| centroid(&t.message_ids, &|id: &str| by_id.get(id).copied())),
-    );
-    let refs: Vec<Option<&[f32]>> = std::iter::repeat_n(None, first)
-        .chain(message_vectors.iter().map(|v| Some(&v[..])))
-        .collect();
-    Ok(topic_scores(&refs, &anchors))
-}
-
-/// The topic labels' vectors of a live session, kept with its hub so that turns under a filter
-/// do not embed them again. Not in the embedding cache, which outlives sessions: they go with the
-/// hub (a deleted session's are not kept). The first vector kept for a label stays, so the view
-/// and every turn score with the same one.
-#[derive(Debug, Default)]
-pub struct LabelVectors(std::sync::Mutex<HashMap<String, Arc<[f32]>>>);
-
-impl LabelVectors {
-    /// Labels kept at most (extraction keeps only the current topics' labels); beyond it, kept
-    /// ones are let go.
-    const KEPT: usize = 64;
-
-    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<[f32]>>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn get(&self, label: &str) -> Option<Arc<[f32]>> {
-        self.kept().get(label).cloned()
-    }
-
-    /// Keeps `vector` for `label` unless one is kept already; returns the kept one.
-    pub(crate) fn put(&self, label: &str, vector: Arc<[f32]>) -> Arc<[f32]> {
-        let mut kept = self.kept();
-        if !kept.contains_key(label) && kept.len() >= Self::KEPT {
-            kept.clear();
-        }
-        kept.entry(label.to_owned()).or_insert(vector).clone()
-    }
-
-    /// Lets go of the labels that are not among `topics` (a filter scores only current labels).
-    pub(crate) fn keep_only(&self, topics: &SessionTopics) {
-        self.kept().retain(|label, _| topics.has(label));
-    }
-}
-
-/// Each label's vector: kept ones from `kept`, the others embedded now (and kept; when another
-/// caller kept one meanwhile, that one is used).
-async fn label_vectors(
-    state: &AppState,
-    kept: Option<&LabelVectors>,
-    labels: &[String],
-) -> Result<Vec<Vec<f32>>, AppError> {
-    let mut out: Vec<Option<Arc<[f32]>>> =
-        labels.iter().map(|l| kept.and_then(|k| k.get(l))).collect();
-    let missing: Vec<usize> = (0..labels.len()).filter(|&i| out[i].is_none()).collect();
-    if !missing.is_empty() {
-        let texts = missing.iter().map(|&i| labels[i].clone()).collect();
-        let computed = state.embeddings.embed(texts).await?;
-        for (&i, e) in missing.iter().zip(computed) {
-            let v: Arc<[f32]> = Arc::from(e.vector);
-            out[i] = Some(match kept {
-                Some(kept) => kept.put(&labels[i], v),
-                None => v,
-            });
+            .zip(&scores)
+            .map(|(m, score)| Candidate {
+                mark: m.mark,
+                sticky: sticky.contains(m.id.as_str()),
+                score: *score,
+                member: members.contains(m.id.as_str()),
+                elsewhere: elsewhere.contains(m.id.as_str()),
+            })
+            .collect();
+        let choices = select(&list, active.then_some(threshold));
+        let view = FilterView {
+            labels: labels.clone(),
+            orphaned,
+            renamed: Vec::new(),
+            similarity_mode: mode,
+            threshold,
+            available,
+            message_ids: candidates
+                .iter()
+                .zip(&choices)
+                .filter(|(_, c)| c.is_kept())
+                .map(|(m, _)| m.id.clone())
+                .collect(),
+            total: candidates.len() as u32,
+            fallback: choices
+                .iter()
+                .any(|c| matches!(c, Choice::Kept(Kept::Fallback(_)))),
+        };
+        HistoryFilter {
+            choices,
+            note: active.then(|| FilterNote {
+                labels,
+                threshold: Score::of(threshold),
+            }),
+            view,
         }
     }
-    out.into_iter()
-        .zip(labels)
-        .map(|(v, l)| {
-            v.map(|v| v.to_vec())
-                .ok_or_else(|| AppError::Internal(format!("no vector for the label {l:?}")))
-        })
-        .collect()
-}
 
-/// The session's stored messages that reach the model, oldest first, as topics and the filter
-/// read them (text, role, status and mark: [`crate::storage::Store::message_texts`]).
-pub async fn model_history(
-    state: &AppState,
-    session_id: &str,
-) -> Result<Vec<ChatMessage>, AppError> {
-    Ok(state
-        .store
-        .message_texts(session_id)
-        .await?
-        .into_iter()
-        .filter(reaches_model)
-        .collect())
+    /// Each candidate's best cosine over the selected topics' label vectors and their members'
+    /// centroids (cached vectors read, missing computed): a message about the subject scores against
+    /// what the topic's messages say, not only against its two-word label.
+    async fn score(
+        &self,
+        session_id: &str,
+        selected: &[&Topic],
+        candidates: &[ChatMessage],
+    ) -> Result<Vec<Option<f32>>, TopicError> {
+        let hub = self.hubs.get(session_id);
+        let labels: Vec<String> = selected.iter().map(|t| t.label.clone()).collect();
+        let mut anchors = self
+            .label_vectors(hub.as_ref().map(|h| &h.labels), &labels)
+            .await?;
+        let first = candidates.len().saturating_sub(MAX_SCORED);
+        let recent = &candidates[first..];
+        let message_vectors = self
+            .message_vectors(session_id, recent, Urgency::Now)
+            .await?;
+        let by_id: HashMap<&str, &[f32]> = recent
+            .iter()
+            .zip(&message_vectors)
+            .map(|(m, v)| (m.id.as_str(), &v[..]))
+            .collect();
+        anchors.extend(
+            selected
+                .iter()
+                .filter_map(|t| centroid(&t.message_ids, &|id: &str| by_id.get(id).copied())),
+        );
+        let refs: Vec<Option<&[f32]>> = std::iter::repeat_n(None, first)
+            .chain(message_vectors.iter().map(|v| Some(&v[..])))
+            .collect();
+        Ok(topic_scores(&refs, &anchors))
+    }
+
+    /// Each label's vector: kept ones from `kept`, the others embedded now (and kept; when another
+    /// caller kept one meanwhile, that one is used).
+    async fn label_vectors(
+        &self,
+        kept: Option<&LabelVectors>,
+        labels: &[String],
+    ) -> Result<Vec<Vec<f32>>, TopicError> {
+        let mut out: Vec<Option<Arc<[f32]>>> =
+            labels.iter().map(|l| kept.and_then(|k| k.get(l))).collect();
+        let missing: Vec<usize> = (0..labels.len()).filter(|&i| out[i].is_none()).collect();
+        if !missing.is_empty() {
+            let texts = missing.iter().map(|&i| labels[i].clone()).collect();
+            let computed = self.embeddings.embed(texts).await?;
+            for (&i, e) in missing.iter().zip(computed) {
+                let v: Arc<[f32]> = Arc::from(e.vector);
+                out[i] = Some(match kept {
+                    Some(kept) => kept.put(&labels[i], v),
+                    None => v,
+                });
+            }
+        }
+        out.into_iter()
+            .zip(labels)
+            .map(|(v, l)| {
+                v.map(|v| v.to_vec())
+                    .ok_or_else(|| TopicError::Internal(format!("no vector for the label {l:?}")))
+            })
+            .collect()
+    }
+
+    /// The session's stored messages that reach the model, oldest first, as topics and the filter
+    /// read them (text, role, status and mark: [`crate::storage::Store::message_texts`]).
+    pub async fn model_history(&self, session_id: &str) -> Result<Vec<ChatMessage>, TopicError> {
+        Ok(self
+            .store
+            .message_texts(session_id)
+            .await?
+            .into_iter()
+            .filter(reaches_model)
+            .collect())
+    }
 }
 
 /// Messages per read of [`model_history_in_pages`].
 const HISTORY_PAGE: i64 = 64;
 
-/// The newest `most` messages of [`model_history`] (oldest first), for work nobody waits for:
-/// read from the newest end a page at a time, each after the turns starting meanwhile
-/// ([`crate::background::after_turns_start`]), so a turn that arrives during the read shares the
-/// database and the cores with one page of it at most.
-pub async fn model_history_in_pages(
-    state: &AppState,
-    session_id: &str,
-    most: usize,
-) -> Result<Vec<ChatMessage>, AppError> {
-    let mut newest_first = Vec::new();
-    let mut before = i64::MAX;
-    while newest_first.len() < most {
-        crate::background::after_turns_start().await;
-        let page = state
-            .store
-            .message_texts_before(session_id, before, HISTORY_PAGE)
-            .await?;
-        let last_page = (page.len() as i64) < HISTORY_PAGE;
-        if let Some((seq, _)) = page.last() {
-            before = *seq;
-        }
-        newest_first.extend(page.into_iter().map(|(_, m)| m).filter(reaches_model));
-        if last_page {
-            break;
-        }
-    }
-    newest_first.truncate(most);
-    newest_first.reverse();
-    Ok(newest_first)
-}
-
-/// Whether the session's topic settings select history (a label chosen, similarity mode on);
-/// whether the labels still exist and embeddings work is for [`history_filter`] to see.
-fn filter_may_apply(state: &AppState, t: &TopicSettings) -> bool {
-    !t.filter.is_empty() && t.similarity_mode.unwrap_or(state.config.embedding_search)
-}
-
-/// The vectors of a session's messages, in order: from memory or the database, the missing ones
-/// computed (and cached) a step at a time. Refused once the session is deleted (its vectors would
-/// outlive it): a step is stored under the session's gate, which deleting takes too.
-///
-/// - [`Urgency::Now`] (a turn's filter, a command): a whole step under the gate, so a request
-///   waits for another request's step under way rather than computing it twice.
-/// - [`Urgency::Background`] (extraction computing ahead): looked up and computed outside the
-///   gate, on the low-priority thread, which takes the gate only to store. A request never waits
-///   for this work: it computes what it needs itself, so the vectors of a step under way may be
-///   computed twice. The lookup and the store wait for turns that are starting
-///   ([`crate::background::after_turns_start`]).
-pub async fn message_vectors(
-    state: &AppState,
-    session_id: &str,
-    messages: &[ChatMessage],
-    urgency: Urgency,
-) -> Result<Vec<Arc<[f32]>>, AppError> {
-    let gate = session_gate(session_id);
-    let embeddings = &state.embeddings;
-    let mut out = Vec::with_capacity(messages.len());
-    for step in messages.chunks(WARM_STEP) {
-        let items = step.iter().map(message_embed_item).collect();
-        let vectors = match urgency {
-            Urgency::Now => {
-                let _one_at_a_time = gate.lock().await;
-                still_there(state, session_id).await?;
-                embeddings.embed_cached(&state.store, items).await?
+impl Topics {
+    /// The newest `most` messages of [`model_history`] (oldest first), for work nobody waits for:
+    /// read from the newest end a page at a time, each after the turns starting meanwhile
+    /// ([`crate::background::after_turns_start`]), so a turn that arrives during the read shares the
+    /// database and the cores with one page of it at most.
+    pub async fn model_history_in_pages(
+        &self,
+        session_id: &str,
+        most: usize,
+    ) -> Result<Vec<ChatMessage>, TopicError> {
+        let mut newest_first = Vec::new();
+        let mut before = i64::MAX;
+        while newest_first.len() < most {
+            crate::background::after_turns_start().await;
+            let page = self
+                .store
+                .message_texts_before(session_id, before, HISTORY_PAGE)
+                .await?;
+            let last_page = (page.len() as i64) < HISTORY_PAGE;
+            if let Some((seq, _)) = page.last() {
+                before = *seq;
             }
-            Urgency::Background => {
-                crate::background::after_turns_start().await;
-                let lookup = embeddings.look_up(&state.store, items).await?;
-                let fresh = embeddings.compute(&lookup, Urgency::Background).await?;
-                crate::background::after_turns_start().await;
-                let _store_alone = gate.lock().await;
-                still_there(state, session_id).await?;
-                embeddings.complete(&state.store, lookup, fresh).await?
+            newest_first.extend(page.into_iter().map(|(_, m)| m).filter(reaches_model));
+            if last_page {
+                break;
             }
-        };
-        out.extend(vectors);
+        }
+        newest_first.truncate(most);
+        newest_first.reverse();
+        Ok(newest_first)
     }
-    Ok(out)
-}
 
-/// Refuses to store vectors for a deleted session (called under its gate).
-async fn still_there(state: &AppState, session_id: &str) -> Result<(), AppError> {
-    match state.store.session(session_id).await? {
-        Some(_) => Ok(()),
-        None => Err(AppError::NotFound("session")),
+    /// Whether the session's topic settings select history (a label chosen, similarity mode on);
+    /// whether the labels still exist and embeddings work is for [`history_filter`] to see.
+    fn filter_may_apply(&self, t: &TopicSettings) -> bool {
+        !t.filter.is_empty() && t.similarity_mode.unwrap_or(self.config.embedding_search)
+    }
+
+    /// The vectors of a session's messages, in order: from memory or the database, the missing ones
+    /// computed (and cached) a step at a time. Refused once the session is deleted (its vectors would
+    /// outlive it): a step is stored under the session's gate, which deleting takes too.
+    ///
+    /// - [`Urgency::Now`] (a turn's filter, a command): a whole step under the gate, so a request
+    ///   waits for another request's step under way rather than computing it twice.
+    /// - [`Urgency::Background`] (extraction computing ahead): looked up and computed outside the
+    ///   gate, on the low-priority thread, which takes the gate only to store. A request never waits
+    ///   for this work: it computes what it needs itself, so the vectors of a step under way may be
+    ///   computed twice. The lookup and the store wait for turns that are starting
+    ///   ([`crate::background::after_turns_start`]).
+    pub async fn message_vectors(
+        &self,
+        session_id: &str,
+        messages: &[ChatMessage],
+        urgency: Urgency,
+    ) -> Result<Vec<Arc<[f32]>>, TopicError> {
+        let gate = session_gate(session_id);
+        let embeddings = &self.embeddings;
+        let mut out = Vec::with_capacity(messages.len());
+        for step in messages.chunks(WARM_STEP) {
+            let items = step.iter().map(message_embed_item).collect();
+            let vectors = match urgency {
+                Urgency::Now => {
+                    let _one_at_a_time = gate.lock().await;
+                    self.still_there(session_id).await?;
+                    embeddings.embed_cached(&self.store, items).await?
+                }
+                Urgency::Background => {
+                    crate::background::after_turns_start().await;
+                    let lookup = embeddings.look_up(&self.store, items).await?;
+                    let fresh = embeddings.compute(&lookup, Urgency::Background).await?;
+                    crate::background::after_turns_start().await;
+                    let _store_alone = gate.lock().await;
+                    self.still_there(session_id).await?;
+                    embeddings.complete(&self.store, lookup, fresh).await?
+                }
+            };
+            out.extend(vectors);
+        }
+        Ok(out)
+    }
+
+    /// Refuses to store vectors for a deleted session (called under its gate).
+    async fn still_there(&self, session_id: &str) -> Result<(), TopicError> {
+        match self.store.session(session_id).await? {
+            Some(_) => Ok(()),
+            None => Err(TopicError::NotFound("session")),
+        }
     }
 }
 
@@ -374,132 +431,99 @@ pub(crate) fn session_gate(session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
     GATES.of(session_id)
 }
 
-/// Computes ahead the vectors a filter scores (the newest [`MAX_SCORED`] messages of `history`)
-/// that no cache holds yet. Extraction calls it after each reply, so a session that grew faster
-/// than extractions ran (or was imported) is embedded in the background rather than by the first
-/// filter; nothing when embeddings are unavailable.
-pub async fn warm_vectors(
-    state: &AppState,
-    session_id: &str,
-    history: &[ChatMessage],
-    urgency: Urgency,
-) -> Result<(), AppError> {
-    if !matches!(state.embeddings.status(), EmbedStatus::Ready { .. }) {
-        return Ok(());
+impl Topics {
+    /// Computes ahead the vectors a filter scores (the newest [`MAX_SCORED`] messages of `history`)
+    /// that no cache holds yet. Extraction calls it after each reply, so a session that grew faster
+    /// than extractions ran (or was imported) is embedded in the background rather than by the first
+    /// filter; nothing when embeddings are unavailable.
+    pub async fn warm_vectors(
+        &self,
+        session_id: &str,
+        history: &[ChatMessage],
+        urgency: Urgency,
+    ) -> Result<(), TopicError> {
+        if !matches!(self.embeddings.status(), EmbedStatus::Ready { .. }) {
+            return Ok(());
+        }
+        let first = history.len().saturating_sub(MAX_SCORED);
+        self.message_vectors(session_id, &history[first..], urgency)
+            .await?;
+        Ok(())
     }
-    let first = history.len().saturating_sub(MAX_SCORED);
-    message_vectors(state, session_id, &history[first..], urgency).await?;
-    Ok(())
-}
 
-/// Computes ahead, on the low-priority thread, the vectors of a reply and of the message it
-/// answers (the session's newest two) when the session's filter applies, so the next turn scores
-/// them without embedding (extraction would, but only once the conversation pauses).
-pub fn warm_reply(state: AppState, session_id: String) {
-    tokio::spawn(async move {
-        let warmed = async {
-            crate::background::after_turns_start().await;
-            let t = state.store.settings(&session_id).await?.topics;
-            if !filter_may_apply(&state, &t) {
-                return Ok(());
+    /// Computes ahead, on the low-priority thread, the vectors of a reply and of the message it
+    /// answers (the session's newest two) when the session's filter applies, so the next turn scores
+    /// them without embedding (extraction would, but only once the conversation pauses).
+    pub fn warm_reply(self, session_id: String) {
+        tokio::spawn(async move {
+            let warmed = async {
+                crate::background::after_turns_start().await;
+                let t = self.store.settings(&session_id).await?.topics;
+                if !self.filter_may_apply(&t) {
+                    return Ok(());
+                }
+                let newest = self.model_history_in_pages(&session_id, 2).await?;
+                self.warm_vectors(&session_id, &newest, Urgency::Background)
+                    .await
+            };
+            if let Err(e) = warmed.await {
+                tracing::debug!(session = %session_id, error = %e, "reply's vectors not computed ahead");
             }
-            let newest = model_history_in_pages(&state, &session_id, 2).await?;
-            warm_vectors(&state, &session_id, &newest, Urgency::Background).await
-        };
-        if let Err(e) = warmed.await {
-            tracing::debug!(session = %session_id, error = %e, "reply's vectors not computed ahead");
-        }
-    });
-}
+        });
+    }
 
-/// The filter's view of the whole stored history (outside a turn: after a change).
-pub async fn current_view(state: &AppState, session_id: &str) -> Result<FilterView, AppError> {
-    let settings = state.store.settings(session_id).await?;
-    let topics = state.store.topics(session_id).await?;
-    let history = model_history(state, session_id).await?;
-    Ok(
-        history_filter(state, session_id, &settings, topics.as_ref(), &history)
+    /// The filter's view of the whole stored history (outside a turn: after a change).
+    pub async fn current_view(&self, session_id: &str) -> Result<FilterView, TopicError> {
+        let settings = self.store.settings(session_id).await?;
+        let topics = self.store.topics(session_id).await?;
+        let history = self.model_history(session_id).await?;
+        Ok(self
+            .history_filter(session_id, &settings, topics.as_ref(), &history)
             .await
-            .view,
-    )
-}
-
-/// Computes the vectors a filter that applies will score, before the view lock is taken: the
-/// session's other commands and new tabs then wait for the lock only while a view is read, not
-/// while the model embeds (failures are logged; scoring under the lock tries again, and falls
-/// back to the whole history). `urgency`: who waits for the view.
-pub async fn warm_before_view(
-    state: &AppState,
-    session_id: &str,
-    urgency: Urgency,
-) -> Result<(), AppError> {
-    let t = state.store.settings(session_id).await?.topics;
-    if !filter_may_apply(state, &t) {
-        return Ok(());
-    }
-    let history = match urgency {
-        Urgency::Now => model_history(state, session_id).await?,
-        Urgency::Background => model_history_in_pages(state, session_id, MAX_SCORED).await?,
-    };
-    if let Err(e) = warm_vectors(state, session_id, &history, urgency).await {
-        tracing::warn!(session = session_id, error = %e, "vectors not computed ahead");
-    }
-    Ok(())
-}
-
-/// Tells every tab of the session the filter's view (read under the hub's view lock, so tabs get
-/// views in the order of the state they show; vectors computed first, outside the lock, as
-/// `urgency` says: [`Urgency::Now`] for a command, [`Urgency::Background`] for extraction), with
-/// the selected topics the extraction before it `renamed`.
-pub async fn publish_view(
-    state: &AppState,
-    hub: &Hub,
-    urgency: Urgency,
-    renamed: Vec<Renamed>,
-) -> Result<FilterView, AppError> {
-    warm_before_view(state, &hub.session_id, urgency).await?;
-    if urgency == Urgency::Background {
-        crate::background::after_turns_start().await;
-    }
-    let _order = hub.view_lock.lock().await;
-    let mut view = current_view(state, &hub.session_id).await?;
-    view.renamed = renamed;
-    hub.publish(ServerEvent::Filter(view.clone()));
-    Ok(view)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn v(x: f32) -> Arc<[f32]> {
-        Arc::from(vec![x; 4])
+            .view)
     }
 
-    #[test]
-    fn the_first_vector_kept_for_a_label_stays_and_old_labels_go() {
-        let kept = LabelVectors::default();
-        assert_eq!(kept.put("Sourdough", v(1.0)), v(1.0));
-        // A second copy (another caller, or extraction's own) does not replace it.
-        assert_eq!(kept.put("Sourdough", v(2.0)), v(1.0));
-        assert_eq!(kept.get("Sourdough"), Some(v(1.0)));
-        kept.put("Chess", v(3.0));
-        let topics = SessionTopics {
-            topics: vec![Topic {
-                label: "Chess".into(),
-                count: 2,
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        kept.keep_only(&topics);
-        assert_eq!(kept.get("Sourdough"), None);
-        assert_eq!(kept.get("Chess"), Some(v(3.0)));
-        // Bounded: past the limit, what was kept goes.
-        for i in 0..LabelVectors::KEPT {
-            kept.put(&format!("label {i}"), v(i as f32));
+    /// Computes the vectors a filter that applies will score, before the view lock is taken: the
+    /// session's other commands and new tabs then wait for the lock only while a view is read, not
+    /// while the model embeds (failures are logged; scoring under the lock tries again, and falls
+    /// back to the whole history). `urgency`: who waits for the view.
+    pub async fn warm_before_view(
+        &self,
+        session_id: &str,
+        urgency: Urgency,
+    ) -> Result<(), TopicError> {
+        let t = self.store.settings(session_id).await?.topics;
+        if !self.filter_may_apply(&t) {
+            return Ok(());
         }
-        assert!(kept.kept().len() <= LabelVectors::KEPT);
-        assert_eq!(kept.get("Chess"), None);
+        let history = match urgency {
+            Urgency::Now => self.model_history(session_id).await?,
+            Urgency::Background => self.model_history_in_pages(session_id, MAX_SCORED).await?,
+        };
+        if let Err(e) = self.warm_vectors(session_id, &history, urgency).await {
+            tracing::warn!(session = session_id, error = %e, "vectors not computed ahead");
+        }
+        Ok(())
+    }
+
+    /// Tells every tab of the session the filter's view (read under the hub's view lock, so tabs get
+    /// views in the order of the state they show; vectors computed first, outside the lock, as
+    /// `urgency` says: [`Urgency::Now`] for a command, [`Urgency::Background`] for extraction), with
+    /// the selected topics the extraction before it `renamed`.
+    pub async fn publish_view(
+        &self,
+        hub: &Hub,
+        urgency: Urgency,
+        renamed: Vec<Renamed>,
+    ) -> Result<FilterView, TopicError> {
+        self.warm_before_view(&hub.session_id, urgency).await?;
+        if urgency == Urgency::Background {
+            crate::background::after_turns_start().await;
+        }
+        let _order = hub.view_lock.lock().await;
+        let mut view = self.current_view(&hub.session_id).await?;
+        view.renamed = renamed;
+        hub.publish(ServerEvent::Filter(view.clone()));
+        Ok(view)
     }
 }

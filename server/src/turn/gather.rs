@@ -16,11 +16,13 @@ use glassbox_core::prompt::{
 };
 use glassbox_core::wire::{ChatMessage, PageContext, Role};
 
-use super::call::{self, CallFailure};
+use super::{TurnEngine, TurnError};
+use crate::budgets::BudgetError;
+use crate::calls::CallFailure;
 use crate::embed::service::content_hash;
-use crate::error::AppError;
-use crate::sessions::now_ms;
-use crate::state::AppState;
+use crate::ids::now_ms;
+use crate::storage::StorageError;
+use crate::tools::ToolSet;
 
 /// Instructions for the summarizer; the conversation follows as delimited data.
 const SUMMARIZER_PROMPT: &str = "You summarize earlier parts of a conversation so it can continue \
@@ -128,85 +130,96 @@ impl Gathered {
 /// What a turn brings besides the stored history.
 #[derive(Default)]
 pub struct TurnExtras {
-    pub tools: Vec<ToolDefinition>,
+    /// The tools offered (none by default).
+    pub tools: Option<ToolSet>,
     /// The resume reminder, when this is the first message after a resume.
     pub resume: Option<(String, Vec<String>)>,
 }
 
-/// Plans the reply to the last message of `history` (stored, oldest first). When compression asks
-/// for a summary, writes it (or takes the cached one) and plans again with it; a failed summary
-/// leaves the range out, listed. `cancel` stops a summary nobody waits for.
-pub async fn plan_reply(
-    state: &AppState,
-    session_id: &str,
-    model: &str,
-    history: Vec<ChatMessage>,
-    extras: TurnExtras,
-    cancel: impl Future<Output = ()>,
-) -> Result<(Gathered, TurnPlan), AppError> {
-    let settings = state.store.settings(session_id).await?;
-    let page_context = history.last().and_then(|m| m.context.clone());
-    let history: Vec<ChatMessage> = history.into_iter().filter(reaches_model).collect();
-    let topics = state.store.topics(session_id).await?;
-    let earlier = &history[..history.len().saturating_sub(1)];
-    let filter =
-        crate::topics::history_filter(state, session_id, &settings, topics.as_ref(), earlier).await;
-    let mut gathered = Gathered {
-        info: state.context_info_with(model, &settings),
-        history,
-        filter,
-        page_context,
-        system_prompt: state.config.system_prompt.clone(),
-        tool_instructions: (!extras.tools.is_empty())
-            .then(|| state.config.context_prompt.clone())
-            .flatten(),
-        tools: extras.tools,
-        resume: extras.resume,
-        summary: None,
-    };
-    let encoding = gathered.info.encoding.clone();
-    let mut count = |_: Option<&str>, text: &str| state.tokens.count(&encoding, text);
-    let first = {
-        let messages = gathered.messages();
-        plan_turn(&gathered.input(&messages), &mut count)
-    };
-    // Nothing to summarize, or even the summary's reserve leaves no room: no summary call.
-    let Some(wanted) = first
-        .summary_wanted
-        .clone()
-        .filter(|w| !w.is_empty() && first.receipt.overflow.is_none())
-    else {
-        return Ok((gathered, first));
-    };
-    let range_messages: Vec<&ChatMessage> = wanted.iter().map(|&i| &gathered.history[i]).collect();
-    let written = summary_for(state, session_id, model, &range_messages, cancel).await;
-    let (first_id, last_id) = (
-        range_messages[0].id.clone(),
-        range_messages[range_messages.len() - 1].id.clone(),
-    );
-    gathered.summary = Some(match written {
-        Ok(text) => Summary::Written {
-            first_id,
-            last_id,
-            text,
-        },
-        Err(e) => {
-            tracing::warn!(session = session_id, error = %e, "summary failed; older messages left out without one");
-            Summary::Failed
-        }
-    });
-    let plan = {
-        let messages = gathered.messages();
-        plan_turn(&gathered.input(&messages), &mut count)
-    };
-    Ok((gathered, plan))
+impl TurnEngine {
+    /// Plans the reply to the last message of `history` (stored, oldest first). When compression asks
+    /// for a summary, writes it (or takes the cached one) and plans again with it; a failed summary
+    /// leaves the range out, listed. `cancel` stops a summary nobody waits for.
+    pub async fn plan_reply(
+        &self,
+        session_id: &str,
+        model: &str,
+        history: Vec<ChatMessage>,
+        extras: TurnExtras,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<(Gathered, TurnPlan), TurnError> {
+        let settings = self.store.settings(session_id).await?;
+        let page_context = history.last().and_then(|m| m.context.clone());
+        let history: Vec<ChatMessage> = history.into_iter().filter(reaches_model).collect();
+        let topics = self.store.topics(session_id).await?;
+        let earlier = &history[..history.len().saturating_sub(1)];
+        let filter = self
+            .topics
+            .history_filter(session_id, &settings, topics.as_ref(), earlier)
+            .await;
+        let tools = extras.tools.unwrap_or_else(|| ToolSet::new(Vec::new()));
+        let mut gathered = Gathered {
+            info: self.windows.info_for(model, &settings, &tools),
+            history,
+            filter,
+            page_context,
+            system_prompt: self.config.system_prompt.clone(),
+            tool_instructions: (!tools.is_empty())
+                .then(|| self.config.context_prompt.clone())
+                .flatten(),
+            tools: tools.definitions(),
+            resume: extras.resume,
+            summary: None,
+        };
+        let encoding = gathered.info.encoding.clone();
+        let mut count = |_: Option<&str>, text: &str| self.tokens.count(&encoding, text);
+        let first = {
+            let messages = gathered.messages();
+            plan_turn(&gathered.input(&messages), &mut count)
+        };
+        // Nothing to summarize, or even the summary's reserve leaves no room: no summary call.
+        let Some(wanted) = first
+            .summary_wanted
+            .clone()
+            .filter(|w| !w.is_empty() && first.receipt.overflow.is_none())
+        else {
+            return Ok((gathered, first));
+        };
+        let range_messages: Vec<&ChatMessage> =
+            wanted.iter().map(|&i| &gathered.history[i]).collect();
+        let written = self
+            .summary_for(session_id, model, &range_messages, cancel)
+            .await;
+        let (first_id, last_id) = (
+            range_messages[0].id.clone(),
+            range_messages[range_messages.len() - 1].id.clone(),
+        );
+        gathered.summary = Some(match written {
+            Ok(text) => Summary::Written {
+                first_id,
+                last_id,
+                text,
+            },
+            Err(e) => {
+                tracing::warn!(session = session_id, error = %e, "summary failed; older messages left out without one");
+                Summary::Failed
+            }
+        });
+        let plan = {
+            let messages = gathered.messages();
+            plan_turn(&gathered.input(&messages), &mut count)
+        };
+        Ok((gathered, plan))
+    }
 }
 
 /// Why no summary could be used.
 #[derive(Debug, thiserror::Error)]
 enum SummaryError {
     #[error(transparent)]
-    App(#[from] AppError),
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
     #[error("summary call failed: {0:?}")]
     Call(CallFailure),
     #[error("the summary model wrote nothing")]
@@ -215,82 +228,77 @@ enum SummaryError {
     CutShort,
 }
 
-/// The cached summary of `messages`, or a new one from the summary model (stored only when it is
-/// complete and not empty).
-async fn summary_for(
-    state: &AppState,
-    session_id: &str,
-    model: &str,
-    messages: &[&ChatMessage],
-    cancel: impl Future<Output = ()>,
-) -> Result<String, SummaryError> {
-    let (Some(first), Some(last)) = (messages.first(), messages.last()) else {
-        return Err(SummaryError::Empty);
-    };
-    let transcript: String = messages
-        .iter()
-        .map(|m| format!("{}: {}\n", m.role.as_str(), flat_text(m)))
-        .collect();
-    let hash = content_hash(&transcript);
-    if let Some(s) = state
-        .store
-        .summary(session_id, &first.id, &last.id, &hash)
-        .await
-        .map_err(AppError::from)?
-    {
-        return Ok(s);
+impl TurnEngine {
+    /// The cached summary of `messages`, or a new one from the summary model (stored only when it is
+    /// complete and not empty).
+    async fn summary_for(
+        &self,
+        session_id: &str,
+        model: &str,
+        messages: &[&ChatMessage],
+        cancel: impl Future<Output = ()>,
+    ) -> Result<String, SummaryError> {
+        let (Some(first), Some(last)) = (messages.first(), messages.last()) else {
+            return Err(SummaryError::Empty);
+        };
+        let transcript: String = messages
+            .iter()
+            .map(|m| format!("{}: {}\n", m.role.as_str(), flat_text(m)))
+            .collect();
+        let hash = content_hash(&transcript);
+        if let Some(s) = self
+            .store
+            .summary(session_id, &first.id, &last.id, &hash)
+            .await?
+        {
+            return Ok(s);
+        }
+        let request = ProviderRequest {
+            model: self
+                .config
+                .summary_model
+                .clone()
+                .unwrap_or_else(|| model.to_owned()),
+            system: Some(SUMMARIZER_PROMPT.to_owned()),
+            messages: vec![PromptMessage::text(
+                Role::User,
+                format!(
+                    "<conversation>\n{}</conversation>",
+                    escape_tags(&transcript)
+                ),
+            )],
+            tools: vec![],
+            max_output_tokens: SUMMARY_RESERVE,
+            response_schema: None,
+        };
+        // A summary is a provider call like any other: within the budget, and counted.
+        let (text, out) = self.calls.collected(session_id, request, cancel).await?;
+        let out = out.map_err(SummaryError::Call)?;
+        if out.cut_short() {
+            return Err(SummaryError::CutShort);
+        }
+        if text.trim().is_empty() {
+            return Err(SummaryError::Empty);
+        }
+        self.store
+            .put_summary(session_id, (&first.id, &last.id, &hash), &text, now_ms())
+            .await?;
+        Ok(text)
     }
-    let request = ProviderRequest {
-        model: state
-            .config
-            .summary_model
-            .clone()
-            .unwrap_or_else(|| model.to_owned()),
-        system: Some(SUMMARIZER_PROMPT.to_owned()),
-        messages: vec![PromptMessage::text(
-            Role::User,
-            format!(
-                "<conversation>\n{}</conversation>",
-                escape_tags(&transcript)
-            ),
-        )],
-        tools: vec![],
-        max_output_tokens: SUMMARY_RESERVE,
-        response_schema: None,
-    };
-    // A summary is a provider call like any other: within the budget, and counted.
-    let (text, out) = call::call_collected(state, session_id, request, cancel).await?;
-    let out = out.map_err(SummaryError::Call)?;
-    if out.cut_short() {
-        return Err(SummaryError::CutShort);
-    }
-    if text.trim().is_empty() {
-        return Err(SummaryError::Empty);
-    }
-    state
-        .store
-        .put_summary(session_id, (&first.id, &last.id, &hash), &text, now_ms())
-        .await
-        .map_err(AppError::from)?;
-    Ok(text)
-}
 
-/// The resume reminder for `sets` (`None` when there is nothing to remind): files checked with the
-/// host's existence check when one is configured (`GLASSBOX_FILE_CHECK_URL`).
-pub async fn resume_reminder(
-    state: &AppState,
-    sets: &ContextSets,
-) -> Option<(String, Vec<String>)> {
-    let files = sets.get("files").cloned().unwrap_or_default();
-    let missing: Vec<String> = match &state.config.file_check_url {
-        None => Vec::new(),
-        Some(template) => {
-            let checks = files.iter().map(|f| async move {
+    /// The resume reminder for `sets` (`None` when there is nothing to remind): files checked with the
+    /// host's existence check when one is configured (`GLASSBOX_FILE_CHECK_URL`).
+    pub async fn resume_reminder(&self, sets: &ContextSets) -> Option<(String, Vec<String>)> {
+        let files = sets.get("files").cloned().unwrap_or_default();
+        let missing: Vec<String> = match &self.config.file_check_url {
+            None => Vec::new(),
+            Some(template) => {
+                let checks = files.iter().map(|f| async move {
                 let path = percent_encoding::utf8_percent_encode(f, percent_encoding::NON_ALPHANUMERIC);
                 let url = template.replace("{path}", &path.to_string());
                 let gone = match tokio::time::timeout(
                     std::time::Duration::from_secs(3),
-                    state.http.head(&url).send(),
+                    self.http.head(&url).send(),
                 )
                 .await
                 {
@@ -303,13 +311,14 @@ pub async fn resume_reminder(
                 };
                 gone.then(|| f.clone())
             });
-            futures::future::join_all(checks)
-                .await
-                .into_iter()
-                .flatten()
-                .collect()
-        }
-    };
-    let block = sets::resume_block(sets, &|f| !missing.iter().any(|m| m == f))?;
-    Some((block, sets.keys().cloned().collect()))
+                futures::future::join_all(checks)
+                    .await
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+        };
+        let block = sets::resume_block(sets, &|f| !missing.iter().any(|m| m == f))?;
+        Some((block, sets.keys().cloned().collect()))
+    }
 }

@@ -24,7 +24,7 @@ use glassbox_core::context::{
 use glassbox_core::wire::Role;
 use glassbox_e2e::{start_server, widget_dir};
 use glassbox_fake_provider::{Behaviour, FakeProvider};
-use glassbox_server::context::TokenCounter;
+use glassbox_server::tokens::TokenCounter;
 use serde_json::json;
 
 const MESSAGES: usize = 1000;

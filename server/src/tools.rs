@@ -1,22 +1,24 @@
 //! Tools the model may call while it answers, behind a small trait so other sources (MCP servers)
-//! can join the registry later. Whatever goes wrong — an unknown tool, arguments that are not JSON
+//! can join: the registry changes while the server runs, and each tool is offered to everyone, to
+//! one agent or to one session ([`ToolScope`]); a turn takes the [`ToolSet`] of its agent and
+//! session when it starts and keeps it through its rounds. Whatever goes wrong — an unknown tool, arguments that are not JSON
 //! or do not fit the schema, a failing tool — becomes an error result the model reads, never a
 //! failed reply.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
 use glassbox_core::context::sets::{
     self, ContextSetError, GetContextArgs, MergeMode, SetContextArgs,
 };
 use glassbox_core::prompt::{ToolCall, ToolDefinition};
-use glassbox_core::wire::{ContextEvent, ContextReason, ServerEvent, ToolExchange};
+use glassbox_core::wire::ToolExchange;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::error::AppError;
+use crate::context_sets::{self, ContextSetsError};
 use crate::hub::Hub;
-use crate::state::AppState;
+use crate::storage::Store;
 
 /// Longest tool result sent back to the model, in bytes.
 pub const MAX_RESULT_BYTES: usize = 16 * 1024;
@@ -24,7 +26,7 @@ pub const MAX_RESULT_BYTES: usize = 16 * 1024;
 /// Where a tool runs: the session of the reply that called it.
 #[derive(Clone, Copy)]
 pub struct ToolCtx<'a> {
-    pub state: &'a AppState,
+    pub store: &'a Store,
     pub hub: &'a Hub,
 }
 
@@ -50,12 +52,12 @@ pub enum ToolError {
     Internal,
 }
 
-impl From<AppError> for ToolError {
-    fn from(e: AppError) -> Self {
+impl From<ContextSetsError> for ToolError {
+    fn from(e: ContextSetsError) -> Self {
         match e {
-            AppError::ContextSet(e) => ToolError::ContextSet(e),
-            other => {
-                tracing::error!(error = %other, "tool failed");
+            ContextSetsError::Invalid(e) => ToolError::ContextSet(e),
+            ContextSetsError::Storage(e) => {
+                tracing::error!(error = %e, "tool failed");
                 ToolError::Internal
             }
         }
@@ -76,16 +78,101 @@ pub trait Tool: Send + Sync {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
 }
 
-/// The tools offered with every reply.
-#[derive(Clone)]
+/// Who a tool is offered to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ToolScope {
+    /// Every agent and session.
+    Everyone,
+    /// The sessions of one agent.
+    Agent(String),
+    /// One session.
+    Session(String),
+}
+
+/// The tools the server knows, each with its scope. Clones share one registry; it changes while
+/// the server runs (tools added and removed), and turns already under way keep their [`ToolSet`].
+#[derive(Clone, Default)]
 pub struct ToolRegistry {
+    tools: Arc<RwLock<Vec<Scoped>>>,
+}
+
+/// A tool and who it is offered to.
+type Scoped = (ToolScope, Arc<dyn Tool>);
+
+impl ToolRegistry {
+    /// The built-in tools for everyone: the session's context sets.
+    pub fn builtin() -> Self {
+        let registry = Self::default();
+        registry.add(ToolScope::Everyone, Arc::new(SetRelevantContext));
+        registry.add(ToolScope::Everyone, Arc::new(GetRelevantContext));
+        registry
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Scoped>> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Scoped>> {
+        self.tools.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Offers `tool` to `scope`, replacing a tool of the same name there.
+    pub fn add(&self, scope: ToolScope, tool: Arc<dyn Tool>) {
+        let mut tools = self.write();
+        tools.retain(|(s, t)| !(s == &scope && t.name() == tool.name()));
+        tools.push((scope, tool));
+    }
+
+    /// Withdraws the tool `name` from `scope`; false when it was not offered there.
+    pub fn remove(&self, scope: &ToolScope, name: &str) -> bool {
+        let mut tools = self.write();
+        let before = tools.len();
+        tools.retain(|(s, t)| !(s == scope && t.name() == name));
+        tools.len() != before
+    }
+
+    /// Withdraws every tool of `scope` (a session deleted, an agent's tool server gone).
+    pub fn clear(&self, scope: &ToolScope) {
+        self.write().retain(|(s, _)| s != scope);
+    }
+
+    /// The tools a turn of `session_id` (of `agent`) is offered, in the order they were added;
+    /// where names collide, the narrowest scope's tool wins (session, then agent, then everyone).
+    pub fn for_turn(&self, agent: Option<&str>, session_id: &str) -> ToolSet {
+        let rank = |scope: &ToolScope| match scope {
+            ToolScope::Session(s) if s == session_id => Some(2),
+            ToolScope::Agent(a) if Some(a.as_str()) == agent => Some(1),
+            ToolScope::Everyone => Some(0),
+            _ => None,
+        };
+        let tools = self.read();
+        let offered: Vec<(u8, &Arc<dyn Tool>)> = tools
+            .iter()
+            .filter_map(|(scope, tool)| rank(scope).map(|r| (r, tool)))
+            .collect();
+        let chosen = offered
+            .iter()
+            .filter(|(r, tool)| {
+                !offered
+                    .iter()
+                    .any(|(other, t)| other > r && t.name() == tool.name())
+            })
+            .map(|(_, tool)| Arc::clone(tool))
+            .collect();
+        ToolSet::new(chosen)
+    }
+}
+
+/// The tools one turn is offered; fixed for the turn, so its rounds and its receipt agree.
+#[derive(Clone)]
+pub struct ToolSet {
     tools: Vec<Arc<dyn Tool>>,
     /// The definitions as JSON, serialized once (the meter counts their tokens).
     definitions_json: Arc<str>,
 }
 
-impl ToolRegistry {
-    /// A registry of `tools`.
+impl ToolSet {
+    /// A set of `tools`.
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
         let definitions: Vec<ToolDefinition> = tools.iter().map(|t| t.definition()).collect();
         for (tool, definition) in tools.iter().zip(&definitions) {
@@ -112,14 +199,6 @@ impl ToolRegistry {
     /// The definitions as the JSON whose tokens the plan counts.
     pub fn definitions_json(&self) -> &str {
         &self.definitions_json
-    }
-
-    /// The built-in tools: the session's context sets.
-    pub fn builtin() -> Self {
-        Self::new(vec![
-            Arc::new(SetRelevantContext),
-            Arc::new(GetRelevantContext),
-        ])
     }
 
     /// What the model is offered.
@@ -196,7 +275,7 @@ impl Tool for SetRelevantContext {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             let args: SetContextArgs = parse(args)?;
-            let context = change_context_set(ctx.state, ctx.hub, &args).await?;
+            let context = context_sets::change(ctx.store, ctx.hub, &args).await?;
             let verb = match (args.mode, args.items.is_empty()) {
                 (MergeMode::Replace, true) => "cleared".to_owned(),
                 (MergeMode::Replace, false) => format!("set {}", args.items.len()),
@@ -230,64 +309,13 @@ impl Tool for GetRelevantContext {
         Box::pin(async move {
             let args: GetContextArgs = parse(args)?;
             let settings = ctx
-                .state
                 .store
                 .settings(&ctx.hub.session_id)
                 .await
-                .map_err(AppError::from)?;
+                .map_err(ContextSetsError::from)?;
             let text = sets::get_result_text(&settings.context, args.set_name.as_deref());
             let line = args.set_name.unwrap_or_else(|| "all".to_owned());
             Ok(ToolOutput { text, line })
         })
     }
-}
-
-/// Changes one context set of the hub's session (the model's tool, the host, REST), stores it and
-/// tells every tab. Unknown set names are allowed and logged (likely a typo).
-pub async fn change_context_set(
-    state: &AppState,
-    hub: &Hub,
-    args: &SetContextArgs,
-) -> Result<sets::ContextSets, AppError> {
-    if !sets::is_known_set(&args.set_name) {
-        tracing::warn!(session = %hub.session_id, set = %args.set_name, "unknown context set name (typo?)");
-    }
-    let (context, _) = state
-        .store
-        .update_settings(&hub.session_id, |s| -> Result<_, AppError> {
-            s.context = sets::apply_set(&s.context, &args.set_name, &args.items, args.mode)?;
-            Ok(s.context.clone())
-        })
-        .await?;
-    hub.publish(ServerEvent::Context(ContextEvent {
-        reason: ContextReason::Changed,
-        context: context.clone(),
-        set_name: Some(args.set_name.clone()),
-    }));
-    Ok(context)
-}
-
-/// Replaces all context sets of the hub's session (REST `context`), stores them, tells every tab.
-pub async fn replace_context(
-    state: &AppState,
-    hub: &Hub,
-    context: sets::ContextSets,
-) -> Result<sets::ContextSets, AppError> {
-    sets::validate_sets(&context)?;
-    for name in context.keys().filter(|n| !sets::is_known_set(n)) {
-        tracing::warn!(session = %hub.session_id, set = %name, "unknown context set name (typo?)");
-    }
-    let (context, _) = state
-        .store
-        .update_settings(&hub.session_id, |s| -> Result<_, AppError> {
-            s.context = context;
-            Ok(s.context.clone())
-        })
-        .await?;
-    hub.publish(ServerEvent::Context(ContextEvent {
-        reason: ContextReason::Changed,
-        context: context.clone(),
-        set_name: None,
-    }));
-    Ok(context)
 }

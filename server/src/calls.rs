@@ -1,5 +1,6 @@
-//! One provider call, used for replies, summaries and every tool round alike: it streams a request
-//! under the idle and total timeouts and stops as soon as `cancel` resolves (every client gone).
+//! Provider calls, used for replies, summaries, topic extraction and every tool round alike: each
+//! streams a request under the idle and total timeouts and stops as soon as `cancel` resolves
+//! (every client gone).
 
 use std::future::Future;
 use std::time::Duration;
@@ -9,8 +10,12 @@ use glassbox_core::ErrorCode;
 use glassbox_core::prompt::{ProviderRequest, ToolCall};
 use glassbox_core::wire::{Usage, WireError};
 
-use crate::error::AppError;
+use std::sync::Arc;
+
+use crate::budgets::{BudgetError, Budgets};
 use crate::providers::{Provider, ProviderError, ProviderEvent};
+use crate::tokens::TokenCounter;
+use crate::wire_error::ToWire;
 
 /// How long a call may wait for the next event, and take in all.
 #[derive(Debug, Clone, Copy)]
@@ -31,7 +36,7 @@ impl CallFailure {
     /// The failure as clients see it.
     pub fn to_wire(&self) -> WireError {
         match self {
-            CallFailure::Provider(e) => AppError::Provider(e.clone()).to_wire(),
+            CallFailure::Provider(e) => e.to_wire(),
             CallFailure::Cancelled => WireError::new(
                 ErrorCode::Cancelled,
                 "the reply was stopped because every client disconnected",
@@ -57,39 +62,72 @@ impl CallOutput {
     }
 }
 
-/// A call whose text nobody watches stream (a summary, topic extraction): checked against the
-/// session's budget first, its spend recorded after (the provider's usage, else our count of the
-/// request's texts and the answer). Returns the whole text beside the call's outcome.
-pub async fn call_collected(
-    state: &crate::state::AppState,
-    session_id: &str,
-    request: ProviderRequest,
-    cancel: impl Future<Output = ()>,
-) -> Result<(String, Result<CallOutput, CallFailure>), AppError> {
-    state.check_budget(session_id).await?;
-    let (encoding, _) = glassbox_core::context::encoding_for(&request.model);
-    let sent: u32 = request
-        .system
-        .iter()
-        .chain(request.messages.iter().map(|m| &m.content))
-        .map(|t| state.tokens.count(encoding, t))
-        .sum();
-    let mut text = String::new();
-    let out = call(
-        &*state.provider,
-        request,
-        state.call_limits(),
-        cancel,
-        &mut |t| text.push_str(&t),
-    )
-    .await;
-    let usage = out.as_ref().ok().and_then(|o| o.usage);
-    state
-        .record_call(session_id, None, usage, || {
-            u64::from(sent) + u64::from(state.tokens.count(encoding, &text))
-        })
-        .await?;
-    Ok((text, out))
+/// The provider with its limits, and the budget every call is made within.
+#[derive(Clone)]
+pub struct Calls {
+    pub provider: Arc<dyn Provider>,
+    pub limits: Limits,
+    pub budgets: Budgets,
+    tokens: Arc<TokenCounter>,
+}
+
+impl Calls {
+    /// Calls to `provider` under `limits`, spending from `budgets` (counted with `tokens` when the
+    /// provider reports no usage).
+    pub fn new(
+        provider: Arc<dyn Provider>,
+        limits: Limits,
+        budgets: Budgets,
+        tokens: Arc<TokenCounter>,
+    ) -> Self {
+        Self {
+            provider,
+            limits,
+            budgets,
+            tokens,
+        }
+    }
+
+    /// Streams `request` under the limits; text goes to `on_text` piece by piece. The caller
+    /// checks the budget before and records the spend after.
+    pub async fn stream(
+        &self,
+        request: ProviderRequest,
+        cancel: impl Future<Output = ()>,
+        on_text: &mut (dyn FnMut(String) + Send),
+    ) -> Result<CallOutput, CallFailure> {
+        call(&*self.provider, request, self.limits, cancel, on_text).await
+    }
+
+    /// A call whose text nobody watches stream (a summary, topic extraction): checked against the
+    /// session's budget first, its spend recorded after (the provider's usage, else our count of
+    /// the request's texts and the answer). Returns the whole text beside the call's outcome.
+    pub async fn collected(
+        &self,
+        session_id: &str,
+        request: ProviderRequest,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<(String, Result<CallOutput, CallFailure>), BudgetError> {
+        self.budgets.check(session_id).await?;
+        let (encoding, _) = glassbox_core::context::encoding_for(&request.model);
+        let sent: u32 = request
+            .system
+            .iter()
+            .chain(request.messages.iter().map(|m| &m.content))
+            .map(|t| self.tokens.count(encoding, t))
+            .sum();
+        let mut text = String::new();
+        let out = self
+            .stream(request, cancel, &mut |t| text.push_str(&t))
+            .await;
+        let usage = out.as_ref().ok().and_then(|o| o.usage);
+        self.budgets
+            .record_call(session_id, None, usage, || {
+                u64::from(sent) + u64::from(self.tokens.count(encoding, &text))
+            })
+            .await?;
+        Ok((text, out))
+    }
 }
 
 /// Streams `request`; text goes to `on_text` piece by piece as it arrives.
