@@ -2,7 +2,8 @@
 //! requests with (`context::plan_turn`), so the preview matches the request that will be sent.
 
 use glassbox_core::context::{
-    Choice, ContextInfo, MeterReading, Overflow, Selection, TurnInput, TurnMessage, plan_turn,
+    Choice, ContextInfo, MeterReading, Overflow, Selection, TurnInput, TurnMessage, TurnSources,
+    plan_turn,
 };
 use glassbox_core::tokens::estimate;
 use glassbox_core::wire::PageContext;
@@ -78,17 +79,15 @@ pub fn read(
     let plan = plan_turn(
         &TurnInput {
             info,
-            system_prompt: None,
             messages,
-            page_context,
-            summary: None,
-            tools: &[],
-            tool_instructions: None,
-            resume: None,
-            selection: choices.map(|choices| Selection {
-                choices,
-                filter: None,
-            }),
+            sources: TurnSources {
+                page_context,
+                selection: choices.map(|choices| Selection {
+                    choices,
+                    filter: None,
+                }),
+                ..Default::default()
+            },
         },
         &mut count,
     );

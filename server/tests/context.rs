@@ -4,7 +4,9 @@
 mod support;
 
 use glassbox_core::context::plan::{Sources, build_request};
-use glassbox_core::context::{CurrentReply, PartKind, Receipt, TurnMessage};
+use glassbox_core::context::{
+    CurrentReply, PartKind, Receipt, SummaryInput, TurnMessage, TurnSources,
+};
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::tokens::Tokenizer;
 use glassbox_fake_provider::Behaviour;
@@ -349,13 +351,16 @@ async fn a_stored_receipt_rebuilds_exactly_what_the_provider_received() {
     .await;
     let (id, _, last) = six_turns_summarized(&server).await;
     let receipt: Receipt = serde_json::from_value(last["reply"]["receipt"].clone()).unwrap();
-    assert!(
-        receipt
-            .parts
-            .iter()
-            .any(|p| matches!(p.kind, PartKind::Summary { .. })),
-        "{receipt:?}"
-    );
+    let (first_id, last_id) = receipt
+        .parts
+        .iter()
+        .find_map(|p| match &p.kind {
+            PartKind::Summary {
+                first_id, last_id, ..
+            } => Some((first_id.as_str(), last_id.as_str())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{receipt:?}"));
     let user_id = last["message"]["id"].as_str().unwrap();
     let stored = server
         .state
@@ -372,13 +377,17 @@ async fn a_stored_receipt_rebuilds_exactly_what_the_provider_received() {
         &receipt,
         &Sources {
             model: "tiny-model",
-            system_prompt: server.state.config.system_prompt.as_deref(),
             messages: &messages,
-            page_context: stored.last().and_then(|m| m.context.as_ref()),
-            summary: Some("Summary: user sent data."),
-            tools: &[],
-            tool_instructions: None,
-            resume: None,
+            sources: TurnSources {
+                system_prompt: server.state.config.system_prompt.as_deref(),
+                page_context: stored.last().and_then(|m| m.context.as_ref()),
+                summary: Some(SummaryInput::Written {
+                    first_id,
+                    last_id,
+                    text: "Summary: user sent data.",
+                }),
+                ..Default::default()
+            },
             current: CurrentReply::default(),
         },
     );

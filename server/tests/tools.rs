@@ -7,7 +7,7 @@ mod support;
 
 use glassbox_core::context::plan::{Sources, build_request};
 use glassbox_core::context::sets::{DEFAULT_TOOLS_PROMPT, context_tools};
-use glassbox_core::context::{CurrentReply, PartKind, Receipt, TurnMessage};
+use glassbox_core::context::{CurrentReply, PartKind, Receipt, TurnMessage, TurnSources};
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::ChatMessage;
 use glassbox_fake_provider::Behaviour;
@@ -168,13 +168,12 @@ async fn several_rounds_then_text(api: Api) {
         &receipt,
         &Sources {
             model: &server.state.config.model,
-            system_prompt: None,
             messages: &history,
-            page_context: None,
-            summary: None,
-            tools: &tools,
-            tool_instructions: Some(DEFAULT_TOOLS_PROMPT),
-            resume: None,
+            sources: TurnSources {
+                tools: &tools,
+                tool_instructions: Some(DEFAULT_TOOLS_PROMPT),
+                ..Default::default()
+            },
             current: CurrentReply {
                 text: &reply_msg.content,
                 rounds: &reply_msg.tool_rounds,

@@ -26,7 +26,7 @@ pub use meter::{
     CompressionReport, ContextInfo, ContextReport, MeterReading, MeterState, ServerFacts,
 };
 pub use plan::{
-    CurrentReply, ResumeInput, Selection, SummaryInput, TurnInput, TurnMessage, TurnPlan,
+    CurrentReply, ResumeInput, Selection, SummaryInput, TurnInput, TurnMessage, TurnPlan, TurnSources,
     plan_turn, record_tool_round,
 };
 pub use receipt::{

@@ -117,14 +117,44 @@ pub enum SummaryInput<'a> {
     Failed,
 }
 
-/// Everything gathered for one turn.
+impl<'a> SummaryInput<'a> {
+    /// The summary's text, when written.
+    pub fn text(&self) -> Option<&'a str> {
+        match *self {
+            Self::Written { text, .. } => Some(text),
+            Self::Failed => None,
+        }
+    }
+}
+
+/// Everything gathered for one turn: the window's facts, the history and the other sources.
 #[derive(Debug, Clone)]
 pub struct TurnInput<'a> {
+    /// The window's facts: model, limit, reserve, compression settings.
     pub info: &'a ContextInfo,
-    /// The operator's system prompt; `None` where only its token count is known (the widget).
-    pub system_prompt: Option<&'a str>,
     /// The history that reaches the model, oldest first, ending with the message being answered.
     pub messages: &'a [TurnMessage<'a>],
+    /// What else the turn brings (system prompt, page context, tools, …).
+    pub sources: TurnSources<'a>,
+}
+
+impl<'a> TurnInput<'a> {
+    /// A turn of only its history (every other source absent).
+    pub fn new(info: &'a ContextInfo, messages: &'a [TurnMessage<'a>]) -> Self {
+        Self {
+            info,
+            messages,
+            sources: TurnSources::default(),
+        }
+    }
+}
+
+/// The sources of a turn besides its history, one field each, absent by default: a new source is
+/// one new field here. The plan reads all of them; [`build_request`] the texts the receipt names.
+#[derive(Debug, Clone, Default)]
+pub struct TurnSources<'a> {
+    /// The operator's system prompt; `None` where only its token count is known (the widget).
+    pub system_prompt: Option<&'a str>,
     /// The host page's context sent with the message.
     pub page_context: Option<&'a PageContext>,
     /// The summary compression asked for, once written or failed.
@@ -169,30 +199,35 @@ pub type Count<'c> = dyn FnMut(Option<&str>, &str) -> u32 + 'c;
 pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     let info = input.info;
     let msgs = input.messages;
+    let sources = &input.sources;
     let counted: Vec<CountedMessage> = msgs
         .iter()
         .map(|m| CountedMessage {
             // A message with attachments is never an acknowledgement to drop: compression reads
             // no text for it.
-            content: if m.attachments.is_empty() { &m.text } else { "" },
+            content: if m.attachments.is_empty() {
+                &m.text
+            } else {
+                ""
+            },
             tokens: m.tokens(count),
         })
         .collect();
     let cost = |i: usize| counted[i].tokens + MESSAGE_OVERHEAD as u32;
-    let context_tokens = input
+    let context_tokens = sources
         .page_context
         .map(|c| count(None, &page_context_segment(c)));
-    let system_tokens = match input.system_prompt {
+    let system_tokens = match sources.system_prompt {
         Some(text) => count(None, text),
         None => info.system_prompt_tokens,
     };
-    let tool_tokens = if input.tools.is_empty() {
+    let tool_tokens = if sources.tools.is_empty() {
         info.tool_tokens
     } else {
-        let definitions = serde_json::to_string(input.tools).unwrap_or_default();
-        count(None, &definitions) + input.tool_instructions.map_or(0, |t| count(None, t))
+        let definitions = serde_json::to_string(sources.tools).unwrap_or_default();
+        count(None, &definitions) + sources.tool_instructions.map_or(0, |t| count(None, t))
     };
-    let resume_tokens = input.resume.map(|r| count(None, r.block));
+    let resume_tokens = sources.resume.map(|r| count(None, r.block));
     // The tools share the system prompt's part of the window; the resume block the page context's.
     let info_now = ContextInfo {
         system_prompt_tokens: system_tokens + tool_tokens,
@@ -203,7 +238,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     // Selection first: pinned and sticky messages go whatever compression decides (charged like
     // knowledge), dropped ones are out; compression works on the rest and the message answered.
     let last = msgs.len().checked_sub(1);
-    let choice = |i: usize| match input.selection {
+    let choice = |i: usize| match sources.selection {
         Some(sel) if Some(i) != last => sel
             .choices
             .get(i)
@@ -238,7 +273,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     });
 
     let mut parts = Vec::new();
-    if input.system_prompt.is_some() || system_tokens > 0 {
+    if sources.system_prompt.is_some() || system_tokens > 0 {
         parts.push(Part {
             kind: PartKind::SystemPrompt,
             reason: Reason::Always,
@@ -248,13 +283,13 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     if tool_tokens > 0 {
         parts.push(Part {
             kind: PartKind::Tools {
-                names: input.tools.iter().map(|t| t.name.clone()).collect(),
+                names: sources.tools.iter().map(|t| t.name.clone()).collect(),
             },
             reason: Reason::Always,
             tokens: tool_tokens,
         });
     }
-    if let (Some(ctx), Some(tokens)) = (input.page_context, context_tokens) {
+    if let (Some(ctx), Some(tokens)) = (sources.page_context, context_tokens) {
         parts.push(Part {
             kind: PartKind::PageContext {
                 keys: ctx.keys().cloned().collect(),
@@ -263,7 +298,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             tokens,
         });
     }
-    if let (Some(resume), Some(tokens)) = (input.resume, resume_tokens) {
+    if let (Some(resume), Some(tokens)) = (sources.resume, resume_tokens) {
         parts.push(Part {
             kind: PartKind::Resume {
                 sets: resume.sets.to_vec(),
@@ -280,7 +315,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     let mut summary_tokens = 0;
     if let Some(range) = summarized.clone().filter(|r| !r.is_empty()) {
         let (first, last) = (id_of(range[0]), id_of(range[range.len() - 1]));
-        let why = match input.summary {
+        let why = match sources.summary {
             Some(SummaryInput::Written {
                 first_id,
                 last_id,
@@ -362,9 +397,9 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             Choice::Kept(_) if in_summary[i] => {}
             Choice::Kept(_) => {
                 let why = if low_value_strategy
-                && msgs[i].attachments.is_empty()
-                && is_low_value(&msgs[i].text)
-            {
+                    && msgs[i].attachments.is_empty()
+                    && is_low_value(&msgs[i].text)
+                {
                     LeftOutWhy::LowValue
                 } else {
                     LeftOutWhy::Window
@@ -373,7 +408,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             }
         }
     }
-    let filtered = input.selection.is_some_and(|s| s.filter.is_some());
+    let filtered = sources.selection.is_some_and(|s| s.filter.is_some());
     let scores = |range: &Range<usize>| -> Vec<Option<Score>> {
         if !filtered {
             return Vec::new();
@@ -473,7 +508,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             needed: counted_input,
             room,
         }),
-        filter: input.selection.and_then(|s| s.filter.cloned()),
+        filter: sources.selection.and_then(|s| s.filter.cloned()),
     };
     reading.breakdown = breakdown;
     reading.compression = compression;
@@ -481,16 +516,8 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
         &receipt,
         &Sources {
             model: &info.model,
-            system_prompt: input.system_prompt,
             messages: msgs,
-            page_context: input.page_context,
-            summary: match input.summary {
-                Some(SummaryInput::Written { text, .. }) => Some(text),
-                _ => None,
-            },
-            tools: input.tools,
-            tool_instructions: input.tool_instructions,
-            resume: input.resume.map(|r| r.block),
+            sources: sources.clone(),
             current: CurrentReply::default(),
         },
     );
@@ -510,19 +537,16 @@ fn extend_run<T: PartialEq + Copy>(runs: &mut Vec<(Range<usize>, T)>, i: usize, 
     }
 }
 
-/// The texts a receipt names: the stored messages (those that reach the model, oldest first), the
-/// system prompt, the message's page context and the summary.
-#[derive(Debug, Clone, Copy)]
+/// The texts a receipt names: the messages that reach the model (oldest first), the turn's other
+/// sources and the reply being written.
+#[derive(Debug, Clone)]
 pub struct Sources<'a> {
+    /// The model the request is for.
     pub model: &'a str,
-    pub system_prompt: Option<&'a str>,
+    /// The history that reaches the model, oldest first (a receipt names its messages by id).
     pub messages: &'a [TurnMessage<'a>],
-    pub page_context: Option<&'a PageContext>,
-    pub summary: Option<&'a str>,
-    pub tools: &'a [ToolDefinition],
-    pub tool_instructions: Option<&'a str>,
-    /// The resume block, when the receipt has one.
-    pub resume: Option<&'a str>,
+    /// The turn's sources, as planned (the request reads the texts the receipt's parts name).
+    pub sources: TurnSources<'a>,
     /// The reply being written, whose tool rounds the receipt's tool exchanges name.
     pub current: CurrentReply<'a>,
 }
@@ -530,6 +554,7 @@ pub struct Sources<'a> {
 /// Builds the provider request from a receipt: exactly its parts, in its order, and nothing else.
 /// Used for every request, and to rebuild a stored reply's request from its receipt.
 pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
+    let turn = &src.sources;
     let mut system: Vec<Cow<str>> = Vec::new();
     let mut messages = Vec::new();
     let position = |id: &str| src.messages.iter().position(|m| m.id == Some(id));
@@ -542,24 +567,24 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
     for part in &receipt.parts {
         match &part.kind {
             PartKind::SystemPrompt => {
-                if let Some(p) = src.system_prompt {
+                if let Some(p) = turn.system_prompt {
                     system.push(Cow::Borrowed(p));
                 }
             }
             PartKind::Tools { .. } => {
-                tools = src.tools;
-                if let Some(t) = src.tool_instructions {
+                tools = turn.tools;
+                if let Some(t) = turn.tool_instructions {
                     system.push(Cow::Borrowed(t));
                 }
             }
             PartKind::PageContext { .. } => {
-                if let Some(c) = src.page_context {
+                if let Some(c) = turn.page_context {
                     system.push(Cow::Owned(page_context_segment(c)));
                 }
             }
             PartKind::Resume { .. } => {
-                if let Some(r) = src.resume {
-                    system.push(Cow::Borrowed(r));
+                if let Some(r) = turn.resume {
+                    system.push(Cow::Borrowed(r.block));
                 }
             }
             PartKind::ToolExchange { round, .. } => {
@@ -574,7 +599,7 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
                 }
             }
             PartKind::Summary { .. } => {
-                if let Some(s) = src.summary {
+                if let Some(s) = turn.summary.and_then(|s| s.text()) {
                     system.push(Cow::Owned(summary_segment(s)));
                 }
             }

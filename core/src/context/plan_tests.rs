@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::context::CompressionSettings;
-use crate::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN};
 use crate::context::selection::MessageMark;
+use crate::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN};
 use crate::wire::{ToolExchange, ToolRound};
 
 fn info(limit: u32, reserve: u32, compression: CompressionSettings) -> ContextInfo {
@@ -75,6 +75,16 @@ fn plan(input: &TurnInput<'_>) -> TurnPlan {
     plan_turn(input, &mut words)
 }
 
+/// What `build_request` reads for model `m` before the reply has made tool rounds.
+fn sources<'a>(messages: &'a [TurnMessage<'a>], sources: TurnSources<'a>) -> Sources<'a> {
+    Sources {
+        model: "m",
+        messages,
+        sources,
+        current: CurrentReply::default(),
+    }
+}
+
 #[test]
 fn everything_fits_one_history_range_and_the_user_message() {
     let t = texts(6, 10);
@@ -82,14 +92,11 @@ fn everything_fits_one_history_range_and_the_user_message() {
     let info = info(10_000, 100, off());
     let p = plan(&TurnInput {
         info: &info,
-        system_prompt: Some("Be helpful."),
         messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
+        sources: TurnSources {
+            system_prompt: Some("Be helpful."),
+            ..Default::default()
+        },
     });
     let kinds: Vec<_> = p.receipt.parts.iter().map(|p| &p.kind).collect();
     assert_eq!(
@@ -125,14 +132,11 @@ fn page_context_is_delimited_data_listed_by_key_names() {
     let info = info(10_000, 0, off());
     let p = plan(&TurnInput {
         info: &info,
-        system_prompt: None,
         messages: &msgs,
-        page_context: ctx.as_object(),
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
+        sources: TurnSources {
+            page_context: ctx.as_object(),
+            ..Default::default()
+        },
     });
     let PartKind::PageContext { keys } = &p.receipt.parts[0].kind else {
         panic!("{:?}", p.receipt.parts)
@@ -167,14 +171,11 @@ fn a_large_page_context_makes_compression_room_rather_than_overflow() {
     let info = info(1_200, 0, settings);
     let p = plan(&TurnInput {
         info: &info,
-        system_prompt: None,
         messages: &msgs,
-        page_context: ctx.as_object(),
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
+        sources: TurnSources {
+            page_context: ctx.as_object(),
+            ..Default::default()
+        },
     });
     assert_eq!(p.receipt.overflow, None, "{:?}", p.receipt);
     assert!(!p.receipt.left_out.is_empty(), "older messages made room");
@@ -191,17 +192,7 @@ fn a_sliding_window_lists_what_it_dropped_and_what_it_preserved() {
         ..Default::default()
     };
     let info = info(800, 0, settings);
-    let p = plan(&TurnInput {
-        info: &info,
-        system_prompt: None,
-        messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
-    });
+    let p = plan(&TurnInput::new(&info, &msgs));
     let out = &p.receipt.left_out;
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(out[0].why, LeftOutWhy::Window);
@@ -237,21 +228,11 @@ fn a_summary_is_asked_for_then_placed() {
         ..Default::default()
     };
     let info = info(900, 0, settings);
-    let mut input = TurnInput {
-        info: &info,
-        system_prompt: None,
-        messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
-    };
+    let mut input = TurnInput::new(&info, &msgs);
     let first = plan(&input);
     let range = first.summary_wanted.clone().expect("a summary is wanted");
     let (a, b) = (ID[range[0]], ID[range[range.len() - 1]]);
-    input.summary = Some(SummaryInput::Written {
+    input.sources.summary = Some(SummaryInput::Written {
         first_id: a,
         last_id: b,
         text: "They talked about words.",
@@ -272,7 +253,7 @@ fn a_summary_is_asked_for_then_placed() {
     );
     assert_eq!(second.request.messages.len(), 20 - range.len());
     // A failed summary: the range is left out, saying so.
-    input.summary = Some(SummaryInput::Failed);
+    input.sources.summary = Some(SummaryInput::Failed);
     let failed = plan(&input);
     assert!(
         failed
@@ -289,17 +270,7 @@ fn what_must_go_and_does_not_fit_is_an_overflow() {
     let t = texts(4, 400);
     let msgs = conversation(&t);
     let info = info(1000, 200, off());
-    let p = plan(&TurnInput {
-        info: &info,
-        system_prompt: None,
-        messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
-    });
+    let p = plan(&TurnInput::new(&info, &msgs));
     let o = p.receipt.overflow.expect("overflow");
     assert_eq!(o.room, 800);
     assert!(o.needed > 1600);
@@ -316,17 +287,7 @@ fn preserved_messages_that_do_not_fit_overflow_even_when_compressed() {
         ..Default::default()
     };
     let info = info(1000, 0, settings);
-    let p = plan(&TurnInput {
-        info: &info,
-        system_prompt: None,
-        messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
-    });
+    let p = plan(&TurnInput::new(&info, &msgs));
     assert!(p.receipt.overflow.is_some());
 }
 
@@ -343,32 +304,17 @@ fn a_stored_receipt_rebuilds_the_same_request() {
     let info = info(900, 50, settings);
     let input = TurnInput {
         info: &info,
-        system_prompt: Some("Sys."),
         messages: &msgs,
-        page_context: ctx.as_object(),
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
+        sources: TurnSources {
+            system_prompt: Some("Sys."),
+            page_context: ctx.as_object(),
+            ..Default::default()
+        },
     };
     let p = plan(&input);
     let stored: Receipt =
         serde_json::from_str(&serde_json::to_string(&p.receipt).unwrap()).unwrap();
-    let rebuilt = build_request(
-        &stored,
-        &Sources {
-            model: "m",
-            system_prompt: Some("Sys."),
-            messages: &msgs,
-            page_context: ctx.as_object(),
-            summary: None,
-            tools: &[],
-            tool_instructions: None,
-            resume: None,
-            current: CurrentReply::default(),
-        },
-    );
+    let rebuilt = build_request(&stored, &sources(&msgs, input.sources.clone()));
     assert_eq!(rebuilt, p.request);
 }
 
@@ -401,14 +347,11 @@ fn a_thousand_message_receipt_stays_small() {
     let info = info(3000, 200, settings);
     let p = plan(&TurnInput {
         info: &info,
-        system_prompt: Some("Sys."),
         messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
+        sources: TurnSources {
+            system_prompt: Some("Sys."),
+            ..Default::default()
+        },
     });
     let size = serde_json::to_string(&p.receipt).unwrap().len();
     assert!(size < 8 * 1024, "{size} bytes");
@@ -438,17 +381,7 @@ fn the_message_being_answered_is_never_compressed_away() {
         ..Default::default()
     };
     let info = info(1000, 0, settings);
-    let p = plan(&TurnInput {
-        info: &info,
-        system_prompt: None,
-        messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
-    });
+    let p = plan(&TurnInput::new(&info, &msgs));
     assert!(p.receipt.overflow.is_some(), "{:?}", p.receipt);
     let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
     assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
@@ -459,17 +392,7 @@ fn a_history_run_that_changed_since_is_not_guessed() {
     let t = texts(4, 5);
     let msgs = conversation(&t);
     let info = info(10_000, 0, off());
-    let p = plan(&TurnInput {
-        info: &info,
-        system_prompt: None,
-        messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
-    });
+    let p = plan(&TurnInput::new(&info, &msgs));
     // A message now sits inside the recorded run (a failed reply retried since): the run is left out
     // rather than sent with a message the receipt does not list.
     let extra = "inserted".to_owned();
@@ -484,20 +407,7 @@ fn a_history_run_that_changed_since_is_not_guessed() {
             rounds: &[],
         },
     );
-    let rebuilt = build_request(
-        &p.receipt,
-        &Sources {
-            model: "m",
-            system_prompt: None,
-            messages: &later,
-            page_context: None,
-            summary: None,
-            tools: &[],
-            tool_instructions: None,
-            resume: None,
-            current: CurrentReply::default(),
-        },
-    );
+    let rebuilt = build_request(&p.receipt, &sources(&later, TurnSources::default()));
     assert!(rebuilt.messages.iter().all(|m| m.content != "inserted"));
 }
 
@@ -553,17 +463,17 @@ fn tools_resume_and_tool_rounds_are_parts_and_rebuild_exactly() {
     let info = info(100_000, 1000, off());
     let input = TurnInput {
         info: &info,
-        system_prompt: Some("Sys."),
         messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &tools,
-        tool_instructions: Some("Track files."),
-        resume: Some(ResumeInput {
-            block: "<session_context>files</session_context>",
-            sets: &sets,
-        }),
-        selection: None,
+        sources: TurnSources {
+            system_prompt: Some("Sys."),
+            tools: &tools,
+            tool_instructions: Some("Track files."),
+            resume: Some(ResumeInput {
+                block: "<session_context>files</session_context>",
+                sets: &sets,
+            }),
+            ..Default::default()
+        },
     };
     let mut p = plan(&input);
     let kinds: Vec<&str> = p
@@ -604,18 +514,11 @@ fn tools_resume_and_tool_rounds_are_parts_and_rebuild_exactly() {
     record_tool_round(&mut p.receipt, 0, "Ok.", &current[0].exchanges, &mut words);
     assert!(p.receipt.totals.counted_input_tokens > before);
     let src = Sources {
-        model: "m",
-        system_prompt: Some("Sys."),
-        messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &tools,
-        tool_instructions: Some("Track files."),
-        resume: Some("<session_context>files</session_context>"),
         current: CurrentReply {
             text: "Ok.",
             rounds: &current,
         },
+        ..sources(&msgs, input.sources.clone())
     };
     let next = build_request(&p.receipt, &src);
     assert_eq!(next.messages.len(), 7);
@@ -648,19 +551,14 @@ fn attachments_are_a_part_of_their_own_and_go_with_their_message() {
     msgs[0].attachments = &old;
     msgs[2].attachments = &new;
     let info = info(10_000, 100, off());
-    let p = plan(&TurnInput {
-        info: &info,
-        system_prompt: None,
-        messages: &msgs,
-        page_context: None,
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: None,
-    });
+    let p = plan(&TurnInput::new(&info, &msgs));
     let segment = |list: &[crate::wire::Attachment]| words(None, &attachments_segment(list));
-    let parts: Vec<_> = p.receipt.parts.iter().map(|p| (&p.kind, p.tokens)).collect();
+    let parts: Vec<_> = p
+        .receipt
+        .parts
+        .iter()
+        .map(|p| (&p.kind, p.tokens))
+        .collect();
     assert_eq!(
         parts,
         [
@@ -699,20 +597,7 @@ fn attachments_are_a_part_of_their_own_and_go_with_their_message() {
     // A receipt without the attachments part (an older one) rebuilds the message without them.
     let mut older = p.receipt.clone();
     older.parts.pop();
-    let rebuilt = build_request(
-        &older,
-        &Sources {
-            model: "m",
-            system_prompt: None,
-            messages: &msgs,
-            page_context: None,
-            summary: None,
-            tools: &[],
-            tool_instructions: None,
-            resume: None,
-            current: CurrentReply::default(),
-        },
-    );
+    let rebuilt = build_request(&older, &sources(&msgs, TurnSources::default()));
     assert!(rebuilt.messages[2].attachments.is_empty());
 }
 
@@ -727,17 +612,14 @@ fn plan_selected(msgs: &[TurnMessage<'_>], info: &ContextInfo, choices: &[Choice
     let note = filter_note();
     plan(&TurnInput {
         info,
-        system_prompt: None,
         messages: msgs,
-        page_context: None,
-        summary: None,
-        tools: &[],
-        tool_instructions: None,
-        resume: None,
-        selection: Some(Selection {
-            choices,
-            filter: Some(&note),
-        }),
+        sources: TurnSources {
+            selection: Some(Selection {
+                choices,
+                filter: Some(&note),
+            }),
+            ..Default::default()
+        },
     })
 }
 
@@ -769,11 +651,24 @@ fn the_topic_filter_sends_members_matches_and_sticky_and_lists_the_rest_with_sco
     let t = texts(8, 5);
     let msgs = conversation(&t);
     let choices = select(
-        &[member, score(0.7), score(0.65), sticky, excluded, score(0.2), elsewhere],
+        &[
+            member,
+            score(0.7),
+            score(0.65),
+            sticky,
+            excluded,
+            score(0.2),
+            elsewhere,
+        ],
         Some(0.4),
     );
     let p = plan_selected(&msgs, &info, &choices);
-    let parts: Vec<_> = p.receipt.parts.iter().map(|p| (&p.kind, p.reason)).collect();
+    let parts: Vec<_> = p
+        .receipt
+        .parts
+        .iter()
+        .map(|p| (&p.kind, p.reason))
+        .collect();
     let s = |v: f32| Some(Score::of(v));
     assert_eq!(
         parts,
@@ -829,25 +724,17 @@ fn the_topic_filter_sends_members_matches_and_sticky_and_lists_the_rest_with_sco
     );
     assert_eq!(p.receipt.filter, Some(filter_note()));
     // The request holds exactly those messages, in order.
-    let sent: Vec<&str> = p.request.messages.iter().map(|m| m.content.as_str()).collect();
+    let sent: Vec<&str> = p
+        .request
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
     assert_eq!(sent, [&t[0], &t[1], &t[2], &t[3], &t[7]]);
     let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
     assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
     // The receipt rebuilds the same request.
-    let rebuilt = build_request(
-        &p.receipt,
-        &Sources {
-            model: "m",
-            system_prompt: None,
-            messages: &msgs,
-            page_context: None,
-            summary: None,
-            tools: &[],
-            tool_instructions: None,
-            resume: None,
-            current: CurrentReply::default(),
-        },
-    );
+    let rebuilt = build_request(&p.receipt, &sources(&msgs, TurnSources::default()));
     assert_eq!(rebuilt, p.request);
 }
 
@@ -867,7 +754,12 @@ fn pinned_and_sticky_messages_survive_compression() {
     candidates[2].sticky = true;
     let choices = select(&candidates, None);
     let p = plan_selected(&msgs, &info, &choices);
-    let sent: Vec<&str> = p.request.messages.iter().map(|m| m.content.as_str()).collect();
+    let sent: Vec<&str> = p
+        .request
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
     assert_eq!(&sent[..2], [&t[0], &t[2]], "{sent:?}");
     assert!(sent.len() < 20, "the window left messages out");
     let reasons: Vec<Reason> = p.receipt.parts.iter().map(|p| p.reason).collect();

@@ -9,7 +9,7 @@ use glassbox_core::context::plan::{Sources, build_request};
 use glassbox_core::context::sets::{self, ContextSets};
 use glassbox_core::context::{
     ContextInfo, CurrentReply, ResumeInput, Selection, SummaryInput, TurnInput, TurnMessage,
-    TurnPlan, plan_turn,
+    TurnPlan, TurnSources, plan_turn,
 };
 use glassbox_core::prompt::{
     PromptMessage, ProviderRequest, ToolDefinition, escape_tags, flat_text, reaches_model,
@@ -66,31 +66,33 @@ impl Gathered {
     fn input<'a>(&'a self, messages: &'a [TurnMessage<'a>]) -> TurnInput<'a> {
         TurnInput {
             info: &self.info,
-            system_prompt: self.system_prompt.as_deref(),
             messages,
-            page_context: self.page_context.as_ref(),
-            summary: self.summary.as_ref().map(|s| match s {
-                Summary::Written {
-                    first_id,
-                    last_id,
-                    text,
-                } => SummaryInput::Written {
-                    first_id,
-                    last_id,
-                    text,
-                },
-                Summary::Failed => SummaryInput::Failed,
-            }),
-            tools: &self.tools,
-            tool_instructions: self.tool_instructions.as_deref(),
-            resume: self
-                .resume
-                .as_ref()
-                .map(|(block, sets)| ResumeInput { block, sets }),
-            selection: Some(Selection {
-                choices: &self.filter.choices,
-                filter: self.filter.note.as_ref(),
-            }),
+            sources: TurnSources {
+                system_prompt: self.system_prompt.as_deref(),
+                page_context: self.page_context.as_ref(),
+                summary: self.summary.as_ref().map(|s| match s {
+                    Summary::Written {
+                        first_id,
+                        last_id,
+                        text,
+                    } => SummaryInput::Written {
+                        first_id,
+                        last_id,
+                        text,
+                    },
+                    Summary::Failed => SummaryInput::Failed,
+                }),
+                tools: &self.tools,
+                tool_instructions: self.tool_instructions.as_deref(),
+                resume: self
+                    .resume
+                    .as_ref()
+                    .map(|(block, sets)| ResumeInput { block, sets }),
+                selection: Some(Selection {
+                    choices: &self.filter.choices,
+                    filter: self.filter.note.as_ref(),
+                }),
+            },
         }
     }
 
@@ -102,16 +104,8 @@ impl Gathered {
     ) -> Sources<'a> {
         Sources {
             model: &self.info.model,
-            system_prompt: self.system_prompt.as_deref(),
             messages,
-            page_context: self.page_context.as_ref(),
-            summary: match &self.summary {
-                Some(Summary::Written { text, .. }) => Some(text),
-                _ => None,
-            },
-            tools: &self.tools,
-            tool_instructions: self.tool_instructions.as_deref(),
-            resume: self.resume.as_ref().map(|(block, _)| block.as_str()),
+            sources: self.input(messages).sources,
             current,
         }
     }

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use glassbox_core::context::{
-    CompressionSettings, ContextInfo, Strategy, SummaryInput, TurnInput, TurnMessage, plan_turn,
+    CompressionSettings, ContextInfo, Strategy, SummaryInput, TurnInput, TurnMessage, TurnSources,
+    plan_turn,
 };
 use glassbox_core::wire::Role;
 use glassbox_e2e::{start_server, widget_dir};
@@ -613,14 +614,12 @@ fn planning() -> Result<()> {
         let mut count = |_: Option<&str>, text: &str| counter.count(&info.encoding, text);
         let mut input = TurnInput {
             info,
-            system_prompt: Some(system),
             messages: &messages,
-            page_context: with_page.then_some(page),
-            summary: None,
-            tools: &[],
-            tool_instructions: None,
-            resume: None,
-            selection: None,
+            sources: TurnSources {
+                system_prompt: Some(system),
+                page_context: with_page.then_some(page),
+                ..Default::default()
+            },
         };
         // The summary the server would have written and cached for the range compression wants.
         let first = plan_turn(&input, &mut count);
@@ -630,7 +629,7 @@ fn planning() -> Result<()> {
             .filter(|r| !r.is_empty())
             .map(|r| (ids[r[0]].clone(), ids[r[r.len() - 1]].clone()));
         if let Some((a, b)) = &summary_ids {
-            input.summary = Some(SummaryInput::Written {
+            input.sources.summary = Some(SummaryInput::Written {
                 first_id: a,
                 last_id: b,
                 text: "The user and the assistant discussed how the widget streams replies and plans context.",
