@@ -1,16 +1,18 @@
-//! The tool loop against the fake provider in both wire formats: several rounds, the round limit,
-//! bad arguments and unknown tools answered as error results, a failure mid-loop, replay of stored
-//! exchanges on later turns, the request rebuilt from the stored receipt, and the context sets the
-//! tools keep (REST `PATCH`/`GET`, the offline provider).
+//! The tool loop against the fake provider in both wire formats: several rounds, several calls in
+//! one round, the round limit, bad arguments and unknown tools answered as error results, a failure
+//! mid-loop, a budget spent by one round, replay of stored exchanges on later turns, the request
+//! rebuilt from the stored receipt, and the context sets the tools keep (REST `PATCH`/`GET`, the
+//! offline provider).
 
 mod support;
 
+use glassbox_core::ErrorCode;
 use glassbox_core::context::plan::{Sources, build_request};
 use glassbox_core::context::sets::{DEFAULT_TOOLS_PROMPT, context_tools};
 use glassbox_core::context::{CurrentReply, PartKind, Receipt, TurnMessage, TurnSources};
 use glassbox_core::prompt::reaches_model;
-use glassbox_core::wire::ChatMessage;
-use glassbox_fake_provider::Behaviour;
+use glassbox_core::wire::{ChatMessage, ServerEvent};
+use glassbox_fake_provider::{Behaviour, FakeCall};
 use glassbox_server::providers::{anthropic, openai};
 use serde_json::{Value, json};
 use support::{Api, TestServer};
@@ -201,6 +203,366 @@ async fn openai_several_rounds_then_text() {
 #[tokio::test]
 async fn anthropic_several_rounds_then_text() {
     several_rounds_then_text(Api::Anthropic).await;
+}
+
+/// The arguments of three calls, in the fragments the fake streams them in.
+const FILES_ARGS: [&str; 3] = [
+    r#"{"setName":"files","#,
+    r#""items":["/docs/spec.md","/notes.md"],"#,
+    r#""mode":"merge"}"#,
+];
+const ENDPOINTS_ARGS: [&str; 2] = [
+    r#"{"setName":"endpoints","items":"#,
+    r#"["https://api.example/v1"]}"#,
+];
+/// A set the calls of the round leave alone, so what `get_relevant_context` reads is the same
+/// whether the calls of one round run one after another or together.
+const APPLET_ARGS: [&str; 1] = [r#"{"setName":"applet"}"#];
+
+async fn several_calls_in_one_round(api: Api) {
+    let server =
+        TestServer::start_with(api, Behaviour::reply(&["Noted", " all three."]), TOOLS_ON).await;
+    server.fake.queue(vec![Behaviour::tool_calls(
+        "Calling three tools. ",
+        vec![
+            FakeCall::new("set_relevant_context", &FILES_ARGS),
+            FakeCall::new("set_relevant_context", &ENDPOINTS_ARGS),
+            FakeCall::new("get_relevant_context", &APPLET_ARGS),
+        ],
+    )]);
+    let (id, token, _) = server.new_session().await;
+    let r = patch(
+        &server,
+        &id,
+        &token,
+        json!({"setContext": {"setName": "applet", "items": ["git-diff", "file=a.rs"]}}),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let body = server
+        .chat(&id, &token, "Work on the spec and its API")
+        .await;
+    let reply = &body["reply"];
+    assert_eq!(reply["status"], "complete", "{body}");
+    assert_eq!(reply["content"], "Calling three tools. Noted all three.");
+
+    // One round, its three exchanges in call order, each with its own result.
+    let rounds = reply["toolRounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 1, "{reply}");
+    assert_eq!(rounds[0]["at"], "Calling three tools. ".len());
+    let exchanges = rounds[0]["exchanges"].as_array().unwrap();
+    let ids: Vec<&str> = exchanges
+        .iter()
+        .map(|e| e["call"]["id"].as_str().unwrap())
+        .collect();
+    let expected_ids = match api {
+        Api::OpenAi => ["call_fake_1", "call_fake_2", "call_fake_3"],
+        Api::Anthropic => ["toolu_fake_1", "toolu_fake_2", "toolu_fake_3"],
+    };
+    assert_eq!(ids, expected_ids);
+    let applet =
+        serde_json::to_string_pretty(&json!({"applet": ["git-diff", "file=a.rs"]})).unwrap();
+    let expected = [
+        (
+            "set_relevant_context",
+            FILES_ARGS.concat(),
+            "set_relevant_context · files · merged 2",
+            "Merged files: 2 items".to_owned(),
+        ),
+        (
+            "set_relevant_context",
+            ENDPOINTS_ARGS.concat(),
+            "set_relevant_context · endpoints · set 1",
+            "Set endpoints: 1 items".to_owned(),
+        ),
+        (
+            "get_relevant_context",
+            APPLET_ARGS.concat(),
+            "get_relevant_context · applet",
+            applet.clone(),
+        ),
+    ];
+    assert_eq!(exchanges.len(), expected.len(), "{reply}");
+    for (e, (name, arguments, line, result)) in exchanges.iter().zip(&expected) {
+        assert_eq!(e["call"]["name"], *name, "{e}");
+        assert_eq!(e["call"]["arguments"], *arguments, "{e}");
+        assert_eq!(e["line"], *line, "{e}");
+        assert_eq!(e["result"], *result, "{e}");
+        assert_eq!(e["isError"], false, "{e}");
+    }
+
+    // The next request carries the three calls in one assistant turn, then their three results,
+    // in the provider's format.
+    let requests = server.fake.requests();
+    assert_eq!(requests.len(), 2, "one round, then the text");
+    let next = &requests[1].body;
+    let [files_id, endpoints_id, applet_id] = expected_ids;
+    match api {
+        Api::OpenAi => {
+            let messages = next["messages"].as_array().unwrap();
+            assert_eq!(messages.len(), 6, "{next}");
+            assert_eq!(messages[0]["role"], "system");
+            assert_eq!(
+                messages[1],
+                json!({"role": "user", "content": "Work on the spec and its API"})
+            );
+            assert_eq!(
+                messages[2..],
+                [
+                    json!({"role": "assistant", "content": "Calling three tools. ", "tool_calls": [
+                        {"id": files_id, "type": "function",
+                            "function": {"name": "set_relevant_context", "arguments": FILES_ARGS.concat()}},
+                        {"id": endpoints_id, "type": "function",
+                            "function": {"name": "set_relevant_context", "arguments": ENDPOINTS_ARGS.concat()}},
+                        {"id": applet_id, "type": "function",
+                            "function": {"name": "get_relevant_context", "arguments": APPLET_ARGS.concat()}},
+                    ]}),
+                    json!({"role": "tool", "tool_call_id": files_id, "content": "Merged files: 2 items"}),
+                    json!({"role": "tool", "tool_call_id": endpoints_id, "content": "Set endpoints: 1 items"}),
+                    json!({"role": "tool", "tool_call_id": applet_id, "content": applet}),
+                ]
+            );
+        }
+        Api::Anthropic => {
+            assert_eq!(
+                next["messages"],
+                json!([
+                    {"role": "user", "content": "Work on the spec and its API"},
+                    {"role": "assistant", "content": [
+                        {"type": "text", "text": "Calling three tools. "},
+                        {"type": "tool_use", "id": files_id, "name": "set_relevant_context",
+                            "input": {"setName": "files", "items": ["/docs/spec.md", "/notes.md"], "mode": "merge"}},
+                        {"type": "tool_use", "id": endpoints_id, "name": "set_relevant_context",
+                            "input": {"setName": "endpoints", "items": ["https://api.example/v1"]}},
+                        {"type": "tool_use", "id": applet_id, "name": "get_relevant_context",
+                            "input": {"setName": "applet"}},
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": files_id, "content": "Merged files: 2 items", "is_error": false},
+                        {"type": "tool_result", "tool_use_id": endpoints_id, "content": "Set endpoints: 1 items", "is_error": false},
+                        {"type": "tool_result", "tool_use_id": applet_id, "content": applet, "is_error": false},
+                    ]},
+                ])
+            );
+        }
+    }
+    assert_eq!(calls_in(api, next), expected_ids);
+    assert_eq!(
+        results_in(api, next)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>(),
+        expected_ids
+    );
+
+    // Both sets the round changed are stored, beside the one it read.
+    let s = server.session(&id, &token).await;
+    assert_eq!(
+        s["meta"]["context"],
+        json!({
+            "applet": ["git-diff", "file=a.rs"],
+            "endpoints": ["https://api.example/v1"],
+            "files": ["/docs/spec.md", "/notes.md"],
+        })
+    );
+
+    // The receipt lists the three exchanges; rebuilding from it gives exactly the last request.
+    let receipt: Receipt = serde_json::from_value(reply["receipt"].clone()).unwrap();
+    let listed = receipt
+        .parts
+        .iter()
+        .filter(|p| matches!(p.kind, PartKind::ToolExchange { .. }))
+        .count();
+    assert_eq!(listed, 3, "{receipt:?}");
+    let stored: Vec<ChatMessage> = serde_json::from_value(s["messages"].clone()).unwrap();
+    let history: Vec<TurnMessage> = stored[..1]
+        .iter()
+        .filter(|m| reaches_model(m))
+        .map(TurnMessage::stored)
+        .collect();
+    let reply_msg = &stored[1];
+    let tools = context_tools();
+    let model = body["session"]["model"].as_str().unwrap();
+    let rebuilt = build_request(
+        &receipt,
+        &Sources {
+            model,
+            system_prompt: None,
+            messages: &history,
+            page_context: None,
+            summary: None,
+            tools: &tools,
+            tool_instructions: Some(DEFAULT_TOOLS_PROMPT),
+            resume: None,
+            current: CurrentReply {
+                text: &reply_msg.content,
+                rounds: &reply_msg.tool_rounds,
+            },
+        },
+    );
+    let wire = match api {
+        Api::OpenAi => openai::request_body(&rebuilt),
+        Api::Anthropic => anthropic::request_body(&rebuilt),
+    };
+    assert_eq!(wire, *next);
+
+    // A later turn replays the round: three calls, three results.
+    server.chat(&id, &token, "And now?").await;
+    let later = server.fake.requests().last().unwrap().body.clone();
+    assert_eq!(calls_in(api, &later), expected_ids);
+    assert_eq!(results_in(api, &later).len(), 3);
+}
+
+#[tokio::test]
+async fn openai_several_calls_in_one_round() {
+    several_calls_in_one_round(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn anthropic_several_calls_in_one_round() {
+    several_calls_in_one_round(Api::Anthropic).await;
+}
+
+async fn a_budget_spent_by_a_round_stops_before_the_next_call(api: Api) {
+    // The fake reports the words of the request as its input tokens (the tools prompt alone has
+    // far more than 10) and one output token per text chunk: the first call spends the budget.
+    let server = TestServer::start_with(
+        api,
+        Behaviour::reply(&["Never sent."]),
+        &[
+            ("GLASSBOX_TOOLS", "context"),
+            ("GLASSBOX_BUDGET_SESSION_TOKENS", "10"),
+        ],
+    )
+    .await;
+    server.fake.queue(vec![Behaviour::tool_calls(
+        "Saving both. ",
+        vec![
+            FakeCall::new("set_relevant_context", &FILES_ARGS),
+            FakeCall::new("set_relevant_context", &ENDPOINTS_ARGS),
+        ],
+    )]);
+    let mut ws = server.ws().await;
+    let (id, token) = ws.hello_new().await;
+    ws.send(json!({"type": "chat", "data": {"message": "Keep the spec and the API in mind"}}))
+        .await;
+    let frames = ws.until_reply_ends().await;
+    let reply_id = frames
+        .iter()
+        .find_map(|f| match &f.event {
+            ServerEvent::ReplyStart(r) => Some(r.message_id.clone()),
+            _ => None,
+        })
+        .expect("a reply_start frame");
+    // Both calls ran and were told; the budget frame says the first call spent it all.
+    let mut lines: Vec<String> = frames
+        .iter()
+        .filter_map(|f| match &f.event {
+            ServerEvent::Tool(t) => {
+                assert_eq!(t.message_id, reply_id);
+                assert_eq!(t.round, 0);
+                Some(t.exchange.line.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "set_relevant_context · endpoints · set 1",
+            "set_relevant_context · files · merged 2"
+        ]
+    );
+    let budget = frames
+        .iter()
+        .find_map(|f| match &f.event {
+            ServerEvent::Budget(b) => Some(*b),
+            _ => None,
+        })
+        .expect("a budget frame");
+    assert_eq!(budget.limit, 10);
+    assert!(budget.used >= 10, "{budget:?}");
+    let ServerEvent::Error(err) = &frames.last().unwrap().event else {
+        panic!("expected the reply to fail: {:?}", frames.last())
+    };
+    assert_eq!(err.code, ErrorCode::BudgetExhausted, "{err:?}");
+    assert_eq!(err.message_id.as_deref(), Some(reply_id.as_str()));
+    assert!(!err.retryable, "a session budget does not come back");
+    assert_eq!(
+        server.fake.requests().len(),
+        1,
+        "no call after the budget ran out"
+    );
+
+    // The failed reply keeps its text and its round, both calls in order with their results.
+    let check_stored = |s: &Value| {
+        let stored = &s["messages"][1];
+        assert_eq!(stored["id"], reply_id.as_str());
+        assert_eq!(stored["status"], "failed", "{stored}");
+        assert_eq!(stored["error"]["code"], "budget_exhausted", "{stored}");
+        assert_eq!(stored["content"], "Saving both. ");
+        let rounds = stored["toolRounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 1, "{stored}");
+        let exchanges: Vec<(&str, &str)> = rounds[0]["exchanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["line"].as_str().unwrap(), e["result"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            exchanges,
+            [
+                (
+                    "set_relevant_context · files · merged 2",
+                    "Merged files: 2 items"
+                ),
+                (
+                    "set_relevant_context · endpoints · set 1",
+                    "Set endpoints: 1 items"
+                ),
+            ]
+        );
+        let usage = &stored["usage"];
+        assert!(
+            usage["inputTokens"].as_u64().unwrap() + usage["outputTokens"].as_u64().unwrap() >= 10,
+            "{usage}"
+        );
+        assert_eq!(
+            s["meta"]["context"],
+            json!({
+                "endpoints": ["https://api.example/v1"],
+                "files": ["/docs/spec.md", "/notes.md"],
+            })
+        );
+    };
+    check_stored(&server.session(&id, &token).await);
+
+    // A retry is refused the same way, before the provider, and changes nothing.
+    ws.send(json!({"type": "retry", "data": {"messageId": reply_id}}))
+        .await;
+    let refused = loop {
+        let (f, raw) = ws.next().await;
+        match f.event {
+            ServerEvent::Error(e) => break e,
+            ServerEvent::ReplyStart(_) => panic!("the retry started: {raw}"),
+            _ => {}
+        }
+    };
+    assert_eq!(refused.code, ErrorCode::BudgetExhausted, "{refused:?}");
+    assert!(!refused.retryable);
+    assert_eq!(server.fake.requests().len(), 1);
+    check_stored(&server.session(&id, &token).await);
+}
+
+#[tokio::test]
+async fn openai_a_budget_spent_by_a_round_stops_before_the_next_call() {
+    a_budget_spent_by_a_round_stops_before_the_next_call(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn anthropic_a_budget_spent_by_a_round_stops_before_the_next_call() {
+    a_budget_spent_by_a_round_stops_before_the_next_call(Api::Anthropic).await;
 }
 
 async fn bad_calls_become_error_results(api: Api) {

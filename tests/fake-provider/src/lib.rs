@@ -1,10 +1,10 @@
 //! A fake LLM provider on a real loopback port, speaking the real streaming wire formats of OpenAI
 //! Chat Completions (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`).
 //!
-//! Its behaviour can be switched while it runs: reply normally, call a tool, answer an HTTP error,
-//! stall mid-stream, cut the connection mid-stream, send an in-stream error event, or hold a reply
-//! at a [`Gate`] until the test releases it. Every request body is recorded so tests can assert on
-//! what reached the provider.
+//! Its behaviour can be switched while it runs: reply normally, call a tool or several in one
+//! response (parallel tool calls), answer an HTTP error, stall mid-stream, cut the connection
+//! mid-stream, send an in-stream error event, or hold a reply at a [`Gate`] until the test releases
+//! it. Every request body is recorded so tests can assert on what reached the provider.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,12 +29,21 @@ pub enum Behaviour {
         chunks: Vec<String>,
         delay: Duration,
     },
-    /// Streams `text`, then a tool call whose arguments arrive in `argument_parts`.
+    /// Streams `text`, then a tool call whose arguments arrive in `argument_parts`: the one-call
+    /// case of [`Behaviour::ToolCalls`].
     ToolCall {
         text: String,
         name: String,
         argument_parts: Vec<String>,
     },
+    /// Streams `text`, then all of `calls` in the same response, as a model making parallel tool
+    /// calls does. OpenAI: one `tool_calls` delta stream per call, told apart by `index` (0, 1, …),
+    /// each call's id and name in its first delta, the argument fragments of the calls interleaved
+    /// (first fragment of every call, then the second of every call, …), `finish_reason:
+    /// "tool_calls"`. Anthropic: after the text block, one `tool_use` content block per call
+    /// (`content_block_start` with id and name and `input: {}`, its `input_json_delta`s,
+    /// `content_block_stop`), `stop_reason: "tool_use"`.
+    ToolCalls { text: String, calls: Vec<FakeCall> },
     /// Answers this HTTP status with a JSON error body.
     Status { status: u16, message: String },
     /// Streams the first `after` chunks of `chunks`, then sends nothing more and never ends.
@@ -74,6 +83,49 @@ impl Behaviour {
             chunks: chunks.iter().map(|c| c.to_string()).collect(),
             delay: Duration::ZERO,
             holds: vec![(after, gate.clone())],
+        }
+    }
+
+    /// `text`, then these tool calls in one response (see [`Behaviour::ToolCalls`]).
+    pub fn tool_calls(text: &str, calls: Vec<FakeCall>) -> Self {
+        Behaviour::ToolCalls {
+            text: text.to_owned(),
+            calls,
+        }
+    }
+
+    /// The tool calls this behaviour makes, in order (none for the behaviours that make none).
+    fn calls(&self) -> Vec<FakeCall> {
+        match self {
+            Behaviour::ToolCall {
+                name,
+                argument_parts,
+                ..
+            } => vec![FakeCall {
+                name: name.clone(),
+                argument_parts: argument_parts.clone(),
+            }],
+            Behaviour::ToolCalls { calls, .. } => calls.clone(),
+            _ => vec![],
+        }
+    }
+}
+
+/// One tool call of a [`Behaviour::ToolCalls`] response.
+#[derive(Debug, Clone)]
+pub struct FakeCall {
+    /// The tool called.
+    pub name: String,
+    /// The arguments (a JSON text) in the fragments they stream in.
+    pub argument_parts: Vec<String>,
+}
+
+impl FakeCall {
+    /// A call of `name` whose arguments arrive in `argument_parts`.
+    pub fn new(name: &str, argument_parts: &[&str]) -> Self {
+        Self {
+            name: name.to_owned(),
+            argument_parts: argument_parts.iter().map(|p| p.to_string()).collect(),
         }
     }
 }
@@ -166,14 +218,29 @@ struct Shared {
     /// What requests for a structured answer get (an OpenAI `response_format`, an Anthropic forced
     /// `tool_choice`), before the queue and `behaviour`, when set.
     structured: Mutex<Option<Behaviour>>,
-    /// Requests served so far (numbers tool-call ids, so each round's are unique).
-    served: AtomicUsize,
+    /// Tool calls made so far (numbers their ids, so every call's is unique).
+    tool_calls: AtomicUsize,
     requests: Mutex<Vec<Recorded>>,
     record: bool,
     /// Response bodies still being streamed (their connection is open).
     open_streams: Arc<AtomicUsize>,
     /// When the latest reply's first and last text chunks were handed to the connection.
     text_times: Arc<Mutex<TextTimes>>,
+}
+
+impl Shared {
+    fn new(behaviour: Behaviour, record: bool) -> Self {
+        Self {
+            behaviour: Mutex::new(behaviour),
+            queue: Mutex::default(),
+            structured: Mutex::default(),
+            tool_calls: AtomicUsize::new(0),
+            requests: Mutex::default(),
+            record,
+            open_streams: Arc::default(),
+            text_times: Arc::default(),
+        }
+    }
 }
 
 /// Wall-clock times of a reply's text chunks, for measuring what happens after the last one.
@@ -214,16 +281,7 @@ impl FakeProvider {
 
     /// Starts on a free loopback port; `record` keeps request bodies (off for benchmarks).
     pub async fn start_with(behaviour: Behaviour, record: bool) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared {
-            behaviour: Mutex::new(behaviour),
-            queue: Mutex::default(),
-            structured: Mutex::default(),
-            served: AtomicUsize::new(0),
-            requests: Mutex::default(),
-            record,
-            open_streams: Arc::default(),
-            text_times: Arc::default(),
-        });
+        let shared = Arc::new(Shared::new(behaviour, record));
         let app = Router::new()
             .route("/v1/chat/completions", post(openai))
             .route("/v1/messages", post(anthropic))
@@ -310,7 +368,7 @@ fn record(
     api: &'static str,
     headers: &HeaderMap,
     body: &Bytes,
-) -> Result<(Behaviour, Value, usize), Box<Response>> {
+) -> Result<(Behaviour, Value), Box<Response>> {
     let body: Value = serde_json::from_slice(body).map_err(|e| {
         Box::new((StatusCode::BAD_REQUEST, format!("bad json: {e}")).into_response())
     })?;
@@ -355,11 +413,14 @@ fn record(
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     });
-    let n = shared
-        .served
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        + 1;
-    Ok((behaviour, body, n))
+    Ok((behaviour, body))
+}
+
+/// The calls `behaviour` makes, each with the number of its id (the next unused ones, in order).
+fn numbered_calls(shared: &Shared, behaviour: &Behaviour) -> Vec<(usize, FakeCall)> {
+    let calls = behaviour.calls();
+    let first = shared.tool_calls.fetch_add(calls.len(), Ordering::Relaxed) + 1;
+    (first..).zip(calls).collect()
 }
 
 /// Counts words of every message, as a deterministic stand-in for prompt tokens.
@@ -510,7 +571,9 @@ fn plan(b: &Behaviour) -> (Vec<String>, Option<Piece>, Option<String>) {
         Behaviour::Reply { chunks, .. } | Behaviour::Hold { chunks, .. } => {
             (chunks.clone(), None, None)
         }
-        Behaviour::ToolCall { text, .. } => (vec![text.clone()], None, None),
+        Behaviour::ToolCall { text, .. } | Behaviour::ToolCalls { text, .. } => {
+            (vec![text.clone()], None, None)
+        }
         Behaviour::Stall { chunks, after } => (
             chunks.iter().take(*after).cloned().collect(),
             Some(Piece::Stall),
@@ -535,7 +598,7 @@ fn plan(b: &Behaviour) -> (Vec<String>, Option<Piece>, Option<String>) {
 }
 
 async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let (behaviour, body, n) = match record(&shared, "openai", &headers, &body) {
+    let (behaviour, body) = match record(&shared, "openai", &headers, &body) {
         Ok(x) => x,
         Err(r) => return *r,
     };
@@ -571,25 +634,36 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         )));
         return sse(&shared, pieces);
     }
-    let mut finish = "stop";
-    if let Behaviour::ToolCall {
-        name,
-        argument_parts,
-        ..
-    } = &behaviour
-    {
-        pieces.push(chunk(
-            json!({"tool_calls": [{"index": 0, "id": format!("call_fake_{n}"), "type": "function", "function": {"name": name, "arguments": ""}}]}),
-            Value::Null,
-        ));
-        for part in argument_parts {
-            pieces.push(chunk(
-                json!({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}),
-                Value::Null,
-            ));
+    let calls = numbered_calls(&shared, &behaviour);
+    // Each call's deltas: the first names it (id and name, no arguments yet), then one per
+    // argument fragment; `index` tells the calls apart.
+    let deltas: Vec<Vec<Value>> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, (id, call))| {
+            let first = json!({"index": index, "id": format!("call_fake_{id}"), "type": "function",
+                "function": {"name": call.name, "arguments": ""}});
+            std::iter::once(first)
+                .chain(
+                    call.argument_parts
+                        .iter()
+                        .map(|part| json!({"index": index, "function": {"arguments": part}})),
+                )
+                .collect()
+        })
+        .collect();
+    // Interleaved: every call's first delta, then every call's second, and so on.
+    let longest = deltas.iter().map(Vec::len).max().unwrap_or(0);
+    for step in 0..longest {
+        for delta in deltas.iter().filter_map(|d| d.get(step)) {
+            pieces.push(chunk(json!({"tool_calls": [delta]}), Value::Null));
         }
-        finish = "tool_calls";
     }
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     pieces.push(chunk(json!({}), json!(finish)));
     let usage = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [],
         "usage": {"prompt_tokens": prompt_words(&body), "completion_tokens": texts.len(), "total_tokens": prompt_words(&body) + texts.len() as u64}});
@@ -599,7 +673,7 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
 }
 
 async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let (behaviour, body, n) = match record(&shared, "anthropic", &headers, &body) {
+    let (behaviour, body) = match record(&shared, "anthropic", &headers, &body) {
         Ok(x) => x,
         Err(r) => return *r,
     };
@@ -627,7 +701,10 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
         event("ping", json!({"type": "ping"})),
     ];
     push_texts(&mut pieces, &behaviour, &texts, |t| {
-        event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}))
+        event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}),
+        )
     });
     if let Some(tail) = tail {
         pieces.push(tail);
@@ -644,28 +721,28 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
         "content_block_stop",
         json!({"type": "content_block_stop", "index": 0}),
     ));
-    let mut stop = "end_turn";
-    if let Behaviour::ToolCall {
-        name,
-        argument_parts,
-        ..
-    } = &behaviour
-    {
-        pieces.push(event("content_block_start", json!({"type": "content_block_start", "index": 1,
-            "content_block": {"type": "tool_use", "id": format!("toolu_fake_{n}"), "name": name, "input": {}}})));
-        for part in argument_parts {
+    let calls = numbered_calls(&shared, &behaviour);
+    // One tool_use block per call, in order, after the text block (index 0).
+    for (block, (id, call)) in (1..).zip(&calls) {
+        pieces.push(event("content_block_start", json!({"type": "content_block_start", "index": block,
+            "content_block": {"type": "tool_use", "id": format!("toolu_fake_{id}"), "name": call.name, "input": {}}})));
+        for part in &call.argument_parts {
             pieces.push(event(
                 "content_block_delta",
-                json!({"type": "content_block_delta", "index": 1,
+                json!({"type": "content_block_delta", "index": block,
                 "delta": {"type": "input_json_delta", "partial_json": part}}),
             ));
         }
         pieces.push(event(
             "content_block_stop",
-            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "content_block_stop", "index": block}),
         ));
-        stop = "tool_use";
     }
+    let stop = if calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
     pieces.push(event(
         "message_delta",
         json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
@@ -673,4 +750,212 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
     ));
     pieces.push(event("message_stop", json!({"type": "message_stop"})));
     sse(&shared, pieces)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `data` of every SSE event `behaviour` streams to a request of `api`, with the event
+    /// names (empty for OpenAI, which names none); `shared` carries the tool-call numbering.
+    async fn stream(shared: &Arc<Shared>, api: &str, behaviour: Behaviour) -> Vec<(String, Value)> {
+        shared.queue.lock().unwrap().push_back(behaviour);
+        let request = Bytes::from(
+            json!({"model": "m", "messages": [{"role": "user", "content": "two words"}]})
+                .to_string(),
+        );
+        let response = match api {
+            "openai" => openai(State(shared.clone()), HeaderMap::new(), request).await,
+            _ => anthropic(State(shared.clone()), HeaderMap::new(), request).await,
+        };
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        text.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let name = e
+                    .lines()
+                    .find_map(|l| l.strip_prefix("event: "))
+                    .unwrap_or_default();
+                let data = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+                let data = serde_json::from_str(data).unwrap_or(Value::String(data.into()));
+                (name.to_owned(), data)
+            })
+            .collect()
+    }
+
+    fn three_calls() -> Behaviour {
+        Behaviour::tool_calls(
+            "On it. ",
+            vec![
+                FakeCall::new("first", &[r#"{"a":"#, r#"1}"#]),
+                FakeCall::new("second", &[r#"{"b":"#, r#"2,"#, r#""c":3}"#]),
+                FakeCall::new("third", &["{}"]),
+            ],
+        )
+    }
+
+    #[tokio::test]
+    async fn openai_streams_parallel_calls_as_interleaved_deltas_told_apart_by_index() {
+        let shared = Arc::new(Shared::new(Behaviour::reply(&["unused"]), false));
+        let events = stream(&shared, "openai", three_calls()).await;
+        let deltas: Vec<&Value> = events
+            .iter()
+            .filter_map(|(_, d)| d.pointer("/choices/0/delta/tool_calls"))
+            .map(|calls| {
+                let calls = calls.as_array().unwrap();
+                assert_eq!(calls.len(), 1, "one call's delta per chunk");
+                &calls[0]
+            })
+            .collect();
+        // Each call's first delta names it; its fragments follow, interleaved with the others'.
+        let order: Vec<(u64, bool)> = deltas
+            .iter()
+            .map(|d| (d["index"].as_u64().unwrap(), d.get("id").is_some()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (0, true),
+                (1, true),
+                (2, true),
+                (0, false),
+                (1, false),
+                (2, false),
+                (0, false),
+                (1, false),
+                (1, false),
+            ]
+        );
+        for (index, (id, name)) in [
+            ("call_fake_1", "first"),
+            ("call_fake_2", "second"),
+            ("call_fake_3", "third"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            assert_eq!(
+                *deltas[index],
+                json!({"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}})
+            );
+            let arguments: String = deltas
+                .iter()
+                .filter(|d| d["index"] == index)
+                .map(|d| d["function"]["arguments"].as_str().unwrap())
+                .collect();
+            let expected = [r#"{"a":1}"#, r#"{"b":2,"c":3}"#, "{}"][index];
+            assert_eq!(arguments, expected);
+        }
+        let finishes: Vec<&Value> = events
+            .iter()
+            .filter_map(|(_, d)| d.pointer("/choices/0/finish_reason"))
+            .filter(|f| !f.is_null())
+            .collect();
+        assert_eq!(finishes, [&json!("tool_calls")]);
+        // Usage as for every reply: prompt words, one output token per text chunk.
+        let usage = events.iter().find_map(|(_, d)| d.get("usage")).unwrap();
+        assert_eq!(
+            *usage,
+            json!({"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3})
+        );
+        assert_eq!(events.last().unwrap().1, json!("[DONE]"));
+
+        // The next response's calls get the next ids.
+        let events = stream(&shared, "openai", three_calls()).await;
+        let ids: Vec<&str> = events
+            .iter()
+            .filter_map(|(_, d)| d.pointer("/choices/0/delta/tool_calls/0/id"))
+            .map(|id| id.as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["call_fake_4", "call_fake_5", "call_fake_6"]);
+    }
+
+    #[tokio::test]
+    async fn anthropic_streams_parallel_calls_as_one_tool_use_block_each() {
+        let shared = Arc::new(Shared::new(Behaviour::reply(&["unused"]), false));
+        let events = stream(&shared, "anthropic", three_calls()).await;
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        for (name, data) in &events {
+            assert_eq!(data["type"], *name, "the event's name is its data's type");
+        }
+        let block = |index: usize, id: &str, name: &str, parts: &[&str]| {
+            let mut events = vec![json!({"type": "content_block_start", "index": index,
+                "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}})];
+            events.extend(parts.iter().map(|p| {
+                json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": p}})
+            }));
+            events.push(json!({"type": "content_block_stop", "index": index}));
+            events
+        };
+        let after_text: Vec<Value> = events
+            .iter()
+            .skip_while(|(_, d)| d != &json!({"type": "content_block_stop", "index": 0}))
+            .skip(1)
+            .map(|(_, d)| d.clone())
+            .collect();
+        let mut expected = block(1, "toolu_fake_1", "first", &[r#"{"a":"#, r#"1}"#]);
+        expected.extend(block(
+            2,
+            "toolu_fake_2",
+            "second",
+            &[r#"{"b":"#, r#"2,"#, r#""c":3}"#],
+        ));
+        expected.extend(block(3, "toolu_fake_3", "third", &["{}"]));
+        expected.push(json!({"type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 1}}));
+        expected.push(json!({"type": "message_stop"}));
+        assert_eq!(after_text, expected);
+        assert_eq!(
+            names[..5],
+            [
+                "message_start",
+                "content_block_start",
+                "ping",
+                "content_block_delta",
+                "content_block_stop"
+            ]
+        );
+        assert_eq!(events[0].1["message"]["usage"]["input_tokens"], 2);
+        assert_eq!(
+            events[3].1["delta"],
+            json!({"type": "text_delta", "text": "On it. "})
+        );
+    }
+
+    #[tokio::test]
+    async fn one_tool_call_is_the_one_call_case() {
+        let shared = Arc::new(Shared::new(Behaviour::reply(&["unused"]), false));
+        let one = Behaviour::ToolCall {
+            text: "Hm. ".into(),
+            name: "only".into(),
+            argument_parts: vec![r#"{"x":"#.into(), "1}".into()],
+        };
+        let events = stream(&shared, "openai", one).await;
+        let deltas: Vec<Value> = events
+            .iter()
+            .filter_map(|(_, d)| d.pointer("/choices/0/delta/tool_calls/0"))
+            .cloned()
+            .collect();
+        assert_eq!(
+            deltas,
+            [
+                json!({"index": 0, "id": "call_fake_1", "type": "function", "function": {"name": "only", "arguments": ""}}),
+                json!({"index": 0, "function": {"arguments": r#"{"x":"#}}),
+                json!({"index": 0, "function": {"arguments": "1}"}}),
+            ]
+        );
+        // A reply without calls takes no id and stops as usual.
+        let events = stream(&shared, "anthropic", Behaviour::reply(&["Hi"])).await;
+        assert!(
+            events
+                .iter()
+                .any(|(_, d)| d.pointer("/delta/stop_reason") == Some(&json!("end_turn")))
+        );
+        let events = stream(&shared, "anthropic", three_calls()).await;
+        assert_eq!(events[5].1["content_block"]["id"], "toolu_fake_2");
+    }
 }
