@@ -87,6 +87,39 @@ fn calls_in(api: Api, body: &Value) -> Vec<String> {
     }
 }
 
+/// The provider request rebuilt from the stored reply's receipt (the reply answers the session's
+/// first message), in the provider's wire format: equal to the last request the reply made.
+fn rebuilt_from_receipt(api: Api, model: &str, session: &Value, receipt: &Receipt) -> Value {
+    let stored: Vec<ChatMessage> = serde_json::from_value(session["messages"].clone()).unwrap();
+    let history: Vec<TurnMessage> = stored[..1]
+        .iter()
+        .filter(|m| reaches_model(m))
+        .map(TurnMessage::stored)
+        .collect();
+    let reply_msg = &stored[1];
+    let tools = context_tools();
+    let rebuilt = build_request(
+        receipt,
+        &Sources {
+            model,
+            messages: &history,
+            sources: TurnSources {
+                tools: &tools,
+                tool_instructions: Some(DEFAULT_TOOLS_PROMPT),
+                ..Default::default()
+            },
+            current: CurrentReply {
+                text: &reply_msg.content,
+                rounds: &reply_msg.tool_rounds,
+            },
+        },
+    );
+    match api {
+        Api::OpenAi => openai::request_body(&rebuilt),
+        Api::Anthropic => anthropic::request_body(&rebuilt),
+    }
+}
+
 async fn several_rounds_then_text(api: Api) {
     let server = TestServer::start_with(api, Behaviour::reply(&["All", " done."]), TOOLS_ON).await;
     server.fake.queue(vec![
@@ -158,34 +191,7 @@ async fn several_rounds_then_text(api: Api) {
         .filter(|k| matches!(k, PartKind::ToolExchange { .. }))
         .collect();
     assert_eq!(exchanges.len(), 2, "{receipt:?}");
-    let stored: Vec<ChatMessage> = serde_json::from_value(s["messages"].clone()).unwrap();
-    let history: Vec<TurnMessage> = stored[..1]
-        .iter()
-        .filter(|m| reaches_model(m))
-        .map(TurnMessage::stored)
-        .collect();
-    let reply_msg = &stored[1];
-    let tools = context_tools();
-    let rebuilt = build_request(
-        &receipt,
-        &Sources {
-            model: &server.state.config.model,
-            messages: &history,
-            sources: TurnSources {
-                tools: &tools,
-                tool_instructions: Some(DEFAULT_TOOLS_PROMPT),
-                ..Default::default()
-            },
-            current: CurrentReply {
-                text: &reply_msg.content,
-                rounds: &reply_msg.tool_rounds,
-            },
-        },
-    );
-    let wire = match api {
-        Api::OpenAi => openai::request_body(&rebuilt),
-        Api::Anthropic => anthropic::request_body(&rebuilt),
-    };
+    let wire = rebuilt_from_receipt(api, &server.state.config.model, &s, &receipt);
     assert_eq!(wire, requests[2].body);
 
     // A later turn replays the stored exchanges in the provider's format.
@@ -374,36 +380,8 @@ async fn several_calls_in_one_round(api: Api) {
         .filter(|p| matches!(p.kind, PartKind::ToolExchange { .. }))
         .count();
     assert_eq!(listed, 3, "{receipt:?}");
-    let stored: Vec<ChatMessage> = serde_json::from_value(s["messages"].clone()).unwrap();
-    let history: Vec<TurnMessage> = stored[..1]
-        .iter()
-        .filter(|m| reaches_model(m))
-        .map(TurnMessage::stored)
-        .collect();
-    let reply_msg = &stored[1];
-    let tools = context_tools();
     let model = body["session"]["model"].as_str().unwrap();
-    let rebuilt = build_request(
-        &receipt,
-        &Sources {
-            model,
-            system_prompt: None,
-            messages: &history,
-            page_context: None,
-            summary: None,
-            tools: &tools,
-            tool_instructions: Some(DEFAULT_TOOLS_PROMPT),
-            resume: None,
-            current: CurrentReply {
-                text: &reply_msg.content,
-                rounds: &reply_msg.tool_rounds,
-            },
-        },
-    );
-    let wire = match api {
-        Api::OpenAi => openai::request_body(&rebuilt),
-        Api::Anthropic => anthropic::request_body(&rebuilt),
-    };
+    let wire = rebuilt_from_receipt(api, model, &s, &receipt);
     assert_eq!(wire, *next);
 
     // A later turn replays the round: three calls, three results.

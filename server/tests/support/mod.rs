@@ -303,7 +303,8 @@ impl Ws {
     pub async fn closed_within(&mut self, wait: Duration) -> bool {
         let closed = async {
             loop {
-                if let None | Some(Err(_)) | Some(Ok(Message::Close(_))) = self.socket.next().await {
+                if let None | Some(Err(_)) | Some(Ok(Message::Close(_))) = self.socket.next().await
+                {
                     return;
                 }
             }
