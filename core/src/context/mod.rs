@@ -4,10 +4,16 @@ pub mod budget;
 pub mod capture;
 pub mod compression;
 pub mod footer;
+pub mod item_search;
+pub mod items;
 pub mod model_limits;
 
 pub use budget::{ContextBudget, TokenBreakdown, calculate_budget};
 pub use compression::{CompressionOutcome, CompressionSettings, CountedMessage, Strategy};
+pub use items::{
+    AgentItem, IncludeMode, Included, ItemKind, ItemRef, ItemSearchSettings, RequestItem,
+    SessionItem,
+};
 pub use model_limits::{context_limit, encoding_for};
 pub mod meter;
 pub mod plan;
