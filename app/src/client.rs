@@ -374,7 +374,7 @@ impl Inner {
 
     /// Forgets the session (stored id and token, the transcript) and connects for a new one.
     fn start_afresh(this: &Rc<Self>) {
-        session_store::clear(&this.config.server, &this.config.session);
+        session_store::clear(&this.config.server, &this.config.slot());
         this.transcript.update(|t| {
             t.reset();
             t.pending.clear();
@@ -412,7 +412,7 @@ impl Inner {
     }
 
     fn say_hello(&self) {
-        let stored = session_store::load(&self.config.server, &self.config.session);
+        let stored = session_store::load(&self.config.server, &self.config.slot());
         let last_sync_id = match &stored {
             Some(s)
                 if self
@@ -428,6 +428,7 @@ impl Inner {
             token: stored.map(|s| s.token),
             last_sync_id,
             model: self.config.model.clone(),
+            agent: self.config.agent.clone(),
         }));
     }
 
@@ -448,7 +449,7 @@ impl Inner {
                 if !this.joined.get()
                     && matches!(e.code, ErrorCode::Unauthorized | ErrorCode::NotFound) =>
             {
-                session_store::clear(&this.config.server, &this.config.session);
+                session_store::clear(&this.config.server, &this.config.slot());
                 this.transcript.update(|t| t.reset());
                 this.say_hello();
                 return;
@@ -458,7 +459,7 @@ impl Inner {
             ServerEvent::Error(e)
                 if !this.joined.get()
                     && e.code == ErrorCode::RateLimited
-                    && session_store::load(&this.config.server, &this.config.session).is_some() =>
+                    && session_store::load(&this.config.server, &this.config.slot()).is_some() =>
             {
                 let wait = e.retry_after_ms.unwrap_or(0).min(60_000) as u32;
                 this.retry_after_ms.set(wait);
@@ -478,7 +479,7 @@ impl Inner {
                 if let Some(token) = &info.token {
                     session_store::save(
                         &this.config.server,
-                        &this.config.session,
+                        &this.config.slot(),
                         &StoredSession {
                             session_id: info.session_id.clone(),
                             token: token.clone(),

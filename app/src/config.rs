@@ -41,6 +41,8 @@ pub struct WidgetConfig {
     pub server: String,
     /// Names the conversation slot in local storage, so several widgets on a page keep separate sessions.
     pub session: String,
+    /// The agent a new session is for; the server's first agent when `None`.
+    pub agent: Option<String>,
     /// Model to ask the server for; the server's default when `None`.
     pub model: Option<String>,
     pub theme: Theme,
@@ -57,6 +59,15 @@ pub struct WidgetConfig {
 }
 
 impl WidgetConfig {
+    /// The local-storage slot of the conversation: the `session` name, per agent when one is
+    /// asked for (each agent keeps its own conversation).
+    pub fn slot(&self) -> String {
+        match &self.agent {
+            Some(agent) => format!("{}@{agent}", self.session),
+            None => self.session.clone(),
+        }
+    }
+
     /// The token worker's script URL.
     pub fn worker_url(&self) -> String {
         asset_url(&self.assets, "token-worker.js")
@@ -97,6 +108,7 @@ mod tests {
         let c = |s: &str| WidgetConfig {
             server: s.into(),
             session: "default".into(),
+            agent: None,
             model: None,
             theme: Theme::Auto,
             assets: "x".into(),

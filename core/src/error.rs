@@ -44,6 +44,8 @@ pub enum ErrorCode {
     Conflict,
     /// The requested model is not allowed by this server.
     ModelNotAllowed,
+    /// The requested agent is not configured on this server.
+    UnknownAgent,
     /// The request came from a web page whose origin this server does not allow.
     OriginNotAllowed,
     /// A JSON route was sent a body that is not `application/json`.
@@ -78,7 +80,7 @@ impl ErrorCode {
             FrameTooLarge | ContextTooLarge | ContextOverflow => 413,
             ContextInvalid | InvalidSettings | InvalidContextSet | InvalidFilter => 422,
             Unauthorized => 401,
-            NotFound => 404,
+            NotFound | UnknownAgent => 404,
             Conflict => 409,
             ModelNotAllowed | OriginNotAllowed => 403,
             UnsupportedMediaType => 415,

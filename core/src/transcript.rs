@@ -271,6 +271,7 @@ mod tests {
                 session_id: "s".into(),
                 token: None,
                 model: "m".into(),
+                agent: None,
                 context: None,
                 budget: None,
             }),

@@ -104,6 +104,10 @@ pub struct Hello {
     /// The model to reply with; must be allowed by the server. The server's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The agent a new session is for: one the server configures; its first agent when absent.
+    /// An existing session keeps the agent it was created with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// A user message with optional page context and attachments.
@@ -414,6 +418,9 @@ pub struct SessionInfo {
     pub token: Option<String>,
     /// The model replies come from.
     pub model: String,
+    /// The agent the session is for, when the server configures agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// Context window, counting vocabulary and compression settings, for the token meter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<crate::context::ContextInfo>,
@@ -485,8 +492,20 @@ pub struct RestChatRequest {
     /// Existing session to post into (with `Authorization: Bearer <token>`); a new one when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// The agent of a new session (see [`Hello::agent`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     #[serde(flatten)]
     pub chat: ChatRequest,
+}
+
+/// Body of `POST /api/sessions` (may be left out).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewSession {
+    /// The agent the session is for (see [`Hello::agent`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// JSON answer of `POST /api/chat` without `Accept: text/event-stream`.

@@ -98,6 +98,12 @@ pub struct Config {
     /// Sessions unused this long are deleted with everything in them (`GLASSBOX_SESSION_TTL`,
     /// default 30 days; `off` keeps them).
     pub session_ttl: Option<Duration>,
+    /// The agents' configuration file (`GLASSBOX_CONFIG`; `glassbox.toml` in the working
+    /// directory when present; `off`: no agents).
+    pub agents_file: Option<PathBuf>,
+    /// How often the agents' files are checked for changes (`GLASSBOX_CONFIG_POLL_MS`, 2,000;
+    /// 0: only on SIGHUP).
+    pub agents_poll: Duration,
 }
 
 /// The variables of the rate limits and spending caps (`0` turns each off; test and benchmark
@@ -291,6 +297,12 @@ impl Config {
                     )
                 }
             },
+            agents_file: match get("GLASSBOX_CONFIG") {
+                Some(v) if v == "off" => None,
+                Some(v) => Some(PathBuf::from(v)),
+                None => Some(PathBuf::from("glassbox.toml")).filter(|p| p.is_file()),
+            },
+            agents_poll: millis(&get, "GLASSBOX_CONFIG_POLL_MS", 2_000)?,
             rate_limits: {
                 let d = RateLimitConfig::default();
                 let n = |name: &'static str, default: u32| {

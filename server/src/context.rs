@@ -9,6 +9,7 @@ use glassbox_core::context::{
 };
 use glassbox_core::wire::SessionInfo;
 
+use crate::agents::{Agent, AgentCatalog};
 use crate::budgets::Budgets;
 use crate::config::Config;
 use crate::storage::{StorageError, Store};
@@ -42,6 +43,7 @@ pub struct ContextWindows {
     tokens: Arc<TokenCounter>,
     tools: ToolRegistry,
     budgets: Budgets,
+    agents: AgentCatalog,
 }
 
 impl ContextWindows {
@@ -52,6 +54,7 @@ impl ContextWindows {
         tokens: Arc<TokenCounter>,
         tools: ToolRegistry,
         budgets: Budgets,
+        agents: AgentCatalog,
     ) -> Self {
         Self {
             config,
@@ -59,7 +62,22 @@ impl ContextWindows {
             tokens,
             tools,
             budgets,
+            agents,
         }
+    }
+
+    /// The agent a session was created for, as configured now (`None`: no agent, or one the
+    /// configuration no longer has).
+    pub fn agent(&self, settings: &SessionSettings) -> Option<Arc<Agent>> {
+        let name = settings.agent.as_deref()?;
+        self.agents.current().pick(Some(name)).cloned()
+    }
+
+    /// A session's system prompt: its agent's, else the server's (`GLASSBOX_SYSTEM_PROMPT`).
+    pub fn system_prompt(&self, settings: &SessionSettings) -> Option<String> {
+        self.agent(settings)
+            .and_then(|a| a.system_prompt.clone())
+            .or_else(|| self.config.system_prompt.clone())
     }
 
     /// The context parameters of a session replying with `model`.
@@ -91,7 +109,7 @@ impl ContextWindows {
         let facts = ServerFacts {
             model_limits: &self.config.model_limits,
             max_output_tokens: self.config.max_output_tokens,
-            system_prompt_tokens: self.config.system_prompt.as_deref().map_or(0, count),
+            system_prompt_tokens: self.system_prompt(settings).as_deref().map_or(0, count),
             // The tools offered to the session and the instructions about them, as the plan counts
             // them (counts are cached by text).
             tool_tokens: if tools.is_empty() {

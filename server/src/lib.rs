@@ -1,13 +1,14 @@
 //! Glassbox server: WebSocket + REST chat that forwards to LLM providers, with persistence.
 //!
 //! The modules are in three layers, each using only the ones below it:
-//! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `ids`, `storage`,
+//! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
 //!   `providers`, `embed`, `tokens`, `hub`, `background`, `wire_error`;
 //! - services, each with its own error: `budgets`, `calls`, `context_sets`, `tools`, `context`,
 //!   `topics`, `sessions`, `turn`, `chat`;
 //! - the edge: `routes` and `error` (the wire error built from the services' errors), with
 //!   `state` as the composition root.
 
+pub mod agents;
 pub mod background;
 pub mod budgets;
 pub mod calls;
@@ -54,6 +55,10 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
             "marked replies interrupted by a restart as failed"
         );
     }
+    let agents = agents::AgentCatalog::open(config.agents_file.as_deref())?;
+    for agent in agents.current().all() {
+        tracing::info!(agent = %agent.name, items = agent.items.len(), "agent configured");
+    }
     let provider = providers::from_config(&config)?;
     // Loads in the background: chat is served while the model loads.
     let embeddings = match &config.embed_model_dir {
@@ -68,7 +73,7 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
         ),
         None => embed::EmbeddingService::disabled(config.embed_model.clone()),
     };
-    Ok(AppState::new(config, store, provider, embeddings))
+    Ok(AppState::new(config, store, provider, embeddings, agents))
 }
 
 /// Serves `app(state)` on `listener` until ctrl-c, sweeping idle sessions in the background.
@@ -93,6 +98,7 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
             }
         }
     });
+    tokio::spawn(watch_agents(state.agents.clone(), state.config.agents_poll));
     // Replies stream as many small writes: without TCP_NODELAY, Nagle's algorithm and delayed ACKs
     // hold each one back for up to 40 ms.
     let listener = listener.tap_io(|tcp| {
@@ -107,4 +113,44 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
         let _ = tokio::signal::ctrl_c().await;
     })
     .await
+}
+
+/// Reads the agents' files again on SIGHUP, and when a poll every `poll` (0: never) finds one
+/// changed. A file that no longer reads is logged with its line, and the agents read before stay.
+async fn watch_agents(agents: agents::AgentCatalog, poll: std::time::Duration) {
+    #[cfg(unix)]
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut tick = (!poll.is_zero()).then(|| tokio::time::interval(poll));
+    loop {
+        let asked = async {
+            #[cfg(unix)]
+            if let Some(h) = hangup.as_mut() {
+                h.recv().await;
+                return;
+            }
+            std::future::pending::<()>().await
+        };
+        let polled = async {
+            match tick.as_mut() {
+                Some(t) => {
+                    t.tick().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        let signalled = tokio::select! {
+            _ = asked => true,
+            _ = polled => false,
+        };
+        if !signalled && !agents.stale() {
+            continue;
+        }
+        match agents.reload() {
+            Ok(reloaded) => tracing::info!(
+                changed = ?reloaded.changed,
+                "agents read again"
+            ),
+            Err(e) => tracing::error!(error = %e, "agents not read again; the previous ones stay"),
+        }
+    }
 }

@@ -263,8 +263,8 @@ impl<C: Clock + Clone> RateLimits<C> {
             &self.session_commands,
             &self.session_joins,
         ]
-            .into_iter()
-            .flatten()
+        .into_iter()
+        .flatten()
         {
             l.retain_recent();
             l.shrink_to_fit();
@@ -321,13 +321,19 @@ mod tests {
         let refused = limits.command("s1").unwrap_err();
         assert_eq!(refused.what, "too many commands in this session");
         assert!(limits.command("s2").is_ok(), "another session");
-        assert!(limits.message(ip(3), "s3").is_ok(), "messages are counted apart");
+        assert!(
+            limits.message(ip(3), "s3").is_ok(),
+            "messages are counted apart"
+        );
 
         assert!(limits.join("s1").is_ok());
         let refused = limits.join("s1").unwrap_err();
         assert_eq!(refused.what, "this session was joined too often");
         assert!(limits.join("s2").is_ok(), "another session");
-        assert!(limits.command("s3").is_ok(), "joins are counted apart from commands");
+        assert!(
+            limits.command("s3").is_ok(),
+            "joins are counted apart from commands"
+        );
     }
 
     #[test]

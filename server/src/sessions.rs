@@ -7,6 +7,9 @@ use glassbox_core::wire::SessionInfo;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
+use glassbox_core::context::SessionSettings;
+
+use crate::agents::{Agent, AgentCatalog};
 use crate::config::Config;
 use crate::embed::service::EmbeddingService;
 use crate::hub::{Hub, Hubs};
@@ -23,6 +26,8 @@ pub enum SessionError {
     Unauthorized,
     #[error("model {0:?} is not allowed on this server")]
     ModelNotAllowed(String),
+    #[error("agent {name:?} is not configured on this server (configured: {})", known.join(", "))]
+    UnknownAgent { name: String, known: Vec<String> },
     #[error(transparent)]
     RateLimited(#[from] RateLimited),
     #[error("storage failed")]
@@ -35,6 +40,7 @@ impl ToWire for SessionError {
         match self {
             SessionError::Unauthorized => ErrorCode::Unauthorized,
             SessionError::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
+            SessionError::UnknownAgent { .. } => ErrorCode::UnknownAgent,
             SessionError::RateLimited(e) => e.code(),
             SessionError::Storage(e) => e.code(),
         }
@@ -57,6 +63,21 @@ pub struct Sessions {
     limits: Arc<RateLimits>,
     embeddings: Arc<EmbeddingService>,
     tools: ToolRegistry,
+    agents: AgentCatalog,
+}
+
+/// What a client asks for when it opens a session.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ask<'a> {
+    /// An existing session (with its `token`); a new one when `None`.
+    pub id: Option<&'a str>,
+    pub token: Option<&'a str>,
+    /// The model to reply with; the agent's or the server's when `None`.
+    pub model: Option<&'a str>,
+    /// A new session's agent; the first configured when `None`.
+    pub agent: Option<&'a str>,
+    /// Where the request comes from (the new-session limit).
+    pub address: Option<IpAddr>,
 }
 
 /// A session opened by a client.
@@ -83,6 +104,7 @@ impl Sessions {
         limits: Arc<RateLimits>,
         embeddings: Arc<EmbeddingService>,
         tools: ToolRegistry,
+        agents: AgentCatalog,
     ) -> Self {
         Self {
             config,
@@ -91,6 +113,7 @@ impl Sessions {
             limits,
             embeddings,
             tools,
+            agents,
         }
     }
 
@@ -101,76 +124,90 @@ impl Sessions {
         id: &str,
         token: Option<&str>,
     ) -> Result<OpenSession, SessionError> {
-        self.open(Some(id), token, None, None).await
+        let ask = Ask {
+            id: Some(id),
+            token,
+            ..Ask::default()
+        };
+        self.open_or_join(ask, false).await
     }
 
-    /// Opens a session: a new one when `id` is `None` (within the sessions-per-hour limit of
-    /// `address`), else an existing one whose token must match. `model` is the model the client
-    /// asks for, if any.
-    pub async fn open(
-        &self,
-        id: Option<&str>,
-        token: Option<&str>,
-        model: Option<&str>,
-        address: Option<IpAddr>,
-    ) -> Result<OpenSession, SessionError> {
-        self.open_or_join(id, token, model, address, false).await
+    /// Opens a session: a new one when `ask.id` is `None` (within the sessions-per-hour limit of
+    /// its address, for its agent), else an existing one whose token must match.
+    pub async fn open(&self, ask: Ask<'_>) -> Result<OpenSession, SessionError> {
+        self.open_or_join(ask, false).await
     }
 
     /// Opens a session for a WebSocket hello: as [`Self::open`], and joining an existing
     /// one (which reads its history and, under a filter, scores it) counts against the session's
     /// joins per minute once its token is checked, before anything is read or touched.
-    pub async fn join(
-        &self,
-        id: Option<&str>,
-        token: Option<&str>,
-        model: Option<&str>,
-        address: Option<IpAddr>,
-    ) -> Result<OpenSession, SessionError> {
-        self.open_or_join(id, token, model, address, true).await
+    pub async fn join(&self, ask: Ask<'_>) -> Result<OpenSession, SessionError> {
+        self.open_or_join(ask, true).await
     }
 
-    async fn open_or_join(
+    /// The agent of a new session asked to be for `name` (the first one when `None`); `None` on
+    /// a server without agents.
+    fn agent_for_new(&self, name: Option<&str>) -> Result<Option<Arc<Agent>>, SessionError> {
+        let agents = self.agents.current();
+        match (agents.pick(name), name) {
+            (Some(agent), _) => Ok(Some(agent.clone())),
+            (None, None) => Ok(None),
+            (None, Some(name)) => Err(SessionError::UnknownAgent {
+                name: name.chars().take(64).collect(),
+                known: agents.all().iter().map(|a| a.name.clone()).collect(),
+            }),
+        }
+    }
+
+    /// The model of a session of `agent`: the one the client asks for (allowed by the server or
+    /// the agent's own), else the agent's, else the server's.
+    fn model_for(
         &self,
-        id: Option<&str>,
-        token: Option<&str>,
-        model: Option<&str>,
-        address: Option<IpAddr>,
-        join: bool,
-    ) -> Result<OpenSession, SessionError> {
-        let model = match model {
-            Some(m) if !self.config.model_allowed(m) => {
-                return Err(SessionError::ModelNotAllowed(m.to_owned()));
-            }
-            Some(m) => m.to_owned(),
-            None => self.config.model.clone(),
-        };
+        asked: Option<&str>,
+        agent: Option<&Agent>,
+    ) -> Result<String, SessionError> {
+        let agents_model = agent.and_then(|a| a.model.as_deref());
+        match asked {
+            Some(m) if self.config.model_allowed(m) || Some(m) == agents_model => Ok(m.to_owned()),
+            Some(m) => Err(SessionError::ModelNotAllowed(m.to_owned())),
+            None => Ok(agents_model.unwrap_or(&self.config.model).to_owned()),
+        }
+    }
+
+    async fn open_or_join(&self, ask: Ask<'_>, join: bool) -> Result<OpenSession, SessionError> {
         let grace = self.config.disconnect_grace;
-        match id {
+        match ask.id {
             None => {
-                self.limits.create_session(address)?;
+                let agent = self.agent_for_new(ask.agent)?;
+                let model = self.model_for(ask.model, agent.as_deref())?;
+                self.limits.create_session(ask.address)?;
                 let id = new_id();
                 let mut raw = [0u8; 32];
                 rand::rng().fill_bytes(&mut raw);
                 let token = hex::encode(raw);
+                let settings = SessionSettings {
+                    agent: agent.as_ref().map(|a| a.name.clone()),
+                    ..SessionSettings::default()
+                };
                 self.store
-                    .create_session(&id, &hash_token(&token), now_ms())
+                    .create_session(&id, &hash_token(&token), now_ms(), &settings)
                     .await?;
                 let hub = self.hubs.get_or_create(&id, grace, false);
-                tracing::info!(session = %id, "session created");
+                tracing::info!(session = %id, agent = ?settings.agent, "session created");
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {
                         session_id: id,
                         token: Some(token),
                         model,
+                        agent: settings.agent,
                         context: None,
                         budget: None,
                     },
                 })
             }
             Some(id) => {
-                let token = token.ok_or(SessionError::Unauthorized)?;
+                let token = ask.token.ok_or(SessionError::Unauthorized)?;
                 // Unknown ids and wrong tokens look the same to the caller.
                 let row = self
                     .store
@@ -183,6 +220,17 @@ impl Sessions {
                 if join {
                     self.limits.join(id)?;
                 }
+                // The session keeps the agent it was created for (one the configuration no
+                // longer has: none).
+                let agents = self.agents.current();
+                let (agent_name, agent) = if agents.is_empty() {
+                    (None, None)
+                } else {
+                    let name = self.store.settings(id).await?.agent;
+                    let agent = name.as_deref().and_then(|n| agents.pick(Some(n))).cloned();
+                    (name, agent)
+                };
+                let model = self.model_for(ask.model, agent.as_deref())?;
                 self.store.touch_session(id, now_ms()).await?;
                 let hub = self.hubs.get_or_create(id, grace, true);
                 Ok(OpenSession {
@@ -191,6 +239,7 @@ impl Sessions {
                         session_id: id.to_owned(),
                         token: None,
                         model,
+                        agent: agent_name,
                         context: None,
                         budget: None,
                     },

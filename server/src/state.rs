@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::agents::AgentCatalog;
 use crate::budgets::Budgets;
 use crate::calls::{Calls, Limits};
 use crate::chat::Chat;
@@ -31,6 +32,8 @@ pub struct AppState {
     pub limits: Arc<RateLimits>,
     /// Tools offered to the model; changes while the server runs.
     pub tools: ToolRegistry,
+    /// The configured agents; read again when their files change.
+    pub agents: AgentCatalog,
     pub budgets: Budgets,
     pub sessions: Sessions,
     pub windows: ContextWindows,
@@ -46,6 +49,7 @@ impl AppState {
         store: Store,
         provider: Arc<dyn Provider>,
         embeddings: Arc<EmbeddingService>,
+        agents: AgentCatalog,
     ) -> Self {
         let models: Vec<&str> = std::iter::once(config.model.as_str())
             .chain(config.allowed_models.iter().map(String::as_str))
@@ -75,6 +79,7 @@ impl AppState {
             tokens.clone(),
             tools.clone(),
             budgets.clone(),
+            agents.clone(),
         );
         let topics = Topics::new(
             config.clone(),
@@ -91,6 +96,7 @@ impl AppState {
             limits.clone(),
             embeddings.clone(),
             tools.clone(),
+            agents.clone(),
         );
         let turns = TurnEngine {
             config: config.clone(),
@@ -116,6 +122,7 @@ impl AppState {
             embeddings,
             limits,
             tools,
+            agents,
             budgets,
             sessions,
             windows,

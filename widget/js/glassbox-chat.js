@@ -4,7 +4,8 @@
 //   <glassbox-chat server="https://YOUR-SERVER" session="support" theme="auto"></glassbox-chat>
 //
 // Attributes: server (defaults to the origin this script came from), session (names the conversation
-// slot kept in localStorage), model, theme (light | dark | auto), vocab (token vocabulary URL with
+// slot kept in localStorage), agent (one the server configures; its first when absent; each agent
+// keeps its own conversation in the slot), model, theme (light | dark | auto), vocab (token vocabulary URL with
 // {encoding}; defaults to vocab/{encoding}.gbv beside this script), file-link and applet-link (the
 // context footer's link templates with {path}, or {slug} and {params}; "none" for no links), capture
 // (the idle URL capture: "off", "PARAM" or "PARAM:SET"; default "applet"), hide-context-values
@@ -25,7 +26,7 @@ const defaultServer = new URL('..', here).href.replace(/\/$/, '');
 
 class GlassboxChat extends HTMLElement {
   static observedAttributes = [
-    'server', 'session', 'model', 'theme', 'vocab', 'file-link', 'applet-link', 'capture',
+    'server', 'session', 'agent', 'model', 'theme', 'vocab', 'file-link', 'applet-link', 'capture',
     'hide-context-values',
   ];
 
@@ -48,7 +49,7 @@ class GlassboxChat extends HTMLElement {
     if (name === 'theme') {
       this.#widget.setTheme(newValue);
     } else {
-      // A different server, session slot or model is a different conversation; the other
+      // A different server, session slot, agent or model is a different conversation; the other
       // attributes are read when mounting.
       this.#unmount();
       this.#mount();
@@ -122,6 +123,7 @@ class GlassboxChat extends HTMLElement {
         this.#widget = new GlassboxWidget(this, this.#container, {
           server: this.getAttribute('server') || defaultServer,
           session: this.getAttribute('session') || 'default',
+          agent: this.getAttribute('agent') || null,
           model: this.getAttribute('model') || null,
           theme: this.getAttribute('theme') || 'auto',
           assets: here.href,

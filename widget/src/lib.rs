@@ -21,6 +21,8 @@ struct Options {
     #[serde(default)]
     session: Option<String>,
     #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
     model: Option<String>,
     #[serde(default)]
     theme: Option<String>,
@@ -104,6 +106,7 @@ impl GlassboxWidget {
                 .session
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "default".into()),
+            agent: options.agent.filter(|a| !a.is_empty()),
             model: options.model.filter(|m| !m.is_empty()),
             theme: Theme::parse(options.theme.as_deref()),
             assets: options.assets,

@@ -28,6 +28,9 @@ pub struct SessionSettings {
     /// The topic filter and similarity mode.
     #[serde(default)]
     pub topics: TopicSettings,
+    /// The agent the session was created for (`None` on a server without agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl Default for SessionSettings {
@@ -37,6 +40,7 @@ impl Default for SessionSettings {
             compression: CompressionSettings::default(),
             context: ContextSets::new(),
             topics: TopicSettings::default(),
+            agent: None,
         }
     }
 }

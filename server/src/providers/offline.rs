@@ -91,7 +91,9 @@ pub fn reply_text(req: &ProviderRequest) -> String {
     let said: Vec<_> = req
         .messages
         .iter()
-        .filter(|m| m.tool_results.is_empty() && !(m.content.is_empty() && m.attachments.is_empty()))
+        .filter(|m| {
+            m.tool_results.is_empty() && !(m.content.is_empty() && m.attachments.is_empty())
+        })
         .collect();
     let total = said.len();
     let from_user = said.iter().filter(|m| m.role == Role::User).count();
@@ -244,7 +246,10 @@ mod tests {
         };
         let text = reply_text(&req);
         assert!(text.contains("I received 1 message (1 from you)"), "{text}");
-        assert!(text.contains("It came with 1 attachment: `spec.pdf`."), "{text}");
+        assert!(
+            text.contains("It came with 1 attachment: `spec.pdf`."),
+            "{text}"
+        );
     }
 
     #[test]

@@ -29,23 +29,59 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = AppError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, AppError> {
-        let content_type = req
-            .headers()
-            .get(CONTENT_TYPE)
-            .map(|v| v.to_str().unwrap_or("(not text)").to_owned())
-            .unwrap_or_else(|| "(none)".to_owned());
-        if !is_json(&content_type) {
-            return Err(AppError::UnsupportedMediaType(
-                content_type.chars().take(100).collect(),
-            ));
-        }
-        let bytes = axum::body::to_bytes(req.into_body(), MAX_FRAME_BYTES)
-            .await
-            .map_err(|_| DecodeError::TooLarge {
-                size: MAX_FRAME_BYTES + 1,
-                limit: MAX_FRAME_BYTES,
-            })?;
-        Ok(JsonBody(decode_body(&bytes)?))
+        json_body(req, false)
+            .await?
+            .ok_or_else(|| AppError::UnsupportedMediaType("(none)".to_owned()))
+            .map(JsonBody)
+    }
+}
+
+/// As [`JsonBody`], but an empty body without a content type is `T::default()`.
+pub struct OptionalJsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = AppError;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, AppError> {
+        Ok(OptionalJsonBody(
+            json_body(req, true).await?.unwrap_or_default(),
+        ))
+    }
+}
+
+/// The body decoded; `None` when `may_be_empty` and there is no content type and no body. The
+/// content type is checked before the body is read.
+async fn json_body<T: DeserializeOwned>(
+    req: Request,
+    may_be_empty: bool,
+) -> Result<Option<T>, AppError> {
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("(not text)").to_owned());
+    let refused = |t: Option<String>| {
+        AppError::UnsupportedMediaType(
+            t.unwrap_or_else(|| "(none)".to_owned())
+                .chars()
+                .take(100)
+                .collect(),
+        )
+    };
+    match &content_type {
+        Some(t) if !is_json(t) => return Err(refused(content_type)),
+        None if !may_be_empty => return Err(refused(None)),
+        _ => {}
+    }
+    let bytes = axum::body::to_bytes(req.into_body(), MAX_FRAME_BYTES)
+        .await
+        .map_err(|_| DecodeError::TooLarge {
+            size: MAX_FRAME_BYTES + 1,
+            limit: MAX_FRAME_BYTES,
+        })?;
+    match content_type {
+        None if bytes.is_empty() => Ok(None),
+        None => Err(refused(None)),
+        Some(_) => Ok(Some(decode_body(&bytes)?)),
     }
 }
 

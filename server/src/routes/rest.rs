@@ -14,27 +14,34 @@ use glassbox_core::context::ContextSets;
 use glassbox_core::context::FilterView;
 use glassbox_core::context::sets::SetContextArgs;
 use glassbox_core::wire::{
-    ChatMessage, RestChatRequest, RestChatResponse, ServerEvent, ServerFrame, SessionInfo,
-    SetFilter, SetSimilarityMode,
+    ChatMessage, NewSession, RestChatRequest, RestChatResponse, ServerEvent, ServerFrame,
+    SessionInfo, SetFilter, SetSimilarityMode,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use super::client_addr::ClientAddr;
-use super::extract::{BearerToken, JsonBody};
+use super::extract::{BearerToken, JsonBody, OptionalJsonBody};
 use crate::chat::Submitted;
 use crate::context_sets;
 use crate::error::AppError;
 use crate::hub::ClientLease;
+use crate::sessions::Ask;
 use crate::state::AppState;
 use glassbox_core::context::{CompressionSettings, ContextInfo};
 
-/// `POST /api/sessions`: a new session and its token (shown once).
+/// `POST /api/sessions` (body optional: `{"agent": …}`): a new session and its token (shown once).
 pub async fn create_session(
     State(state): State<AppState>,
     ClientAddr(address): ClientAddr,
+    OptionalJsonBody(body): OptionalJsonBody<NewSession>,
 ) -> Result<Json<SessionInfo>, AppError> {
-    let info = state.sessions.open(None, None, None, address).await?.info;
+    let ask = Ask {
+        agent: body.agent.as_deref(),
+        address,
+        ..Ask::default()
+    };
+    let info = state.sessions.open(ask).await?.info;
     Ok(Json(state.windows.with_context(info).await?))
 }
 
@@ -230,10 +237,14 @@ pub async fn chat(
     BearerToken(token): BearerToken,
     JsonBody(body): JsonBody<RestChatRequest>,
 ) -> Result<Response, AppError> {
-    let session = state
-        .sessions
-        .open(body.session_id.as_deref(), token.as_deref(), None, address)
-        .await?;
+    let ask = Ask {
+        id: body.session_id.as_deref(),
+        token: token.as_deref(),
+        agent: body.agent.as_deref(),
+        address,
+        ..Ask::default()
+    };
+    let session = state.sessions.open(ask).await?;
     let lease = session.hub.attach();
     let frames = session.hub.subscribe();
     let submitted = state

@@ -29,6 +29,7 @@ use super::client_addr::ClientAddr;
 use crate::embed::service::Urgency;
 use crate::error::AppError;
 use crate::hub::{ClientLease, Hub};
+use crate::sessions::Ask;
 use crate::state::AppState;
 use crate::wire_error::ToWire;
 
@@ -217,15 +218,14 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
     sink: &mut W,
     hello: Hello,
 ) -> Result<Attached, AppError> {
-    let open = state
-        .sessions
-        .join(
-            hello.session_id.as_deref(),
-            hello.token.as_deref(),
-            hello.model.as_deref(),
-            address,
-        )
-        .await?;
+    let ask = Ask {
+        id: hello.session_id.as_deref(),
+        token: hello.token.as_deref(),
+        model: hello.model.as_deref(),
+        agent: hello.agent.as_deref(),
+        address,
+    };
+    let open = state.sessions.join(ask).await?;
     // Subscribe before looking back, so nothing falls between replay and live frames.
     let mut a = Attached {
         state: state.clone(),

@@ -119,14 +119,17 @@ impl Store {
         id: &str,
         token_hash: &str,
         now: i64,
+        settings: &SessionSettings,
     ) -> Result<(), StorageError> {
         sqlx::query(
-            "INSERT INTO sessions (id, token_hash, created_at, last_active_at) VALUES (?, ?, ?, ?)",
+            "INSERT INTO sessions (id, token_hash, created_at, last_active_at, settings_json) \
+             VALUES (?, ?, ?, ?, ?)",
         )
         .bind(id)
         .bind(token_hash)
         .bind(now)
         .bind(now)
+        .bind(to_json(settings))
         .execute(&self.writer)
         .await?;
         Ok(())

@@ -44,6 +44,8 @@ enum Summary {
 /// from it (through the receipt), so they all read the same texts.
 pub struct Gathered {
     pub info: ContextInfo,
+    /// The session's agent, as configured when the turn started.
+    pub agent: Option<std::sync::Arc<crate::agents::Agent>>,
     /// The history that reaches the model, oldest first, ending with the message being answered.
     pub history: Vec<ChatMessage>,
     page_context: Option<PageContext>,
@@ -157,7 +159,8 @@ impl TurnEngine {
             history,
             filter,
             page_context,
-            system_prompt: self.config.system_prompt.clone(),
+            system_prompt: self.windows.system_prompt(&settings),
+            agent: self.windows.agent(&settings),
             tool_instructions: (!tools.is_empty())
                 .then(|| self.config.context_prompt.clone())
                 .flatten(),

@@ -151,7 +151,10 @@ impl TurnEngine {
                 .await;
         }
         let encoding = gathered.info.encoding.clone();
-        let max_rounds = self.config.max_chat_turns;
+        let max_rounds = gathered
+            .agent
+            .as_ref()
+            .map_or(self.config.max_chat_turns, |a| a.defaults.max_chat_turns);
         let mut request = plan.request.clone();
         let mut round: u32 = 0;
         let checkpoints = checkpoint::Checkpoints::start(

@@ -68,6 +68,8 @@ impl TestServer {
         vars.insert("GLASSBOX_TOPICS".into(), "off".into());
         // Tests of the tool loop switch the context tools on; others compare exact request bodies.
         vars.insert("GLASSBOX_TOOLS".into(), "off".into());
+        // No agents unless a test configures them (GLASSBOX_CONFIG).
+        vars.insert("GLASSBOX_CONFIG".into(), "off".into());
         // Tests send many messages from one address; the limit and budget tests switch them on.
         for limit in glassbox_server::config::LIMIT_VARS {
             vars.insert(limit.into(), "0".into());
