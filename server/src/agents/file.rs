@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use glassbox_core::context::items::ItemSearchSettings;
 use serde::Deserialize;
 
 use super::items::read_items;
@@ -86,6 +87,19 @@ impl Default for AgentDefaults {
 }
 
 impl AgentDefaults {
+    /// The semantic search of its sessions' requests.
+    pub fn search(&self) -> ItemSearchSettings {
+        ItemSearchSettings {
+            top_k: self.context_top_k,
+            top_n: self.context_top_n,
+            include_score: self.context_include_score,
+            expansion_depth: self.context_expansion_depth,
+            expansion_threshold: self.context_expansion_threshold,
+            expansion_top_n: self.context_expansion_top_n,
+            ..ItemSearchSettings::default()
+        }
+    }
+
     /// The first value out of range, as (field, why).
     fn check(&self) -> Result<(), (&'static str, String)> {
         let within = |name: &'static str, v: f32, lo: f32, hi: f32| {

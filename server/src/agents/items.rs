@@ -13,45 +13,35 @@
 
 use std::path::{Path, PathBuf};
 
+use glassbox_core::context::items::{AgentItem, IncludeMode, ItemRef};
 use serde::Deserialize;
 
 use super::AgentConfigError;
 
-/// What an item is to the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ItemType {
-    /// How to answer.
-    Rule,
-    /// What to know.
-    Reference,
-}
-
-/// How an item reaches requests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Include {
-    /// In every new session.
-    Always,
-    /// Only when a user adds it.
-    #[default]
-    Manual,
-    /// When a message is about it (semantic search), or when a user adds it.
-    Agent,
-}
-
-/// A rule or reference of an agent.
+/// A rule or reference of an agent: what the session lists and the search know of it, its text
+/// and its file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
-    pub kind: ItemType,
-    pub name: String,
-    pub description: Option<String>,
-    pub priority: i64,
-    pub include: Include,
+    pub meta: AgentItem,
     /// The markdown after the front matter.
     pub text: String,
     /// The file it was read from.
     pub file: PathBuf,
+}
+
+impl Item {
+    /// Its name, unique in the agent.
+    pub fn name(&self) -> &str {
+        &self.meta.item.name
+    }
+}
+
+/// An item file's `type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum FileType {
+    Rule,
+    Reference,
 }
 
 /// The front matter as written (every key known, so a typo is an error with its line).
@@ -59,17 +49,21 @@ pub struct Item {
 #[serde(deny_unknown_fields)]
 struct FrontMatter {
     #[serde(rename = "type")]
-    kind: ItemType,
+    kind: FileType,
     name: String,
     description: Option<String>,
     #[serde(default = "default_priority")]
-    priority: i64,
-    #[serde(default)]
-    include: Include,
+    priority: i32,
+    #[serde(default = "default_include")]
+    include: IncludeMode,
 }
 
-fn default_priority() -> i64 {
+fn default_priority() -> i32 {
     100
+}
+
+fn default_include() -> IncludeMode {
+    IncludeMode::Manual
 }
 
 /// Longest item file read, in bytes.
@@ -89,20 +83,20 @@ pub(super) fn read_items(dir: &Path) -> Result<Vec<Item>, AgentConfigError> {
     let mut items: Vec<Item> = Vec::with_capacity(files.len());
     for file in files {
         let item = read_item(&file)?;
-        if let Some(other) = items.iter().find(|i| i.name == item.name) {
+        if let Some(other) = items.iter().find(|i| i.name() == item.name()) {
             return Err(AgentConfigError::new(
                 &file,
                 Some(2),
                 format!(
                     "the name {:?} is taken by {}; names are unique in an agent",
-                    item.name,
+                    item.name(),
                     other.file.display()
                 ),
             ));
         }
         items.push(item);
     }
-    items.sort_by(|a, b| a.priority.cmp(&b.priority).then(a.name.cmp(&b.name)));
+    items.sort_by(|a, b| glassbox_core::context::items::by_priority(&a.meta, &b.meta));
     Ok(items)
 }
 
@@ -140,15 +134,17 @@ pub(super) fn read_item(file: &Path) -> Result<Item, AgentConfigError> {
     if body.is_empty() {
         return Err(err(None, "has no text after its front matter".to_owned()));
     }
+    let name = front.name.trim().to_owned();
     Ok(Item {
-        kind: front.kind,
-        name: front.name.trim().to_owned(),
-        description: front
-            .description
-            .map(|d| d.trim().to_owned())
-            .filter(|d| !d.is_empty()),
-        priority: front.priority,
-        include: front.include,
+        meta: AgentItem {
+            item: match front.kind {
+                FileType::Rule => ItemRef::rule(name),
+                FileType::Reference => ItemRef::reference(name),
+            },
+            description: front.description.unwrap_or_default().trim().to_owned(),
+            priority: front.priority,
+            include: front.include,
+        },
         text: body.to_owned(),
         file: file.to_owned(),
     })
@@ -200,11 +196,10 @@ mod tests {
             "---\ntype: rule\nname: Cite sources\ndescription: When to cite\npriority: 1\ninclude: always\n---\n\nCite the reference you used.\n",
         );
         let item = read_item(&f).unwrap();
-        assert_eq!(item.kind, ItemType::Rule);
-        assert_eq!(item.name, "Cite sources");
-        assert_eq!(item.description.as_deref(), Some("When to cite"));
-        assert_eq!(item.priority, 1);
-        assert_eq!(item.include, Include::Always);
+        assert_eq!(item.meta.item, ItemRef::rule("Cite sources"));
+        assert_eq!(item.meta.description, "When to cite");
+        assert_eq!(item.meta.priority, 1);
+        assert_eq!(item.meta.include, IncludeMode::Always);
         assert_eq!(item.text, "Cite the reference you used.");
     }
 
@@ -217,8 +212,12 @@ mod tests {
             "---\ntype: reference\nname: X\n---\nText\n",
         );
         let item = read_item(&f).unwrap();
-        assert_eq!((item.priority, item.include), (100, Include::Manual));
-        assert_eq!(item.description, None);
+        assert_eq!(item.meta.item, ItemRef::reference("X"));
+        assert_eq!(
+            (item.meta.priority, item.meta.include),
+            (100, IncludeMode::Manual)
+        );
+        assert_eq!(item.meta.description, "");
     }
 
     #[test]
@@ -293,7 +292,7 @@ mod tests {
         let names: Vec<String> = read_items(dir.path())
             .unwrap()
             .into_iter()
-            .map(|i| i.name)
+            .map(|i| i.name().to_owned())
             .collect();
         assert_eq!(names, ["B", "C", "A"]);
         let twin = write(dir.path(), "d.md", "---\ntype: rule\nname: A\n---\nagain\n");

@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 pub use file::{AgentDefaults, ToolPermission};
-pub use items::{Include, Item, ItemType};
+pub use items::Item;
 
 /// A configuration file that cannot be used: which file, which line (1-based, when known), why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,7 +51,7 @@ pub struct Agent {
 impl Agent {
     /// The item called `name`.
     pub fn item(&self, name: &str) -> Option<&Item> {
-        self.items.iter().find(|i| i.name == name)
+        self.items.iter().find(|i| i.name() == name)
     }
 }
 
@@ -179,7 +179,7 @@ fn changed_items(old: &Agents, new: &Agents) -> Vec<(String, String)> {
             .flat_map(|a| {
                 a.items
                     .iter()
-                    .map(|i| ((a.name.clone(), i.name.clone()), i.clone()))
+                    .map(|i| ((a.name.clone(), i.name().to_owned()), i.clone()))
             })
             .collect()
     };
@@ -243,19 +243,17 @@ mod tests {
         let agents = Agents::load(&file).unwrap();
         let demo = agents.pick(None).unwrap();
         assert_eq!(demo.name, "demo");
-        let count = |kind: ItemType| demo.items.iter().filter(|i| i.kind == kind).count();
-        assert!(count(ItemType::Rule) >= 4, "{demo:?}");
-        assert!(count(ItemType::Reference) >= 12, "{demo:?}");
-        assert!(
+        use glassbox_core::context::items::{IncludeMode, ItemKind};
+        let count = |kind: ItemKind| {
             demo.items
                 .iter()
-                .any(|i| i.include == items::Include::Agent)
-        );
-        assert!(
-            demo.items
-                .iter()
-                .any(|i| i.include == items::Include::Always)
-        );
+                .filter(|i| i.meta.item.kind == kind)
+                .count()
+        };
+        assert!(count(ItemKind::Rule) >= 4, "{demo:?}");
+        assert!(count(ItemKind::Reference) >= 12, "{demo:?}");
+        let has = |mode: IncludeMode| demo.items.iter().any(|i| i.meta.include == mode);
+        assert!(has(IncludeMode::Agent) && has(IncludeMode::Always));
     }
 
     #[test]
@@ -302,9 +300,9 @@ mod tests {
                 "temperature",
             ),
             (
-                "[[agents]]\nname = \"a\"\ncontext_top_n = 0\n",
+                "[[agents]]\nname = \"a\"\ncontext_top_k = 0\n",
                 Some(1),
-                "context_top_n",
+                "context_top_k",
             ),
             (
                 "[[agents]]\nname = \"a\"\nitems = \"nowhere\"\n",
