@@ -592,6 +592,7 @@ impl Inner {
             | ServerEvent::Budget(_)
             | ServerEvent::Topics(_)
             | ServerEvent::Filter(_)
+            | ServerEvent::Items(_)
             | ServerEvent::Delta(_) => return,
         };
         let mut cells = self.cells.borrow_mut();

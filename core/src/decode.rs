@@ -9,7 +9,7 @@ use crate::limits::MAX_FRAME_BYTES;
 use crate::wire::ClientFrame;
 
 /// The frame types a client may send.
-pub const CLIENT_FRAME_TYPES: [&str; 10] = [
+pub const CLIENT_FRAME_TYPES: [&str; 14] = [
     "hello",
     "chat",
     "retry",
@@ -20,6 +20,10 @@ pub const CLIENT_FRAME_TYPES: [&str; 10] = [
     "get_topics",
     "set_similarity_mode",
     "mark_message",
+    "get_items",
+    "add_item",
+    "remove_item",
+    "set_overrides",
 ];
 
 /// Why a frame or body could not be decoded.
@@ -185,7 +189,11 @@ mod tests {
             r#"{"type":"set_filter","data":{"labels":"Chess"}}"#,
             r#"{"type":"get_topics","data":{"x":1}}"#,
         ] {
-            assert_eq!(decode_client_frame(bad).map_err(|e| e.code()).err(), Some(ErrorCode::InvalidFrame), "{bad}");
+            assert_eq!(
+                decode_client_frame(bad).map_err(|e| e.code()).err(),
+                Some(ErrorCode::InvalidFrame),
+                "{bad}"
+            );
         }
     }
 }

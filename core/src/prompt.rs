@@ -28,6 +28,12 @@ pub struct ProviderRequest {
     pub messages: Vec<PromptMessage>,
     pub tools: Vec<ToolDefinition>,
     pub max_output_tokens: u32,
+    /// Sampling temperature; the provider's default when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling; the provider's default when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
     /// The answer must be JSON of this schema (structured output): OpenAI's `response_format`,
     /// Anthropic's forced tool (the answer then comes as that tool's call).
     #[serde(default, skip_serializing_if = "Option::is_none")]

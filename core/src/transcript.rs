@@ -43,6 +43,8 @@ pub struct Transcript {
     pub topics: Option<SessionTopics>,
     /// The topic filter and the history it lets through.
     pub filter: Option<FilterView>,
+    /// The agent's items and the session's choices; `None` until the server sent them.
+    pub items: Option<crate::wire::ItemsView>,
     cursor: SyncCursor,
 }
 
@@ -122,11 +124,16 @@ impl Transcript {
             ServerEvent::Budget(b) => self.budget = Some(*b),
             // A newer extraction may have arrived first (a reply to `get_topics` numbered later).
             ServerEvent::Topics(t) => {
-                if self.topics.as_ref().is_none_or(|old| old.generation <= t.generation) {
+                if self
+                    .topics
+                    .as_ref()
+                    .is_none_or(|old| old.generation <= t.generation)
+                {
                     self.topics = Some(t.clone());
                 }
             }
             ServerEvent::Filter(f) => self.filter = Some(f.clone()),
+            ServerEvent::Items(v) => self.items = Some(v.clone()),
             ServerEvent::Mark(m) => {
                 if let Some(msg) = self.messages.iter_mut().find(|x| x.id == m.message_id) {
                     msg.mark = m.mark;

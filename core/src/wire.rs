@@ -37,6 +37,39 @@ pub enum ClientFrame {
     SetSimilarityMode(SetSimilarityMode),
     /// Pin or exclude one message, or clear its mark; every tab receives `mark` and `filter`.
     MarkMessage(MarkMessage),
+    /// Ask for the agent's items and the session's choices (`data: {}`): answered with `items`.
+    GetItems(Empty),
+    /// Add one of the agent's items to the session (as `manual`); every tab receives `items`.
+    AddItem(ItemChange),
+    /// Remove an item from the session, whatever brought it in; every tab receives `items`.
+    RemoveItem(ItemChange),
+    /// Replace the session's overrides of its agent's defaults (a field left out keeps the
+    /// default); every tab receives `items` and `context_info`.
+    SetOverrides(crate::context::agent_settings::SessionOverrides),
+}
+
+/// The item `add_item` and `remove_item` name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ItemChange {
+    pub item: crate::context::items::ItemRef,
+}
+
+/// The session's agent's items and the session's choices: what the session drawer shows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemsView {
+    /// The session's agent (`None`: the server configures none, or no longer this one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Every item of the agent, by priority.
+    pub available: Vec<crate::context::items::AgentItem>,
+    /// The items in the session and how each came in.
+    pub session: Vec<crate::context::items::SessionItem>,
+    /// The agent's defaults.
+    pub defaults: crate::context::agent_settings::AgentSettings,
+    /// The session's overrides of them.
+    pub overrides: crate::context::agent_settings::SessionOverrides,
 }
 
 /// Data of frames that carry none (`{}`).
@@ -376,6 +409,9 @@ pub enum ServerEvent {
     Filter(crate::context::FilterView),
     /// A message's mark changed.
     Mark(MarkMessage),
+    /// The agent's items and the session's choices: on `get_items`, after history loads, and
+    /// after every change of the session's items or overrides.
+    Items(ItemsView),
 }
 
 /// Why a `context` event was sent.
@@ -586,13 +622,29 @@ mod tests {
 
     #[test]
     fn a_threshold_absent_null_or_given_reads_three_ways() {
-        let read = |v| serde_json::from_value::<SetSimilarityMode>(v).unwrap().threshold;
+        let read = |v| {
+            serde_json::from_value::<SetSimilarityMode>(v)
+                .unwrap()
+                .threshold
+        };
         assert_eq!(read(json!({"enabled": true})), None);
-        assert_eq!(read(json!({"enabled": true, "threshold": null})), Some(None));
-        assert_eq!(read(json!({"enabled": true, "threshold": 0.5})), Some(Some(0.5)));
-        assert!(serde_json::from_value::<SetSimilarityMode>(json!({"enabled": true, "threshold": "x"})).is_err());
+        assert_eq!(
+            read(json!({"enabled": true, "threshold": null})),
+            Some(None)
+        );
+        assert_eq!(
+            read(json!({"enabled": true, "threshold": 0.5})),
+            Some(Some(0.5))
+        );
+        assert!(
+            serde_json::from_value::<SetSimilarityMode>(json!({"enabled": true, "threshold": "x"}))
+                .is_err()
+        );
         for t in [None, Some(None), Some(Some(0.5))] {
-            let m = SetSimilarityMode { enabled: false, threshold: t };
+            let m = SetSimilarityMode {
+                enabled: false,
+                threshold: t,
+            };
             let back: SetSimilarityMode =
                 serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();
             assert_eq!(back, m);

@@ -9,9 +9,10 @@ use glassbox_core::context::{
 };
 use glassbox_core::wire::SessionInfo;
 
-use crate::agents::{Agent, AgentCatalog};
+use crate::agents::Agent;
 use crate::budgets::Budgets;
 use crate::config::Config;
+use crate::items::Items;
 use crate::storage::{StorageError, Store};
 use crate::tokens::TokenCounter;
 use crate::tools::{ToolRegistry, ToolSet};
@@ -43,7 +44,7 @@ pub struct ContextWindows {
     tokens: Arc<TokenCounter>,
     tools: ToolRegistry,
     budgets: Budgets,
-    agents: AgentCatalog,
+    items: Items,
 }
 
 impl ContextWindows {
@@ -54,7 +55,7 @@ impl ContextWindows {
         tokens: Arc<TokenCounter>,
         tools: ToolRegistry,
         budgets: Budgets,
-        agents: AgentCatalog,
+        items: Items,
     ) -> Self {
         Self {
             config,
@@ -62,15 +63,14 @@ impl ContextWindows {
             tokens,
             tools,
             budgets,
-            agents,
+            items,
         }
     }
 
     /// The agent a session was created for, as configured now (`None`: no agent, or one the
     /// configuration no longer has).
     pub fn agent(&self, settings: &SessionSettings) -> Option<Arc<Agent>> {
-        let name = settings.agent.as_deref()?;
-        self.agents.current().pick(Some(name)).cloned()
+        self.items.agent(settings)
     }
 
     /// A session's system prompt: its agent's, else the server's (`GLASSBOX_SYSTEM_PROMPT`).
@@ -108,7 +108,12 @@ impl ContextWindows {
         let count = |text: &str| self.tokens.count(encoding, text);
         let facts = ServerFacts {
             model_limits: &self.config.model_limits,
-            max_output_tokens: self.config.max_output_tokens,
+            // The session's own longest reply, else its agent's, else the server's.
+            max_output_tokens: self
+                .items
+                .effective(settings)
+                .max_output_tokens
+                .unwrap_or(self.config.max_output_tokens),
             system_prompt_tokens: self.system_prompt(settings).as_deref().map_or(0, count),
             // The tools offered to the session and the instructions about them, as the plan counts
             // them (counts are cached by text).

@@ -15,6 +15,7 @@ use crate::chat::ChatError;
 use crate::context::SettingsError;
 use crate::context_sets::ContextSetsError;
 use crate::embed::service::EmbedServiceError;
+use crate::items::ItemsError;
 use crate::rate_limits::RateLimited;
 use crate::sessions::SessionError;
 use crate::storage::StorageError;
@@ -60,6 +61,8 @@ pub enum AppError {
     Settings(#[from] SettingsError),
     #[error(transparent)]
     ContextSets(#[from] ContextSetsError),
+    #[error(transparent)]
+    Items(#[from] ItemsError),
 }
 
 impl ToWire for AppError {
@@ -83,6 +86,7 @@ impl ToWire for AppError {
             AppError::Topic(e) => e.code(),
             AppError::Settings(e) => e.code(),
             AppError::ContextSets(e) => e.code(),
+            AppError::Items(e) => e.code(),
         }
     }
 
@@ -92,6 +96,7 @@ impl ToWire for AppError {
             AppError::Session(e) => e.retry_after(),
             AppError::Chat(e) => e.retry_after(),
             AppError::Topic(e) => e.retry_after(),
+            AppError::Items(e) => e.retry_after(),
             _ => None,
         }
     }

@@ -3,8 +3,8 @@
 //! The modules are in three layers, each using only the ones below it:
 //! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
 //!   `providers`, `embed`, `tokens`, `hub`, `background`, `wire_error`;
-//! - services, each with its own error: `budgets`, `calls`, `context_sets`, `tools`, `context`,
-//!   `topics`, `sessions`, `turn`, `chat`;
+//! - services, each with its own error: `budgets`, `calls`, `context_sets`, `tools`, `items`,
+//!   `context`, `topics`, `sessions`, `turn`, `chat`;
 //! - the edge: `routes` and `error` (the wire error built from the services' errors), with
 //!   `state` as the composition root.
 
@@ -21,6 +21,7 @@ pub mod embed;
 pub mod error;
 pub mod hub;
 pub mod ids;
+pub mod items;
 pub mod origins;
 pub mod providers;
 pub mod rate_limits;
@@ -98,7 +99,11 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
             }
         }
     });
-    tokio::spawn(watch_agents(state.agents.clone(), state.config.agents_poll));
+    tokio::spawn(watch_agents(
+        state.agents.clone(),
+        state.items.clone(),
+        state.config.agents_poll,
+    ));
     // Replies stream as many small writes: without TCP_NODELAY, Nagle's algorithm and delayed ACKs
     // hold each one back for up to 40 ms.
     let listener = listener.tap_io(|tcp| {
@@ -117,7 +122,11 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
 
 /// Reads the agents' files again on SIGHUP, and when a poll every `poll` (0: never) finds one
 /// changed. A file that no longer reads is logged with its line, and the agents read before stay.
-async fn watch_agents(agents: agents::AgentCatalog, poll: std::time::Duration) {
+async fn watch_agents(
+    agents: agents::AgentCatalog,
+    items: items::Items,
+    poll: std::time::Duration,
+) {
     #[cfg(unix)]
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let mut tick = (!poll.is_zero()).then(|| tokio::time::interval(poll));
@@ -146,10 +155,14 @@ async fn watch_agents(agents: agents::AgentCatalog, poll: std::time::Duration) {
             continue;
         }
         match agents.reload() {
-            Ok(reloaded) => tracing::info!(
-                changed = ?reloaded.changed,
-                "agents read again"
-            ),
+            Ok(reloaded) => {
+                tracing::info!(changed = ?reloaded.changed, "agents read again");
+                // Changed items are indexed again on their next search.
+                match items.forget_stale().await {
+                    Ok(n) => tracing::debug!(items = n, "vectors of changed items forgotten"),
+                    Err(e) => tracing::warn!(error = %e, "vectors of changed items not deleted"),
+                }
+            }
             Err(e) => tracing::error!(error = %e, "agents not read again; the previous ones stay"),
         }
     }

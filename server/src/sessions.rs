@@ -185,8 +185,13 @@ impl Sessions {
                 let mut raw = [0u8; 32];
                 rand::rng().fill_bytes(&mut raw);
                 let token = hex::encode(raw);
+                // A new session starts with its agent's `always` items.
                 let settings = SessionSettings {
                     agent: agent.as_ref().map(|a| a.name.clone()),
+                    items: agent
+                        .as_deref()
+                        .map(crate::items::Items::for_new_session)
+                        .unwrap_or_default(),
                     ..SessionSettings::default()
                 };
                 self.store

@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::context::ContextWindows;
 use crate::embed::EmbeddingService;
 use crate::hub::Hubs;
+use crate::items::Items;
 use crate::providers::Provider;
 use crate::rate_limits::RateLimits;
 use crate::sessions::Sessions;
@@ -34,6 +35,8 @@ pub struct AppState {
     pub tools: ToolRegistry,
     /// The configured agents; read again when their files change.
     pub agents: AgentCatalog,
+    /// The agents' items in sessions and requests.
+    pub items: Items,
     pub budgets: Budgets,
     pub sessions: Sessions,
     pub windows: ContextWindows,
@@ -64,6 +67,16 @@ impl AppState {
         let config = Arc::new(config);
         let hubs = Arc::new(Hubs::default());
         let budgets = Budgets::new(store.clone(), config.budgets);
+        let items = Items::new(
+            agents.clone(),
+            store.clone(),
+            embeddings.clone(),
+            limits.clone(),
+            glassbox_core::context::agent_settings::AgentSettings {
+                max_chat_turns: config.max_chat_turns,
+                ..Default::default()
+            },
+        );
         let calls = Calls::new(
             provider.clone(),
             Limits {
@@ -79,7 +92,7 @@ impl AppState {
             tokens.clone(),
             tools.clone(),
             budgets.clone(),
-            agents.clone(),
+            items.clone(),
         );
         let topics = Topics::new(
             config.clone(),
@@ -106,6 +119,7 @@ impl AppState {
             tokens,
             windows: windows.clone(),
             topics: topics.clone(),
+            items: items.clone(),
             http: reqwest::Client::new(),
         };
         let chat = Chat::new(
@@ -123,6 +137,7 @@ impl AppState {
             limits,
             tools,
             agents,
+            items: items.clone(),
             budgets,
             sessions,
             windows,

@@ -18,6 +18,8 @@ fn request() -> ProviderRequest {
             parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
         }],
         max_output_tokens: 256,
+        temperature: None,
+        top_p: None,
         response_schema: None,
     }
 }

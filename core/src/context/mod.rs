@@ -1,5 +1,6 @@
 //! The context window: model limits, how the window is shared out, and compression.
 
+pub mod agent_settings;
 pub mod budget;
 pub mod capture;
 pub mod compression;

@@ -646,6 +646,8 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
         messages,
         tools: tools.to_vec(),
         max_output_tokens: receipt.output_reserve,
+        temperature: None,
+        top_p: None,
         response_schema: None,
     }
 }

@@ -1,9 +1,12 @@
-//! A session's settings: one versioned record (compression, context sets, the topic filter; later
-//! items), stored whole and changed whole, so every change is one read-modify-write.
+//! A session's settings: one versioned record (compression, context sets, the topic filter, its
+//! agent's items and the overrides of the agent's defaults), stored whole and changed whole, so
+//! every change is one read-modify-write.
 
 use serde::{Deserialize, Serialize};
 
+use super::agent_settings::SessionOverrides;
 use super::compression::CompressionSettings;
+use super::items::SessionItem;
 use super::sets::ContextSets;
 use super::topics::TopicSettings;
 
@@ -31,6 +34,13 @@ pub struct SessionSettings {
     /// The agent the session was created for (`None` on a server without agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The agent's items in the session: its `always` items from the start, and those added by
+    /// hand (`manual`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<SessionItem>,
+    /// The session's overrides of its agent's defaults.
+    #[serde(default)]
+    pub overrides: SessionOverrides,
 }
 
 impl Default for SessionSettings {
@@ -41,6 +51,8 @@ impl Default for SessionSettings {
             context: ContextSets::new(),
             topics: TopicSettings::default(),
             agent: None,
+            items: Vec::new(),
+            overrides: SessionOverrides::default(),
         }
     }
 }

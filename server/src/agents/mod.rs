@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
-pub use file::{AgentDefaults, ToolPermission};
 pub use items::Item;
 
 /// A configuration file that cannot be used: which file, which line (1-based, when known), why.
@@ -41,7 +40,7 @@ pub struct Agent {
     pub system_prompt: Option<String>,
     /// The model its sessions use unless the client asks for another allowed one.
     pub model: Option<String>,
-    pub defaults: AgentDefaults,
+    pub defaults: glassbox_core::context::agent_settings::AgentSettings,
     /// The folder its items are read from.
     pub items_dir: Option<PathBuf>,
     /// Rules and references, by priority (lower first), then name.
@@ -274,7 +273,10 @@ mod tests {
         assert_eq!(b.defaults.context_include_score, 0.7);
         assert_eq!(b.defaults.max_chat_turns, 10);
         assert_eq!(b.defaults.context_expansion_depth, 0);
-        assert_eq!(b.defaults.tool_permission, ToolPermission::Ask);
+        assert_eq!(
+            b.defaults.tool_permission,
+            glassbox_core::context::agent_settings::ToolPermission::Ask
+        );
         assert_eq!(b.items.len(), 1);
         assert!(agents.pick(Some("c")).is_none());
     }

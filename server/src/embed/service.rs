@@ -299,6 +299,42 @@ impl EmbeddingService {
         self.memory.forget(keys);
     }
 
+    /// Keeps `vectors` in memory under their keys (what [`EmbeddingService::embed_remembered`]
+    /// finds without computing: a warm start, or a test's own vectors).
+    pub fn remember(&self, vectors: impl IntoIterator<Item = (String, Arc<[f32]>)>) {
+        self.memory.put_many(vectors);
+    }
+
+    /// Vectors for `(cache key, text)` items, in order, kept in memory only (texts that come and
+    /// go, such as a message's sentences searched with): remembered ones from memory, the others
+    /// computed now and remembered.
+    pub async fn embed_remembered(
+        &self,
+        items: Vec<(String, String)>,
+    ) -> Result<Vec<Arc<[f32]>>, EmbedServiceError> {
+        let keys: Vec<String> = items.iter().map(|(k, _)| k.clone()).collect();
+        let mut vectors = self.memory.get_many(&keys);
+        let missing: Vec<usize> = (0..items.len()).filter(|&i| vectors[i].is_none()).collect();
+        if !missing.is_empty() {
+            let texts = missing.iter().map(|&i| items[i].1.clone()).collect();
+            let computed = self.embed(texts).await?;
+            let mut fresh = Vec::with_capacity(missing.len());
+            for (&i, e) in missing.iter().zip(computed) {
+                let v: Arc<[f32]> = Arc::from(e.vector);
+                fresh.push((keys[i].clone(), v.clone()));
+                vectors[i] = Some(v);
+            }
+            self.memory.put_many(fresh);
+        }
+        vectors
+            .into_iter()
+            .zip(&keys)
+            .map(|(v, k)| {
+                v.ok_or_else(|| EmbedError::Inference(format!("no vector for {k}")).into())
+            })
+            .collect()
+    }
+
     /// Whether memory holds the vector of this cache key.
     pub fn remembers(&self, key: &str) -> bool {
         self.memory.get_many(&[key.to_owned()])[0].is_some()

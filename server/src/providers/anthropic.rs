@@ -45,6 +45,12 @@ pub fn request_body(req: &ProviderRequest) -> Value {
     if let Some(system) = &req.system {
         body["system"] = json!(system);
     }
+    if let Some(t) = req.temperature {
+        body["temperature"] = super::decimal(t);
+    }
+    if let Some(p) = req.top_p {
+        body["top_p"] = super::decimal(p);
+    }
     if !req.tools.is_empty() {
         body["tools"] = req
             .tools
@@ -227,6 +233,8 @@ mod tests {
             messages: vec![PromptMessage::text(Role::User, "hi")],
             tools: vec![],
             max_output_tokens: 1234,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         };
         let body = request_body(&req);
@@ -270,6 +278,8 @@ mod tests {
             ],
             tools: vec![],
             max_output_tokens: 10,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         };
         assert_eq!(
@@ -303,6 +313,8 @@ mod tests {
             messages: vec![m],
             tools: vec![],
             max_output_tokens: 10,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         });
         assert_eq!(

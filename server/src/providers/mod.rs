@@ -147,3 +147,11 @@ fn upstream_message(body: &str) -> String {
     msg.truncate(msg.floor_char_boundary(300));
     msg
 }
+
+/// A setting as the decimal it was written as (`0.4`, not the `0.4000000059604645` an `f32`
+/// widens to).
+fn decimal(x: f32) -> serde_json::Value {
+    x.to_string()
+        .parse::<f64>()
+        .map_or_else(|_| serde_json::json!(x), |d| serde_json::json!(d))
+}

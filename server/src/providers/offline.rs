@@ -216,6 +216,8 @@ mod tests {
             ],
             tools: vec![],
             max_output_tokens: 10,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         };
         let text = reply_text(&req);
@@ -242,6 +244,8 @@ mod tests {
             messages: vec![m],
             tools: vec![],
             max_output_tokens: 10,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         };
         let text = reply_text(&req);
@@ -270,6 +274,8 @@ mod tests {
             messages: vec![PromptMessage::text(Role::User, "open /docs/spec.md")],
             tools: glassbox_core::context::sets::context_tools(),
             max_output_tokens: 10,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         };
         let calls = tool_calls(&req);

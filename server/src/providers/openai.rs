@@ -69,14 +69,15 @@ pub fn request_body(req: &ProviderRequest) -> Value {
         "stream": true,
         "stream_options": {"include_usage": true},
     });
+    // OpenAI's reasoning models take only the newer name of the cap, and refuse sampling
+    // settings; other OpenAI-compatible servers (Ollama, vLLM, llama.cpp) take the older name.
+    let reasoning = ["o1", "o3", "o4", "gpt-5"].iter().any(|p| {
+        req.model
+            .strip_prefix(p)
+            .is_some_and(|r| r.is_empty() || r.starts_with(['-', '.']))
+    });
     if req.max_output_tokens > 0 {
-        // The reply's reserve in the window's budget is its cap. OpenAI's reasoning models take
-        // only the newer name; other OpenAI-compatible servers (Ollama, vLLM, llama.cpp) the older.
-        let reasoning = ["o1", "o3", "o4", "gpt-5"].iter().any(|p| {
-            req.model
-                .strip_prefix(p)
-                .is_some_and(|r| r.is_empty() || r.starts_with(['-', '.']))
-        });
+        // The reply's reserve in the window's budget is its cap.
         let key = if reasoning {
             "max_completion_tokens"
         } else {
@@ -96,6 +97,14 @@ pub fn request_body(req: &ProviderRequest) -> Value {
             "type": "json_schema",
             "json_schema": {"name": s.name, "strict": true, "schema": s.schema},
         });
+    }
+    if !reasoning {
+        if let Some(t) = req.temperature {
+            body["temperature"] = super::decimal(t);
+        }
+        if let Some(p) = req.top_p {
+            body["top_p"] = super::decimal(p);
+        }
     }
     body
 }
@@ -230,6 +239,8 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             max_output_tokens: 100,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         };
         let body = request_body(&req);
@@ -280,6 +291,8 @@ mod tests {
             ],
             tools: vec![],
             max_output_tokens: 0,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         };
         let body = request_body(&req);
@@ -303,6 +316,8 @@ mod tests {
             messages: vec![],
             tools: vec![],
             max_output_tokens: 64,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         };
         for model in ["o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5.1"] {
@@ -333,6 +348,8 @@ mod tests {
             messages: vec![m, bare],
             tools: vec![],
             max_output_tokens: 10,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         });
         let part = json!({"type": "text", "text": attachments_segment(&list)});

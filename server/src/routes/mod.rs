@@ -103,6 +103,13 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/api/sessions/{id}/settings", put(rest::update_settings))
         .route("/api/sessions/{id}/topics", get(rest::topics))
+        .route(
+            "/api/sessions/{id}/items",
+            get(rest::items)
+                .post(rest::add_item)
+                .delete(rest::remove_item),
+        )
+        .route("/api/sessions/{id}/overrides", put(rest::set_overrides))
         .route("/api/sessions/{id}/filter", put(rest::set_filter))
         .route(
             "/api/sessions/{id}/similarity",

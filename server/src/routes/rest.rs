@@ -14,8 +14,8 @@ use glassbox_core::context::ContextSets;
 use glassbox_core::context::FilterView;
 use glassbox_core::context::sets::SetContextArgs;
 use glassbox_core::wire::{
-    ChatMessage, NewSession, RestChatRequest, RestChatResponse, ServerEvent, ServerFrame,
-    SessionInfo, SetFilter, SetSimilarityMode,
+    ChatMessage, ItemChange, ItemsView, NewSession, RestChatRequest, RestChatResponse, ServerEvent,
+    ServerFrame, SessionInfo, SetFilter, SetSimilarityMode,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
@@ -28,6 +28,7 @@ use crate::error::AppError;
 use crate::hub::ClientLease;
 use crate::sessions::Ask;
 use crate::state::AppState;
+use glassbox_core::context::agent_settings::SessionOverrides;
 use glassbox_core::context::{CompressionSettings, ContextInfo};
 
 /// `POST /api/sessions` (body optional: `{"agent": …}`): a new session and its token (shown once).
@@ -186,6 +187,59 @@ pub async fn set_filter(
 ) -> Result<Json<FilterView>, AppError> {
     let session = state.sessions.existing(&id, token.as_deref()).await?;
     let view = state.topics.set_filter(&session.hub, &body.labels).await?;
+    Ok(Json(view))
+}
+
+/// `GET /api/sessions/{id}/items` (token): the agent's items, the session's, the agent's defaults
+/// and the session's overrides.
+pub async fn items(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+) -> Result<Json<ItemsView>, AppError> {
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
+    Ok(Json(state.items.get(&session.info.session_id).await?))
+}
+
+/// `POST /api/sessions/{id}/items` (token), body `{item: {kind, name}}`: adds the item to the
+/// session (as `manual`).
+pub async fn add_item(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+    JsonBody(body): JsonBody<ItemChange>,
+) -> Result<Json<ItemsView>, AppError> {
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
+    Ok(Json(state.items.add(&session.hub, &body.item).await?))
+}
+
+/// `DELETE /api/sessions/{id}/items` (token), body `{item: {kind, name}}`: removes the item from
+/// the session.
+pub async fn remove_item(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+    JsonBody(body): JsonBody<ItemChange>,
+) -> Result<Json<ItemsView>, AppError> {
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
+    Ok(Json(state.items.remove(&session.hub, &body.item).await?))
+}
+
+/// `PUT /api/sessions/{id}/overrides` (token), body: the session's overrides of its agent's
+/// defaults (a field left out keeps the default).
+pub async fn set_overrides(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+    JsonBody(body): JsonBody<SessionOverrides>,
+) -> Result<Json<ItemsView>, AppError> {
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
+    let view = state.items.set_overrides(&session.hub, body).await?;
+    let settings = state.store.settings(&session.info.session_id).await?;
+    let info = state
+        .windows
+        .info_with(&session.info.session_id, &session.info.model, &settings);
+    session.hub.publish(ServerEvent::ContextInfo(info));
     Ok(Json(view))
 }
 

@@ -201,6 +201,34 @@ async fn handle<W: Sink<Message> + Unpin>(
                 .await?;
             Ok(())
         }
+        (ClientFrame::GetItems(_), Some(a)) => {
+            let view = state.items.get(&a.hub.session_id).await?;
+            let Some(a) = attached.as_mut() else {
+                return Err(AppError::HelloRequired);
+            };
+            let frame = a.hub.private(ServerEvent::Items(view));
+            send_private(sink, a, frame)
+                .await
+                .map_err(|_| AppError::Conflict("socket closed"))
+        }
+        (ClientFrame::AddItem(c), Some(a)) => {
+            state.items.add(&a.hub, &c.item).await?;
+            Ok(())
+        }
+        (ClientFrame::RemoveItem(c), Some(a)) => {
+            state.items.remove(&a.hub, &c.item).await?;
+            Ok(())
+        }
+        (ClientFrame::SetOverrides(o), Some(a)) => {
+            state.items.set_overrides(&a.hub, o).await?;
+            // The reserve for the reply may have changed with the longest reply.
+            let settings = state.store.settings(&a.hub.session_id).await?;
+            let info = state
+                .windows
+                .info_with(&a.hub.session_id, &a.model, &settings);
+            a.hub.publish(ServerEvent::ContextInfo(info));
+            Ok(())
+        }
         (ClientFrame::GetTopics(_), Some(_)) => {
             let Some(a) = attached.as_mut() else {
                 return Err(AppError::HelloRequired);
@@ -259,6 +287,23 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
             set_name: None,
         }));
         send_private(sink, &mut a, loaded).await.map_err(closed)?;
+        // The agent's items and the session's choices, when the session has an agent (numbered
+        // before they are read: a change published meanwhile comes after them).
+        if state
+            .store
+            .settings(&a.hub.session_id)
+            .await?
+            .agent
+            .is_some()
+        {
+            let id = a.hub.reserve();
+            let settings = state.store.settings(&a.hub.session_id).await?;
+            let frame = ServerFrame {
+                sync_id: id,
+                event: ServerEvent::Items(state.items.view(&settings)),
+            };
+            send_private(sink, &mut a, frame).await.map_err(closed)?;
+        }
         // The bubble cloud and the filter, once the history is in (best effort: the session is
         // joined already; the panel fills with the next extraction).
         if let Err(e) = send_topics(state, sink, &mut a).await {

@@ -723,6 +723,30 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Deletes the cached vectors of `model` under `keys` (an agent item that changed).
+    pub async fn delete_embeddings(
+        &self,
+        model: &str,
+        keys: &[String],
+    ) -> Result<(), StorageError> {
+        let mut tx = self.writer.begin().await?;
+        for chunk in keys.chunks(200) {
+            let placeholders = vec!["?"; chunk.len()].join(", ");
+            let sql = format!(
+                "DELETE FROM embedding_cache WHERE model = ? AND cache_key IN ({placeholders})"
+            );
+            let mut query = sqlx::query(&sql).bind(model);
+            for key in chunk {
+                query = query.bind(key);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
 fn vector_to_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }

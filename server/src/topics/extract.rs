@@ -431,6 +431,8 @@ impl Topics {
             system: Some(EXTRACTION_PROMPT.to_owned()),
             messages: vec![PromptMessage::text(Role::User, transcript)],
             max_output_tokens: MODEL_OUTPUT_TOKENS,
+            temperature: None,
+            top_p: None,
             response_schema: Some(ResponseSchema {
                 name: SCHEMA_NAME.to_owned(),
                 schema: extraction_schema(),

@@ -44,8 +44,8 @@ enum Summary {
 /// from it (through the receipt), so they all read the same texts.
 pub struct Gathered {
     pub info: ContextInfo,
-    /// The session's agent, as configured when the turn started.
-    pub agent: Option<std::sync::Arc<crate::agents::Agent>>,
+    /// The session's settings for this turn: its agent's defaults with its overrides.
+    pub effective: glassbox_core::context::agent_settings::AgentSettings,
     /// The history that reaches the model, oldest first, ending with the message being answered.
     pub history: Vec<ChatMessage>,
     page_context: Option<PageContext>,
@@ -119,7 +119,16 @@ impl Gathered {
         current: CurrentReply<'_>,
     ) -> ProviderRequest {
         let messages = self.messages();
-        build_request(receipt, &self.sources(&messages, current))
+        self.sampled(build_request(receipt, &self.sources(&messages, current)))
+    }
+
+    /// `request` with the session's sampling (temperature, top_p).
+    pub fn sampled(&self, request: ProviderRequest) -> ProviderRequest {
+        ProviderRequest {
+            temperature: self.effective.temperature,
+            top_p: self.effective.top_p,
+            ..request
+        }
     }
 }
 
@@ -160,7 +169,7 @@ impl TurnEngine {
             filter,
             page_context,
             system_prompt: self.windows.system_prompt(&settings),
-            agent: self.windows.agent(&settings),
+            effective: self.items.effective(&settings),
             tool_instructions: (!tools.is_empty())
                 .then(|| self.config.context_prompt.clone())
                 .flatten(),
@@ -266,6 +275,8 @@ impl TurnEngine {
             )],
             tools: vec![],
             max_output_tokens: SUMMARY_RESERVE,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         };
         // A summary is a provider call like any other: within the budget, and counted.

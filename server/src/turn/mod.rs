@@ -24,6 +24,7 @@ use crate::calls::Calls;
 use crate::config::Config;
 use crate::context::ContextWindows;
 use crate::hub::Hub;
+use crate::items::Items;
 use crate::storage::{ReplyOutcome, StorageError, Store};
 use crate::tokens::TokenCounter;
 use crate::tools::{ToolCtx, ToolRegistry};
@@ -43,6 +44,8 @@ pub struct TurnEngine {
     pub windows: ContextWindows,
     /// Which history goes (the topic filter), and topic work after each reply.
     pub topics: Topics,
+    /// The session's items and the agent items each message's search chooses.
+    pub items: Items,
     /// Outgoing HTTP besides providers (the host's file existence check).
     pub http: reqwest::Client,
 }
@@ -151,11 +154,8 @@ impl TurnEngine {
                 .await;
         }
         let encoding = gathered.info.encoding.clone();
-        let max_rounds = gathered
-            .agent
-            .as_ref()
-            .map_or(self.config.max_chat_turns, |a| a.defaults.max_chat_turns);
-        let mut request = plan.request.clone();
+        let max_rounds = gathered.effective.max_chat_turns;
+        let mut request = gathered.sampled(plan.request.clone());
         let mut round: u32 = 0;
         let checkpoints = checkpoint::Checkpoints::start(
             self.store.clone(),

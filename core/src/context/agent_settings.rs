@@ -1,0 +1,283 @@
+//! An agent's defaults for its sessions and a session's overrides of them: how many tool rounds,
+//! the sampling the provider is asked for, the longest reply, and the semantic search of items.
+//! The effective settings of a session are the overrides laid over the defaults.
+
+use serde::{Deserialize, Serialize};
+
+use super::items::{ItemSearchSettings, ItemSettingsError};
+
+/// Whether the model may run tools without asking the user.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum ToolPermission {
+    /// Each call waits for the user's yes.
+    #[default]
+    Ask,
+    /// Calls run without asking.
+    Allow,
+    /// No call runs.
+    Deny,
+}
+
+/// An agent's defaults for its sessions (the configuration file's keys, camelCase on the wire).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSettings {
+    /// Most tool rounds in one reply.
+    pub max_chat_turns: u32,
+    /// Sampling temperature (0–2); the provider's own when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling (0–1); the provider's own when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// Longest reply in tokens; the server's when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    /// Chunk matches considered before grouping by item.
+    pub context_top_k: u32,
+    /// Items chosen by search (items at or above the include score may exceed it).
+    pub context_top_n: u32,
+    /// Items scoring at least this are always chosen.
+    pub context_include_score: f32,
+    /// Passes of context-based expansion (0: off).
+    pub context_expansion_depth: u32,
+    /// The score an item needs to join by expansion.
+    pub context_expansion_threshold: f32,
+    /// Most items one expansion pass adds.
+    pub context_expansion_top_n: u32,
+    pub tool_permission: ToolPermission,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        let search = ItemSearchSettings::default();
+        Self {
+            max_chat_turns: 10,
+            temperature: None,
+            top_p: None,
+            max_output_tokens: None,
+            context_top_k: search.top_k,
+            context_top_n: search.top_n,
+            context_include_score: search.include_score,
+            context_expansion_depth: search.expansion_depth,
+            context_expansion_threshold: search.expansion_threshold,
+            context_expansion_top_n: search.expansion_top_n,
+            tool_permission: ToolPermission::default(),
+        }
+    }
+}
+
+/// A setting out of range: its key (as the configuration file writes it) and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{key} {why}")]
+pub struct SettingError {
+    pub key: &'static str,
+    pub why: String,
+}
+
+/// Most tool rounds a session may ask for.
+pub const MAX_CHAT_TURNS: u32 = 50;
+
+impl AgentSettings {
+    /// The semantic search of its sessions' requests.
+    pub fn search(&self) -> ItemSearchSettings {
+        ItemSearchSettings {
+            top_k: self.context_top_k,
+            top_n: self.context_top_n,
+            include_score: self.context_include_score,
+            expansion_depth: self.context_expansion_depth,
+            expansion_threshold: self.context_expansion_threshold,
+            expansion_top_n: self.context_expansion_top_n,
+            ..ItemSearchSettings::default()
+        }
+    }
+
+    /// Refuses the first value out of range.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        let err = |key, why: String| Err(SettingError { key, why });
+        let within = |key, v: f32, lo: f32, hi: f32| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                err(key, format!("is {v}, outside {lo}–{hi}"))
+            }
+        };
+        if let Some(t) = self.temperature {
+            within("temperature", t, 0.0, 2.0)?;
+        }
+        if let Some(p) = self.top_p {
+            within("top_p", p, 0.0, 1.0)?;
+        }
+        if self.max_output_tokens == Some(0) {
+            return err("max_output_tokens", "must be at least 1".into());
+        }
+        if !(1..=MAX_CHAT_TURNS).contains(&self.max_chat_turns) {
+            return err(
+                "max_chat_turns",
+                format!("is {}, outside 1–{MAX_CHAT_TURNS}", self.max_chat_turns),
+            );
+        }
+        self.search().validate().map_err(|e| {
+            use ItemSettingsError::*;
+            let key = match e {
+                TopK(_) => "context_top_k",
+                TopN(_) => "context_top_n",
+                IncludeScore(_) => "context_include_score",
+                ExpansionDepth(_) => "context_expansion_depth",
+                ExpansionThreshold(_) => "context_expansion_threshold",
+                ExpansionTopN(_) => "context_expansion_top_n",
+                PerQueryChunkMin(_) => "the per-sentence minimum",
+            };
+            SettingError {
+                key,
+                why: format!("is out of range ({e})"),
+            }
+        })
+    }
+
+    /// These settings with `overrides` laid over them.
+    pub fn with(&self, overrides: &SessionOverrides) -> AgentSettings {
+        AgentSettings {
+            max_chat_turns: overrides.max_chat_turns.unwrap_or(self.max_chat_turns),
+            temperature: overrides.temperature.or(self.temperature),
+            top_p: overrides.top_p.or(self.top_p),
+            max_output_tokens: overrides.max_output_tokens.or(self.max_output_tokens),
+            context_top_k: overrides.context_top_k.unwrap_or(self.context_top_k),
+            context_top_n: overrides.context_top_n.unwrap_or(self.context_top_n),
+            context_include_score: overrides
+                .context_include_score
+                .unwrap_or(self.context_include_score),
+            context_expansion_depth: overrides
+                .context_expansion_depth
+                .unwrap_or(self.context_expansion_depth),
+            context_expansion_threshold: overrides
+                .context_expansion_threshold
+                .unwrap_or(self.context_expansion_threshold),
+            context_expansion_top_n: overrides
+                .context_expansion_top_n
+                .unwrap_or(self.context_expansion_top_n),
+            tool_permission: overrides.tool_permission.unwrap_or(self.tool_permission),
+        }
+    }
+}
+
+/// A session's overrides of its agent's defaults; `None` keeps the default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionOverrides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chat_turns: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_top_k: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_top_n: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_include_score: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_expansion_depth: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_expansion_threshold: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_expansion_top_n: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_permission: Option<ToolPermission>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_documented_values() {
+        let d = AgentSettings::default();
+        assert_eq!(
+            (d.max_chat_turns, d.context_top_k, d.context_top_n),
+            (10, 20, 5)
+        );
+        assert_eq!(d.context_include_score, 0.7);
+        assert_eq!(d.context_expansion_depth, 0);
+        assert_eq!(d.context_expansion_threshold, 0.75);
+        assert_eq!(d.context_expansion_top_n, 3);
+        assert_eq!(d.tool_permission, ToolPermission::Ask);
+        assert!(d.validate().is_ok());
+    }
+
+    #[test]
+    fn overrides_replace_only_what_they_set() {
+        let d = AgentSettings {
+            temperature: Some(0.3),
+            ..AgentSettings::default()
+        };
+        let o: SessionOverrides =
+            serde_json::from_str(r#"{"topP": 0.5, "contextTopN": 2, "toolPermission": "deny"}"#)
+                .unwrap();
+        let e = d.with(&o);
+        assert_eq!(e.temperature, Some(0.3));
+        assert_eq!(e.top_p, Some(0.5));
+        assert_eq!(e.context_top_n, 2);
+        assert_eq!(e.context_top_k, 20);
+        assert_eq!(e.tool_permission, ToolPermission::Deny);
+        assert_eq!(d.with(&SessionOverrides::default()), d);
+        assert!(serde_json::from_str::<SessionOverrides>(r#"{"temprature": 1}"#).is_err());
+    }
+
+    #[test]
+    fn out_of_range_values_name_their_key() {
+        let bad = |s: AgentSettings| s.validate().unwrap_err().key;
+        let d = AgentSettings::default();
+        assert_eq!(
+            bad(AgentSettings {
+                temperature: Some(2.5),
+                ..d.clone()
+            }),
+            "temperature"
+        );
+        assert_eq!(
+            bad(AgentSettings {
+                top_p: Some(-0.1),
+                ..d.clone()
+            }),
+            "top_p"
+        );
+        assert_eq!(
+            bad(AgentSettings {
+                max_chat_turns: 0,
+                ..d.clone()
+            }),
+            "max_chat_turns"
+        );
+        assert_eq!(
+            bad(AgentSettings {
+                context_top_k: 0,
+                ..d.clone()
+            }),
+            "context_top_k"
+        );
+        assert_eq!(
+            bad(AgentSettings {
+                max_output_tokens: Some(0),
+                ..d
+            }),
+            "max_output_tokens"
+        );
+    }
+}
