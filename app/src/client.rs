@@ -593,6 +593,7 @@ impl Inner {
             | ServerEvent::Topics(_)
             | ServerEvent::Filter(_)
             | ServerEvent::Items(_)
+            | ServerEvent::Preview(_)
             | ServerEvent::Delta(_) => return,
         };
         let mut cells = self.cells.borrow_mut();

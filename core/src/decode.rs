@@ -9,7 +9,7 @@ use crate::limits::MAX_FRAME_BYTES;
 use crate::wire::ClientFrame;
 
 /// The frame types a client may send.
-pub const CLIENT_FRAME_TYPES: [&str; 14] = [
+pub const CLIENT_FRAME_TYPES: [&str; 15] = [
     "hello",
     "chat",
     "retry",
@@ -24,6 +24,7 @@ pub const CLIENT_FRAME_TYPES: [&str; 14] = [
     "add_item",
     "remove_item",
     "set_overrides",
+    "preview",
 ];
 
 /// Why a frame or body could not be decoded.

@@ -134,6 +134,8 @@ impl Transcript {
             }
             ServerEvent::Filter(f) => self.filter = Some(f.clone()),
             ServerEvent::Items(v) => self.items = Some(v.clone()),
+            // For the composer, which asked; the transcript keeps nothing of it.
+            ServerEvent::Preview(_) => {}
             ServerEvent::Mark(m) => {
                 if let Some(msg) = self.messages.iter_mut().find(|x| x.id == m.message_id) {
                     msg.mark = m.mark;

@@ -46,6 +46,20 @@ pub enum ClientFrame {
     /// Replace the session's overrides of its agent's defaults (a field left out keeps the
     /// default); every tab receives `items` and `context_info`.
     SetOverrides(crate::context::agent_settings::SessionOverrides),
+    /// Plan a draft as `chat` would, without storing it or calling the provider: answered (to
+    /// this connection) with `preview`, the receipt the turn would have now. `clientMessageId`,
+    /// when given, comes back with it (so an answer to an older draft can be told apart).
+    Preview(ChatRequest),
+}
+
+/// The answer to `preview`: the receipt a turn answering the draft would have now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preview {
+    /// The draft's `clientMessageId`, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_message_id: Option<String>,
+    pub receipt: crate::context::Receipt,
 }
 
 /// The item `add_item` and `remove_item` name.
@@ -412,6 +426,8 @@ pub enum ServerEvent {
     /// The agent's items and the session's choices: on `get_items`, after history loads, and
     /// after every change of the session's items or overrides.
     Items(ItemsView),
+    /// The answer to `preview` (to the connection that asked).
+    Preview(Preview),
 }
 
 /// Why a `context` event was sent.

@@ -108,13 +108,14 @@ pub struct Config {
 
 /// The variables of the rate limits and spending caps (`0` turns each off; test and benchmark
 /// harnesses, which send many messages from one address, switch them all off).
-pub const LIMIT_VARS: [&str; 8] = [
+pub const LIMIT_VARS: [&str; 9] = [
     "GLASSBOX_LIMIT_SESSIONS_PER_HOUR",
     "GLASSBOX_LIMIT_MESSAGES_PER_MINUTE",
     "GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE",
     "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
     "GLASSBOX_LIMIT_COMMANDS_PER_MINUTE",
     "GLASSBOX_LIMIT_JOINS_PER_MINUTE",
+    "GLASSBOX_LIMIT_PREVIEWS_PER_MINUTE",
     "GLASSBOX_BUDGET_SESSION_TOKENS",
     "GLASSBOX_BUDGET_DAILY_TOKENS",
 ];
@@ -327,6 +328,10 @@ impl Config {
                         d.commands_per_minute,
                     )?,
                     joins_per_minute: n("GLASSBOX_LIMIT_JOINS_PER_MINUTE", d.joins_per_minute)?,
+                    previews_per_minute: n(
+                        "GLASSBOX_LIMIT_PREVIEWS_PER_MINUTE",
+                        d.previews_per_minute,
+                    )?,
                 }
             },
         })

@@ -20,6 +20,7 @@ use crate::rate_limits::RateLimited;
 use crate::sessions::SessionError;
 use crate::storage::StorageError;
 use crate::topics::TopicError;
+use crate::turn::TurnError;
 use crate::wire_error::ToWire;
 
 /// Anything that can go wrong while serving a request or a frame.
@@ -63,6 +64,8 @@ pub enum AppError {
     ContextSets(#[from] ContextSetsError),
     #[error(transparent)]
     Items(#[from] ItemsError),
+    #[error(transparent)]
+    Turn(#[from] TurnError),
 }
 
 impl ToWire for AppError {
@@ -87,6 +90,7 @@ impl ToWire for AppError {
             AppError::Settings(e) => e.code(),
             AppError::ContextSets(e) => e.code(),
             AppError::Items(e) => e.code(),
+            AppError::Turn(e) => e.code(),
         }
     }
 
@@ -97,6 +101,7 @@ impl ToWire for AppError {
             AppError::Chat(e) => e.retry_after(),
             AppError::Topic(e) => e.retry_after(),
             AppError::Items(e) => e.retry_after(),
+            AppError::Turn(e) => e.retry_after(),
             _ => None,
         }
     }

@@ -127,6 +127,11 @@ impl Hub {
         self.resume_pending.swap(false, Ordering::AcqRel)
     }
 
+    /// Whether the next turn gets the resume reminder (a preview looks without taking it).
+    pub fn resume_due(&self) -> bool {
+        self.resume_pending.load(Ordering::Acquire)
+    }
+
     /// Registers an attached client until the lease is dropped.
     pub fn attach(self: &Arc<Self>) -> ClientLease {
         *self.clients.lock().unwrap_or_else(|p| p.into_inner()) += 1;

@@ -34,6 +34,9 @@ pub struct RateLimitConfig {
     /// Times one session may be joined (a WebSocket hello) per minute: each reads its history, and
     /// with a filter scores it (`GLASSBOX_LIMIT_JOINS_PER_MINUTE`).
     pub joins_per_minute: u32,
+    /// Previews of a draft one session may ask for per minute: each plans a turn (and may embed
+    /// the draft's sentences) without calling the provider (`GLASSBOX_LIMIT_PREVIEWS_PER_MINUTE`).
+    pub previews_per_minute: u32,
 }
 
 impl Default for RateLimitConfig {
@@ -45,6 +48,7 @@ impl Default for RateLimitConfig {
             streams_per_address: 4,
             commands_per_minute: 120,
             joins_per_minute: 30,
+            previews_per_minute: 240,
         }
     }
 }
@@ -70,6 +74,7 @@ pub struct RateLimits<C: Clock = DefaultClock> {
     session_messages: Option<Keyed<String, C>>,
     session_commands: Option<Keyed<String, C>>,
     session_joins: Option<Keyed<String, C>>,
+    session_previews: Option<Keyed<String, C>>,
     streams: Arc<Mutex<HashMap<IpAddr, u32>>>,
 }
 
@@ -136,6 +141,7 @@ impl<C: Clock + Clone> RateLimits<C> {
             session_messages: limiter(config.messages_per_minute, Quota::per_minute, &clock),
             session_commands: limiter(config.commands_per_minute, Quota::per_minute, &clock),
             session_joins: limiter(config.joins_per_minute, Quota::per_minute, &clock),
+            session_previews: limiter(config.previews_per_minute, Quota::per_minute, &clock),
             config,
             clock,
             streams: Arc::default(),
@@ -208,6 +214,15 @@ impl<C: Clock + Clone> RateLimits<C> {
         )
     }
 
+    /// A preview of a draft in `session`.
+    pub fn preview(&self, session: &str) -> Result<(), RateLimited> {
+        self.check(
+            &self.session_previews,
+            &session.to_owned(),
+            "too many previews in this session",
+        )
+    }
+
     /// Another request from `address` that costs the server work (embeddings): it counts against
     /// the address's messages per minute.
     pub fn request(&self, address: Option<IpAddr>) -> Result<(), RateLimited> {
@@ -262,6 +277,7 @@ impl<C: Clock + Clone> RateLimits<C> {
             &self.session_messages,
             &self.session_commands,
             &self.session_joins,
+            &self.session_previews,
         ]
         .into_iter()
         .flatten()
@@ -289,6 +305,7 @@ mod tests {
             streams_per_address: 1,
             commands_per_minute: 2,
             joins_per_minute: 1,
+            previews_per_minute: 2,
         });
         assert!(limits.create_session(ip(1)).is_ok());
         assert!(limits.create_session(ip(1)).is_ok());
@@ -321,6 +338,12 @@ mod tests {
         let refused = limits.command("s1").unwrap_err();
         assert_eq!(refused.what, "too many commands in this session");
         assert!(limits.command("s2").is_ok(), "another session");
+
+        assert!(limits.preview("s1").is_ok());
+        assert!(limits.preview("s1").is_ok());
+        let refused = limits.preview("s1").unwrap_err();
+        assert_eq!(refused.what, "too many previews in this session");
+        assert!(limits.preview("s2").is_ok(), "another session");
         assert!(
             limits.message(ip(3), "s3").is_ok(),
             "messages are counted apart"
@@ -391,12 +414,14 @@ mod tests {
             streams_per_address: 0,
             commands_per_minute: 0,
             joins_per_minute: 0,
+            previews_per_minute: 0,
         });
         for _ in 0..1_000 {
             assert!(limits.create_session(ip(1)).is_ok());
             assert!(limits.message(ip(1), "s").is_ok());
             assert!(limits.command("s").is_ok());
             assert!(limits.join("s").is_ok());
+            assert!(limits.preview("s").is_ok());
             std::mem::forget(limits.stream(ip(1)).unwrap());
         }
     }

@@ -120,6 +120,7 @@ impl AppState {
             windows: windows.clone(),
             topics: topics.clone(),
             items: items.clone(),
+            limits: limits.clone(),
             http: reqwest::Client::new(),
         };
         let chat = Chat::new(

@@ -110,6 +110,7 @@ pub fn app(state: AppState) -> Router {
                 .delete(rest::remove_item),
         )
         .route("/api/sessions/{id}/overrides", put(rest::set_overrides))
+        .route("/api/sessions/{id}/preview", post(rest::preview))
         .route("/api/sessions/{id}/filter", put(rest::set_filter))
         .route(
             "/api/sessions/{id}/similarity",

@@ -14,8 +14,8 @@ use glassbox_core::context::ContextSets;
 use glassbox_core::context::FilterView;
 use glassbox_core::context::sets::SetContextArgs;
 use glassbox_core::wire::{
-    ChatMessage, ItemChange, ItemsView, NewSession, RestChatRequest, RestChatResponse, ServerEvent,
-    ServerFrame, SessionInfo, SetFilter, SetSimilarityMode,
+    ChatMessage, ChatRequest, ItemChange, ItemsView, NewSession, RestChatRequest, RestChatResponse,
+    ServerEvent, ServerFrame, SessionInfo, SetFilter, SetSimilarityMode,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
@@ -29,7 +29,7 @@ use crate::hub::ClientLease;
 use crate::sessions::Ask;
 use crate::state::AppState;
 use glassbox_core::context::agent_settings::SessionOverrides;
-use glassbox_core::context::{CompressionSettings, ContextInfo};
+use glassbox_core::context::{CompressionSettings, ContextInfo, Receipt};
 
 /// `POST /api/sessions` (body optional: `{"agent": …}`): a new session and its token (shown once).
 pub async fn create_session(
@@ -188,6 +188,23 @@ pub async fn set_filter(
     let session = state.sessions.existing(&id, token.as_deref()).await?;
     let view = state.topics.set_filter(&session.hub, &body.labels).await?;
     Ok(Json(view))
+}
+
+/// `POST /api/sessions/{id}/preview` (token), body as `POST /api/chat` (`{message, context?,
+/// attachments?}`): the receipt a turn answering the draft would have now; nothing is stored and
+/// the provider is not called.
+pub async fn preview(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    BearerToken(token): BearerToken,
+    JsonBody(body): JsonBody<ChatRequest>,
+) -> Result<Json<Receipt>, AppError> {
+    let session = state.sessions.existing(&id, token.as_deref()).await?;
+    let receipt = state
+        .turns
+        .preview(&session.hub, &session.info.model, &body)
+        .await?;
+    Ok(Json(receipt))
 }
 
 /// `GET /api/sessions/{id}/items` (token): the agent's items, the session's, the agent's defaults

@@ -20,7 +20,7 @@ use glassbox_core::sync::Resume;
 
 use crate::context_sets;
 use glassbox_core::wire::{
-    ClientFrame, ContextEvent, ContextReason, Hello, ServerEvent, ServerFrame, Snapshot,
+    ClientFrame, ContextEvent, ContextReason, Hello, Preview, ServerEvent, ServerFrame, Snapshot,
 };
 use tokio::sync::broadcast;
 use tracing::Instrument;
@@ -228,6 +228,19 @@ async fn handle<W: Sink<Message> + Unpin>(
                 .info_with(&a.hub.session_id, &a.model, &settings);
             a.hub.publish(ServerEvent::ContextInfo(info));
             Ok(())
+        }
+        (ClientFrame::Preview(draft), Some(_)) => {
+            let Some(a) = attached.as_mut() else {
+                return Err(AppError::HelloRequired);
+            };
+            let receipt = state.turns.preview(&a.hub, &a.model, &draft).await?;
+            let frame = a.hub.private(ServerEvent::Preview(Preview {
+                client_message_id: draft.client_message_id,
+                receipt,
+            }));
+            send_private(sink, a, frame)
+                .await
+                .map_err(|_| AppError::Conflict("socket closed"))
         }
         (ClientFrame::GetTopics(_), Some(_)) => {
             let Some(a) = attached.as_mut() else {

@@ -57,12 +57,24 @@ pub struct Gathered {
     summary: Option<Summary>,
     /// Which history goes (topic filter, sticky, pins, excludes), for all but the last message.
     filter: crate::topics::HistoryFilter,
+    /// The message answered is a draft not stored yet (a preview).
+    draft: bool,
+    /// The session's items and the agent items this message's search chose.
+    pub items: crate::items::RequestContext,
 }
 
 impl Gathered {
-    /// The history as the plan reads it.
+    /// The history as the plan reads it (a preview's draft as a draft: it has no id).
     pub fn messages(&self) -> Vec<TurnMessage<'_>> {
-        self.history.iter().map(TurnMessage::stored).collect()
+        let n = self.history.len();
+        self.history
+            .iter()
+            .enumerate()
+            .map(|(i, m)| match self.draft && i + 1 == n {
+                true => TurnMessage::draft(&m.content, &m.attachments),
+                false => TurnMessage::stored(m),
+            })
+            .collect()
     }
 
     fn input<'a>(&'a self, messages: &'a [TurnMessage<'a>]) -> TurnInput<'a> {
@@ -132,9 +144,22 @@ impl Gathered {
     }
 }
 
+/// How a turn is planned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Planning {
+    /// For a reply: a summary compression asks for is written by the summary model.
+    #[default]
+    Reply,
+    /// For a preview of a draft (the last message, not stored): nothing is spent or changed; a
+    /// summary is read from the cache only, else its reserve is counted as the reply would.
+    Preview,
+}
+
 /// What a turn brings besides the stored history.
 #[derive(Default)]
 pub struct TurnExtras {
+    /// A reply or a preview.
+    pub planning: Planning,
     /// The tools offered (none by default).
     pub tools: Option<ToolSet>,
     /// The resume reminder, when this is the first message after a resume.
@@ -163,6 +188,8 @@ impl TurnEngine {
             .history_filter(session_id, &settings, topics.as_ref(), earlier)
             .await;
         let tools = extras.tools.unwrap_or_else(|| ToolSet::new(Vec::new()));
+        let query = history.last().map_or("", |m| m.content.as_str());
+        let items = self.items.request_context(&settings, query).await;
         let mut gathered = Gathered {
             info: self.windows.info_for(model, &settings, &tools),
             history,
@@ -170,6 +197,8 @@ impl TurnEngine {
             page_context,
             system_prompt: self.windows.system_prompt(&settings),
             effective: self.items.effective(&settings),
+            draft: extras.planning == Planning::Preview,
+            items,
             tool_instructions: (!tools.is_empty())
                 .then(|| self.config.context_prompt.clone())
                 .flatten(),
@@ -193,9 +222,17 @@ impl TurnEngine {
         };
         let range_messages: Vec<&ChatMessage> =
             wanted.iter().map(|&i| &gathered.history[i]).collect();
-        let written = self
-            .summary_for(session_id, model, &range_messages, cancel)
-            .await;
+        let written = match extras.planning {
+            Planning::Reply => {
+                self.summary_for(session_id, model, &range_messages, cancel)
+                    .await
+            }
+            // A preview reads a summary written before; else the plan with its reserve stands.
+            Planning::Preview => match self.cached_summary(session_id, &range_messages).await? {
+                Some(text) => Ok(text),
+                None => return Ok((gathered, first)),
+            },
+        };
         let (first_id, last_id) = (
             range_messages[0].id.clone(),
             range_messages[range_messages.len() - 1].id.clone(),
@@ -234,7 +271,30 @@ enum SummaryError {
     CutShort,
 }
 
+/// The transcript a summary of `messages` is written from (and cached by the hash of).
+fn transcript_of(messages: &[&ChatMessage]) -> String {
+    messages
+        .iter()
+        .map(|m| format!("{}: {}\n", m.role.as_str(), flat_text(m)))
+        .collect()
+}
+
 impl TurnEngine {
+    /// The summary of `messages` written before, if any.
+    async fn cached_summary(
+        &self,
+        session_id: &str,
+        messages: &[&ChatMessage],
+    ) -> Result<Option<String>, StorageError> {
+        let (Some(first), Some(last)) = (messages.first(), messages.last()) else {
+            return Ok(None);
+        };
+        let hash = content_hash(&transcript_of(messages));
+        self.store
+            .summary(session_id, &first.id, &last.id, &hash)
+            .await
+    }
+
     /// The cached summary of `messages`, or a new one from the summary model (stored only when it is
     /// complete and not empty).
     async fn summary_for(
@@ -247,16 +307,9 @@ impl TurnEngine {
         let (Some(first), Some(last)) = (messages.first(), messages.last()) else {
             return Err(SummaryError::Empty);
         };
-        let transcript: String = messages
-            .iter()
-            .map(|m| format!("{}: {}\n", m.role.as_str(), flat_text(m)))
-            .collect();
+        let transcript = transcript_of(messages);
         let hash = content_hash(&transcript);
-        if let Some(s) = self
-            .store
-            .summary(session_id, &first.id, &last.id, &hash)
-            .await?
-        {
+        if let Some(s) = self.cached_summary(session_id, messages).await? {
             return Ok(s);
         }
         let request = ProviderRequest {

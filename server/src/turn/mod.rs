@@ -12,10 +12,12 @@ pub mod gather;
 
 use std::sync::Arc;
 
-use glassbox_core::context::{CurrentReply, Receipt, record_tool_round};
+use glassbox_core::context::{CurrentReply, Receipt, TurnPlan, record_tool_round};
+use glassbox_core::limits::{InputError, validate_chat};
+use glassbox_core::wire::Role;
 use glassbox_core::wire::{
-    ChatMessage, ContextEvent, ContextReason, Delta, Done, MessageStatus, ServerEvent, ToolEvent,
-    ToolExchange, ToolRound, Usage, WireError,
+    ChatMessage, ChatRequest, ContextEvent, ContextReason, Delta, Done, MessageStatus, ServerEvent,
+    ToolEvent, ToolExchange, ToolRound, Usage, WireError,
 };
 
 use crate::background::TurnStarting;
@@ -25,12 +27,13 @@ use crate::config::Config;
 use crate::context::ContextWindows;
 use crate::hub::Hub;
 use crate::items::Items;
+use crate::rate_limits::{RateLimited, RateLimits};
 use crate::storage::{ReplyOutcome, StorageError, Store};
 use crate::tokens::TokenCounter;
-use crate::tools::{ToolCtx, ToolRegistry};
+use crate::tools::{ToolCtx, ToolRegistry, ToolSet};
 use crate::topics::Topics;
 use crate::wire_error::ToWire;
-use gather::TurnExtras;
+use gather::{Gathered, Planning, TurnExtras};
 
 /// Runs chat turns, given what they use.
 #[derive(Clone)]
@@ -46,6 +49,8 @@ pub struct TurnEngine {
     pub topics: Topics,
     /// The session's items and the agent items each message's search chooses.
     pub items: Items,
+    /// The previews' rate limit.
+    pub limits: Arc<RateLimits>,
     /// Outgoing HTTP besides providers (the host's file existence check).
     pub http: reqwest::Client,
 }
@@ -59,6 +64,10 @@ pub enum TurnError {
     Budget(#[from] BudgetError),
     #[error("{}", .0.describe())]
     ContextOverflow(glassbox_core::context::Overflow),
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
 }
 
 impl ToWire for TurnError {
@@ -67,12 +76,15 @@ impl ToWire for TurnError {
             TurnError::Storage(e) => e.code(),
             TurnError::Budget(e) => e.code(),
             TurnError::ContextOverflow(_) => glassbox_core::ErrorCode::ContextOverflow,
+            TurnError::Input(e) => e.code(),
+            TurnError::RateLimited(e) => e.code(),
         }
     }
 
     fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
             TurnError::Budget(e) => e.retry_after(),
+            TurnError::RateLimited(e) => e.retry_after(),
             _ => None,
         }
     }
@@ -98,6 +110,72 @@ impl Reply {
 }
 
 impl TurnEngine {
+    /// Gathers and plans a turn answering the last message of `history`: the resume reminder
+    /// (taken by a reply, only looked at by a preview), the tools of the session (fixed for the
+    /// turn, whatever the registry does meanwhile), and the plan. The one way both a reply and a
+    /// preview are planned, so they cannot disagree.
+    async fn plan_for(
+        &self,
+        hub: &Hub,
+        model: &str,
+        history: Vec<ChatMessage>,
+        planning: Planning,
+    ) -> Result<(ToolSet, Gathered, TurnPlan), TurnError> {
+        let session_id = hub.session_id.as_str();
+        let due = match planning {
+            Planning::Reply => hub.take_resume(),
+            Planning::Preview => hub.resume_due(),
+        };
+        let resume = if due && history.len() > 1 {
+            let sets = self.store.settings(session_id).await?.context;
+            let reminder = self.resume_reminder(&sets).await;
+            if reminder.is_some() && planning == Planning::Reply {
+                hub.publish(ServerEvent::Context(ContextEvent {
+                    reason: ContextReason::Resume,
+                    context: sets,
+                    set_name: None,
+                }));
+            }
+            reminder
+        } else {
+            None
+        };
+        let tools = self.tools.for_turn(None, session_id);
+        let extras = TurnExtras {
+            planning,
+            tools: Some(tools.clone()),
+            resume,
+        };
+        let (gathered, plan) = self
+            .plan_reply(session_id, model, history, extras, hub.abandoned())
+            .await?;
+        Ok((tools, gathered, plan))
+    }
+
+    /// The receipt the turn answering `draft` would have now, without calling the provider or
+    /// changing anything: the same plan as the reply's (`plan_for`). Rate-limited per session.
+    pub async fn preview(
+        &self,
+        hub: &Hub,
+        model: &str,
+        draft: &ChatRequest,
+    ) -> Result<Receipt, TurnError> {
+        validate_chat(draft)?;
+        self.limits.preview(&hub.session_id)?;
+        let mut history: Vec<ChatMessage> = self.store.messages(&hub.session_id).await?;
+        history.push(ChatMessage {
+            role: Role::User,
+            content: draft.message.clone(),
+            context: draft.context.clone(),
+            attachments: draft.attachments.clone(),
+            ..ChatMessage::default()
+        });
+        let (_, _, plan) = self
+            .plan_for(hub, model, history, Planning::Preview)
+            .await?;
+        Ok(plan.receipt)
+    }
+
     /// Runs the reply `reply_id` to the user message `user_message_id` with `model`: plans it,
     /// streams it through the tool loop, stores it and tells the session's clients. `starting` is
     /// let go at the first token (background work waits for it until then).
@@ -115,29 +193,8 @@ impl TurnEngine {
             .store
             .history_through(session_id, user_message_id)
             .await?;
-        let resume = if hub.take_resume() && history.len() > 1 {
-            let sets = self.store.settings(session_id).await?.context;
-            let reminder = self.resume_reminder(&sets).await;
-            if reminder.is_some() {
-                hub.publish(ServerEvent::Context(ContextEvent {
-                    reason: ContextReason::Resume,
-                    context: sets,
-                    set_name: None,
-                }));
-            }
-            reminder
-        } else {
-            None
-        };
-        // The tools of this turn: fixed through its rounds, whatever the registry does meanwhile.
-        let tools = self.tools.for_turn(None, session_id);
-        let extras = TurnExtras {
-            tools: Some(tools.clone()),
-            resume,
-        };
-        let (gathered, mut plan) = self
-            .plan_reply(session_id, model, history, extras, hub.abandoned())
-            .await?;
+        let (tools, gathered, mut plan) =
+            self.plan_for(hub, model, history, Planning::Reply).await?;
         let mut reply = Reply::default();
         if let Some(overflow) = plan.receipt.overflow {
             // Nothing goes to the provider; the reply fails with the receipt saying why.
