@@ -52,6 +52,9 @@ pub struct AgentSettings {
     pub context_top_n: u32,
     /// Items scoring at least this are always chosen.
     pub context_include_score: f32,
+    /// Items scoring below this are never chosen by search (ours; 0.3 by default, so a message
+    /// about nothing the agent knows gets no agent item).
+    pub context_min_score: f32,
     /// Passes of context-based expansion (0: off).
     pub context_expansion_depth: u32,
     /// The score an item needs to join by expansion.
@@ -72,6 +75,7 @@ impl Default for AgentSettings {
             context_top_k: search.top_k,
             context_top_n: search.top_n,
             context_include_score: search.include_score,
+            context_min_score: DEFAULT_MIN_SCORE,
             context_expansion_depth: search.expansion_depth,
             context_expansion_threshold: search.expansion_threshold,
             context_expansion_top_n: search.expansion_top_n,
@@ -88,6 +92,10 @@ pub struct SettingError {
     pub why: String,
 }
 
+/// The score below which search chooses no item, unless an agent says otherwise: a cosine of the
+/// demo's embedding model under which an item is about something else.
+pub const DEFAULT_MIN_SCORE: f32 = 0.3;
+
 /// Most tool rounds a session may ask for.
 pub const MAX_CHAT_TURNS: u32 = 50;
 
@@ -98,6 +106,7 @@ impl AgentSettings {
             top_k: self.context_top_k,
             top_n: self.context_top_n,
             include_score: self.context_include_score,
+            min_score: self.context_min_score,
             expansion_depth: self.context_expansion_depth,
             expansion_threshold: self.context_expansion_threshold,
             expansion_top_n: self.context_expansion_top_n,
@@ -136,6 +145,7 @@ impl AgentSettings {
                 TopK(_) => "context_top_k",
                 TopN(_) => "context_top_n",
                 IncludeScore(_) => "context_include_score",
+                MinScore(_) => "context_min_score",
                 ExpansionDepth(_) => "context_expansion_depth",
                 ExpansionThreshold(_) => "context_expansion_threshold",
                 ExpansionTopN(_) => "context_expansion_top_n",
@@ -160,6 +170,9 @@ impl AgentSettings {
             context_include_score: overrides
                 .context_include_score
                 .unwrap_or(self.context_include_score),
+            context_min_score: overrides
+                .context_min_score
+                .unwrap_or(self.context_min_score),
             context_expansion_depth: overrides
                 .context_expansion_depth
                 .unwrap_or(self.context_expansion_depth),
@@ -192,6 +205,8 @@ pub struct SessionOverrides {
     pub context_top_n: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_include_score: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_min_score: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_expansion_depth: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -398,7 +398,12 @@ pub fn search<Q: AsRef<[f32]>, V: AsRef<[f32]>>(
         .iter()
         .take_while(|m| m.score >= settings.include_score)
         .count();
-    let take = sure.max(settings.top_n as usize).min(ranked.len());
+    // Below the floor nothing fills up to top_n.
+    let fill = ranked[sure..]
+        .iter()
+        .take_while(|m| m.score >= settings.min_score)
+        .count();
+    let take = sure.max((sure + fill).min(settings.top_n as usize));
     // (match, may be displaced): the items filling up to top_n may be.
     let mut chosen: Vec<(ItemMatch, bool)> = ranked
         .iter()
@@ -416,6 +421,7 @@ pub fn search<Q: AsRef<[f32]>, V: AsRef<[f32]>>(
         let mut pool: Vec<ItemMatch> = (0..candidates.len())
             .filter(|&c| !chosen_flag[c])
             .filter_map(matched)
+            .filter(|m| m.score >= settings.min_score)
             .collect();
         pool.sort_unstable_by(|a, b| by_rank(candidates, a, b));
         let credited = |chosen: &[(ItemMatch, bool)], q: usize| {

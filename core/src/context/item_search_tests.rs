@@ -243,6 +243,24 @@ fn top_n_fills_with_the_best_below_include_score_best_first() {
 }
 
 #[test]
+fn nothing_below_the_floor_fills_up_to_top_n() {
+    let refs = rules(&["a", "b", "c", "d"]);
+    let chunks = one_chunk_each(&[0.6, 0.4, 0.65, 0.3]);
+    let cands = candidates(&refs, &chunks);
+    let mut s = settings(3, 0.7);
+    s.min_score = 0.5;
+    let found = search(&query(), &cands, &s, NEAR_MISSES);
+    assert_eq!(names(&found.agent, &cands), ["c", "a"]);
+    // What fell below the floor is still listed, best first.
+    assert_eq!(names(&found.near_misses, &cands), ["b", "d"]);
+    // Nothing at all when every item is below it.
+    s.min_score = 0.9;
+    let found = search(&query(), &cands, &s, NEAR_MISSES);
+    assert!(found.agent.is_empty());
+    assert_eq!(names(&found.near_misses, &cands), ["c", "a", "b"]);
+}
+
+#[test]
 fn top_k_cuts_chunks_before_they_are_grouped() {
     let refs = rules(&["big", "small"]);
     let chunks = vec![

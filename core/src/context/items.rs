@@ -341,6 +341,9 @@ pub struct ItemSearchSettings {
     pub top_n: u32,
     /// Items scoring at least this always go.
     pub include_score: f32,
+    /// Items scoring below this never go by search (not even to fill up to `top_n`, nor as a
+    /// sentence's guaranteed item): an unrelated message gets no agent item. -1: no floor.
+    pub min_score: f32,
     /// Expansion passes (0: off): items similar to the items chosen so far join.
     pub expansion_depth: u32,
     /// The score an item needs to join by expansion.
@@ -359,6 +362,7 @@ impl Default for ItemSearchSettings {
             top_k: 20,
             top_n: 5,
             include_score: 0.7,
+            min_score: -1.0,
             expansion_depth: 0,
             expansion_threshold: 0.75,
             expansion_top_n: 3,
@@ -379,6 +383,9 @@ pub enum ItemSettingsError {
     /// `include_score` out of 0..=1.
     #[error("includeScore must be between 0 and 1, not {0}")]
     IncludeScore(f32),
+    /// `min_score` out of -1..=1.
+    #[error("minScore must be between -1 and 1, not {0}")]
+    MinScore(f32),
     /// `expansion_depth` above [`MAX_EXPANSION_DEPTH`].
     #[error("expansionDepth must be at most {MAX_EXPANSION_DEPTH}, not {0}")]
     ExpansionDepth(u32),
@@ -405,6 +412,9 @@ impl ItemSearchSettings {
         }
         if !unit(self.include_score) {
             return Err(ItemSettingsError::IncludeScore(self.include_score));
+        }
+        if !(-1.0..=1.0).contains(&self.min_score) {
+            return Err(ItemSettingsError::MinScore(self.min_score));
         }
         if self.expansion_depth > MAX_EXPANSION_DEPTH {
             return Err(ItemSettingsError::ExpansionDepth(self.expansion_depth));

@@ -23,6 +23,9 @@ mod defaults {
     pub fn include_score() -> f32 {
         AgentSettings::default().context_include_score
     }
+    pub fn min_score() -> f32 {
+        AgentSettings::default().context_min_score
+    }
     pub fn expansion_threshold() -> f32 {
         AgentSettings::default().context_expansion_threshold
     }
@@ -58,6 +61,8 @@ struct AgentShape {
     context_top_n: u32,
     #[serde(default = "defaults::include_score")]
     context_include_score: f32,
+    #[serde(default = "defaults::min_score")]
+    context_min_score: f32,
     #[serde(default)]
     context_expansion_depth: u32,
     #[serde(default = "defaults::expansion_threshold")]
@@ -78,6 +83,7 @@ impl AgentShape {
             context_top_k: self.context_top_k,
             context_top_n: self.context_top_n,
             context_include_score: self.context_include_score,
+            context_min_score: self.context_min_score,
             context_expansion_depth: self.context_expansion_depth,
             context_expansion_threshold: self.context_expansion_threshold,
             context_expansion_top_n: self.context_expansion_top_n,
