@@ -648,3 +648,75 @@ async fn each_connection_keeps_the_meter_of_its_own_model_after_a_settings_chang
         );
     }
 }
+
+/// A tab joining while a reply streams gets a snapshot read from a long history; the deltas
+/// published while it was read (after the snapshot's point) follow it, none dropped. Before the
+/// fix they were taken off the tab's queue with the older ones and lost.
+#[tokio::test]
+async fn deltas_streamed_while_a_joining_tab_reads_a_long_history_are_not_lost() {
+    let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["ok"])).await;
+    let mut first = server.ws().await;
+    let (id, token) = first.hello_new().await;
+    // A long history makes the snapshot's read take a while.
+    let long = "x".repeat(2_000);
+    for i in 0..3_000 {
+        let message_id = format!("imported-{i}");
+        let new = glassbox_server::storage::NewUserMessage {
+            id: &message_id,
+            content: &long,
+            client_message_id: None,
+            context: None,
+            attachments: &[],
+            created_at: i,
+        };
+        server
+            .state
+            .store
+            .insert_user_message(&id, &new)
+            .await
+            .unwrap();
+    }
+    let joining = Gate::new();
+    let pieces: Vec<String> = (0..3_000).map(|i| format!("w{i} ")).collect();
+    server.fake.set(Behaviour::Hold {
+        chunks: pieces.clone(),
+        delay: Duration::from_micros(200),
+        holds: vec![(1, joining.clone())],
+    });
+    first
+        .send(json!({"type": "chat", "data": {"message": "Go on.", "clientMessageId": "c-1"}}))
+        .await;
+    loop {
+        let (_, raw) = first.next().await;
+        if raw["type"] == "delta" {
+            break;
+        }
+    }
+    let mut second = server.ws().await;
+    second
+        .send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
+        .await;
+    joining.release();
+    let mut text = String::new();
+    loop {
+        let (_, raw) = second.next().await;
+        match raw["type"].as_str().unwrap_or_default() {
+            "snapshot" => {
+                let last = raw["data"]["messages"].as_array().and_then(|m| m.last()).cloned();
+                if last.as_ref().is_some_and(|m| m["role"] == "assistant") {
+                    text.push_str(last.as_ref().and_then(|m| m["content"].as_str()).unwrap_or_default());
+                }
+            }
+            "delta" => text.push_str(raw["data"]["text"].as_str().unwrap_or_default()),
+            "done" => break,
+            _ => {}
+        }
+    }
+    let whole: String = pieces.concat();
+    assert!(
+        text == whole,
+        "the joining tab lost or doubled part of the reply: {} of {} characters",
+        text.len(),
+        whole.len()
+    );
+}

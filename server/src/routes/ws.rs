@@ -373,14 +373,15 @@ async fn send_snapshot<W: Sink<Message> + Unpin>(
         sync_id,
         event: ServerEvent::Snapshot(Snapshot { messages }),
     };
-    // Frames numbered before the snapshot are already reflected in it.
-    drain_before(sink, a, sync_id, false)
-        .await
-        .map_err(|_| AppError::Conflict("socket closed"))?;
-    send(sink, &frame)
-        .await
-        .map_err(|_| AppError::Conflict("socket closed"))?;
+    let closed = |_| AppError::Conflict("socket closed");
+    // Frames numbered before the snapshot are already reflected in it; those numbered after it
+    // that were queued meanwhile (deltas streamed while the history was read) follow it.
+    let later = drain_before(sink, a, sync_id, false).await.map_err(closed)?;
+    send(sink, &frame).await.map_err(closed)?;
     a.last_sent = sync_id;
+    for f in later {
+        forward(sink, a, &f).await.map_err(closed)?;
+    }
     Ok(())
 }
 
