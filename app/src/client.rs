@@ -61,7 +61,7 @@ pub struct ChatClient {
     pub transcript: RwSignal<Transcript>,
     /// The connection state.
     pub status: RwSignal<ConnectionStatus>,
-    /// Page context sent with later messages (counted by the token meter as knowledge).
+    /// Page context sent with later messages (counted by the token meter as page context).
     pub page_context: RwSignal<Option<PageContext>>,
     /// The message being written (counted by the token meter).
     pub draft: RwSignal<String>,

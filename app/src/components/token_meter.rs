@@ -116,6 +116,7 @@ pub fn TokenMeter(
                     ("System prompt", b.system_prompt),
                     ("Knowledge", b.knowledge),
                     ("Memories", b.memories),
+                    ("Page context", b.page_context),
                     ("Conversation", b.conversation),
                 ]
             })

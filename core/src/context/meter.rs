@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::{TokenBreakdown, calculate_budget};
 use super::compression::{self, CompressionSettings, CountedMessage, Strategy};
 use super::settings::SessionSettings;
+use crate::tokens::Framing;
 
 /// A session's context parameters, sent by the server with the session and after every change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,7 +24,8 @@ pub struct ContextInfo {
     /// Tokens of the tools offered with every message (definitions and the instructions about them).
     #[serde(default)]
     pub tool_tokens: u32,
-    /// Tokens of user memories (none yet).
+    /// Tokens of user memories (none yet; the plan adds the pinned and standing messages it
+    /// protects).
     pub memory_tokens: u32,
     /// Tokens reserved for the reply.
     pub output_reserve: u32,
@@ -82,7 +84,7 @@ pub struct CompressionReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextReport {
-    /// Our count of the request's input tokens (parts plus reply priming).
+    /// Our count of the request's input tokens (parts plus the reply's priming).
     pub counted_input_tokens: u32,
     pub breakdown: TokenBreakdown,
     pub encoding: String,
@@ -90,9 +92,6 @@ pub struct ContextReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<CompressionReport>,
 }
-
-/// Tokens OpenAI's chat format adds to prime the reply.
-pub const REPLY_PRIMING: u32 = 3;
 
 /// Meter states (seed §1): warning above 90 %, critical above 98 %.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,27 +140,33 @@ pub fn state(percent: u32, compressed: bool) -> MeterState {
     }
 }
 
-/// Reads the meter for `messages` (the conversation, the message being written last) and
-/// `knowledge_tokens` (page context and references), under `info`.
+/// Reads the meter for `messages` (the conversation compression works on, the message being
+/// written last) beside `others`, the tokens of every other part of the request (its
+/// `conversation` is ignored), under `info`. Messages and the reply's priming are framed as
+/// `info.encoding`'s family frames them ([`Framing::for_encoding`]).
 pub fn read(
     info: &ContextInfo,
     messages: &[CountedMessage<'_>],
-    knowledge_tokens: u32,
+    others: TokenBreakdown,
 ) -> MeterReading {
-    let conversation = compression::conversation_tokens(messages);
+    let framing = Framing::for_encoding(&info.encoding);
+    let conversation = compression::conversation_tokens(messages, framing.per_message);
     let used = TokenBreakdown {
-        system_prompt: info.system_prompt_tokens,
-        knowledge: knowledge_tokens,
-        memories: info.memory_tokens,
         conversation,
+        ..others
     };
     let budget = calculate_budget(info.context_limit, info.output_reserve, used);
-    let plan = compression::plan(messages, budget.conversation.allocated, &info.compression);
+    let plan = compression::plan(
+        messages,
+        budget.conversation.allocated,
+        &info.compression,
+        framing.per_message,
+    );
     let breakdown = TokenBreakdown {
         conversation: plan.compressed_tokens,
         ..used
     };
-    let total = breakdown.total() + REPLY_PRIMING;
+    let total = breakdown.total() + framing.reply_priming;
     let pct = percent(total, info.context_limit);
     let report = plan.applied.then(|| CompressionReport {
         strategy: plan.strategy,
@@ -176,7 +181,8 @@ pub fn read(
         used: total,
         limit: info.context_limit,
         percent: pct,
-        original_percent: shown.then(|| percent(used.total() + REPLY_PRIMING, info.context_limit)),
+        original_percent: shown
+            .then(|| percent(used.total() + framing.reply_priming, info.context_limit)),
         state: state(pct, shown),
         breakdown,
         compression: report,
@@ -247,6 +253,14 @@ mod tests {
         }
     }
 
+    /// The system prompt of [`info`] and nothing else besides the conversation.
+    fn others() -> TokenBreakdown {
+        TokenBreakdown {
+            system_prompt: 97,
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn percent_rounds_half_up_like_math_round() {
         assert_eq!(percent(78, 100), 78);
@@ -280,7 +294,7 @@ mod tests {
                 tokens: 496,
             },
         ];
-        let r = read(&info(1000, off), &msgs, 0);
+        let r = read(&info(1000, off), &msgs, others());
         // 97 system + (400 + 500) conversation + 3 priming = 1000 → 100 %.
         assert_eq!(r.used, 1000);
         assert_eq!(r.percent, 100);
@@ -306,7 +320,7 @@ mod tests {
                 },
             ),
             &msgs,
-            0,
+            others(),
         );
         assert_eq!(r.original_percent, Some(percent(2000 + 97 + 3, 2000)));
         assert!(r.percent <= 80, "{}", r.percent);

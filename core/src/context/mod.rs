@@ -33,11 +33,12 @@ pub use meter::{
     CompressionReport, ContextInfo, ContextReport, MeterReading, MeterState, ServerFacts,
 };
 pub use plan::{
-    CurrentReply, ResumeInput, Selection, SummaryInput, TurnInput, TurnMessage, TurnPlan, TurnSources,
-    plan_turn, record_tool_round,
+    ChosenItem, CurrentReply, ItemSearch, ItemsInput, NearMiss, ResumeInput, Selection,
+    SummaryInput, TurnInput, TurnMessage, TurnPlan, TurnSources, plan_turn, record_tool_round,
 };
 pub use receipt::{
-    FilterNote, LeftOut, LeftOutWhy, Overflow, Part, PartKind, Reason, Receipt, Score,
+    FilterNote, ItemNote, ItemSearchNote, ItemSearchStatus, LeftOut, LeftOutWhy, Overflow, Part,
+    PartKind, Reason, Receipt, Score,
 };
 pub use selection::{Candidate, Choice, MessageMark};
 pub use sets::{ContextSets, MergeMode};

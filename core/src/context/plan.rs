@@ -5,19 +5,23 @@
 //! sees, and it reads only the receipt and the texts the receipt names.
 
 use std::borrow::Cow;
+use std::cmp::{Ordering, Reverse};
 use std::ops::Range;
 
 use crate::prompt::{
-    ProviderRequest, ToolDefinition, attachments_segment, page_context_segment, replay,
-    replay_round, summary_segment,
+    ProviderRequest, ToolDefinition, attachments_segment, item_entry, item_heading,
+    page_context_segment, replay, replay_round, summary_segment,
 };
-use crate::tokens::MESSAGE_OVERHEAD;
+use crate::tokens::Framing;
 use crate::wire::{Attachment, ChatMessage, PageContext, Role, ToolExchange, ToolRound};
 
+use super::budget::{MEMORY_CAP, knowledge_cap};
 use super::compression::{CountedMessage, SUMMARY_RESERVE, Strategy, is_low_value};
-use super::meter::{self, ContextInfo, ContextReport, MeterReading, REPLY_PRIMING};
+use super::items::{Included, ItemKind, ItemRef, RequestItem};
+use super::meter::{self, ContextInfo, ContextReport, MeterReading};
 use super::receipt::{
-    FilterNote, LeftOut, LeftOutWhy, Overflow, Part, PartKind, Reason, Receipt, Score,
+    FilterNote, ItemNote, ItemSearchNote, ItemSearchStatus, LeftOut, LeftOutWhy, Overflow, Part,
+    PartKind, Reason, Receipt, Score,
 };
 use super::selection::{Choice, Dropped, Kept};
 use super::{CompressionReport, TokenBreakdown};
@@ -67,25 +71,27 @@ impl<'a> TurnMessage<'a> {
         count(None, &attachments_segment(self.attachments))
     }
 
-    /// Its tokens, attachments and tool rounds included.
-    fn tokens(&self, count: &mut Count<'_>) -> u32 {
+    /// Its tokens, attachments and tool rounds included (`per_message`: the framing of each
+    /// message a tool round adds).
+    fn tokens(&self, per_message: u32, count: &mut Count<'_>) -> u32 {
         let text = count(self.id, &self.text) + self.attachment_tokens(count);
         let rounds: u32 = self
             .rounds
             .iter()
             .flat_map(|r| &r.exchanges)
-            .map(|e| exchange_tokens(e, count))
+            .map(|e| exchange_tokens(e, per_message, count))
             .sum();
         text + rounds
     }
 }
 
-/// Tokens of one tool exchange: the call (name and arguments) and its result, each a message.
-pub fn exchange_tokens(e: &ToolExchange, count: &mut Count<'_>) -> u32 {
+/// Tokens of one tool exchange: the call (name and arguments) and its result, each a message
+/// framed with `per_message` tokens ([`Framing`]).
+pub fn exchange_tokens(e: &ToolExchange, per_message: u32, count: &mut Count<'_>) -> u32 {
     count(None, &e.call.name)
         + count(None, &e.call.arguments)
         + count(None, &e.result)
-        + 2 * MESSAGE_OVERHEAD as u32
+        + 2 * per_message
 }
 
 /// The reminder of the session's context sets for the first message after a resume.
@@ -167,6 +173,80 @@ pub struct TurnSources<'a> {
     pub resume: Option<ResumeInput<'a>>,
     /// Which history goes (topic filter, sticky, pins, excludes); `None`: all of it.
     pub selection: Option<Selection<'a>>,
+    /// The agent's rules and references for this request and how semantic search went; `None`:
+    /// the turn has no items (and the receipt says nothing about them).
+    pub items: Option<ItemsInput<'a>>,
+}
+
+/// The context items of a turn, gathered by the server: the items for the request with their
+/// texts, what semantic search nearly chose, and how the search went. The plan orders the items,
+/// counts them, applies knowledge's share of the window and writes them into the receipt; the
+/// request carries exactly the item parts of the receipt.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemsInput<'a> {
+    /// The items for the request: the session's (`always`, `manual`), then search's choices
+    /// (`agent`, `expansion`; `items::request_items` makes this list), in any order — the plan
+    /// orders them. An item listed twice counts once (the first). Tools are not written here
+    /// (they are offered through `tools`); a tool listed is skipped.
+    pub chosen: &'a [ChosenItem<'a>],
+    /// The best agent items search scored but did not choose, best first
+    /// (`item_search::SearchOutcome::near_misses`): listed in the receipt as left out.
+    pub near_misses: &'a [NearMiss<'a>],
+    /// How the search went (recorded in the receipt unless it ran).
+    pub search: ItemSearch<'a>,
+}
+
+/// One item for the request, with what the receipt and the request need of it.
+#[derive(Debug, Clone, Copy)]
+pub struct ChosenItem<'a> {
+    /// Its identity, how it came in and its score (`agent`, `expansion`).
+    pub request: &'a RequestItem,
+    /// Its priority (lower first).
+    pub priority: i32,
+    /// Its one-line description (empty: none), kept in the receipt for the "View context" dialog.
+    pub description: &'a str,
+    /// Its text, as the model reads it (delimited, escaped: `prompt::item_entry`).
+    pub text: &'a str,
+}
+
+/// An agent item semantic search scored among the best but did not choose.
+#[derive(Debug, Clone, Copy)]
+pub struct NearMiss<'a> {
+    /// Its identity.
+    pub item: &'a ItemRef,
+    /// Its priority (lower first).
+    pub priority: i32,
+    /// Its one-line description (empty: none).
+    pub description: &'a str,
+    /// Its best similarity to the message.
+    pub score: Score,
+}
+
+/// How a turn's semantic search for agent items went. Whatever it was, the turn goes on: without
+/// agent items when the search did not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemSearch<'a> {
+    /// It ran; its choices are among `chosen`, its near misses in `near_misses`.
+    Done,
+    /// The agent has no `agent` items the session does not carry: nothing to search.
+    NoAgentItems,
+    /// No embeddings to search with (the reason, in words).
+    Unavailable(&'a str),
+    /// Embedding the message or the items failed (the reason, in words).
+    Failed(&'a str),
+}
+
+impl ItemSearch<'_> {
+    /// The receipt's note for it (`None` when it ran).
+    pub fn note(&self) -> Option<ItemSearchNote> {
+        let (status, reason) = match *self {
+            Self::Done => return None,
+            Self::NoAgentItems => (ItemSearchStatus::NoAgentItems, None),
+            Self::Unavailable(r) => (ItemSearchStatus::Unavailable, Some(r.to_owned())),
+            Self::Failed(r) => (ItemSearchStatus::Failed, Some(r.to_owned())),
+        };
+        Some(ItemSearchNote { status, reason })
+    }
 }
 
 /// The history selection of a turn ([`super::selection::select`]).
@@ -196,10 +276,24 @@ pub type Count<'c> = dyn FnMut(Option<&str>, &str) -> u32 + 'c;
 
 /// Plans a turn: compression against the budget, the ordered parts, what was left out, whether it
 /// fits, and the request.
+///
+/// The window is shared out as `budget` describes, with two decisions made here:
+///
+/// - **Memories** (pinned messages and standing instructions) are protected from compression up to
+///   [`MEMORY_CAP`] tokens (less any user memories): pinned messages first (the user's explicit
+///   choice), then standing instructions, the newest first within each. Once one does not fit,
+///   it and every one after it in that order lose their protection: they are ordinary history,
+///   which compression may leave out (`memory_cap` in the receipt) or summarize.
+/// - **Knowledge** (rules and references) may take [`knowledge_cap`] tokens. When the items do not
+///   fit, the lowest-ranked are left out first (`knowledge_cap`), so an item never goes while a
+///   higher-ranked one stays out. Ranked from the first to keep to the first to leave out:
+///   `always` items, then `manual` ones (each by priority, then name), then `agent` items by
+///   score (best first), then `expansion` items by score (they only resemble chosen items).
 pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     let info = input.info;
     let msgs = input.messages;
     let sources = &input.sources;
+    let framing = Framing::for_encoding(&info.encoding);
     let counted: Vec<CountedMessage> = msgs
         .iter()
         .map(|m| CountedMessage {
@@ -210,10 +304,10 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             } else {
                 ""
             },
-            tokens: m.tokens(count),
+            tokens: m.tokens(framing.per_message, count),
         })
         .collect();
-    let cost = |i: usize| counted[i].tokens + MESSAGE_OVERHEAD as u32;
+    let cost = |i: usize| counted[i].tokens + framing.per_message;
     let context_tokens = sources
         .page_context
         .map(|c| count(None, &page_context_segment(c)));
@@ -229,14 +323,12 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     };
     let resume_tokens = sources.resume.map(|r| count(None, r.block));
     // The tools share the system prompt's part of the window; the resume block the page context's.
-    let info_now = ContextInfo {
-        system_prompt_tokens: system_tokens + tool_tokens,
-        ..info.clone()
-    };
-    let knowledge = context_tokens.unwrap_or(0) + resume_tokens.unwrap_or(0);
+    let system_all = system_tokens + tool_tokens;
+    let page_tokens = context_tokens.unwrap_or(0) + resume_tokens.unwrap_or(0);
 
-    // Selection first: pinned and sticky messages go whatever compression decides (charged like
-    // knowledge), dropped ones are out; compression works on the rest and the message answered.
+    // Selection first: pinned and sticky messages go whatever compression decides while they fit
+    // the memories' cap, dropped ones are out; compression works on the rest and the message
+    // answered.
     let last = msgs.len().checked_sub(1);
     let choice = |i: usize| match sources.selection {
         Some(sel) if Some(i) != last => sel
@@ -246,14 +338,48 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             .unwrap_or(Choice::Kept(Kept::Unfiltered)),
         _ => Choice::Kept(Kept::Unfiltered),
     };
-    let fixed: Vec<usize> = (0..msgs.len()).filter(|&i| choice(i).is_fixed()).collect();
+    // Memories: pinned first, then sticky, newest first, while they fit the cap.
+    let mut protect_order: Vec<usize> = (0..msgs.len()).filter(|&i| choice(i).is_fixed()).collect();
+    protect_order
+        .sort_unstable_by_key(|&i| (!matches!(choice(i), Choice::Kept(Kept::Pinned)), Reverse(i)));
+    let memory_room = MEMORY_CAP.saturating_sub(info.memory_tokens);
+    let mut fixed: Vec<usize> = Vec::new();
+    let mut fixed_tokens = 0;
+    for i in protect_order {
+        if fixed_tokens + cost(i) > memory_room {
+            break;
+        }
+        fixed_tokens += cost(i);
+        fixed.push(i);
+    }
+    fixed.sort_unstable();
+    let mut protected = vec![false; msgs.len()];
+    for &i in &fixed {
+        protected[i] = true;
+    }
+    let memories = info.memory_tokens + fixed_tokens;
     let flowing: Vec<usize> = (0..msgs.len())
-        .filter(|&i| choice(i).is_kept() && !choice(i).is_fixed())
+        .filter(|&i| choice(i).is_kept() && !protected[i])
         .collect();
-    let fixed_tokens: u32 = fixed.iter().map(|&i| cost(i)).sum();
+
+    // Knowledge: the items that fit its share, ordered for the request.
+    let cap = knowledge_cap(
+        info.context_limit,
+        info.output_reserve,
+        system_all,
+        memories,
+    );
+    let items = plan_items(sources.items.as_ref(), cap, count);
+
     let flowing_counted: Vec<CountedMessage> = flowing.iter().map(|&i| counted[i]).collect();
-    let mut reading = meter::read(&info_now, &flowing_counted, knowledge + fixed_tokens);
-    reading.breakdown.knowledge -= fixed_tokens;
+    let others = TokenBreakdown {
+        system_prompt: system_all,
+        knowledge: items.tokens,
+        memories,
+        conversation: 0,
+        page_context: page_tokens,
+    };
+    let mut reading = meter::read(info, &flowing_counted, others);
     // Compression's indices, back in `messages`.
     let mut kept_idx: Vec<usize> = reading.plan.kept.iter().map(|&k| flowing[k]).collect();
     kept_idx.extend(&fixed);
@@ -341,14 +467,14 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
                 LeftOutWhy::Summarized
             }
         };
-        left_out.push(LeftOut {
-            first_id: first,
-            last_id: last,
-            count: range.len() as u32,
+        left_out.push(LeftOut::messages(
+            first,
+            last,
+            range.len() as u32,
             why,
-            tokens: range.iter().map(|&i| cost(i)).sum(),
-            scores: Vec::new(),
-        });
+            range.iter().map(|&i| cost(i)).sum(),
+            Vec::new(),
+        ));
     }
 
     // History: kept messages grouped by reason; dropped ones grouped by why. Compression's
@@ -395,8 +521,10 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
                 extend_run(&mut history, i, reason);
             }
             Choice::Kept(_) if in_summary[i] => {}
-            Choice::Kept(_) => {
-                let why = if low_value_strategy
+            Choice::Kept(k) => {
+                let why = if matches!(k, Kept::Pinned | Kept::Sticky) {
+                    LeftOutWhy::MemoryCap
+                } else if low_value_strategy
                     && msgs[i].attachments.is_empty()
                     && is_low_value(&msgs[i].text)
                 {
@@ -442,18 +570,21 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
         });
     }
     for (range, why) in dropped {
-        left_out.push(LeftOut {
-            first_id: id_of(range.start),
-            last_id: id_of(range.end - 1),
-            count: range.len() as u32,
+        left_out.push(LeftOut::messages(
+            id_of(range.start),
+            id_of(range.end - 1),
+            range.len() as u32,
             why,
-            tokens: range.clone().map(cost).sum(),
-            scores: match why {
+            range.clone().map(cost).sum(),
+            match why {
                 LeftOutWhy::TopicFilter | LeftOutWhy::OtherTopic => scores(&range),
                 _ => Vec::new(),
             },
-        });
+        ));
     }
+    // The items, right after the history, before the message being answered.
+    parts.extend(items.parts);
+    left_out.extend(items.left_out);
     if let Some(i) = last {
         let attachment_tokens = msgs[i].attachment_tokens(count);
         parts.push(Part {
@@ -474,23 +605,23 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
         }
     }
 
-    // Totals, with the summary as written (or its reserve while it is wanted).
-    let kept_tokens: u32 = kept_idx.iter().map(|&i| cost(i)).sum();
+    // Totals, with the summary as written (or its reserve while it is wanted). The protected
+    // pinned and sticky messages are memories, not conversation.
+    let kept_tokens: u32 = kept_idx
+        .iter()
+        .filter(|&&i| !protected[i])
+        .map(|&i| cost(i))
+        .sum();
     let breakdown = TokenBreakdown {
         conversation: kept_tokens + summary_tokens,
         ..reading.breakdown
     };
-    // Compression worked without the pinned and sticky messages; the report counts them in.
-    let compression = reading.compression.clone().map(|c| {
-        let original_tokens = c.original_tokens + fixed_tokens;
-        CompressionReport {
-            original_tokens,
-            compressed_tokens: breakdown.conversation,
-            saved_tokens: original_tokens.saturating_sub(breakdown.conversation),
-            ..c
-        }
+    let compression = reading.compression.clone().map(|c| CompressionReport {
+        compressed_tokens: breakdown.conversation,
+        saved_tokens: c.original_tokens.saturating_sub(breakdown.conversation),
+        ..c
     });
-    let counted_input = breakdown.total() + REPLY_PRIMING;
+    let counted_input = breakdown.total() + framing.reply_priming;
     let room = info.context_limit.saturating_sub(info.output_reserve);
     let receipt = Receipt {
         totals: ContextReport {
@@ -509,7 +640,12 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             room,
         }),
         filter: sources.selection.and_then(|s| s.filter.cloned()),
+        item_search: items.note,
     };
+    // The meter reads the plan as planned: the summary as written, every part counted.
+    reading.used = counted_input;
+    reading.percent = meter::percent(counted_input, info.context_limit);
+    reading.state = meter::state(reading.percent, reading.original_percent.is_some());
     reading.breakdown = breakdown;
     reading.compression = compression;
     let request = build_request(
@@ -526,6 +662,149 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
         request,
         reading,
         summary_wanted,
+    }
+}
+
+/// The items of a turn as planned: their parts (in the request's order), what was left out, their
+/// tokens and the search's note.
+#[derive(Default)]
+struct PlannedItems {
+    parts: Vec<Part>,
+    left_out: Vec<LeftOut>,
+    tokens: u32,
+    note: Option<ItemSearchNote>,
+}
+
+/// The order items are kept in under knowledge's cap, the first to keep first (see [`plan_turn`]).
+fn by_rank(a: &ChosenItem<'_>, b: &ChosenItem<'_>) -> Ordering {
+    let tier = |c: &ChosenItem| match c.request.included {
+        Included::Always => 0,
+        Included::Manual => 1,
+        Included::Agent => 2,
+        Included::Expansion => 3,
+    };
+    tier(a)
+        .cmp(&tier(b))
+        .then_with(|| b.request.score.cmp(&a.request.score))
+        .then_with(|| by_request_order(a, b))
+}
+
+/// The order items are written in: rules, then references, each by priority (lower first), then
+/// name.
+fn by_request_order(a: &ChosenItem<'_>, b: &ChosenItem<'_>) -> Ordering {
+    let segment = |c: &ChosenItem| matches!(c.request.item.kind, ItemKind::Reference);
+    segment(a)
+        .cmp(&segment(b))
+        .then(a.priority.cmp(&b.priority))
+        .then_with(|| a.request.item.name.cmp(&b.request.item.name))
+        .then_with(|| a.request.item.kind.cmp(&b.request.item.kind))
+}
+
+/// The receipt's note of a chosen item.
+fn note_of(c: &ChosenItem<'_>) -> ItemNote {
+    ItemNote {
+        item: c.request.item.clone(),
+        include: c.request.included,
+        score: c.request.score,
+        priority: c.priority,
+        description: c.description.to_owned(),
+    }
+}
+
+/// Orders, counts and caps a turn's items: each item's part counts its entry, and the first of each
+/// segment its heading too; the best-ranked that fit `cap` go.
+fn plan_items(items: Option<&ItemsInput<'_>>, cap: u32, count: &mut Count<'_>) -> PlannedItems {
+    let Some(items) = items else {
+        return PlannedItems::default();
+    };
+    let mut chosen: Vec<&ChosenItem> = Vec::with_capacity(items.chosen.len());
+    for c in items.chosen {
+        let written = item_heading(&c.request.item.kind).is_some();
+        if written && !chosen.iter().any(|o| o.request.item == c.request.item) {
+            chosen.push(c);
+        }
+    }
+    let entry_tokens: Vec<u32> = chosen
+        .iter()
+        .map(|c| item_entry(&c.request.item, c.text).map_or(0, |e| count(None, &e)))
+        .collect();
+    let mut heading_tokens = |kind: &ItemKind| item_heading(kind).map_or(0, |h| count(None, h));
+    let rules_heading = heading_tokens(&ItemKind::Rule);
+    let references_heading = heading_tokens(&ItemKind::Reference);
+    let heading_of = |c: &ChosenItem| match c.request.item.kind {
+        ItemKind::Reference => references_heading,
+        _ => rules_heading,
+    };
+
+    // Keep the best-ranked while they fit (a segment's heading counts with its first item).
+    let mut ranked: Vec<usize> = (0..chosen.len()).collect();
+    ranked.sort_by(|&a, &b| by_rank(chosen[a], chosen[b]));
+    let (mut used, mut has_rules, mut has_references) = (0u32, false, false);
+    let mut sent = vec![false; chosen.len()];
+    let mut cut: Vec<usize> = Vec::new();
+    for &i in &ranked {
+        let is_reference = matches!(chosen[i].request.item.kind, ItemKind::Reference);
+        let opens = if is_reference {
+            !has_references
+        } else {
+            !has_rules
+        };
+        let cost = entry_tokens[i] + if opens { heading_of(chosen[i]) } else { 0 };
+        if !cut.is_empty() || used + cost > cap {
+            cut.push(i);
+            continue;
+        }
+        used += cost;
+        sent[i] = true;
+        if is_reference {
+            has_references = true;
+        } else {
+            has_rules = true;
+        }
+    }
+
+    let mut order: Vec<usize> = (0..chosen.len()).filter(|&i| sent[i]).collect();
+    order.sort_by(|&a, &b| by_request_order(chosen[a], chosen[b]));
+    let mut parts = Vec::with_capacity(order.len());
+    let mut open: Option<&ItemKind> = None;
+    for i in order {
+        let c = chosen[i];
+        let first = open != Some(&c.request.item.kind);
+        open = Some(&c.request.item.kind);
+        parts.push(Part {
+            kind: PartKind::Item(note_of(c)),
+            reason: c.request.included.into(),
+            tokens: entry_tokens[i] + if first { heading_of(c) } else { 0 },
+        });
+    }
+    let mut left_out: Vec<LeftOut> = cut
+        .into_iter()
+        .map(|i| {
+            LeftOut::item(
+                note_of(chosen[i]),
+                LeftOutWhy::KnowledgeCap,
+                entry_tokens[i],
+            )
+        })
+        .collect();
+    for m in items.near_misses {
+        if chosen.iter().any(|c| &c.request.item == m.item) {
+            continue;
+        }
+        let note = ItemNote {
+            item: m.item.clone(),
+            include: Included::Agent,
+            score: Some(m.score),
+            priority: m.priority,
+            description: m.description.to_owned(),
+        };
+        left_out.push(LeftOut::item(note, LeftOutWhy::BelowThreshold, 0));
+    }
+    PlannedItems {
+        parts,
+        left_out,
+        tokens: used,
+        note: items.search.note(),
     }
 }
 
@@ -564,6 +843,8 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
     let mut tools: &[ToolDefinition] = &[];
     // Rounds of the current reply already written, and where its text continues.
     let (mut next_round, mut text_from) = (0usize, 0usize);
+    // The rules and references segments, each with the kind of the items it holds.
+    let mut segments: Vec<(&ItemKind, String)> = Vec::new();
     for part in &receipt.parts {
         match &part.kind {
             PartKind::SystemPrompt => {
@@ -638,7 +919,31 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
                     sent.attachments = m.attachments.to_vec();
                 }
             }
+            PartKind::Item(note) => {
+                let text = turn.items.and_then(|items| {
+                    items
+                        .chosen
+                        .iter()
+                        .find(|c| c.request.item == note.item)
+                        .map(|c| c.text)
+                });
+                let kind = &note.item.kind;
+                if let (Some(text), Some(heading)) = (text, item_heading(kind))
+                    && let Some(entry) = item_entry(&note.item, text)
+                {
+                    match segments.last_mut() {
+                        Some((k, segment)) if *k == kind => segment.push_str(&entry),
+                        _ => segments.push((kind, format!("{heading}{entry}"))),
+                    }
+                }
+            }
         }
+    }
+    // The rules and references open the turn of the message being answered.
+    if let Some((_, at)) = answered
+        && let Some(sent) = messages.get_mut(at)
+    {
+        sent.segments = segments.into_iter().map(|(_, s)| s).collect();
     }
     ProviderRequest {
         model: src.model.to_owned(),
@@ -662,9 +967,10 @@ pub fn record_tool_round(
     exchanges: &[ToolExchange],
     count: &mut Count<'_>,
 ) {
+    let per_message = Framing::for_encoding(&receipt.totals.encoding).per_message;
     let mut added = 0;
     for (i, e) in exchanges.iter().enumerate() {
-        let mut tokens = exchange_tokens(e, count);
+        let mut tokens = exchange_tokens(e, per_message, count);
         if i == 0 && !text_before.is_empty() {
             tokens += count(None, text_before);
         }

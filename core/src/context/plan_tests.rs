@@ -4,9 +4,16 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::context::CompressionSettings;
+use crate::context::budget::{MEMORY_CAP, knowledge_cap};
+use crate::context::receipt::{ItemNote, ItemSearchStatus};
 use crate::context::selection::MessageMark;
 use crate::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN};
+use crate::tokens::Framing;
 use crate::wire::{ToolExchange, ToolRound};
+
+/// The framing of the test window's encoding (o200k: OpenAI's).
+const PER_MESSAGE: u32 = Framing::OPENAI.per_message;
+const PRIMING: u32 = Framing::OPENAI.reply_priming;
 
 fn info(limit: u32, reserve: u32, compression: CompressionSettings) -> ContextInfo {
     ContextInfo {
@@ -118,7 +125,7 @@ fn everything_fits_one_history_range_and_the_user_message() {
     assert_eq!(p.receipt.overflow, None);
     // Parts add up to the counted input (plus reply priming).
     let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
-    assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
+    assert_eq!(sum + PRIMING, p.receipt.totals.counted_input_tokens);
     assert_eq!(p.request.system.as_deref(), Some("Be helpful."));
     assert_eq!(p.request.messages.len(), 6);
     assert_eq!(p.request.max_output_tokens, 100);
@@ -384,7 +391,7 @@ fn the_message_being_answered_is_never_compressed_away() {
     let p = plan(&TurnInput::new(&info, &msgs));
     assert!(p.receipt.overflow.is_some(), "{:?}", p.receipt);
     let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
-    assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
+    assert_eq!(sum + PRIMING, p.receipt.totals.counted_input_tokens);
 }
 
 #[test]
@@ -569,13 +576,13 @@ fn attachments_are_a_part_of_their_own_and_go_with_their_message() {
                     count: 2,
                     scores: vec![],
                 },
-                4 + segment(&old) + 4 + 2 * MESSAGE_OVERHEAD as u32
+                4 + segment(&old) + 4 + 2 * PER_MESSAGE
             ),
             (
                 &PartKind::UserMessage {
                     id: Some("m2".into())
                 },
-                4 + MESSAGE_OVERHEAD as u32
+                4 + PER_MESSAGE
             ),
             (
                 &PartKind::Attachments {
@@ -586,7 +593,7 @@ fn attachments_are_a_part_of_their_own_and_go_with_their_message() {
         ]
     );
     let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
-    assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
+    assert_eq!(sum + PRIMING, p.receipt.totals.counted_input_tokens);
     // In the request the words stay the message's text and the attachments travel beside them.
     let sent = &p.request.messages;
     assert_eq!(sent.len(), 3);
@@ -732,7 +739,7 @@ fn the_topic_filter_sends_members_matches_and_sticky_and_lists_the_rest_with_sco
         .collect();
     assert_eq!(sent, [&t[0], &t[1], &t[2], &t[3], &t[7]]);
     let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
-    assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
+    assert_eq!(sum + PRIMING, p.receipt.totals.counted_input_tokens);
     // The receipt rebuilds the same request.
     let rebuilt = build_request(&p.receipt, &sources(&msgs, TurnSources::default()));
     assert_eq!(rebuilt, p.request);
@@ -773,7 +780,7 @@ fn pinned_and_sticky_messages_survive_compression() {
     // Kept within the window: the counted input stays in the room.
     assert_eq!(p.receipt.overflow, None);
     let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
-    assert_eq!(sum + REPLY_PRIMING, p.receipt.totals.counted_input_tokens);
+    assert_eq!(sum + PRIMING, p.receipt.totals.counted_input_tokens);
 }
 
 #[test]
@@ -791,4 +798,581 @@ fn a_filter_nothing_matches_sends_everything_as_fallback() {
     assert_eq!(p.request.messages.len(), 4);
     assert_eq!(p.receipt.parts[0].reason, Reason::Fallback);
     assert!(p.receipt.left_out.is_empty());
+}
+
+/// Items for a request, owned by the test: request items, priorities, descriptions and texts.
+struct Items {
+    requests: Vec<RequestItem>,
+    meta: Vec<(i32, String, String)>,
+}
+
+impl Items {
+    fn new(list: &[(ItemRef, Included, Option<f32>, i32, &str)]) -> Self {
+        Self {
+            requests: list
+                .iter()
+                .map(|(item, included, score, ..)| RequestItem {
+                    item: item.clone(),
+                    included: *included,
+                    score: score.map(Score::of),
+                })
+                .collect(),
+            meta: list
+                .iter()
+                .map(|(item, _, _, priority, text)| {
+                    (
+                        *priority,
+                        format!("about {}", item.name),
+                        (*text).to_owned(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn chosen(&self) -> Vec<ChosenItem<'_>> {
+        self.requests
+            .iter()
+            .zip(&self.meta)
+            .map(|(request, (priority, description, text))| ChosenItem {
+                request,
+                priority: *priority,
+                description,
+                text,
+            })
+            .collect()
+    }
+}
+
+fn item_notes(p: &TurnPlan) -> Vec<(&ItemRef, Reason, Option<Score>, u32)> {
+    p.receipt
+        .parts
+        .iter()
+        .filter_map(|part| match &part.kind {
+            PartKind::Item(n) => Some((&n.item, part.reason, n.score, part.tokens)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One token per word: an entry's tokens as the plan counts them.
+fn entry(item: &ItemRef, text: &str) -> u32 {
+    words(None, &item_entry(item, text).unwrap())
+}
+
+#[test]
+fn items_go_rules_then_references_by_priority_with_tokens_and_scores() {
+    use crate::prompt::{REFERENCES_HEADING, RULES_HEADING};
+    let t = texts(3, 5);
+    let msgs = conversation(&t);
+    let info = info(10_000, 100, off());
+    let (style, auth, near, api, read) = (
+        ItemRef::rule("style"),
+        ItemRef::rule("auth"),
+        ItemRef::rule("near"),
+        ItemRef::reference("api"),
+        ItemRef::tool("fs", "read"),
+    );
+    let items = Items::new(&[
+        (
+            api.clone(),
+            Included::Manual,
+            None,
+            1,
+            "GET /users lists <users>.",
+        ),
+        (auth.clone(), Included::Agent, Some(0.8712), 5, "Use OAuth."),
+        (style.clone(), Included::Always, None, 2, "Be brief."),
+        (near.clone(), Included::Expansion, Some(0.76), 1, "Near."),
+        // A tool is offered, not written; a repeated item counts once.
+        (read.clone(), Included::Always, None, 0, ""),
+        (style.clone(), Included::Manual, None, 2, "Be brief."),
+    ]);
+    let chosen = items.chosen();
+    let input = TurnInput {
+        info: &info,
+        messages: &msgs,
+        sources: TurnSources {
+            system_prompt: Some("Sys."),
+            items: Some(ItemsInput {
+                chosen: &chosen,
+                near_misses: &[],
+                search: ItemSearch::Done,
+            }),
+            ..Default::default()
+        },
+    };
+    let p = plan(&input);
+    let (rules_h, refs_h) = (words(None, RULES_HEADING), words(None, REFERENCES_HEADING));
+    assert_eq!(
+        item_notes(&p),
+        [
+            (
+                &near,
+                Reason::Expansion,
+                Some(Score::of(0.76)),
+                rules_h + entry(&near, "Near.")
+            ),
+            (&style, Reason::Always, None, entry(&style, "Be brief.")),
+            (
+                &auth,
+                Reason::Agent,
+                Some(Score::of(0.871)),
+                entry(&auth, "Use OAuth.")
+            ),
+            (
+                &api,
+                Reason::Manual,
+                None,
+                refs_h + entry(&api, "GET /users lists <users>.")
+            ),
+        ]
+    );
+    // After the history, before the message being answered.
+    let kinds: Vec<&str> = p
+        .receipt
+        .parts
+        .iter()
+        .map(|p| match p.kind {
+            PartKind::SystemPrompt => "system",
+            PartKind::History { .. } => "history",
+            PartKind::Item(_) => "item",
+            PartKind::UserMessage { .. } => "user",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["system", "history", "item", "item", "item", "item", "user"]
+    );
+    let PartKind::Item(first) = &p.receipt.parts[2].kind else {
+        panic!()
+    };
+    assert_eq!(
+        (first.priority, first.description.as_str()),
+        (1, "about near")
+    );
+    // Knowledge counts them; the parts add up to the counted input.
+    let item_tokens: u32 = item_notes(&p).iter().map(|n| n.3).sum();
+    assert_eq!(p.receipt.totals.breakdown.knowledge, item_tokens);
+    assert_eq!(p.reading.breakdown.knowledge, item_tokens);
+    let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
+    assert_eq!(sum + PRIMING, p.receipt.totals.counted_input_tokens);
+    assert!(p.receipt.left_out.is_empty());
+    assert_eq!(p.receipt.item_search, None);
+    // The request: the answered turn opens with the rules segment, then the references segment.
+    let answered = p.request.messages.last().unwrap();
+    assert_eq!(answered.content, t[2]);
+    assert_eq!(
+        answered.segments,
+        [
+            format!(
+                "{RULES_HEADING}{}{}{}",
+                item_entry(&near, "Near.").unwrap(),
+                item_entry(&style, "Be brief.").unwrap(),
+                item_entry(&auth, "Use OAuth.").unwrap()
+            ),
+            format!(
+                "{REFERENCES_HEADING}<reference name=\"api\">\nGET /users lists ‹users›.\n</reference>\n"
+            ),
+        ]
+    );
+    // Counted whole, each segment is its items' tokens.
+    assert_eq!(
+        words(None, &answered.segments[0]) + words(None, &answered.segments[1]),
+        item_tokens
+    );
+    assert!(
+        p.request.messages[..2]
+            .iter()
+            .all(|m| m.segments.is_empty())
+    );
+    assert!(
+        p.request
+            .system
+            .as_deref()
+            .is_some_and(|s| !s.contains("Use OAuth"))
+    );
+}
+
+#[test]
+fn near_misses_and_the_search_note_are_recorded() {
+    let t = texts(1, 5);
+    let msgs = conversation(&t);
+    let info = info(10_000, 0, off());
+    let items = Items::new(&[(
+        ItemRef::rule("style"),
+        Included::Always,
+        None,
+        1,
+        "Be brief.",
+    )]);
+    let chosen = items.chosen();
+    let (errors, deploy) = (ItemRef::rule("errors"), ItemRef::reference("deploy"));
+    let near = [
+        NearMiss {
+            item: &errors,
+            priority: 2,
+            description: "Error codes",
+            score: Score::of(0.64),
+        },
+        NearMiss {
+            item: &deploy,
+            priority: 7,
+            description: "",
+            score: Score::of(0.55),
+        },
+    ];
+    let input = |search| TurnInput {
+        info: &info,
+        messages: &msgs,
+        sources: TurnSources {
+            items: Some(ItemsInput {
+                chosen: &chosen,
+                near_misses: &near,
+                search,
+            }),
+            ..Default::default()
+        },
+    };
+    let p = plan(&input(ItemSearch::Done));
+    let left: Vec<_> = p
+        .receipt
+        .left_out
+        .iter()
+        .map(|l| {
+            let n = l.item.as_ref().unwrap();
+            (&n.item, l.why, n.include, n.score, l.tokens, l.count)
+        })
+        .collect();
+    assert_eq!(
+        left,
+        [
+            (
+                &errors,
+                LeftOutWhy::BelowThreshold,
+                Included::Agent,
+                Some(Score::of(0.64)),
+                0,
+                0
+            ),
+            (
+                &deploy,
+                LeftOutWhy::BelowThreshold,
+                Included::Agent,
+                Some(Score::of(0.55)),
+                0,
+                0
+            ),
+        ]
+    );
+    assert_eq!(
+        serde_json::to_value(&p.receipt.left_out[0]).unwrap(),
+        json!({"why": "below_threshold", "tokens": 0, "item": {
+            "type": "rule", "name": "errors", "include": "agent", "score": 0.64, "priority": 2,
+            "description": "Error codes"}})
+    );
+    assert_eq!(p.receipt.item_search, None);
+
+    // Embeddings unavailable: the turn goes on with the session's items, and the receipt says so.
+    let p = plan(&input(ItemSearch::Unavailable(
+        "no embedding model is configured",
+    )));
+    assert_eq!(item_notes(&p).len(), 1);
+    let note = p.receipt.item_search.clone().unwrap();
+    assert_eq!(note.status, ItemSearchStatus::Unavailable);
+    let wire = serde_json::to_value(&p.receipt).unwrap();
+    assert_eq!(
+        wire["itemSearch"],
+        json!({"status": "unavailable", "reason": "no embedding model is configured"})
+    );
+    let back: Receipt = serde_json::from_value(wire).unwrap();
+    assert_eq!(back, p.receipt);
+    let failed = plan(&input(ItemSearch::Failed("timeout")))
+        .receipt
+        .item_search;
+    assert_eq!(failed.map(|n| n.status), Some(ItemSearchStatus::Failed));
+    let nothing = plan(&input(ItemSearch::NoAgentItems))
+        .receipt
+        .item_search
+        .unwrap();
+    assert_eq!(
+        (nothing.status, nothing.reason),
+        (ItemSearchStatus::NoAgentItems, None)
+    );
+}
+
+#[test]
+fn knowledge_takes_its_quarter_and_the_lowest_ranked_items_go_first() {
+    let t = texts(2, 5);
+    let msgs = conversation(&t);
+    // 1,100-token window, 100 reserved for the reply: knowledge may take 250 tokens.
+    let info = info(1_100, 100, off());
+    let body = |n: usize| "word ".repeat(n);
+    let (b5, b30, b40, b60, b70) = (body(5), body(30), body(40), body(60), body(70));
+    let (always, manual, best, good, close, echo) = (
+        ItemRef::rule("always"),
+        ItemRef::reference("manual"),
+        ItemRef::rule("best"),
+        ItemRef::rule("good"),
+        ItemRef::reference("close"),
+        ItemRef::rule("echo"),
+    );
+    let items = Items::new(&[
+        (echo.clone(), Included::Expansion, Some(0.95), 0, &b5),
+        (good.clone(), Included::Agent, Some(0.72), 0, &b30),
+        (always.clone(), Included::Always, None, 9, &b40),
+        (close.clone(), Included::Agent, Some(0.71), 0, &b70),
+        (best.clone(), Included::Agent, Some(0.9), 0, &b30),
+        (manual.clone(), Included::Manual, None, 5, &b60),
+    ]);
+    let chosen = items.chosen();
+    let p = plan(&TurnInput {
+        info: &info,
+        messages: &msgs,
+        sources: TurnSources {
+            items: Some(ItemsInput {
+                chosen: &chosen,
+                near_misses: &[],
+                search: ItemSearch::Done,
+            }),
+            ..Default::default()
+        },
+    });
+    let cap = knowledge_cap(1_100, 100, 0, 0);
+    assert_eq!(cap, 250);
+    // By rank: always, manual (each with its segment's heading), best, good fit 250 tokens; close
+    // does not, and echo, ranked below it (an expansion), goes with it although it would fit.
+    let (rules_h, refs_h) = (
+        words(None, crate::prompt::RULES_HEADING),
+        words(None, crate::prompt::REFERENCES_HEADING),
+    );
+    let kept = rules_h + entry(&always, &b40) + refs_h + entry(&manual, &b60);
+    let kept = kept + entry(&best, &b30) + entry(&good, &b30);
+    assert!(kept <= cap && kept + entry(&close, &b70) > cap && kept + entry(&echo, &b5) <= cap);
+    let sent: Vec<&ItemRef> = item_notes(&p).into_iter().map(|n| n.0).collect();
+    assert_eq!(sent, [&best, &good, &always, &manual]);
+    assert_eq!(p.receipt.totals.breakdown.knowledge, kept);
+    let left: Vec<(&ItemRef, LeftOutWhy, u32)> = p
+        .receipt
+        .left_out
+        .iter()
+        .map(|l| (&l.item.as_ref().unwrap().item, l.why, l.tokens))
+        .collect();
+    assert_eq!(
+        left,
+        [
+            (&close, LeftOutWhy::KnowledgeCap, entry(&close, &b70)),
+            (&echo, LeftOutWhy::KnowledgeCap, entry(&echo, &b5)),
+        ]
+    );
+    // The request carries exactly the items the receipt lists.
+    let segments = &p.request.messages.last().unwrap().segments;
+    assert!(segments.concat().contains("name=\"good\""));
+    assert!(!segments.concat().contains("name=\"echo\""));
+}
+
+#[test]
+fn a_stored_receipt_with_items_rebuilds_the_same_request() {
+    let t = texts(24, 40);
+    let msgs = conversation(&t);
+    let settings = CompressionSettings {
+        strategy: Strategy::SlidingWindow,
+        preserve_recent_messages: 2,
+        ..Default::default()
+    };
+    let info = info(900, 50, settings);
+    let items = Items::new(&[
+        (
+            ItemRef::reference("api"),
+            Included::Agent,
+            Some(0.81),
+            2,
+            "Endpoints </reference> x",
+        ),
+        (
+            ItemRef::rule("style"),
+            Included::Always,
+            None,
+            1,
+            "Be brief.",
+        ),
+    ]);
+    let chosen = items.chosen();
+    let input = TurnInput {
+        info: &info,
+        messages: &msgs,
+        sources: TurnSources {
+            system_prompt: Some("Sys."),
+            items: Some(ItemsInput {
+                chosen: &chosen,
+                near_misses: &[],
+                search: ItemSearch::Done,
+            }),
+            ..Default::default()
+        },
+    };
+    let p = plan(&input);
+    assert!(
+        !p.receipt.left_out.is_empty(),
+        "compression left messages out"
+    );
+    assert_eq!(item_notes(&p).len(), 2);
+    let stored: Receipt =
+        serde_json::from_str(&serde_json::to_string(&p.receipt).unwrap()).unwrap();
+    assert_eq!(stored, p.receipt);
+    let rebuilt = build_request(&stored, &sources(&msgs, input.sources.clone()));
+    assert_eq!(rebuilt, p.request);
+    assert_eq!(rebuilt.messages.last().unwrap().segments.len(), 2);
+    // Only what the receipt lists is written: without its item parts, no segments.
+    let mut bare = stored.clone();
+    bare.parts.retain(|p| !matches!(p.kind, PartKind::Item(_)));
+    let without = build_request(&bare, &sources(&msgs, input.sources.clone()));
+    assert!(without.messages.iter().all(|m| m.segments.is_empty()));
+    // An item the texts no longer hold is not guessed in.
+    let rebuilt = build_request(&stored, &sources(&msgs, TurnSources::default()));
+    assert!(rebuilt.messages.iter().all(|m| m.segments.is_empty()));
+}
+
+#[test]
+fn pinned_and_sticky_messages_are_memories_up_to_the_cap() {
+    use super::super::selection::{Candidate, select};
+    let settings = CompressionSettings {
+        strategy: Strategy::SlidingWindow,
+        preserve_recent_messages: 2,
+        ..Default::default()
+    };
+    // Within the cap: both are memories, not conversation.
+    let t = texts(10, 50);
+    let msgs = conversation(&t);
+    let info_big = info(10_000, 0, off());
+    let mut candidates = vec![Candidate::default(); 9];
+    candidates[1].mark = Some(MessageMark::Pinned);
+    candidates[3].sticky = true;
+    let p = plan_selected(&msgs, &info_big, &select(&candidates, None));
+    let cost = 50 + PER_MESSAGE;
+    let b = p.receipt.totals.breakdown;
+    assert_eq!(b.memories, 2 * cost);
+    assert_eq!(b.conversation, 8 * cost);
+    assert_eq!(p.reading.breakdown, b);
+    assert_eq!(b.total() + PRIMING, p.receipt.totals.counted_input_tokens);
+
+    // Beyond the cap: six pins of 104 tokens; the newest four fit 500 tokens, the two oldest are
+    // ordinary history, and the sliding window leaves them out, saying why.
+    let t = texts(20, 100);
+    let msgs = conversation(&t);
+    let mut candidates = vec![Candidate::default(); 19];
+    for i in [0, 2, 4, 6, 8, 10] {
+        candidates[i].mark = Some(MessageMark::Pinned);
+    }
+    let info_small = info(1_400, 0, settings);
+    let p = plan_selected(&msgs, &info_small, &select(&candidates, None));
+    let cost = 100 + PER_MESSAGE;
+    assert_eq!(p.receipt.totals.breakdown.memories, 4 * cost);
+    assert!(4 * cost <= MEMORY_CAP && 5 * cost > MEMORY_CAP);
+    let pinned_sent: Vec<&str> = p
+        .receipt
+        .parts
+        .iter()
+        .filter(|p| p.reason == Reason::Pinned)
+        .filter_map(|p| match &p.kind {
+            PartKind::History { first_id, .. } => Some(first_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pinned_sent, ["m4", "m6", "m8", "m10"]);
+    let capped: Vec<&str> = p
+        .receipt
+        .left_out
+        .iter()
+        .filter(|l| l.why == LeftOutWhy::MemoryCap)
+        .map(|l| l.first_id.as_str())
+        .collect();
+    assert_eq!(capped, ["m0", "m2"]);
+    assert_eq!(p.receipt.overflow, None);
+    let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
+    assert_eq!(sum + PRIMING, p.receipt.totals.counted_input_tokens);
+    // Pins come before standing instructions: a sticky message loses protection first.
+    let mut candidates = vec![Candidate::default(); 19];
+    candidates[12].sticky = true;
+    for i in [0, 2, 4, 6] {
+        candidates[i].mark = Some(MessageMark::Pinned);
+    }
+    let p = plan_selected(&msgs, &info_small, &select(&candidates, None));
+    assert!(
+        p.receipt.left_out.iter().all(|l| l.first_id != "m0"),
+        "the oldest pin is protected before the newer standing instruction"
+    );
+    assert_eq!(p.receipt.totals.breakdown.memories, 4 * cost);
+}
+
+#[test]
+fn receipts_stored_before_items_still_load() {
+    let old = json!({
+        "countedInputTokens": 220,
+        "breakdown": {"systemPrompt": 10, "knowledge": 30, "memories": 0, "conversation": 177},
+        "encoding": "o200k_base",
+        "exact": true,
+        "parts": [
+            {"kind": "system_prompt", "reason": "always", "tokens": 10},
+            {"kind": "page_context", "keys": ["page"], "reason": "always", "tokens": 30},
+            {"kind": "history", "firstId": "a", "lastId": "b", "count": 2, "reason": "pinned", "tokens": 150},
+            {"kind": "user_message", "id": "c", "reason": "always", "tokens": 27}
+        ],
+        "leftOut": [{"firstId": "x", "lastId": "y", "count": 2, "why": "window", "tokens": 40}],
+        "contextLimit": 8192,
+        "outputReserve": 1000
+    });
+    let r: Receipt = serde_json::from_value(old.clone()).unwrap();
+    assert_eq!(r.totals.breakdown.page_context, 0);
+    assert_eq!(r.left_out[0].item, None);
+    assert_eq!(r.left_out[0].count, 2);
+    assert_eq!(r.item_search, None);
+    // And it writes back as it was read.
+    let mut again = serde_json::to_value(&r).unwrap();
+    again["breakdown"]
+        .as_object_mut()
+        .unwrap()
+        .remove("pageContext");
+    assert_eq!(again, old);
+    // An item part on the wire: flat, its kind as `type`, a tool with its server.
+    let part: Part = serde_json::from_value(json!({
+        "kind": "item", "type": "tool", "server": "fs", "name": "read", "include": "agent",
+        "score": 0.5, "priority": 0, "reason": "agent", "tokens": 12
+    }))
+    .unwrap();
+    assert_eq!(
+        part.kind,
+        PartKind::Item(ItemNote {
+            item: ItemRef::tool("fs", "read"),
+            include: Included::Agent,
+            score: Some(Score::of(0.5)),
+            priority: 0,
+            description: String::new(),
+        })
+    );
+    assert!(
+        serde_json::from_value::<Part>(json!({
+            "kind": "item", "type": "tool", "name": "read", "include": "agent",
+            "reason": "agent", "tokens": 1
+        }))
+        .is_err(),
+        "a tool names its server"
+    );
+    let rule = Part {
+        kind: PartKind::Item(ItemNote {
+            item: ItemRef::rule("auth"),
+            include: Included::Always,
+            score: None,
+            priority: 3,
+            description: "Sign-in".into(),
+        }),
+        reason: Reason::Always,
+        tokens: 9,
+    };
+    assert_eq!(
+        serde_json::to_value(&rule).unwrap(),
+        json!({"kind": "item", "type": "rule", "name": "auth", "include": "always",
+               "priority": 3, "description": "Sign-in", "reason": "always", "tokens": 9})
+    );
 }

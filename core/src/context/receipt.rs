@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::items::{Included, ItemKind, ItemRef, RequestItem};
 use super::meter::ContextReport;
 
 /// What one turn sent to the model, and what it left out.
@@ -36,6 +37,131 @@ pub struct Receipt {
     /// The topic filter that chose the history, when one applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<FilterNote>,
+    /// How the semantic search for agent items went, when it did not simply run (no agent items
+    /// to search, embeddings unavailable, failed): the turn went on without agent items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_search: Option<ItemSearchNote>,
+}
+
+/// Why a turn's semantic search for agent items did not run or gave nothing to choose from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemSearchNote {
+    pub status: ItemSearchStatus,
+    /// What went wrong, in words (`unavailable` and `failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// How a turn's semantic search for agent items went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemSearchStatus {
+    /// It ran (the receipt records no note for it).
+    Done,
+    /// The agent has no `agent` items the session does not already carry: nothing to search.
+    NoAgentItems,
+    /// No embeddings to search with (no model configured, or it could not be loaded).
+    Unavailable,
+    /// Embedding the message or the items failed.
+    Failed,
+}
+
+/// A context item as a receipt names it, as it was when the request was built (the agent's items
+/// may change after the reply): its identity, how it came in (or would have), its score when
+/// semantic search scored it, and what the "View context" dialog shows (priority, description).
+///
+/// On the wire, flat: `{"type": "rule", "name": "auth", "include": "agent", "score": 0.87,
+/// "priority": 3, "description": "…"}` (a tool adds `"server"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "ItemNoteWire", try_from = "ItemNoteWire")]
+pub struct ItemNote {
+    /// Its identity.
+    pub item: ItemRef,
+    /// How it came into the request (for a near miss: `agent`, the way it would have).
+    pub include: Included,
+    /// Its similarity, for items semantic search scored (`agent`, `expansion`, near misses).
+    pub score: Option<Score>,
+    /// Its priority (lower first).
+    pub priority: i32,
+    /// Its one-line description (empty: none).
+    pub description: String,
+}
+
+impl ItemNote {
+    /// The request item it stands for (identity, how it came in, score).
+    pub fn request_item(&self) -> RequestItem {
+        RequestItem {
+            item: self.item.clone(),
+            included: self.include,
+            score: self.score,
+        }
+    }
+}
+
+/// [`ItemNote`] on the wire: the item's kind as `type` (parts already use `kind`).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ItemNoteWire {
+    #[serde(rename = "type")]
+    kind: ItemType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    server: Option<String>,
+    name: String,
+    include: Included,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    score: Option<Score>,
+    #[serde(default)]
+    priority: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    description: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum ItemType {
+    Rule,
+    Reference,
+    Tool,
+}
+
+impl From<ItemNote> for ItemNoteWire {
+    fn from(n: ItemNote) -> Self {
+        let (kind, server) = match n.item.kind {
+            ItemKind::Rule => (ItemType::Rule, None),
+            ItemKind::Reference => (ItemType::Reference, None),
+            ItemKind::Tool { server } => (ItemType::Tool, Some(server)),
+        };
+        Self {
+            kind,
+            server,
+            name: n.item.name,
+            include: n.include,
+            score: n.score,
+            priority: n.priority,
+            description: n.description,
+        }
+    }
+}
+
+impl TryFrom<ItemNoteWire> for ItemNote {
+    type Error = &'static str;
+
+    fn try_from(w: ItemNoteWire) -> Result<Self, Self::Error> {
+        let kind = match (w.kind, w.server) {
+            (ItemType::Rule, _) => ItemKind::Rule,
+            (ItemType::Reference, _) => ItemKind::Reference,
+            (ItemType::Tool, Some(server)) => ItemKind::Tool { server },
+            (ItemType::Tool, None) => return Err("a tool item names its server"),
+        };
+        Ok(Self {
+            item: ItemRef { kind, name: w.name },
+            include: w.include,
+            score: w.score,
+            priority: w.priority,
+            description: w.description,
+        })
+    }
 }
 
 /// The topic filter a turn's history was chosen by.
@@ -143,6 +269,10 @@ pub enum PartKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<String>,
     },
+    /// A rule or reference of the agent, written into the answered message's turn as delimited
+    /// data (`prompt::item_entry`): the rules first, then the references, each by priority then
+    /// name. Its tokens include its segment's heading for the first item of each segment.
+    Item(ItemNote),
 }
 
 /// How a part got in.
@@ -171,22 +301,84 @@ pub enum Reason {
     TopicMatch,
     /// No message matched the selected topics, so the whole history went.
     Fallback,
+    /// An item the user added to the session.
+    Manual,
+    /// An item semantic search matched to the message (the item's `score`).
+    Agent,
+    /// An item semantic search matched to an item already chosen (the item's `score`).
+    Expansion,
 }
 
-/// Candidates that did not go.
+impl From<Included> for Reason {
+    fn from(i: Included) -> Self {
+        match i {
+            Included::Always => Reason::Always,
+            Included::Manual => Reason::Manual,
+            Included::Agent => Reason::Agent,
+            Included::Expansion => Reason::Expansion,
+        }
+    }
+}
+
+/// Candidates that did not go: a run of messages, or one context item (`item`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeftOut {
-    /// Messages `first..=last` (ids), `count` of them.
+    /// Messages `first..=last` (ids), `count` of them (empty and 0 for an item).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub first_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_id: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub count: u32,
     pub why: LeftOutWhy,
-    /// Their tokens, overhead included.
+    /// Their tokens, overhead included (0 for a near miss: its text was never a candidate).
     pub tokens: u32,
     /// Under `topic_filter`: each message's best score (`null`: it has no vector).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scores: Vec<Option<Score>>,
+    /// The item left out (`below_threshold`, `knowledge_cap`), with its score where search gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<ItemNote>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl LeftOut {
+    /// Messages `first..=last`, `count` of them, left out for `why`.
+    pub fn messages(
+        first_id: String,
+        last_id: String,
+        count: u32,
+        why: LeftOutWhy,
+        tokens: u32,
+        scores: Vec<Option<Score>>,
+    ) -> Self {
+        Self {
+            first_id,
+            last_id,
+            count,
+            why,
+            tokens,
+            scores,
+            item: None,
+        }
+    }
+
+    /// One item left out for `why`.
+    pub fn item(item: ItemNote, why: LeftOutWhy, tokens: u32) -> Self {
+        Self {
+            first_id: String::new(),
+            last_id: String::new(),
+            count: 0,
+            why,
+            tokens,
+            scores: Vec::new(),
+            item: Some(item),
+        }
+    }
 }
 
 /// Why something did not go.
@@ -207,6 +399,15 @@ pub enum LeftOutWhy {
     OtherTopic,
     /// The user excluded it.
     Excluded,
+    /// A pinned message or standing instruction beyond the memories' cap: treated as ordinary
+    /// history, and compression left it out.
+    MemoryCap,
+    /// An agent item semantic search scored among the best but did not choose (a near miss, with
+    /// its score).
+    BelowThreshold,
+    /// An item the request would have carried, left out because rules and references may take
+    /// only their share of the window (the lowest-ranked go first).
+    KnowledgeCap,
 }
 
 /// What must be sent does not fit.

@@ -1,8 +1,13 @@
 //! A receipt in words, for the "View context" dialog: one row per part (what it is, why it went,
-//! its tokens), one per left-out run, and the totals beside the provider's reported usage. Pure, so
-//! the wording is tested natively and the widget only lays the rows out (as text, never as HTML).
+//! its tokens), one per left-out run or item, the totals beside the provider's reported usage, and
+//! the items in three columns (rules, references, tools). Pure, so the wording is tested natively
+//! and the widget only lays the rows out (as text, never as HTML).
 
-use super::receipt::{LeftOut, LeftOutWhy, Part, PartKind, Reason, Receipt, Score};
+use super::items::{Included, ItemKind};
+use super::receipt::{
+    ItemNote, ItemSearchNote, ItemSearchStatus, LeftOut, LeftOutWhy, Part, PartKind, Reason,
+    Receipt, Score,
+};
 use crate::wire::Usage;
 
 /// Messages a row stands for: `first..=last` (ids), `count` of them.
@@ -113,6 +118,9 @@ pub fn reason_words(reason: Reason) -> &'static str {
         Reason::TopicMember => "grouped under a selected topic",
         Reason::TopicMatch => "matches a selected topic",
         Reason::Fallback => "no message matched the selected topics, so all of them went",
+        Reason::Manual => "added to this conversation by you",
+        Reason::Agent => "semantic search matched it to your message",
+        Reason::Expansion => "semantic search matched it to an item already chosen",
     }
 }
 
@@ -126,7 +134,116 @@ pub fn left_out_words(why: LeftOutWhy) -> &'static str {
         LeftOutWhy::TopicFilter => "below the threshold for the selected topics",
         LeftOutWhy::OtherTopic => "about a topic you did not select",
         LeftOutWhy::Excluded => "excluded by you",
+        LeftOutWhy::MemoryCap => {
+            "pinned or a standing instruction beyond the tokens kept for them, so compression \
+             treated it as older history and left it out"
+        }
+        LeftOutWhy::BelowThreshold => "semantic search scored it just below what it chose",
+        LeftOutWhy::KnowledgeCap => {
+            "rules and references may take only a quarter of the window: lower-ranked items go \
+             first"
+        }
     }
+}
+
+/// The note on a receipt's item search, in words (empty for `done`, which receipts do not record).
+pub fn item_search_words(note: &ItemSearchNote) -> String {
+    let why = note
+        .reason
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty());
+    let base = match note.status {
+        ItemSearchStatus::Done => return String::new(),
+        ItemSearchStatus::NoAgentItems => {
+            return "No items for semantic search to choose from.".to_owned();
+        }
+        ItemSearchStatus::Unavailable => "Semantic search was unavailable",
+        ItemSearchStatus::Failed => "Semantic search failed",
+    };
+    match why {
+        Some(why) => format!("{base} ({why}): this reply went without agent-chosen items."),
+        None => format!("{base}: this reply went without agent-chosen items."),
+    }
+}
+
+/// An item's label: "Rule 001 · auth", "Tool fs.read".
+fn item_label(note: &ItemNote) -> String {
+    match &note.item.kind {
+        ItemKind::Rule => format!("Rule {:03} · {}", note.priority, note.item.name),
+        ItemKind::Reference => format!("Reference {:03} · {}", note.priority, note.item.name),
+        ItemKind::Tool { server } => format!("Tool {server}.{}", note.item.name),
+    }
+}
+
+/// One item of the "View context" columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemCell {
+    /// Before the name: the priority in three digits ("001") for rules and references, the server
+    /// and a dot ("filesystem.") for tools.
+    pub prefix: String,
+    pub name: String,
+    /// How it came in: "Always", "Manual", "Agent", "Expansion".
+    pub badge: &'static str,
+    /// Its score to two decimals ("0.87"), for items semantic search chose.
+    pub score: Option<String>,
+    /// Its one-line description (empty: none).
+    pub description: String,
+    pub tokens: u32,
+}
+
+/// A receipt's items in three columns, as the request carried them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ItemColumns {
+    /// By priority, then name.
+    pub rules: Vec<ItemCell>,
+    /// By priority, then name.
+    pub references: Vec<ItemCell>,
+    /// By server, then name.
+    pub tools: Vec<ItemCell>,
+}
+
+/// The items a receipt's request carried, in three columns.
+pub fn item_columns(receipt: &Receipt) -> ItemColumns {
+    let mut columns = ItemColumns::default();
+    let mut keyed: Vec<(&ItemNote, u32)> = receipt
+        .parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            PartKind::Item(note) => Some((note, p.tokens)),
+            _ => None,
+        })
+        .collect();
+    keyed.sort_by(|(a, _), (b, _)| match (&a.item.kind, &b.item.kind) {
+        (ItemKind::Tool { server: x }, ItemKind::Tool { server: y }) => {
+            x.cmp(y).then_with(|| a.item.name.cmp(&b.item.name))
+        }
+        _ => a
+            .priority
+            .cmp(&b.priority)
+            .then_with(|| a.item.name.cmp(&b.item.name)),
+    });
+    for (note, tokens) in keyed {
+        let (column, prefix) = match &note.item.kind {
+            ItemKind::Rule => (&mut columns.rules, format!("{:03}", note.priority)),
+            ItemKind::Reference => (&mut columns.references, format!("{:03}", note.priority)),
+            ItemKind::Tool { server } => (&mut columns.tools, format!("{server}.")),
+        };
+        column.push(ItemCell {
+            prefix,
+            name: note.item.name.clone(),
+            badge: match note.include {
+                Included::Always => "Always",
+                Included::Manual => "Manual",
+                Included::Agent => "Agent",
+                Included::Expansion => "Expansion",
+            },
+            score: note.score.map(|s| format!("{:.2}", s.value())),
+            description: note.description.clone(),
+            tokens,
+        });
+    }
+    columns
 }
 
 /// `why` with the scores of a run under the topic filter: "… (score 0.62)", "… (scores 0.41–0.80)".
@@ -227,10 +344,42 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
             messages: id.as_ref().and_then(|id| run(id, id, 1)),
             ..row("user_message", "The message being answered".to_owned())
         },
+        PartKind::Item(note) => item_row(
+            "item",
+            note,
+            reason_words(part.reason),
+            part.tokens,
+            Some("Sent as data in your message's turn, after the conversation."),
+        ),
+    }
+}
+
+/// A row for an item: its label, `why` with its score, its description listed under it.
+fn item_row(
+    kind: &'static str,
+    note: &ItemNote,
+    why: &str,
+    tokens: u32,
+    remark: Option<&'static str>,
+) -> ReceiptRow {
+    ReceiptRow {
+        kind,
+        label: item_label(note),
+        why: with_scores(why, &[note.score]),
+        tokens,
+        names: (!note.description.is_empty())
+            .then(|| note.description.clone())
+            .into_iter()
+            .collect(),
+        messages: None,
+        note: remark,
     }
 }
 
 fn left_out_row(l: &LeftOut) -> ReceiptRow {
+    if let Some(item) = &l.item {
+        return item_row("left_out", item, left_out_words(l.why), l.tokens, None);
+    }
     ReceiptRow {
         kind: "left_out",
         label: messages(l.count),
@@ -250,6 +399,7 @@ fn left_out_row(l: &LeftOut) -> ReceiptRow {
 mod tests {
     use super::*;
     use crate::context::TokenBreakdown;
+    use crate::context::items::ItemRef;
     use crate::context::meter::ContextReport;
     use crate::context::receipt::Overflow;
 
@@ -311,18 +461,19 @@ mod tests {
                     3,
                 ),
             ],
-            left_out: vec![LeftOut {
-                first_id: "m0".into(),
-                last_id: "m0".into(),
-                count: 1,
-                why: LeftOutWhy::LowValue,
-                tokens: 7,
-                scores: vec![],
-            }],
+            left_out: vec![LeftOut::messages(
+                "m0".into(),
+                "m0".into(),
+                1,
+                LeftOutWhy::LowValue,
+                7,
+                vec![],
+            )],
             context_limit: 128_000,
             output_reserve: 4_096,
             overflow: None::<Overflow>,
             filter: None,
+            item_search: None,
         }
     }
 
@@ -390,14 +541,14 @@ mod tests {
                 reason: Reason::TopicMatch,
                 tokens: 30,
             }],
-            left_out: vec![LeftOut {
-                first_id: "m0".into(),
-                last_id: "m0".into(),
-                count: 1,
-                why: LeftOutWhy::TopicFilter,
-                tokens: 7,
-                scores: vec![s(0.123)],
-            }],
+            left_out: vec![LeftOut::messages(
+                "m0".into(),
+                "m0".into(),
+                1,
+                LeftOutWhy::TopicFilter,
+                7,
+                vec![s(0.123)],
+            )],
             ..receipt()
         };
         assert_eq!(
@@ -408,6 +559,131 @@ mod tests {
             left_out_rows(&r)[0].why,
             "below the threshold for the selected topics (score 0.12)"
         );
+    }
+
+    fn note(item: ItemRef, include: Included, score: Option<f32>, priority: i32) -> ItemNote {
+        ItemNote {
+            item,
+            include,
+            score: score.map(Score::of),
+            priority,
+            description: String::new(),
+        }
+    }
+
+    #[test]
+    fn items_read_as_rows_and_three_columns() {
+        let part = |n: ItemNote, tokens| Part {
+            reason: n.include.into(),
+            kind: PartKind::Item(n),
+            tokens,
+        };
+        let auth = ItemNote {
+            description: "How we sign in".into(),
+            ..note(ItemRef::rule("auth"), Included::Agent, Some(0.8712), 3)
+        };
+        let r = Receipt {
+            parts: vec![
+                part(note(ItemRef::rule("style"), Included::Always, None, 1), 40),
+                part(auth, 25),
+                part(
+                    note(ItemRef::reference("api"), Included::Manual, None, 2),
+                    300,
+                ),
+                part(
+                    note(ItemRef::tool("fs", "read"), Included::Always, None, 0),
+                    10,
+                ),
+            ],
+            left_out: vec![
+                LeftOut::item(
+                    note(ItemRef::reference("big"), Included::Always, None, 9),
+                    LeftOutWhy::KnowledgeCap,
+                    5_000,
+                ),
+                LeftOut::item(
+                    note(ItemRef::rule("errors"), Included::Agent, Some(0.612), 2),
+                    LeftOutWhy::BelowThreshold,
+                    0,
+                ),
+            ],
+            item_search: None,
+            ..receipt()
+        };
+        let rows = part_rows(&r);
+        assert_eq!(rows[0].label, "Rule 001 · style");
+        assert_eq!(rows[0].why, "always sent");
+        assert_eq!(rows[1].label, "Rule 003 · auth");
+        assert_eq!(
+            rows[1].why,
+            "semantic search matched it to your message (score 0.87)"
+        );
+        assert_eq!(rows[1].names, ["How we sign in"]);
+        assert_eq!(rows[2].why, "added to this conversation by you");
+        assert_eq!(rows[3].label, "Tool fs.read");
+        assert!(
+            rows.iter()
+                .all(|r| r.kind == "item" && r.messages.is_none())
+        );
+        let left = left_out_rows(&r);
+        assert_eq!(left[0].label, "Reference 009 · big");
+        assert!(
+            left[0]
+                .why
+                .starts_with("rules and references may take only a quarter")
+        );
+        assert_eq!(left[1].label, "Rule 002 · errors");
+        assert!(left[1].why.ends_with("(score 0.61)"), "{}", left[1].why);
+        assert!(left.iter().all(|r| r.messages.is_none()));
+
+        let columns = item_columns(&r);
+        let cells = |c: &[ItemCell]| -> Vec<(String, String, &str, Option<String>)> {
+            c.iter()
+                .map(|c| (c.prefix.clone(), c.name.clone(), c.badge, c.score.clone()))
+                .collect()
+        };
+        assert_eq!(
+            cells(&columns.rules),
+            [
+                ("001".into(), "style".into(), "Always", None),
+                ("003".into(), "auth".into(), "Agent", Some("0.87".into())),
+            ]
+        );
+        assert_eq!(columns.rules[1].description, "How we sign in");
+        assert_eq!(
+            cells(&columns.references),
+            [("002".into(), "api".into(), "Manual", None)]
+        );
+        assert_eq!(
+            cells(&columns.tools),
+            [("fs.".into(), "read".into(), "Always", None)]
+        );
+        assert_eq!(columns.references[0].tokens, 300);
+    }
+
+    #[test]
+    fn the_search_note_says_why_no_agent_items_went() {
+        let note = |status, reason: Option<&str>| ItemSearchNote {
+            status,
+            reason: reason.map(str::to_owned),
+        };
+        assert_eq!(
+            item_search_words(&note(
+                ItemSearchStatus::Unavailable,
+                Some("no embedding model")
+            )),
+            "Semantic search was unavailable (no embedding model): this reply went without \
+             agent-chosen items."
+        );
+        assert_eq!(
+            item_search_words(&note(ItemSearchStatus::Failed, None)),
+            "Semantic search failed: this reply went without agent-chosen items."
+        );
+        assert!(
+            item_search_words(&note(ItemSearchStatus::NoAgentItems, None)).starts_with("No items")
+        );
+        assert_eq!(item_search_words(&note(ItemSearchStatus::Done, None)), "");
+        assert!(left_out_words(LeftOutWhy::MemoryCap).contains("pinned"));
     }
 
     #[test]

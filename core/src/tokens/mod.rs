@@ -79,8 +79,48 @@ impl Tokenizer {
     }
 }
 
-/// Tokens a chat message costs beyond its content (role and delimiters), per OpenAI's chat format.
-pub const MESSAGE_OVERHEAD: usize = 4;
+/// How a provider family frames a chat request: the tokens it adds beyond the texts it carries,
+/// per message and once to prime the reply. Every count of a request (the plan, compression, the
+/// meter, tool rounds) takes these from [`Framing::for_encoding`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Framing {
+    /// Tokens each message costs beyond its content: the format's delimiters and its role.
+    pub per_message: u32,
+    /// Tokens added after the last message to prime the reply.
+    pub reply_priming: u32,
+}
+
+impl Framing {
+    /// OpenAI's chat format, as OpenAI's cookbook "How to count tokens with tiktoken" counts it for
+    /// `gpt-3.5-turbo`, `gpt-4`, `gpt-4o` and `gpt-4o-mini`: 3 tokens per message besides its
+    /// values, the role among those values (one token for `system`, `user`, `assistant` and `tool`
+    /// in cl100k and o200k, so 3 + 1 here, where the role is not counted as text), and 3 tokens
+    /// priming the reply (`<|start|>assistant<|message|>`). A test counts the cookbook's own
+    /// example conversation with our tokenizer and this framing and gets its published totals.
+    pub const OPENAI: Framing = Framing {
+        per_message: 3 + 1,
+        reply_priming: 3,
+    };
+
+    /// Every other family (Anthropic, Llama, Qwen, Gemma, DeepSeek, Mistral, …): none publishes
+    /// how it counts a conversation, so OpenAI's figures stand as an estimate. Their chat
+    /// templates add a similar handful of tokens per message (role markers, turn ends), and the
+    /// meter already marks counts of models without their own vocabulary as approximate.
+    pub const ESTIMATE: Framing = Framing {
+        per_message: 4,
+        reply_priming: 3,
+    };
+
+    /// The framing of the family whose requests `encoding` counts: OpenAI's for `o200k_base` and
+    /// `cl100k_base` (models counted with o200k as a stand-in, such as Claude, get it as their
+    /// estimate), [`Framing::ESTIMATE`] for the rest.
+    pub fn for_encoding(encoding: &str) -> Framing {
+        match encoding {
+            "o200k_base" | "cl100k_base" => Framing::OPENAI,
+            _ => Framing::ESTIMATE,
+        }
+    }
+}
 
 /// A byte-level BPE tokenizer over one vocabulary.
 #[derive(Debug)]

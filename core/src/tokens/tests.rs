@@ -199,3 +199,85 @@ fn content_key_differs_for_different_texts() {
     assert_ne!(content_key(""), content_key("\0"));
     assert_eq!(content_key("same"), content_key("same"));
 }
+
+/// A vocabulary `cargo xtask build` wrote (`dist/vocab`, or `$GLASSBOX_E2E_WIDGET_DIR/vocab`).
+fn built_vocabulary(encoding: &str) -> Tokenizer {
+    let dir = std::env::var("GLASSBOX_E2E_WIDGET_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../dist").to_owned());
+    let data = std::fs::read(format!("{dir}/vocab/{encoding}.gbv"))
+        .expect("run `cargo xtask build` first (or set GLASSBOX_E2E_WIDGET_DIR)");
+    Tokenizer::load(&data).unwrap()
+}
+
+/// OpenAI's cookbook "How to count tokens with tiktoken" (section 6, "Counting tokens for chat
+/// completions API calls") counts its example conversation — a system prompt, four few-shot
+/// messages with `name` fields, a user message — with `num_tokens_from_messages()` and prints the
+/// count beside the API's own `usage.prompt_tokens`: 129 for `gpt-3.5-turbo`, `gpt-4-0613` and
+/// `gpt-4` (cl100k_base), 124 for `gpt-4o` and `gpt-4o-mini` (o200k_base). Its rule: 3 tokens per
+/// message, each value counted (the role included), 1 more for a name, 3 priming the reply.
+#[test]
+fn openai_framing_gives_the_cookbooks_published_counts() {
+    // (role, name, content), as the cookbook writes them.
+    let example: [(&str, Option<&str>, &str); 6] = [
+        (
+            "system",
+            None,
+            "You are a helpful, pattern-following assistant that translates corporate jargon \
+             into plain English.",
+        ),
+        (
+            "system",
+            Some("example_user"),
+            "New synergies will help drive top-line growth.",
+        ),
+        (
+            "system",
+            Some("example_assistant"),
+            "Things working well together will increase revenue.",
+        ),
+        (
+            "system",
+            Some("example_user"),
+            "Let's circle back when we have more bandwidth to touch base on opportunities for \
+             increased leverage.",
+        ),
+        (
+            "system",
+            Some("example_assistant"),
+            "Let's talk later when we're less busy about how to do better.",
+        ),
+        (
+            "user",
+            None,
+            "This late pivot means we don't have time to boil the ocean for the client \
+             deliverable.",
+        ),
+    ];
+    for (encoding, published) in [("cl100k_base", 129), ("o200k_base", 124)] {
+        let t = built_vocabulary(encoding);
+        let count = |s: &str| t.count(s) as u32;
+        // The name rule of the cookbook (we send no names): its tokens and one more.
+        let name = |n: Option<&str>| n.map_or(0, |n| count(n) + 1);
+        // The cookbook's function, as written: our tokenizer agrees with tiktoken here.
+        let cookbook: u32 = example
+            .iter()
+            .map(|&(role, n, content)| 3 + count(role) + count(content) + name(n))
+            .sum::<u32>()
+            + 3;
+        assert_eq!(cookbook, published, "{encoding}: the cookbook's rule");
+        // Our framing, which does not count the role as text: every role we send is one token.
+        for role in ["system", "user", "assistant", "tool"] {
+            assert_eq!(count(role), 1, "{encoding}: {role}");
+        }
+        let framing = Framing::for_encoding(encoding);
+        assert_eq!(framing, Framing::OPENAI);
+        let ours: u32 = example
+            .iter()
+            .map(|&(_, n, content)| framing.per_message + count(content) + name(n))
+            .sum::<u32>()
+            + framing.reply_priming;
+        assert_eq!(ours, published, "{encoding}: our framing");
+    }
+    // Other families keep the documented estimate.
+    assert_eq!(Framing::for_encoding("llama3"), Framing::ESTIMATE);
+}

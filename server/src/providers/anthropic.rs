@@ -70,18 +70,26 @@ pub fn request_body(req: &ProviderRequest) -> Value {
     body
 }
 
-/// One message: plain text as a string; with attachments or in a tool round, content blocks (the
-/// attachments as a text block after the words, `tool_use` in the assistant's turn, `tool_result`
-/// in the user's). Empty text blocks are left out (the API refuses them), and a message with
-/// nothing in it is skipped.
+/// One message: plain text as a string; with rules and references, attachments or in a tool
+/// round, content blocks (the rules and references segments as text blocks before the words, the
+/// attachments as a text block after them, `tool_use` in the assistant's turn, `tool_result` in the
+/// user's). Empty text blocks are left out (the API refuses them), and a message with nothing in it
+/// is skipped.
 fn message(m: &PromptMessage) -> Option<Value> {
-    if m.tool_calls.is_empty() && m.tool_results.is_empty() && m.attachments.is_empty() {
+    if m.tool_calls.is_empty()
+        && m.tool_results.is_empty()
+        && m.attachments.is_empty()
+        && m.segments.is_empty()
+    {
         return (!m.content.is_empty())
             .then(|| json!({"role": m.role.as_str(), "content": m.content}));
     }
     let mut blocks: Vec<Value> = Vec::new();
     for r in &m.tool_results {
         blocks.push(json!({"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}));
+    }
+    for segment in m.segments.iter().filter(|s| !s.is_empty()) {
+        blocks.push(json!({"type": "text", "text": segment}));
     }
     if !m.content.is_empty() {
         blocks.push(json!({"type": "text", "text": m.content}));
@@ -261,12 +269,14 @@ mod tests {
                     }],
                     tool_results: vec![],
                     attachments: vec![],
+                    segments: vec![],
                 },
                 PromptMessage {
                     role: Role::User,
                     content: String::new(),
                     tool_calls: vec![],
                     attachments: vec![],
+                    segments: vec![],
                     tool_results: vec![ToolResult {
                         call_id: "toolu_1".into(),
                         name: "set_relevant_context".into(),
@@ -323,6 +333,28 @@ mod tests {
                 {"type": "text", "text": "see this"},
                 {"type": "text", "text": attachments_segment(&list)}
             ])
+        );
+    }
+
+    #[test]
+    fn rules_and_references_open_the_answered_turn_as_their_own_text_blocks() {
+        let mut m = PromptMessage::text(Role::User, "how do I sign in?");
+        m.segments = vec!["rules".into(), "references".into()];
+        let body = request_body(&ProviderRequest {
+            model: "claude".into(),
+            system: None,
+            messages: vec![PromptMessage::text(Role::Assistant, "hello"), m],
+            tools: vec![],
+            max_output_tokens: 10,
+            response_schema: None,
+        });
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "rules"},
+                {"type": "text", "text": "references"},
+                {"type": "text", "text": "how do I sign in?"}
+            ]})
         );
     }
 }

@@ -42,13 +42,20 @@ pub fn request_body(req: &ProviderRequest) -> Value {
             messages.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}));
         }
         if m.tool_calls.is_empty() {
-            if !m.attachments.is_empty() {
-                // The words and the attachments as two text parts of one message.
-                let mut parts = Vec::with_capacity(2);
+            if !m.attachments.is_empty() || !m.segments.is_empty() {
+                // The rules and references segments, the words and the attachments as text parts
+                // of one message, in that order.
+                let mut parts = Vec::with_capacity(m.segments.len() + 2);
+                for segment in m.segments.iter().filter(|s| !s.is_empty()) {
+                    parts.push(json!({"type": "text", "text": segment}));
+                }
                 if !m.content.is_empty() {
                     parts.push(json!({"type": "text", "text": m.content}));
                 }
-                parts.push(json!({"type": "text", "text": attachments_segment(&m.attachments)}));
+                if !m.attachments.is_empty() {
+                    parts
+                        .push(json!({"type": "text", "text": attachments_segment(&m.attachments)}));
+                }
                 messages.push(json!({"role": m.role.as_str(), "content": parts}));
             } else if !m.content.is_empty() || m.tool_results.is_empty() {
                 messages.push(json!({"role": m.role.as_str(), "content": m.content}));
@@ -275,12 +282,14 @@ mod tests {
                     tool_calls: vec![call],
                     tool_results: vec![],
                     attachments: vec![],
+                    segments: vec![],
                 },
                 PromptMessage {
                     role: Role::User,
                     content: String::new(),
                     tool_calls: vec![],
                     attachments: vec![],
+                    segments: vec![],
                     tool_results: vec![glassbox_core::prompt::ToolResult {
                         call_id: "call_1".into(),
                         name: "get_relevant_context".into(),
@@ -358,5 +367,27 @@ mod tests {
             json!([{"type": "text", "text": "see this"}, part])
         );
         assert_eq!(body["messages"][1]["content"], json!([part]));
+    }
+
+    #[test]
+    fn rules_and_references_open_the_answered_turn_as_their_own_content_parts() {
+        let mut m = PromptMessage::text(Role::User, "how do I sign in?");
+        m.segments = vec!["rules".into(), "references".into()];
+        let body = request_body(&ProviderRequest {
+            model: "gpt-4o".into(),
+            system: None,
+            messages: vec![PromptMessage::text(Role::Assistant, "hello"), m],
+            tools: vec![],
+            max_output_tokens: 0,
+            response_schema: None,
+        });
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "rules"},
+                {"type": "text", "text": "references"},
+                {"type": "text", "text": "how do I sign in?"}
+            ]})
+        );
     }
 }

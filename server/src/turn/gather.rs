@@ -106,6 +106,8 @@ impl Gathered {
                     choices: &self.filter.choices,
                     filter: self.filter.note.as_ref(),
                 }),
+                // The agent's rules and references: not gathered yet.
+                items: None,
             },
         }
     }

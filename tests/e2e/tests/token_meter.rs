@@ -6,10 +6,16 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use fantoccini::Client;
-use glassbox_core::context::meter::REPLY_PRIMING;
-use glassbox_core::tokens::{BpeTokenizer, MESSAGE_OVERHEAD, Tokenizer};
+use glassbox_core::tokens::{BpeTokenizer, Framing, Tokenizer};
 use glassbox_e2e::{in_browser, root, start_server, wait_for, widget_dir};
 use serde_json::{Value, json};
+
+/// Tokens a request of one message adds to its words under `encoding`: the message's framing and
+/// the reply's priming.
+fn framing(encoding: &str) -> usize {
+    let f = Framing::for_encoding(encoding);
+    (f.per_message + f.reply_priming) as usize
+}
 
 fn tokenizer(encoding: &str) -> BpeTokenizer {
     let data = std::fs::read(widget_dir().join(format!("vocab/{encoding}.gbv")))
@@ -43,7 +49,7 @@ async fn set_draft(client: &Client, text: &str) -> Result<()> {
 
 /// A draft that makes the whole request exactly `used` tokens: words of one token each.
 fn draft_of(t: &BpeTokenizer, used: usize) -> String {
-    let words = used - MESSAGE_OVERHEAD - REPLY_PRIMING as usize;
+    let words = used - framing("o200k_base");
     let text = vec!["hello"; words].join(" ");
     assert_eq!(t.count(&text), words, "' hello' is one token in o200k");
     text
@@ -89,7 +95,7 @@ async fn meter_shows_the_known_percentage_and_changes_state_at_90_and_98() -> Re
         // The browser and the server count the same request alike.
         let draft = "Count me: 日本語, emoji 😀, code `fn main() {}` and <|endoftext|>.";
         set_draft(&client, draft).await?;
-        let expected = t.count(draft) + MESSAGE_OVERHEAD + REPLY_PRIMING as usize;
+        let expected = t.count(draft) + framing("o200k_base");
         let percent = ((expected as f64) / 10.0).round() as u32;
         exact_meter(&client, percent).await?;
         let used: Value = client.execute(&format!("{METER} return m.getAttribute('aria-valuenow');"), vec![]).await?;
@@ -159,7 +165,7 @@ async fn the_standalone_meter_counts_with_no_server() -> Result<()> {
         let r = wait_for(&client, "an exact standalone reading", reading).await?;
         assert_eq!(r["encoding"], "o200k_base");
         assert_eq!(r["limit"], 128_000);
-        let expected = o200k.count(text) + MESSAGE_OVERHEAD + REPLY_PRIMING as usize;
+        let expected = o200k.count(text) + framing("o200k_base");
         assert_eq!(r["used"], expected);
 
         // Another model: another window and vocabulary.
@@ -173,7 +179,7 @@ async fn the_standalone_meter_counts_with_no_server() -> Result<()> {
         )
         .await?;
         assert_eq!(r["limit"], 8192);
-        assert_eq!(r["used"], cl100k.count(text) + MESSAGE_OVERHEAD + REPLY_PRIMING as usize);
+        assert_eq!(r["used"], cl100k.count(text) + framing("cl100k_base"));
         let shown = wait_for(&client, "the page's own readout", "return document.getElementById('reading').textContent.includes('cl100k_base') && document.getElementById('reading').textContent;").await?;
         assert!(shown.as_str().unwrap().contains("of 8,192"), "{shown}");
 
@@ -190,7 +196,7 @@ async fn the_standalone_meter_counts_with_no_server() -> Result<()> {
         )
         .await?;
         assert_eq!(r["limit"], 131_072);
-        assert_eq!(r["used"], llama.count(text) + MESSAGE_OVERHEAD + REPLY_PRIMING as usize);
+        assert_eq!(r["used"], llama.count(text) + framing("llama3"));
         Ok(())
     })
     .await

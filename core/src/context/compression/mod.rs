@@ -7,8 +7,6 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::tokens::MESSAGE_OVERHEAD;
-
 /// Tokens set aside for a summary when choosing what to summarize (the summarizer's output cap).
 pub const SUMMARY_RESERVE: u32 = 400;
 
@@ -163,21 +161,21 @@ pub fn is_low_value(content: &str) -> bool {
     LOW_VALUE.iter().any(|w| t.eq_ignore_ascii_case(w))
 }
 
-/// Tokens a list of messages costs, overhead included.
-pub fn conversation_tokens(messages: &[CountedMessage<'_>]) -> u32 {
-    messages
-        .iter()
-        .map(|m| m.tokens + MESSAGE_OVERHEAD as u32)
-        .sum()
+/// Tokens a list of messages costs, with `per_message` tokens of framing each
+/// ([`crate::tokens::Framing`]).
+pub fn conversation_tokens(messages: &[CountedMessage<'_>], per_message: u32) -> u32 {
+    messages.iter().map(|m| m.tokens + per_message).sum()
 }
 
-/// Decides how to send `messages` when the conversation may use `allocation` tokens.
+/// Decides how to send `messages` when the conversation may use `allocation` tokens, each message
+/// costing its tokens plus `per_message` ([`crate::tokens::Framing`]).
 pub fn plan(
     messages: &[CountedMessage<'_>],
     allocation: u32,
     settings: &CompressionSettings,
+    per_message: u32,
 ) -> CompressionOutcome {
-    let original = conversation_tokens(messages);
+    let original = conversation_tokens(messages, per_message);
     let target = (u64::from(allocation) * u64::from(settings.threshold) / 100) as u32;
     let mut outcome = CompressionOutcome {
         kept: (0..messages.len()).collect(),
@@ -193,7 +191,7 @@ pub fn plan(
     }
     // The message being answered always goes, whatever the setting.
     let preserve = (settings.preserve_recent_messages as usize).max(1);
-    let cost = |i: &usize| messages[*i].tokens + MESSAGE_OVERHEAD as u32;
+    let cost = |i: &usize| messages[*i].tokens + per_message;
     let total = |idx: &[usize]| idx.iter().map(cost).sum::<u32>();
     let mut kept = outcome.kept.clone();
     let mut summarized = None;

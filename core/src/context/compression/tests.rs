@@ -1,5 +1,8 @@
 use super::*;
 
+/// OpenAI's framing: 4 tokens per message besides its words.
+const PER_MESSAGE: u32 = crate::tokens::Framing::OPENAI.per_message;
+
 /// Builds counted messages from (text, tokens).
 fn msgs<'a>(spec: &[(&'a str, u32)]) -> Vec<CountedMessage<'a>> {
     spec.iter()
@@ -64,16 +67,16 @@ fn seed_low_value_patterns() {
 #[test]
 fn under_threshold_or_disabled_changes_nothing() {
     let m = conversation();
-    let total = conversation_tokens(&m); // 1289 + 11·4 = 1333
+    let total = conversation_tokens(&m, PER_MESSAGE); // 1289 + 11·4 = 1333
     assert_eq!(total, 1333);
-    let out = plan(&m, 10_000, &CompressionSettings::default());
+    let out = plan(&m, 10_000, &CompressionSettings::default(), PER_MESSAGE);
     assert!(!out.applied);
     assert_eq!(out.kept.len(), m.len());
     let off = CompressionSettings {
         enabled: false,
         ..Default::default()
     };
-    let out = plan(&m, 100, &off);
+    let out = plan(&m, 100, &off, PER_MESSAGE);
     assert!(!out.applied);
     assert_eq!(out.compressed_tokens, total);
 }
@@ -82,7 +85,7 @@ fn under_threshold_or_disabled_changes_nothing() {
 fn drop_low_value_keeps_the_recent_ones() {
     let m = conversation();
     // threshold 80% of 1500 = 1200 < 1333: compress.
-    let out = plan(&m, 1500, &settings(Strategy::DropLowValue, 5));
+    let out = plan(&m, 1500, &settings(Strategy::DropLowValue, 5), PER_MESSAGE);
     assert!(out.applied);
     // 2 ("ok") and 5 ("Thanks.") go; 6 and 9 are among the last five and stay.
     assert_eq!(out.kept, vec![0, 1, 3, 4, 6, 7, 8, 9, 10]);
@@ -95,7 +98,7 @@ fn drop_low_value_keeps_the_recent_ones() {
 fn sliding_window_drops_oldest_until_under_target() {
     let m = conversation();
     // target = 80% of 1000 = 800.
-    let out = plan(&m, 1000, &settings(Strategy::SlidingWindow, 3));
+    let out = plan(&m, 1000, &settings(Strategy::SlidingWindow, 3), PER_MESSAGE);
     assert!(out.compressed_tokens <= 800, "{}", out.compressed_tokens);
     // Dropping 0..=4 removes 100+400+5+40+400 = 945 → 388 left; 0..=3 would leave 788.
     assert_eq!(out.kept, vec![4, 5, 6, 7, 8, 9, 10]);
@@ -105,7 +108,7 @@ fn sliding_window_drops_oldest_until_under_target() {
 #[test]
 fn sliding_window_never_touches_preserved_messages() {
     let m = conversation();
-    let out = plan(&m, 10, &settings(Strategy::SlidingWindow, 4));
+    let out = plan(&m, 10, &settings(Strategy::SlidingWindow, 4), PER_MESSAGE);
     assert_eq!(out.kept, vec![7, 8, 9, 10]);
     assert!(
         out.compressed_tokens > 8,
@@ -117,7 +120,7 @@ fn sliding_window_never_touches_preserved_messages() {
 fn summarize_replaces_the_fewest_oldest_messages() {
     let m = conversation();
     // target 800: need total - removed + 400 ≤ 800 → removed ≥ 933 → messages 0..=4 (945).
-    let out = plan(&m, 1000, &settings(Strategy::Summarize, 5));
+    let out = plan(&m, 1000, &settings(Strategy::Summarize, 5), PER_MESSAGE);
     assert_eq!(out.summarized, Some(0..5));
     assert_eq!(out.kept, vec![5, 6, 7, 8, 9, 10]);
     assert_eq!(out.compressed_tokens, 1333 - 945 + SUMMARY_RESERVE);
@@ -126,7 +129,7 @@ fn summarize_replaces_the_fewest_oldest_messages() {
 #[test]
 fn summarize_skips_when_a_summary_would_not_save_anything() {
     let m = msgs(&[("a", 50), ("b", 50), ("c", 50)]);
-    let out = plan(&m, 100, &settings(Strategy::Summarize, 1));
+    let out = plan(&m, 100, &settings(Strategy::Summarize, 1), PER_MESSAGE);
     assert_eq!(out.summarized, None);
     assert_eq!(out.kept, vec![0, 1, 2]);
 }
@@ -134,7 +137,7 @@ fn summarize_skips_when_a_summary_would_not_save_anything() {
 #[test]
 fn hybrid_drops_then_windows_then_summarizes_what_the_window_removed() {
     let m = conversation();
-    let out = plan(&m, 1000, &settings(Strategy::Hybrid, 5));
+    let out = plan(&m, 1000, &settings(Strategy::Hybrid, 5), PER_MESSAGE);
     // Drop: 2 and 5 (1328-… = 1322 left). Window to 800 - 400 = 400:
     // remove 0 (100), 1 (400), 3 (40), 4 (400) → 382 left ≤ 400.
     assert_eq!(out.kept, vec![6, 7, 8, 9, 10]);
@@ -155,7 +158,7 @@ fn hybrid_without_enough_to_summarize_just_drops() {
     ]);
     // total 51 + 20 = 71; allocation 80 → target 64; drop "ok" → 66; window to 64-400 → removes
     // as much as allowed (preserve 3) = 24, ≤ reserve: no summary.
-    let out = plan(&m, 80, &settings(Strategy::Hybrid, 3));
+    let out = plan(&m, 80, &settings(Strategy::Hybrid, 3), PER_MESSAGE);
     assert_eq!(out.summarized, None);
     assert_eq!(out.kept, vec![2, 3, 4]);
 }
@@ -202,7 +205,7 @@ fn settings_wire_form_and_validation() {
 #[test]
 fn over_threshold_with_nothing_to_leave_out_is_not_compression() {
     let m = msgs(&[("a long question", 500), ("a long answer", 500)]);
-    let out = plan(&m, 100, &settings(Strategy::Hybrid, 5));
+    let out = plan(&m, 100, &settings(Strategy::Hybrid, 5), PER_MESSAGE);
     assert!(!out.applied);
     assert_eq!(out.kept, vec![0, 1]);
     assert_eq!(out.compressed_tokens, out.original_tokens);
