@@ -70,7 +70,9 @@ impl ToWire for ItemsError {
 pub enum SearchStatus {
     /// It ran (over the agent's `agent` items the session does not carry).
     Done,
-    /// Nothing to search: no agent, no `agent` item outside the session, or an empty message.
+    /// The session has no agent (a server without agents): no items at all.
+    NoAgent,
+    /// Nothing to search: no `agent` item outside the session, or an empty message.
     Nothing,
     /// Embeddings are loading, off or failed: no agent item this turn.
     Unavailable(String),
@@ -84,7 +86,7 @@ pub struct RequestContext {
     /// The session's items, then those chosen by search and by expansion.
     pub items: Vec<(RequestItem, Arc<Item>)>,
     /// The best candidates the search did not choose, best first, with their scores.
-    pub near_misses: Vec<RequestItem>,
+    pub near_misses: Vec<(RequestItem, Arc<Item>)>,
     pub status: SearchStatus,
 }
 
@@ -353,7 +355,7 @@ impl Items {
             status,
         };
         let Some(agent) = agent.as_ref() else {
-            return session_only(SearchStatus::Nothing);
+            return session_only(SearchStatus::NoAgent);
         };
         let metas: Vec<AgentItem> = agent.items.iter().map(|i| i.meta.clone()).collect();
         let pool: Vec<&Item> = searchable(&metas, &settings.items)
@@ -423,6 +425,7 @@ impl Items {
             .filter_map(|m| {
                 m.request_item(&candidates, glassbox_core::context::items::Included::Agent)
             })
+            .filter_map(|r| by_ref(&r.item).map(|i| (r, i)))
             .collect();
         RequestContext {
             items: request_items(&settings.items, chosen)

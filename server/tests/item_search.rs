@@ -153,7 +153,10 @@ async fn the_flow_example_with_deterministic_vectors() {
     );
     assert_eq!(items[3].score, Some(Score::of(0.92)));
     // Y was the best of the rest.
-    assert_eq!(first.near_misses[0].item, ItemRef::reference("Reference Y"));
+    assert_eq!(
+        first.near_misses[0].0.item,
+        ItemRef::reference("Reference Y")
+    );
 
     let second = state.items.request_context(&settings, q2).await;
     let items: Vec<RequestItem> = second.items.iter().map(|(r, _)| r.clone()).collect();
@@ -167,6 +170,58 @@ async fn the_flow_example_with_deterministic_vectors() {
         ]
     );
     assert!(!items.iter().any(|r| r.item.name == "Rule C"));
+
+    // Through real turns: each reply's receipt lists its items (rules, then references), and
+    // the provider got exactly those texts.
+    let item_parts = |body: &serde_json::Value| -> Vec<String> {
+        body["reply"]["receipt"]["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["kind"] == "item")
+            .map(|p| {
+                let score = p["score"]
+                    .as_f64()
+                    .map(|s| format!(" {s:.2}"))
+                    .unwrap_or_default();
+                format!("{} {} ({}){score}", p["type"], p["name"], p["include"]).replace('"', "")
+            })
+            .collect()
+    };
+    let body = server.chat(id, token, q1).await;
+    assert_eq!(
+        item_parts(&body),
+        [
+            "rule Rule A (always)",
+            "rule Rule B (manual)",
+            "rule Rule C (agent) 0.92",
+            "reference Reference X (always)"
+        ],
+        "{body}"
+    );
+    let sent = server.fake.requests().last().unwrap().body.to_string();
+    assert!(sent.contains("The text of Rule C."), "{sent}");
+    assert!(!sent.contains("The text of Reference Y."), "{sent}");
+    let body = server.chat(id, token, q2).await;
+    assert_eq!(
+        item_parts(&body),
+        [
+            "rule Rule A (always)",
+            "rule Rule B (manual)",
+            "reference Reference X (always)",
+            "reference Reference Y (agent) 0.87"
+        ],
+        "{body}"
+    );
+    let sent = server.fake.requests().last().unwrap().body.to_string();
+    assert!(sent.contains("The text of Reference Y."), "{sent}");
+    assert!(!sent.contains("The text of Rule C."), "{sent}");
+    // The near miss is in the receipt's left-out list with its score.
+    let left_out = body["reply"]["receipt"]["leftOut"].to_string();
+    assert!(
+        left_out.contains("Rule C") && left_out.contains("below_threshold"),
+        "{left_out}"
+    );
     assert_eq!(
         state.embeddings.computed(),
         0,
@@ -186,7 +241,8 @@ async fn the_relevant_reference_wins_among_a_dozen_and_a_restart_embeds_no_item_
     assert_eq!(found.status, SearchStatus::Done);
     let all: Vec<RequestItem> = found.items.iter().map(|(r, _)| r.clone()).collect();
     eprintln!("chosen: {:?}", summary(&all));
-    eprintln!("near misses: {:?}", summary(&found.near_misses));
+    let misses: Vec<RequestItem> = found.near_misses.iter().map(|(r, _)| r.clone()).collect();
+    eprintln!("near misses: {:?}", summary(&misses));
     let chosen: Vec<&RequestItem> = found
         .items
         .iter()
@@ -211,7 +267,7 @@ async fn the_relevant_reference_wins_among_a_dozen_and_a_restart_embeds_no_item_
     let misses: Vec<f32> = found
         .near_misses
         .iter()
-        .filter_map(|r| r.score.map(|s| s.value()))
+        .filter_map(|(r, _)| r.score.map(|s| s.value()))
         .collect();
     assert!(!misses.is_empty());
     assert!(misses.windows(2).all(|w| w[0] >= w[1]), "{misses:?}");

@@ -346,6 +346,8 @@ mod tests {
             messages: vec![PromptMessage::text(Role::Assistant, "hello"), m],
             tools: vec![],
             max_output_tokens: 10,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         });
         assert_eq!(

@@ -379,6 +379,8 @@ mod tests {
             messages: vec![PromptMessage::text(Role::Assistant, "hello"), m],
             tools: vec![],
             max_output_tokens: 0,
+            temperature: None,
+            top_p: None,
             response_schema: None,
         });
         assert_eq!(

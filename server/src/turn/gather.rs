@@ -5,7 +5,9 @@
 use std::future::Future;
 
 use glassbox_core::context::compression::SUMMARY_RESERVE;
-use glassbox_core::context::plan::{Sources, build_request};
+use glassbox_core::context::plan::{
+    ChosenItem, ItemSearch, ItemsInput, NearMiss, Sources, build_request,
+};
 use glassbox_core::context::sets::{self, ContextSets};
 use glassbox_core::context::{
     ContextInfo, CurrentReply, ResumeInput, Selection, SummaryInput, TurnInput, TurnMessage,
@@ -21,6 +23,7 @@ use crate::budgets::BudgetError;
 use crate::calls::CallFailure;
 use crate::embed::service::content_hash;
 use crate::ids::now_ms;
+use crate::items::SearchStatus;
 use crate::storage::StorageError;
 use crate::tools::ToolSet;
 
@@ -77,7 +80,43 @@ impl Gathered {
             .collect()
     }
 
-    fn input<'a>(&'a self, messages: &'a [TurnMessage<'a>]) -> TurnInput<'a> {
+    /// The item lists the plan borrows, made from the request context.
+    pub fn item_lists(&self) -> ItemLists<'_> {
+        let chosen = self
+            .items
+            .items
+            .iter()
+            .map(|(request, item)| ChosenItem {
+                request,
+                priority: item.meta.priority,
+                description: &item.meta.description,
+                text: &item.text,
+            })
+            .collect();
+        let near_misses = self
+            .items
+            .near_misses
+            .iter()
+            .filter_map(|(request, item)| {
+                Some(NearMiss {
+                    item: &request.item,
+                    priority: item.meta.priority,
+                    description: &item.meta.description,
+                    score: request.score?,
+                })
+            })
+            .collect();
+        ItemLists {
+            chosen,
+            near_misses,
+        }
+    }
+
+    fn input<'a>(
+        &'a self,
+        messages: &'a [TurnMessage<'a>],
+        lists: &'a ItemLists<'a>,
+    ) -> TurnInput<'a> {
         TurnInput {
             info: &self.info,
             messages,
@@ -106,8 +145,17 @@ impl Gathered {
                     choices: &self.filter.choices,
                     filter: self.filter.note.as_ref(),
                 }),
-                // The agent's rules and references: not gathered yet.
-                items: None,
+                // The agent's rules and references (none without an agent).
+                items: (self.items.status != SearchStatus::NoAgent).then(|| ItemsInput {
+                    chosen: &lists.chosen,
+                    near_misses: &lists.near_misses,
+                    search: match &self.items.status {
+                        SearchStatus::Done => ItemSearch::Done,
+                        SearchStatus::NoAgent | SearchStatus::Nothing => ItemSearch::NoAgentItems,
+                        SearchStatus::Unavailable(why) => ItemSearch::Unavailable(why),
+                        SearchStatus::Failed(why) => ItemSearch::Failed(why),
+                    },
+                }),
             },
         }
     }
@@ -116,12 +164,13 @@ impl Gathered {
     pub fn sources<'a>(
         &'a self,
         messages: &'a [TurnMessage<'a>],
+        lists: &'a ItemLists<'a>,
         current: CurrentReply<'a>,
     ) -> Sources<'a> {
         Sources {
             model: &self.info.model,
             messages,
-            sources: self.input(messages).sources,
+            sources: self.input(messages, lists).sources,
             current,
         }
     }
@@ -133,7 +182,11 @@ impl Gathered {
         current: CurrentReply<'_>,
     ) -> ProviderRequest {
         let messages = self.messages();
-        self.sampled(build_request(receipt, &self.sources(&messages, current)))
+        let lists = self.item_lists();
+        self.sampled(build_request(
+            receipt,
+            &self.sources(&messages, &lists, current),
+        ))
     }
 
     /// `request` with the session's sampling (temperature, top_p).
@@ -144,6 +197,12 @@ impl Gathered {
             ..request
         }
     }
+}
+
+/// The items a plan borrows: the chosen ones with their texts, and the near misses.
+pub struct ItemLists<'a> {
+    chosen: Vec<ChosenItem<'a>>,
+    near_misses: Vec<NearMiss<'a>>,
 }
 
 /// How a turn is planned.
@@ -212,7 +271,8 @@ impl TurnEngine {
         let mut count = |_: Option<&str>, text: &str| self.tokens.count(&encoding, text);
         let first = {
             let messages = gathered.messages();
-            plan_turn(&gathered.input(&messages), &mut count)
+            let lists = gathered.item_lists();
+            plan_turn(&gathered.input(&messages, &lists), &mut count)
         };
         // Nothing to summarize, or even the summary's reserve leaves no room: no summary call.
         let Some(wanted) = first
@@ -252,7 +312,8 @@ impl TurnEngine {
         });
         let plan = {
             let messages = gathered.messages();
-            plan_turn(&gathered.input(&messages), &mut count)
+            let lists = gathered.item_lists();
+            plan_turn(&gathered.input(&messages, &lists), &mut count)
         };
         Ok((gathered, plan))
     }
