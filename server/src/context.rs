@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use glassbox_core::context::agent_settings::ToolPermission;
 use glassbox_core::context::{
     CompressionSettings, ContextInfo, ServerFacts, SessionSettings, encoding_for,
 };
@@ -94,7 +95,16 @@ impl ContextWindows {
         model: &str,
         settings: &SessionSettings,
     ) -> ContextInfo {
-        self.info_for(model, settings, &self.tools.for_turn(None, session_id))
+        self.info_for(model, settings, &self.tools_for(session_id, settings))
+    }
+
+    /// The tools a turn of the session is offered: its agent's and its own, none when its tool
+    /// permission is `deny`. (`ask` runs them as `allow` does until approvals exist.)
+    pub fn tools_for(&self, session_id: &str, settings: &SessionSettings) -> ToolSet {
+        if self.items.effective(settings).tool_permission == ToolPermission::Deny {
+            return ToolSet::new(Vec::new());
+        }
+        self.tools.for_turn(settings.agent.as_deref(), session_id)
     }
 
     /// The context parameters for `model` under `settings`, offered `tools` (a turn's own set).

@@ -34,8 +34,6 @@ const MAX_QUERY_SENTENCES: usize = 16;
 /// Why an item command was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ItemsError {
-    #[error("this session has no agent with items")]
-    NoAgent,
     #[error("{0}")]
     Unknown(#[from] ItemError),
     #[error("invalid settings: {0}")]
@@ -50,7 +48,7 @@ impl ToWire for ItemsError {
     fn code(&self) -> glassbox_core::ErrorCode {
         use glassbox_core::ErrorCode;
         match self {
-            ItemsError::NoAgent | ItemsError::Unknown(_) => ErrorCode::NotFound,
+            ItemsError::Unknown(_) => ErrorCode::NotFound,
             ItemsError::Settings(_) => ErrorCode::InvalidSettings,
             ItemsError::RateLimited(e) => e.code(),
             ItemsError::Storage(e) => e.code(),
@@ -221,6 +219,24 @@ impl Items {
     ) -> Result<ItemsView, ItemsError> {
         let defaults = self.defaults(&self.store.settings(&hub.session_id).await?);
         defaults.with(&overrides).validate()?;
+        // A session may lower what costs, not raise it past its operator's limits.
+        let above = |key: &'static str, asked: u32, most: u32| {
+            Err(SettingError {
+                key,
+                why: format!("is {asked}; this session may use at most {most}"),
+            })
+        };
+        if let Some(t) = overrides.max_chat_turns
+            && t > defaults.max_chat_turns
+        {
+            return above("max_chat_turns", t, defaults.max_chat_turns)?;
+        }
+        let longest = defaults.max_output_tokens.or(self.base.max_output_tokens);
+        if let (Some(t), Some(most)) = (overrides.max_output_tokens, longest)
+            && t > most
+        {
+            return above("max_output_tokens", t, most)?;
+        }
         self.change(hub, move |settings, _| {
             settings.overrides = overrides;
             Ok(())
@@ -235,8 +251,7 @@ impl Items {
         change: impl FnOnce(&mut SessionSettings, &[AgentItem]) -> Result<(), ItemsError>,
     ) -> Result<ItemsView, ItemsError> {
         self.limits.command(&hub.session_id)?;
-        let ((), settings) = self
-            .store
+        self.store
             .update_settings(&hub.session_id, |settings| {
                 let available: Vec<AgentItem> = self
                     .agent(settings)
@@ -245,7 +260,10 @@ impl Items {
                 change(settings, &available)
             })
             .await?;
-        let view = self.view(&settings);
+        // Read again and told under the session's view lock: when two changes race, the last
+        // view told holds both.
+        let _order = hub.view_lock.lock().await;
+        let view = self.view(&self.store.settings(&hub.session_id).await?);
         hub.publish(ServerEvent::Items(view.clone()));
         Ok(view)
     }

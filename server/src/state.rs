@@ -72,8 +72,13 @@ impl AppState {
             store.clone(),
             embeddings.clone(),
             limits.clone(),
+            // The server's own limits for sessions without an agent (and the longest reply any
+            // session may ask for unless its agent sets one).
             glassbox_core::context::agent_settings::AgentSettings {
-                max_chat_turns: config.max_chat_turns,
+                max_chat_turns: config
+                    .max_chat_turns
+                    .clamp(1, glassbox_core::context::agent_settings::MAX_CHAT_TURNS),
+                max_output_tokens: Some(config.max_output_tokens),
                 ..Default::default()
             },
         );
@@ -115,7 +120,6 @@ impl AppState {
             config: config.clone(),
             store: store.clone(),
             calls,
-            tools: tools.clone(),
             tokens,
             windows: windows.clone(),
             topics: topics.clone(),

@@ -70,6 +70,12 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &str;
     /// Name, description and JSON-schema parameters, as offered to the model.
     fn definition(&self) -> ToolDefinition;
+    /// Whether calls of it may run at the same time as the round's other calls. Tools that read or
+    /// change the session's state (its context sets) run one after another, in call order, so a
+    /// round that sets and then gets sees its own change.
+    fn concurrent(&self) -> bool {
+        false
+    }
     /// Runs the tool with the parsed arguments.
     fn call<'a>(
         &'a self,
@@ -204,6 +210,25 @@ impl ToolSet {
     /// What the model is offered.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         self.tools.iter().map(|t| t.definition()).collect()
+    }
+
+    /// Runs a round's calls and returns their exchanges in call order: together when every tool
+    /// called may run concurrently, else one after another.
+    pub async fn run_round(&self, ctx: ToolCtx<'_>, calls: Vec<ToolCall>) -> Vec<ToolExchange> {
+        let together = calls.iter().all(|c| {
+            self.tools
+                .iter()
+                .find(|t| t.name() == c.name)
+                .is_none_or(|t| t.concurrent())
+        });
+        if together {
+            return futures::future::join_all(calls.into_iter().map(|c| self.run(ctx, c))).await;
+        }
+        let mut exchanges = Vec::with_capacity(calls.len());
+        for call in calls {
+            exchanges.push(self.run(ctx, call).await);
+        }
+        exchanges
     }
 
     /// Runs one call and returns the exchange; failures are error results.

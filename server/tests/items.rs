@@ -245,6 +245,10 @@ async fn overrides_reach_the_provider(api: Api) {
     for (bad, status, code) in [
         (json!({"temperature": 3}), 422, "invalid_settings"),
         (json!({"contextTopK": 0}), 422, "invalid_settings"),
+        // A session may lower what costs, not raise it past the agent's or the server's limits.
+        (json!({"maxChatTurns": 11}), 422, "invalid_settings"),
+        (json!({"maxOutputTokens": 100000}), 422, "invalid_settings"),
+        (json!({"contextMinScore": 0.9}), 422, "invalid_settings"),
         (json!({"temprature": 1}), 400, "invalid_frame"),
     ] {
         let resp = send(&server, reqwest::Method::PUT, &path, &token, bad.clone()).await;

@@ -833,3 +833,37 @@ async fn the_offline_provider_keeps_the_files_a_message_names() {
     let body = server.chat(&id, &token, "thanks").await;
     assert!(body["reply"]["toolRounds"].is_null(), "{body}");
 }
+
+/// A round that sets a context set and then reads it sees its own change: tools that touch the
+/// session's state run one after another, in call order.
+async fn a_round_reads_what_it_set_before(api: Api) {
+    let server = TestServer::start_with(api, Behaviour::reply(&["Done."]), TOOLS_ON).await;
+    server.fake.queue(vec![Behaviour::tool_calls(
+        "Set, then read. ",
+        vec![
+            FakeCall::new(
+                "set_relevant_context",
+                &[r#"{"setName":"files","items":["/a.md"],"mode":"replace"}"#],
+            ),
+            FakeCall::new("get_relevant_context", &[r#"{"setName":"files"}"#]),
+        ],
+    )]);
+    let (id, token, _) = server.new_session().await;
+    let body = server.chat(&id, &token, "Remember /a.md").await;
+    let round = &body["reply"]["toolRounds"][0]["exchanges"];
+    assert_eq!(round[0]["call"]["name"], "set_relevant_context", "{body}");
+    assert!(
+        round[1]["result"].as_str().unwrap().contains("/a.md"),
+        "the read sees the set made before it in the round: {body}"
+    );
+}
+
+#[tokio::test]
+async fn openai_a_round_reads_what_it_set_before() {
+    a_round_reads_what_it_set_before(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn anthropic_a_round_reads_what_it_set_before() {
+    a_round_reads_what_it_set_before(Api::Anthropic).await;
+}

@@ -133,6 +133,15 @@ impl AgentSettings {
         if self.max_output_tokens == Some(0) {
             return err("max_output_tokens", "must be at least 1".into());
         }
+        if self.context_min_score > self.context_include_score {
+            return err(
+                "context_min_score",
+                format!(
+                    "is {}, above context_include_score ({})",
+                    self.context_min_score, self.context_include_score
+                ),
+            );
+        }
         if !(1..=MAX_CHAT_TURNS).contains(&self.max_chat_turns) {
             return err(
                 "max_chat_turns",

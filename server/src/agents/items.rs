@@ -86,7 +86,7 @@ pub(super) fn read_items(dir: &Path) -> Result<Vec<Item>, AgentConfigError> {
         if let Some(other) = items.iter().find(|i| i.name() == item.name()) {
             return Err(AgentConfigError::new(
                 &file,
-                Some(2),
+                Some(name_line(&file)),
                 format!(
                     "the name {:?} is taken by {}; names are unique in an agent",
                     item.name(),
@@ -98,6 +98,19 @@ pub(super) fn read_items(dir: &Path) -> Result<Vec<Item>, AgentConfigError> {
     }
     items.sort_by(|a, b| glassbox_core::context::items::by_priority(&a.meta, &b.meta));
     Ok(items)
+}
+
+/// The line of the front matter's `name:` key (2, the first YAML line, when it cannot be found).
+fn name_line(file: &Path) -> usize {
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .skip(1)
+                .take_while(|l| l.trim_end() != "---")
+                .position(|l| l.trim_start().starts_with("name:"))
+        })
+        .map_or(2, |i| i + 2)
 }
 
 /// Reads one item file.
@@ -128,7 +141,10 @@ pub(super) fn read_item(file: &Path) -> Result<Item, AgentConfigError> {
         err(line.or(Some(2)), format!("front matter: {message}"))
     })?;
     if front.name.trim().is_empty() {
-        return Err(err(Some(2), "front matter: name is empty".to_owned()));
+        return Err(err(
+            Some(name_line(file)),
+            "front matter: name is empty".to_owned(),
+        ));
     }
     let body = body.trim();
     if body.is_empty() {
@@ -298,6 +314,7 @@ mod tests {
         let twin = write(dir.path(), "d.md", "---\ntype: rule\nname: A\n---\nagain\n");
         let e = read_items(dir.path()).unwrap_err();
         assert_eq!(e.file, twin);
+        assert_eq!(e.line, Some(3), "the line of its name: {e}");
         assert!(e.message.contains("a.md"), "{e}");
     }
 }

@@ -157,13 +157,33 @@ impl AgentCatalog {
     /// Reads the files again. On success the new agents replace the old and the items that
     /// changed are returned; on failure the old agents stay and the error says where.
     pub fn reload(&self) -> Result<Reloaded, AgentConfigError> {
-        let Some(file) = self.read().file.clone() else {
-            return Ok(Reloaded::default());
+        let (file, old) = {
+            let state = self.read();
+            let Some(file) = state.file.clone() else {
+                return Ok(Reloaded::default());
+            };
+            (file, state.agents.clone())
         };
-        let agents = Agents::load(&file)?;
+        // Stamped before reading, so an edit made while the files are read shows as a change
+        // next time; stamped on failure too, so a broken file is read again only once it changes.
+        let before = stamps(&file, &old);
+        let agents = match Agents::load(&file) {
+            Ok(agents) => agents,
+            Err(e) => {
+                self.write().stamps = before;
+                return Err(e);
+            }
+        };
+        let changed = changed_items(&old, &agents);
         let mut state = self.write();
-        let changed = changed_items(&state.agents, &agents);
-        state.stamps = stamps(&file, &agents);
+        // The new agents' folders may differ from the old ones': those count from now on.
+        state.stamps = stamps(&file, &agents)
+            .into_iter()
+            .map(|(path, stamp)| {
+                let seen = before.get(&path).copied().unwrap_or(stamp);
+                (path, seen)
+            })
+            .collect();
         state.agents = Arc::new(agents);
         Ok(Reloaded { changed })
     }

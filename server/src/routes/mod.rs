@@ -29,6 +29,19 @@ pub const DEMO_CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-e
     worker-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; \
     frame-ancestors 'none'";
 
+/// Tells every tab of the hub's session its context window again, after a change of its
+/// settings that moves it (the longest reply of its overrides).
+async fn publish_context_info(
+    state: &AppState,
+    hub: &crate::hub::Hub,
+    model: &str,
+) -> Result<(), crate::error::AppError> {
+    let settings = state.store.settings(&hub.session_id).await?;
+    let info = state.windows.info_with(&hub.session_id, model, &settings);
+    hub.publish(glassbox_core::wire::ServerEvent::ContextInfo(info));
+    Ok(())
+}
+
 /// The whole application router.
 pub fn app(state: AppState) -> Router {
     // Vocabularies never change under a name (a new format gets a new file name): cached for a

@@ -252,11 +252,7 @@ pub async fn set_overrides(
 ) -> Result<Json<ItemsView>, AppError> {
     let session = state.sessions.existing(&id, token.as_deref()).await?;
     let view = state.items.set_overrides(&session.hub, body).await?;
-    let settings = state.store.settings(&session.info.session_id).await?;
-    let info = state
-        .windows
-        .info_with(&session.info.session_id, &session.info.model, &settings);
-    session.hub.publish(ServerEvent::ContextInfo(info));
+    super::publish_context_info(&state, &session.hub, &session.info.model).await?;
     Ok(Json(view))
 }
 

@@ -221,13 +221,7 @@ async fn handle<W: Sink<Message> + Unpin>(
         }
         (ClientFrame::SetOverrides(o), Some(a)) => {
             state.items.set_overrides(&a.hub, o).await?;
-            // The reserve for the reply may have changed with the longest reply.
-            let settings = state.store.settings(&a.hub.session_id).await?;
-            let info = state
-                .windows
-                .info_with(&a.hub.session_id, &a.model, &settings);
-            a.hub.publish(ServerEvent::ContextInfo(info));
-            Ok(())
+            super::publish_context_info(state, &a.hub, &a.model).await
         }
         (ClientFrame::Preview(draft), Some(_)) => {
             let Some(a) = attached.as_mut() else {
@@ -376,7 +370,9 @@ async fn send_snapshot<W: Sink<Message> + Unpin>(
     let closed = |_| AppError::Conflict("socket closed");
     // Frames numbered before the snapshot are already reflected in it; those numbered after it
     // that were queued meanwhile (deltas streamed while the history was read) follow it.
-    let later = drain_before(sink, a, sync_id, false).await.map_err(closed)?;
+    let later = drain_before(sink, a, sync_id, false)
+        .await
+        .map_err(closed)?;
     send(sink, &frame).await.map_err(closed)?;
     a.last_sent = sync_id;
     for f in later {
@@ -398,9 +394,15 @@ async fn forward<W: Sink<Message> + Unpin>(
     let localized;
     let frame = match &frame.event {
         ServerEvent::ContextInfo(info) if info.model != a.model => {
+            // The session's agent and overrides count too (its prompt, its longest reply); the
+            // compression settings are the frame's. Without the record, those alone.
             let settings = SessionSettings {
                 compression: info.compression,
-                ..Default::default()
+                ..a.state
+                    .store
+                    .settings(&a.hub.session_id)
+                    .await
+                    .unwrap_or_default()
             };
             localized = ServerFrame {
                 sync_id: frame.sync_id,

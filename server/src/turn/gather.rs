@@ -412,10 +412,16 @@ impl TurnEngine {
 
     /// The resume reminder for `sets` (`None` when there is nothing to remind): files checked with the
     /// host's existence check when one is configured (`GLASSBOX_FILE_CHECK_URL`).
-    pub async fn resume_reminder(&self, sets: &ContextSets) -> Option<(String, Vec<String>)> {
+    pub async fn resume_reminder(
+        &self,
+        sets: &ContextSets,
+        planning: Planning,
+    ) -> Option<(String, Vec<String>)> {
         let files = sets.get("files").cloned().unwrap_or_default();
         let missing: Vec<String> = match &self.config.file_check_url {
             None => Vec::new(),
+            // A preview asks the host nothing: every file counts as there.
+            Some(_) if planning == Planning::Preview => Vec::new(),
             Some(template) => {
                 let checks = files.iter().map(|f| async move {
                 let path = percent_encoding::utf8_percent_encode(f, percent_encoding::NON_ALPHANUMERIC);

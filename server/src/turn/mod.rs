@@ -30,7 +30,7 @@ use crate::items::Items;
 use crate::rate_limits::{RateLimited, RateLimits};
 use crate::storage::{ReplyOutcome, StorageError, Store};
 use crate::tokens::TokenCounter;
-use crate::tools::{ToolCtx, ToolRegistry, ToolSet};
+use crate::tools::{ToolCtx, ToolSet};
 use crate::topics::Topics;
 use crate::wire_error::ToWire;
 use gather::{Gathered, Planning, TurnExtras};
@@ -42,7 +42,6 @@ pub struct TurnEngine {
     pub store: Store,
     /// Provider calls, each within the session's and the day's budget.
     pub calls: Calls,
-    pub tools: ToolRegistry,
     pub tokens: Arc<TokenCounter>,
     pub windows: ContextWindows,
     /// Which history goes (the topic filter), and topic work after each reply.
@@ -128,7 +127,7 @@ impl TurnEngine {
         };
         let resume = if due && history.len() > 1 {
             let sets = self.store.settings(session_id).await?.context;
-            let reminder = self.resume_reminder(&sets).await;
+            let reminder = self.resume_reminder(&sets, planning).await;
             if reminder.is_some() && planning == Planning::Reply {
                 hub.publish(ServerEvent::Context(ContextEvent {
                     reason: ContextReason::Resume,
@@ -140,7 +139,8 @@ impl TurnEngine {
         } else {
             None
         };
-        let tools = self.tools.for_turn(None, session_id);
+        let settings = self.store.settings(session_id).await?;
+        let tools = self.windows.tools_for(session_id, &settings);
         let extras = TurnExtras {
             planning,
             tools: Some(tools.clone()),
@@ -283,7 +283,8 @@ impl TurnEngine {
             let at = reply.content.len();
             let text_from = reply.rounds.last().map_or(0, |r| r.at as usize);
             let over_limit = round >= max_rounds;
-            // The round's calls run together; their results are told and kept in call order.
+            // The round's calls run (together when their tools allow it); their results are told
+            // and kept in call order.
             let ctx = ToolCtx {
                 store: &self.store,
                 hub,
@@ -294,8 +295,7 @@ impl TurnEngine {
                     .map(|call| not_run(call, max_rounds))
                     .collect()
             } else {
-                futures::future::join_all(out.calls.into_iter().map(|call| tools.run(ctx, call)))
-                    .await
+                tools.run_round(ctx, out.calls).await
             };
             for exchange in &exchanges {
                 hub.publish(ServerEvent::Tool(ToolEvent {
