@@ -26,7 +26,9 @@ usage: cargo xtask <command>
   bench render     long streamed replies and a 2,000-message history in headless Chromium: render
                    lag, longest task, script time per kB (args: --sizes 1,4,16,64 --history N --timeout S)
   bench context    planning one turn (receipt + request) for a 1,000-message session, the receipt's size,
-                   and one tool round's added latency over a plain reply (fake provider)
+                   one tool round's added latency over a plain reply (fake provider), topics, and
+                   agents' items over 100 items / 1,000 chunks: cold indexing vs onnxruntime, the
+                   warm request context, the preview round trip
   sticky train     train the learned reading of standing instructions on tests/fixtures and write
                    core/src/context/sticky/model.tsv (run after changing a fixture)
   sticky lofo      standing-instruction precision / recall on each fixture, trained without it

@@ -184,14 +184,20 @@ pub fn bench_render(args: &[&str]) -> Result<()> {
 
 /// Planning one turn for a 1,000-message session (issue 12): p50/p99 and the stored receipt's size;
 /// one tool round's added latency over a plain reply against the fake provider; then topics (issue
-/// 14): selection over 10,000 vectors, offline extraction, first token with extraction on vs off.
+/// 14): selection over 10,000 vectors, offline extraction, first token with extraction on vs off;
+/// then agents' items (issue 29) over 100 items / 1,000 chunks: cold indexing beside onnxruntime
+/// on the same chunks (the venv of `bench embed`), the warm request context, the preview round trip.
 pub fn bench_context() -> Result<()> {
     build::widget()?;
-    // Topic extraction and the filter run with the real embedding model.
+    // Topic extraction, the filter and the item search run with the real embedding model.
     let model_dir = model::provision()?;
+    // The anchor of cold indexing: onnxruntime on the same model and chunks.
+    let bench = root().join("tests/e2e/bench");
+    let python = model::venv("bench-venv", &bench.join("requirements.txt"))?;
+    let script = bench.join("ort_embed.py");
     release_bin_with(
         "context-bench",
-        &[],
+        &[python.as_os_str(), script.as_os_str()],
         &[("GLASSBOX_EMBED_MODEL_DIR", model_dir.as_os_str())],
     )
 }

@@ -3,6 +3,7 @@
 
 pub mod cpu_profile;
 pub mod markdown_fixture;
+pub mod ort_anchor;
 pub mod widget_page;
 
 use std::net::SocketAddr;
@@ -42,6 +43,8 @@ pub fn node_modules() -> PathBuf {
 /// A server running in this process, with its data in a temporary directory.
 pub struct Server {
     pub addr: SocketAddr,
+    /// The server's own state, for benchmarks that call its Rust API directly.
+    pub state: glassbox_server::AppState,
     _data: tempfile::TempDir,
 }
 
@@ -87,10 +90,15 @@ pub async fn start_server(vars: &[(&str, &str)]) -> Result<Server> {
     let state = glassbox_server::build_state(config).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
+    let served = state.clone();
     tokio::spawn(async move {
-        let _ = axum_serve(listener, state).await;
+        let _ = axum_serve(listener, served).await;
     });
-    Ok(Server { addr, _data: data })
+    Ok(Server {
+        addr,
+        state,
+        _data: data,
+    })
 }
 
 async fn axum_serve(

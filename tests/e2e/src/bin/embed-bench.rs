@@ -6,67 +6,19 @@
 //!
 //! Usage: embed-bench <model-dir> <sentences-file> <python> <ort_embed.py>
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use glassbox_core::vector::{normalize, top_k};
+use glassbox_e2e::ort_anchor::OrtAnchor;
 use glassbox_server::embed::{EmbedStatus, Embedder, EmbeddingService, Limits};
-use serde_json::Value;
 
 const THREADS: usize = 2;
 /// Timed passes over all sentences per throughput figure, after one warm-up pass; the median is reported.
 const PASSES: usize = 7;
-
-/// The onnxruntime anchor process.
-struct Anchor {
-    child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-}
-
-impl Anchor {
-    fn start(python: &str, script: &str, model_dir: &PathBuf, sentences: &PathBuf) -> Result<Self> {
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg(model_dir)
-            .arg(sentences)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("starting ort_embed.py")?;
-        let input = child.stdin.take().context("anchor stdin")?;
-        let output = BufReader::new(child.stdout.take().context("anchor stdout")?);
-        Ok(Self {
-            child,
-            input,
-            output,
-        })
-    }
-
-    fn ask(&mut self, command: &str) -> Result<Value> {
-        writeln!(self.input, "{command}")?;
-        let mut line = String::new();
-        if self.output.read_line(&mut line)? == 0 {
-            bail!("ort_embed.py stopped (see its error above)");
-        }
-        let answer: Value = serde_json::from_str(&line)?;
-        if let Some(error) = answer.get("error") {
-            bail!("ort_embed.py: {error}");
-        }
-        Ok(answer)
-    }
-}
-
-impl Drop for Anchor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -94,11 +46,8 @@ async fn main() -> Result<()> {
         Ok(texts.len() as f64 / start.elapsed().as_secs_f64())
     };
 
-    let mut anchor = Anchor::start(&python, &script, &model_dir, &sentences_path)?;
-    let version = anchor.ask("version")?["version"]
-        .as_str()
-        .unwrap_or("?")
-        .to_owned();
+    let mut anchor = OrtAnchor::start(&python, &script, &model_dir, Some(&sentences_path))?;
+    let version = anchor.version()?;
     // The engine the server uses: the converter's tensor-parallel shards; passes alternate with the anchor's.
     let embedder = Embedder::load(&model_dir, THREADS)?;
     let (mut ours, mut theirs) = ([vec![], vec![]], [vec![], vec![]]);

@@ -13,6 +13,18 @@
 //! Then topics (issue 14): selection over 10,000 message vectors (goal ≤ 2 ms p50) beside reading
 //! them from the SQLite cache and from the server's vectors in memory; offline extraction of a 200-message conversation; and the time to
 //! the first token with extraction on vs off (extraction must add nothing).
+//!
+//! Then agents' items (issue 29, `items.rs`): 100 generated references (about 1,000 chunks) on a
+//! real server with the real model: cold indexing in chunks/s beside onnxruntime embedding the
+//! same chunks (passes alternating), the warm request context (goal ≤ 5 ms p50; the seed reports
+//! ~10 ms per 100 documents) with the search alone beside it, and the preview round trip over
+//! loopback (goal ≤ 15 ms p50) beside `GET /healthz`.
+//!
+//! Usage: context-bench <python> <ort_embed.py> (the bench venv's Python, with onnxruntime, and
+//! `tests/e2e/bench/ort_embed.py`); the model is `GLASSBOX_EMBED_MODEL_DIR`, else the default one.
+//! `cargo xtask bench context` provisions all three.
+
+mod items;
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -102,22 +114,51 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    let items_args = items_args()?;
     planning()?;
     tool_round().await?;
     selection().await?;
     extraction();
-    first_token_with_extraction().await
+    first_token_with_extraction().await?;
+    items::items(&items_args).await
+}
+
+/// The items section's anchor (from the command line) and model (from the environment), read
+/// before anything runs, so a missing one fails at once.
+fn items_args() -> Result<items::ItemsBenchArgs> {
+    let usage = "usage: context-bench <python> <ort_embed.py> (run by `cargo xtask bench context`)";
+    let mut args = std::env::args_os().skip(1);
+    let python = args.next().context(usage)?;
+    let script = args.next().context(usage)?;
+    let model_dir = std::env::var_os("GLASSBOX_EMBED_MODEL_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(glassbox_server::config::default_model_dir);
+    Ok(items::ItemsBenchArgs {
+        python,
+        script,
+        model_dir,
+    })
 }
 
 /// A deterministic pseudo-random stream (xorshift), so runs compare.
 struct Rng(u64);
 
 impl Rng {
-    fn next(&mut self) -> f32 {
+    /// The next 64 bits.
+    fn bits(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        self.0
+    }
+
+    fn next(&mut self) -> f32 {
+        (self.bits() >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    fn below(&mut self, n: usize) -> usize {
+        (self.bits() % n.max(1) as u64) as usize
     }
 
     /// A unit vector near `center` (noise of weight `noise`).
