@@ -1,12 +1,15 @@
 //! "View context": a modal dialog showing a reply's receipt — every part the model was given, in
-//! order, with why it went and its tokens; what was left out and why; our count beside the
-//! provider's. The rows' wording is `core::context::receipt_view`; everything is rendered as text.
+//! order, with why it went and its tokens; what was left out and why; the rules, references and
+//! tools in three columns with their near misses; our count beside the provider's. The rows'
+//! wording is `core::context::receipt_view`; everything is rendered as text (item names and
+//! descriptions come from operators' files, so never as HTML).
 //! Opened from a reply's button (so by keyboard too); Esc or the close button closes it and focus
 //! returns to that button, or to the message a history entry pointed at.
 
 use glassbox_core::context::footer::shorten_to;
 use glassbox_core::context::receipt_view::{
-    MessageRun, ReceiptRow, ReceiptTotals, left_out_rows, part_rows, totals,
+    ItemCell, ItemSection, MessageRun, MissRow, ReceiptRow, ReceiptTotals, item_section,
+    left_out_rows, part_rows, totals,
 };
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, PageContext, Role};
@@ -146,6 +149,7 @@ fn ReceiptView(
     let parts = part_rows(&receipt);
     let left = left_out_rows(&receipt);
     let sums = totals(&receipt, reply.usage);
+    let items = item_section(&receipt);
     let old = parts.is_empty();
     view! {
         <div class="gb-receipt" data-message-id=id>
@@ -183,6 +187,7 @@ fn ReceiptView(
                     }}
                 }
             })}
+            {items.map(|section| view! { <Items section=section /> })}
             <Totals sums=sums itemized=!old />
         </div>
     }
@@ -224,6 +229,123 @@ fn Row(
             {note.map(|n| view! { <div class="gb-receipt-note">{n}</div> })}
         </li>
     }
+}
+
+/// The request's rules, references and tools in three columns (stacked when narrow), the items it
+/// did not carry, and why semantic search did not run when it did not.
+#[component]
+fn Items(section: ItemSection) -> impl IntoView {
+    let ItemSection {
+        columns,
+        misses,
+        search,
+    } = section;
+    view! {
+        <section class="gb-receipt-items">
+            <h3 class="gb-receipt-heading">"Rules and references"</h3>
+            {search.map(|s| view! { <p class="gb-item-search">{s}</p> })}
+            <div class="gb-item-columns">
+                <ItemColumn column="rules" title="Rules" cells=columns.rules />
+                <ItemColumn column="references" title="References" cells=columns.references />
+                <ItemColumn column="tools" title="Tools" cells=columns.tools />
+            </div>
+            {(!misses.is_empty()).then(|| view! {
+                <h4 class="gb-item-heading">"Near misses"</h4>
+                <ol class="gb-item-misses" aria-label="Near misses">
+                    {misses.into_iter().map(|row| view! { <Miss row=row /> }).collect_view()}
+                </ol>
+            })}
+        </section>
+    }
+}
+
+/// One column: its heading and its items in order, or "None".
+#[component]
+fn ItemColumn(
+    /// `rules`, `references` or `tools`, for styling and tests.
+    column: &'static str,
+    title: &'static str,
+    cells: Vec<ItemCell>,
+) -> impl IntoView {
+    view! {
+        <section class="gb-item-column" data-column=column>
+            <h4 class="gb-item-heading">{title}</h4>
+            {if cells.is_empty() {
+                view! { <p class="gb-item-none">"None"</p> }.into_any()
+            } else {
+                view! {
+                    <ol class="gb-item-list" aria-label=title>
+                        {cells.into_iter().map(|cell| view! { <Item cell=cell /> }).collect_view()}
+                    </ol>
+                }
+                    .into_any()
+            }}
+        </section>
+    }
+}
+
+/// An item the request carried: "001 • name", how it came in (with its score), its tokens, its
+/// description.
+#[component]
+fn Item(cell: ItemCell) -> impl IntoView {
+    let label = cell.label();
+    view! {
+        <li class="gb-item" data-include=include_key(cell.badge)>
+            <span class="gb-item-label">{label}</span>
+            <div class="gb-item-meta">
+                <Badge badge=cell.badge text=cell.badge_text() />
+                <span class="gb-item-tokens">{format!("{} tokens", grouped(cell.tokens))}</span>
+            </div>
+            {(!cell.description.is_empty())
+                .then(|| view! { <div class="gb-item-description">{cell.description}</div> })}
+        </li>
+    }
+}
+
+/// An item the request did not carry: its name and type, why (its score under the threshold, or
+/// the knowledge budget: then how it would have come in and its tokens), its description.
+#[component]
+fn Miss(row: MissRow) -> impl IntoView {
+    let MissRow {
+        cause,
+        cell,
+        kind,
+        why,
+    } = row;
+    let label = cell.label();
+    // A near miss's text was never a candidate: no tokens, and its badge would repeat `why`.
+    let capped = (cause == "knowledge_cap").then(|| {
+        view! {
+            <div class="gb-item-meta">
+                <Badge badge=cell.badge text=cell.badge_text() />
+                <span class="gb-item-tokens">{format!("{} tokens", grouped(cell.tokens))}</span>
+            </div>
+        }
+    });
+    view! {
+        <li class="gb-item gb-item-miss" data-cause=cause data-include=include_key(cell.badge)>
+            <div class="gb-item-line">
+                <span class="gb-item-label">{label}</span>
+                <span class="gb-item-type">{kind}</span>
+            </div>
+            <div class="gb-item-why">{why}</div>
+            {capped}
+            {(!cell.description.is_empty())
+                .then(|| view! { <div class="gb-item-description">{cell.description}</div> })}
+        </li>
+    }
+}
+
+/// How an item came in, as a badge in words (`text`: with its score), coloured by `badge`.
+#[component]
+fn Badge(badge: &'static str, text: String) -> impl IntoView {
+    view! { <span class=format!("gb-item-badge gb-item-badge-{}", include_key(badge))>{text}</span> }
+}
+
+/// The include of a cell's badge as on the wire (`always`, `manual`, `agent`, `expansion`): the
+/// badge's class suffix and the item's `data-include`.
+fn include_key(badge: &str) -> String {
+    badge.to_ascii_lowercase()
 }
 
 /// The "show values" toggle of the page-context row, and the values as text.
@@ -448,4 +570,18 @@ thread_local! {
     /// The message highlighted now, and the timer that ends it.
     static HIGHLIGHTED: std::cell::RefCell<Option<(web_sys::Element, gloo_timers::callback::Timeout)>> =
         const { std::cell::RefCell::new(None) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::include_key;
+
+    #[test]
+    fn badges_name_their_include_as_on_the_wire() {
+        let keys: Vec<String> = ["Always", "Manual", "Agent", "Expansion"]
+            .into_iter()
+            .map(include_key)
+            .collect();
+        assert_eq!(keys, ["always", "manual", "agent", "expansion"]);
+    }
 }

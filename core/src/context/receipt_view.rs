@@ -1,6 +1,7 @@
 //! A receipt in words, for the "View context" dialog: one row per part (what it is, why it went,
 //! its tokens), one per left-out run or item, the totals beside the provider's reported usage, and
-//! the items in three columns (rules, references, tools). Pure, so the wording is tested natively
+//! the items in three columns (rules, references, tools) above the ones that did not go (near
+//! misses, the knowledge cap's) and the search's note. Pure, so the wording is tested natively
 //! and the widget only lays the rows out (as text, never as HTML).
 
 use super::items::{Included, ItemKind};
@@ -224,26 +225,142 @@ pub fn item_columns(receipt: &Receipt) -> ItemColumns {
             .then_with(|| a.item.name.cmp(&b.item.name)),
     });
     for (note, tokens) in keyed {
-        let (column, prefix) = match &note.item.kind {
-            ItemKind::Rule => (&mut columns.rules, format!("{:03}", note.priority)),
-            ItemKind::Reference => (&mut columns.references, format!("{:03}", note.priority)),
-            ItemKind::Tool { server } => (&mut columns.tools, format!("{server}.")),
+        let column = match &note.item.kind {
+            ItemKind::Rule => &mut columns.rules,
+            ItemKind::Reference => &mut columns.references,
+            ItemKind::Tool { .. } => &mut columns.tools,
         };
-        column.push(ItemCell {
-            prefix,
-            name: note.item.name.clone(),
-            badge: match note.include {
-                Included::Always => "Always",
-                Included::Manual => "Manual",
-                Included::Agent => "Agent",
-                Included::Expansion => "Expansion",
-            },
-            score: note.score.map(|s| format!("{:.2}", s.value())),
-            description: note.description.clone(),
-            tokens,
-        });
+        column.push(item_cell(note, tokens));
     }
     columns
+}
+
+impl ItemColumns {
+    /// Whether no column has an item.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty() && self.references.is_empty() && self.tools.is_empty()
+    }
+}
+
+impl ItemCell {
+    /// Its prefix and name: "001 • auth" for rules and references, "filesystem.read" for tools.
+    pub fn label(&self) -> String {
+        if self.prefix.ends_with('.') {
+            format!("{}{}", self.prefix, self.name)
+        } else {
+            format!("{} • {}", self.prefix, self.name)
+        }
+    }
+
+    /// Its badge with its score, when it has one: "Always", "Agent 0.87".
+    pub fn badge_text(&self) -> String {
+        match &self.score {
+            Some(score) => format!("{} {score}", self.badge),
+            None => self.badge.to_owned(),
+        }
+    }
+}
+
+/// The cell of the item `note` stands for, `tokens` its tokens.
+fn item_cell(note: &ItemNote, tokens: u32) -> ItemCell {
+    ItemCell {
+        prefix: match &note.item.kind {
+            ItemKind::Rule | ItemKind::Reference => format!("{:03}", note.priority),
+            ItemKind::Tool { server } => format!("{server}."),
+        },
+        name: note.item.name.clone(),
+        badge: match note.include {
+            Included::Always => "Always",
+            Included::Manual => "Manual",
+            Included::Agent => "Agent",
+            Included::Expansion => "Expansion",
+        },
+        score: note.score.map(|s| format!("{:.2}", s.value())),
+        description: note.description.clone(),
+        tokens,
+    }
+}
+
+/// An item the request did not carry, under the columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissRow {
+    /// Why, as on the wire (`below_threshold`, `knowledge_cap`), for styling and tests.
+    pub cause: &'static str,
+    /// The item as a column would show it (its badge: how it came in, or would have; its tokens: 0
+    /// for a near miss, whose text was never a candidate).
+    pub cell: ItemCell,
+    /// Its type: "Rule", "Reference", "Tool".
+    pub kind: &'static str,
+    /// Why it did not go: "0.62, below the threshold", "left out: over the knowledge budget".
+    pub why: String,
+}
+
+/// The items a receipt's request did not carry: the near misses, best first, then the items the
+/// knowledge cap left out, in the receipt's order (lowest-ranked first).
+pub fn item_misses(receipt: &Receipt) -> Vec<MissRow> {
+    let mut near: Vec<(&ItemNote, u32)> = Vec::new();
+    let mut capped: Vec<(&ItemNote, u32)> = Vec::new();
+    for l in &receipt.left_out {
+        match (&l.item, l.why) {
+            (Some(note), LeftOutWhy::BelowThreshold) => near.push((note, l.tokens)),
+            (Some(note), LeftOutWhy::KnowledgeCap) => capped.push((note, l.tokens)),
+            _ => {}
+        }
+    }
+    // Best first; `None` (no score) last; equal scores by name.
+    near.sort_by(|(a, _), (b, _)| {
+        b.score
+            .cmp(&a.score)
+            .then_with(|| a.item.name.cmp(&b.item.name))
+    });
+    let row = |note: &ItemNote, tokens, cause, why: String| MissRow {
+        cause,
+        cell: item_cell(note, tokens),
+        kind: match note.item.kind {
+            ItemKind::Rule => "Rule",
+            ItemKind::Reference => "Reference",
+            ItemKind::Tool { .. } => "Tool",
+        },
+        why,
+    };
+    let near = near.into_iter().map(|(note, tokens)| {
+        let why = match note.score {
+            Some(s) => format!("{:.2}, below the threshold", s.value()),
+            None => "below the threshold".to_owned(),
+        };
+        row(note, tokens, "below_threshold", why)
+    });
+    let capped = capped.into_iter().map(|(note, tokens)| {
+        let why = "left out: over the knowledge budget".to_owned();
+        row(note, tokens, "knowledge_cap", why)
+    });
+    near.chain(capped).collect()
+}
+
+/// What "View context" shows of a receipt's items: the columns, what did not go, and the search's
+/// note in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemSection {
+    pub columns: ItemColumns,
+    pub misses: Vec<MissRow>,
+    /// Why semantic search did not choose items, when it did not run (`item_search_words`).
+    pub search: Option<String>,
+}
+
+/// The items section of `receipt`, when it has anything to show: an item part, an item left out,
+/// or a note on the search.
+pub fn item_section(receipt: &Receipt) -> Option<ItemSection> {
+    let section = ItemSection {
+        columns: item_columns(receipt),
+        misses: item_misses(receipt),
+        search: receipt
+            .item_search
+            .as_ref()
+            .map(item_search_words)
+            .filter(|w| !w.is_empty()),
+    };
+    let empty = section.columns.is_empty() && section.misses.is_empty() && section.search.is_none();
+    (!empty).then_some(section)
 }
 
 /// `why` with the scores of a run under the topic filter: "… (score 0.62)", "… (scores 0.41–0.80)".
@@ -659,6 +776,192 @@ mod tests {
             [("fs.".into(), "read".into(), "Always", None)]
         );
         assert_eq!(columns.references[0].tokens, 300);
+    }
+
+    #[test]
+    fn cells_read_as_labels_and_badges() {
+        let cell = |n: ItemNote| item_cell(&n, 12);
+        let auth = cell(note(
+            ItemRef::rule("auth"),
+            Included::Agent,
+            Some(0.8712),
+            3,
+        ));
+        assert_eq!(auth.label(), "003 • auth");
+        assert_eq!(auth.badge_text(), "Agent 0.87");
+        let api = cell(note(ItemRef::reference("api"), Included::Manual, None, 12));
+        assert_eq!(
+            (api.label(), api.badge_text()),
+            ("012 • api".into(), "Manual".into())
+        );
+        let read = cell(note(ItemRef::tool("fs", "read"), Included::Always, None, 0));
+        assert_eq!(read.label(), "fs.read");
+        let grown = cell(note(
+            ItemRef::reference("b"),
+            Included::Expansion,
+            Some(0.5),
+            1,
+        ));
+        assert_eq!(grown.badge_text(), "Expansion 0.50");
+    }
+
+    #[test]
+    fn misses_list_near_misses_best_first_then_the_capped_ones() {
+        let miss = |n: ItemNote| LeftOut::item(n, LeftOutWhy::BelowThreshold, 0);
+        let r = Receipt {
+            left_out: vec![
+                LeftOut::messages("m0".into(), "m0".into(), 1, LeftOutWhy::LowValue, 7, vec![]),
+                LeftOut::item(
+                    note(ItemRef::reference("big"), Included::Manual, None, 9),
+                    LeftOutWhy::KnowledgeCap,
+                    5_000,
+                ),
+                miss(note(
+                    ItemRef::rule("errors"),
+                    Included::Agent,
+                    Some(0.612),
+                    2,
+                )),
+                LeftOut::item(
+                    note(ItemRef::rule("late"), Included::Expansion, Some(0.55), 4),
+                    LeftOutWhy::KnowledgeCap,
+                    80,
+                ),
+                miss(note(
+                    ItemRef::reference("zeta"),
+                    Included::Agent,
+                    Some(0.7),
+                    1,
+                )),
+                miss(note(
+                    ItemRef::reference("alpha"),
+                    Included::Agent,
+                    Some(0.7),
+                    5,
+                )),
+                miss(note(ItemRef::rule("unscored"), Included::Agent, None, 1)),
+            ],
+            ..receipt()
+        };
+        let misses = item_misses(&r);
+        let summary: Vec<(&str, String, &str, &str, u32)> = misses
+            .iter()
+            .map(|m| {
+                (
+                    m.cause,
+                    m.cell.label(),
+                    m.kind,
+                    m.why.as_str(),
+                    m.cell.tokens,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    "below_threshold",
+                    "005 • alpha".into(),
+                    "Reference",
+                    "0.70, below the threshold",
+                    0
+                ),
+                (
+                    "below_threshold",
+                    "001 • zeta".into(),
+                    "Reference",
+                    "0.70, below the threshold",
+                    0
+                ),
+                (
+                    "below_threshold",
+                    "002 • errors".into(),
+                    "Rule",
+                    "0.61, below the threshold",
+                    0
+                ),
+                (
+                    "below_threshold",
+                    "001 • unscored".into(),
+                    "Rule",
+                    "below the threshold",
+                    0
+                ),
+                (
+                    "knowledge_cap",
+                    "009 • big".into(),
+                    "Reference",
+                    "left out: over the knowledge budget",
+                    5_000
+                ),
+                (
+                    "knowledge_cap",
+                    "004 • late".into(),
+                    "Rule",
+                    "left out: over the knowledge budget",
+                    80
+                ),
+            ]
+        );
+        // A capped item keeps how it would have come in.
+        assert_eq!(misses[4].cell.badge_text(), "Manual");
+        assert_eq!(misses[5].cell.badge_text(), "Expansion 0.55");
+        assert!(item_misses(&receipt()).is_empty());
+    }
+
+    #[test]
+    fn the_section_shows_only_when_there_is_something_to_show() {
+        assert_eq!(item_section(&receipt()), None);
+        let with_part = Receipt {
+            parts: vec![Part {
+                kind: PartKind::Item(note(ItemRef::rule("style"), Included::Always, None, 1)),
+                reason: Reason::Always,
+                tokens: 40,
+            }],
+            ..receipt()
+        };
+        let section = item_section(&with_part).unwrap();
+        assert_eq!(section.columns.rules.len(), 1);
+        assert!(section.columns.references.is_empty() && section.columns.tools.is_empty());
+        assert!(section.misses.is_empty() && section.search.is_none());
+
+        let with_miss = Receipt {
+            left_out: vec![LeftOut::item(
+                note(ItemRef::rule("errors"), Included::Agent, Some(0.612), 2),
+                LeftOutWhy::BelowThreshold,
+                0,
+            )],
+            ..receipt()
+        };
+        let section = item_section(&with_miss).unwrap();
+        assert!(section.columns.is_empty());
+        assert_eq!(section.misses.len(), 1);
+
+        let with_note = Receipt {
+            item_search: Some(ItemSearchNote {
+                status: ItemSearchStatus::Unavailable,
+                reason: Some("the embedding model is still loading".into()),
+            }),
+            ..receipt()
+        };
+        let section = item_section(&with_note).unwrap();
+        assert!(section.columns.is_empty() && section.misses.is_empty());
+        assert_eq!(
+            section.search.as_deref(),
+            Some(
+                "Semantic search was unavailable (the embedding model is still loading): this \
+                 reply went without agent-chosen items."
+            )
+        );
+        // `done` says nothing, so it alone shows no section.
+        let done = Receipt {
+            item_search: Some(ItemSearchNote {
+                status: ItemSearchStatus::Done,
+                reason: None,
+            }),
+            ..receipt()
+        };
+        assert_eq!(item_section(&done), None);
     }
 
     #[test]
