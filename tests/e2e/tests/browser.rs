@@ -566,3 +566,76 @@ async fn demo(client: &Client, url: &str) -> Result<()> {
     eprintln!("screenshot: {}", shot.display());
     Ok(())
 }
+
+/// The demo agent in a real browser: a question about bread gets the demo's sourdough reference by
+/// semantic search (the real MiniLM model), and the reply's "View context" shows it in the
+/// References column with its Agent badge and score, the always-on rules in the Rules column with
+/// theirs, and the next-best references as near misses.
+#[tokio::test]
+async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scores() -> Result<()> {
+    let config = glassbox_e2e::root().join("glassbox.toml").display().to_string();
+    let model_dir = std::env::var("GLASSBOX_EMBED_MODEL_DIR").unwrap_or_else(|_| {
+        glassbox_server::config::default_model_dir()
+            .display()
+            .to_string()
+    });
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "1"),
+        ("GLASSBOX_CONFIG", config.as_str()),
+        ("GLASSBOX_EMBED_MODEL_DIR", model_dir.as_str()),
+    ])
+    .await?;
+    for _ in 0..600 {
+        if matches!(
+            server.state.embeddings.status(),
+            glassbox_server::embed::service::EmbedStatus::Ready { .. }
+        ) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let url = format!("http://{}/", server.addr);
+    in_browser(url, "view-context-items", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        send_from_composer(&client, "How long should my sourdough loaf bake in the Dutch oven, and how hot?").await?;
+        wait_for(&client, "the reply", &format!("{ROOT} return r.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 1;")).await?;
+        open_context_of_last_reply(&client).await?;
+        let columns = wait_for(
+            &client,
+            "the item columns",
+            &format!("{DIALOG} const s = d.querySelector('.gb-receipt-items'); if (!s) return null; const col = c => [...s.querySelectorAll(`.gb-item-column[data-column=${{c}}] .gb-item-list > .gb-item`)].map(i => [i.querySelector('.gb-item-label').textContent, i.querySelector('.gb-item-badge').textContent, i.dataset.include]); return {{rules: col('rules'), references: col('references'), misses: [...s.querySelectorAll('.gb-item-miss[data-cause=below_threshold]')].map(i => [i.querySelector('.gb-item-label').textContent, i.querySelector('.gb-item-why').textContent])}};"),
+        )
+        .await?;
+        let references = columns["references"].as_array().cloned().unwrap_or_default();
+        let sourdough = references
+            .iter()
+            .find(|r| r[0].as_str().is_some_and(|l| l.contains("Sourdough bread")))
+            .unwrap_or_else(|| panic!("no Sourdough bread among the references: {columns}"));
+        assert_eq!(sourdough[2], "agent", "{columns}");
+        let badge = sourdough[1].as_str().unwrap_or_default();
+        assert!(badge.starts_with("Agent 0."), "an Agent badge with its score: {badge}");
+        assert!(
+            references.iter().any(|r| r[0].as_str().is_some_and(|l| l.contains("About Glassbox")) && r[2] == "always"),
+            "{columns}"
+        );
+        let rules = columns["rules"].as_array().cloned().unwrap_or_default();
+        assert!(
+            rules.iter().any(|r| r[0] == "001 • Be concise" && r[1] == "Always"),
+            "{columns}"
+        );
+        assert!(
+            !references.iter().any(|r| r[0].as_str().is_some_and(|l| l.contains("Black holes"))),
+            "{columns}"
+        );
+        let misses = columns["misses"].as_array().cloned().unwrap_or_default();
+        assert!(!misses.is_empty(), "near misses listed: {columns}");
+        assert!(
+            misses[0][1].as_str().is_some_and(|w| w.contains("below the threshold")),
+            "{columns}"
+        );
+        Ok(())
+    })
+    .await
+}
