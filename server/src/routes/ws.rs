@@ -283,7 +283,14 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
     }
     let info = state.windows.with_context(open.info).await?;
     let session = a.hub.private(ServerEvent::Session(info));
-    send_private(sink, &mut a, session).await.map_err(closed)?;
+    if resume == Resume::Snapshot {
+        // Frames queued before it are in the snapshot that follows: the session frame goes alone
+        // (the snapshot drops them), so no delta reaches the tab twice.
+        send(sink, &session).await.map_err(closed)?;
+        a.last_sent = session.sync_id;
+    } else {
+        send_private(sink, &mut a, session).await.map_err(closed)?;
+    }
     if resume == Resume::Snapshot {
         send_snapshot(state, sink, &mut a).await?;
         // The footer's sets, once the history is in (the seed's `load`).
