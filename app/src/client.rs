@@ -10,15 +10,18 @@ use glassbox_core::ErrorCode;
 use glassbox_core::limits::{InputError, validate_chat};
 use glassbox_core::transcript::Transcript;
 use glassbox_core::wire::{
-    Attachment, ChatMessage, ChatRequest, ClientFrame, Hello, MessageStatus, PageContext,
-    RetryRequest, ServerEvent, ServerFrame,
+    Attachment, ChatMessage, ChatRequest, ClientFrame, Hello, ItemChange, MessageStatus,
+    PageContext, RetryRequest, ServerEvent, ServerFrame,
 };
+use glassbox_core::context::agent_settings::SessionOverrides;
+use glassbox_core::context::items::ItemRef;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
 use crate::config::WidgetConfig;
+use crate::preview::{Asker, Previews};
 use crate::session_store::{self, StoredSession};
 
 /// Where the connection stands.
@@ -67,6 +70,8 @@ pub struct ChatClient {
     pub draft: RwSignal<String>,
     /// What the polite live region says: set when a reply completes or fails, never per piece.
     pub announcement: RwSignal<String>,
+    /// The previews of drafts: the composer's and the host's.
+    pub previews: Previews,
 }
 
 struct Inner {
@@ -84,6 +89,7 @@ struct Inner {
     reconnect_timer: RefCell<Option<gloo_timers::callback::Timeout>>,
     countdown: RefCell<Option<gloo_timers::callback::Interval>>,
     announcement: RwSignal<String>,
+    previews: Previews,
     /// One signal per stored message: a change to one message re-renders only its view.
     cells: RefCell<HashMap<String, ArcRwSignal<ChatMessage>>>,
     /// Messages with streamed text not yet shown; shown at the next animation frame.
@@ -128,8 +134,10 @@ impl ChatClient {
         let transcript = RwSignal::new(Transcript::default());
         let status = RwSignal::new(ConnectionStatus::Connecting);
         let announcement = RwSignal::new(String::new());
+        let previews = Previews::new();
         let inner = Rc::new(Inner {
             announcement,
+            previews,
             config,
             host,
             transcript,
@@ -152,6 +160,7 @@ impl ChatClient {
             page_context: RwSignal::new(None),
             draft: RwSignal::new(String::new()),
             announcement,
+            previews,
         }
     }
 
@@ -183,6 +192,7 @@ impl ChatClient {
             inner.reconnect_timer.borrow_mut().take();
             inner.countdown.borrow_mut().take();
             inner.socket.borrow_mut().take();
+            inner.previews.abandon("the widget was removed");
             let _ = self.status.try_set(ConnectionStatus::Stopped);
         }
     }
@@ -270,6 +280,88 @@ impl ChatClient {
                 mark,
             }));
         }
+    }
+
+    /// Asks for the agent's items and the session's choices again (the server also sends them
+    /// after joining and after every change).
+    pub fn get_items(&self) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::GetItems(Default::default()));
+        }
+    }
+
+    /// Adds one of the agent's items to the session (as `manual`); every tab receives `items`.
+    pub fn add_item(&self, item: ItemRef) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::AddItem(ItemChange { item }));
+        }
+    }
+
+    /// Removes an item from the session; every tab receives `items`.
+    pub fn remove_item(&self, item: ItemRef) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::RemoveItem(ItemChange { item }));
+        }
+    }
+
+    /// Replaces the session's overrides of its agent's defaults (checked by the caller and the
+    /// server); every tab receives `items`.
+    pub fn set_overrides(&self, overrides: SessionOverrides) {
+        if let Some(inner) = self.inner() {
+            inner.send_frame(&ClientFrame::SetOverrides(overrides));
+        }
+    }
+
+    /// Asks the server for the plan of the draft being written, with the page context it would
+    /// go with; the answer replaces `previews.current` unless a newer draft was asked for since.
+    /// Nothing is asked while disconnected.
+    pub fn preview_draft(&self, text: &str) {
+        let Some(inner) = self.inner() else { return };
+        if !inner.joined.get() {
+            return;
+        }
+        let id = self.previews.next_id(Asker::Widget, text);
+        let request = ChatRequest {
+            message: text.to_owned(),
+            context: self.page_context.get_untracked(),
+            attachments: Vec::new(),
+            client_message_id: Some(id),
+        };
+        if let Err(e) = validate_chat(&request) {
+            self.previews
+                .problem
+                .set(Some(glassbox_core::wire::WireError::new(e.code(), e.to_string())));
+            return;
+        }
+        inner.send_frame(&ClientFrame::Preview(request));
+    }
+
+    /// The host's `preview(text, attachments?, context?)`: a promise of the receipt a turn
+    /// answering `text` would have now, rejected with the server's error. Asked when connected
+    /// (again after a reconnect, until answered). `context` defaults to the page context, as for
+    /// `send`.
+    pub fn preview_for_host(
+        &self,
+        text: &str,
+        attachments: Vec<Attachment>,
+        context: Option<PageContext>,
+    ) -> Result<js_sys::Promise, SendError> {
+        let id = self.previews.next_id(Asker::Host, text);
+        let request = ChatRequest {
+            message: text.to_owned(),
+            context: context.or_else(|| self.page_context.get_untracked()),
+            attachments,
+            client_message_id: Some(id.clone()),
+        };
+        validate_chat(&request)?;
+        let inner = self.inner();
+        let previews = self.previews;
+        Ok(js_sys::Promise::new(&mut |resolve, reject| {
+            previews.wait(request.clone(), resolve, reject);
+            if let Some(inner) = inner.as_ref().filter(|i| i.joined.get()) {
+                inner.send_frame(&ClientFrame::Preview(request.clone()));
+            }
+        }))
     }
 
     /// Sends a refused message again (after a rate limit's wait); it shows as sending meanwhile.
@@ -444,6 +536,8 @@ impl Inner {
 
     fn on_frame(this: &Rc<Self>, frame: ServerFrame) {
         match &frame.event {
+            ServerEvent::Preview(p) if this.previews.answer(p) => return,
+            ServerEvent::Error(e) if this.previews.refused(e) => return,
             // Before joining, an unauthorized answer means the stored session is gone: start a new one.
             ServerEvent::Error(e)
                 if !this.joined.get()
@@ -517,6 +611,9 @@ impl Inner {
             this.status.set(ConnectionStatus::Connected);
             for request in this.transcript.with_untracked(|t| t.unsent()) {
                 this.send_frame(&ClientFrame::Chat(request));
+            }
+            for request in this.previews.unanswered() {
+                this.send_frame(&ClientFrame::Preview(request));
             }
         }
         if let Some(message) = finished {

@@ -1,10 +1,14 @@
 //! Builds what the token meter shows from counted texts: the same `core` plan the server sends
 //! requests with (`context::plan_turn`), so the preview matches the request that will be sent.
 
+use glassbox_core::context::items::{ItemKind, RequestItem};
+use glassbox_core::context::plan::{ChosenItem, ItemSearch, ItemsInput};
+use glassbox_core::context::receipt::PartKind;
 use glassbox_core::context::{
-    Choice, ContextInfo, MeterReading, Overflow, Selection, TurnInput, TurnMessage, TurnSources,
-    plan_turn,
+    Choice, ContextInfo, MeterReading, Overflow, Receipt, Selection, TurnInput, TurnMessage,
+    TurnSources, plan_turn,
 };
+use glassbox_core::prompt::item_heading;
 use glassbox_core::tokens::estimate;
 use glassbox_core::wire::PageContext;
 use leptos::prelude::GetUntracked;
@@ -55,15 +59,71 @@ impl MeterView {
     }
 }
 
+/// The rules and references a receipt's request carried, as the meter's plan takes them: with
+/// the server's count of each entry (the widget never has their texts). The first item of each
+/// segment carried the segment's heading in its part; the plan adds the heading again.
+struct CountedItems {
+    items: Vec<(RequestItem, i32, String, u32)>,
+}
+
+impl CountedItems {
+    fn of(receipt: &Receipt, heading_tokens: &mut dyn FnMut(&str) -> u32) -> Self {
+        let mut open: Option<&ItemKind> = None;
+        let items = receipt
+            .parts
+            .iter()
+            .filter_map(|part| {
+                let PartKind::Item(note) = &part.kind else {
+                    return None;
+                };
+                let first = open != Some(&note.item.kind);
+                open = Some(&note.item.kind);
+                let heading = if first {
+                    item_heading(&note.item.kind).map_or(0, &mut *heading_tokens)
+                } else {
+                    0
+                };
+                let request = RequestItem {
+                    item: note.item.clone(),
+                    included: note.include,
+                    score: note.score,
+                };
+                Some((
+                    request,
+                    note.priority,
+                    note.description.clone(),
+                    part.tokens.saturating_sub(heading),
+                ))
+            })
+            .collect();
+        Self { items }
+    }
+
+    fn chosen(&self) -> Vec<ChosenItem<'_>> {
+        self.items
+            .iter()
+            .map(|(request, priority, description, tokens)| ChosenItem {
+                request,
+                priority: *priority,
+                description,
+                text: "",
+                tokens: Some(*tokens),
+            })
+            .collect()
+    }
+}
+
 /// Counts `messages` (oldest first, the message being written last) and reads the meter, through
 /// the same plan the server sends requests with; `choices` say which history goes (topic filter,
-/// pins, excludes), one per message from the first.
+/// pins, excludes), one per message from the first. `knowledge` is the receipt whose rules and
+/// references the request is expected to carry (the draft's preview, else the last reply's).
 pub fn read(
     counts: &TokenCounts,
     info: &ContextInfo,
     messages: &[TurnMessage<'_>],
     page_context: Option<&PageContext>,
     choices: Option<&[Choice]>,
+    knowledge: Option<&Receipt>,
 ) -> MeterView {
     let mut estimated = false;
     let mut count = |id: Option<&str>, text: &str| {
@@ -76,6 +136,11 @@ pub fn read(
             estimate(text) as u32
         })
     };
+    let counted = knowledge.map(|r| CountedItems::of(r, &mut |heading| count(None, heading)));
+    let chosen = counted
+        .as_ref()
+        .map(CountedItems::chosen)
+        .unwrap_or_default();
     let plan = plan_turn(
         &TurnInput {
             info,
@@ -85,6 +150,11 @@ pub fn read(
                 selection: choices.map(|choices| Selection {
                     choices,
                     filter: None,
+                }),
+                items: (!chosen.is_empty()).then_some(ItemsInput {
+                    chosen: &chosen,
+                    near_misses: &[],
+                    search: ItemSearch::Done,
                 }),
                 ..Default::default()
             },

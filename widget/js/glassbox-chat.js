@@ -12,7 +12,10 @@
 // (present: "View context" shows page-context key names only, never their values).
 // Methods: sendMessage(text, attachments?, context?), setPageContext(obj), setContext(setName, items, mode?),
 // clearSession() (deletes the conversation on the server and starts a new one), setFilter(labels),
-// getTopics(), setSimilarityMode(enabled, threshold? | null), markMessage(messageId, 'pinned' | 'excluded' | null).
+// getTopics(), setSimilarityMode(enabled, threshold? | null), markMessage(messageId, 'pinned' | 'excluded' | null),
+// getItems() ({agent, available, session, defaults, overrides} or null), addItem({kind, name}),
+// removeItem({kind, name}), setOverrides(overrides), preview(text, attachments?, context?) (a promise
+// of the receipt the message would get now, planned without sending it).
 // Events: "glassbox:reply" (detail: the finished reply message), "glassbox:context" (the session's
 // context sets: {reason, context, setName?}), "glassbox:filter-changed" (detail: {messageIds, labels,
 // orphaned, renamed, total, status}: the messages the topic filter lets through, selected labels whose
@@ -102,6 +105,36 @@ class GlassboxChat extends HTMLElement {
   async markMessage(messageId, mark) {
     await this.#mount();
     this.#live().markMessage(String(messageId), mark ?? null);
+  }
+
+  /** The agent's items and the session's choices as last received, or null. */
+  async getItems() {
+    await this.#mount();
+    return this.#live().getItems();
+  }
+
+  /** Adds one of the agent's items ({kind: 'rule' | 'reference', name}) to the session. */
+  async addItem(item) {
+    await this.#mount();
+    this.#live().addItem(item ?? null);
+  }
+
+  /** Removes an item ({kind, name}) from the session. */
+  async removeItem(item) {
+    await this.#mount();
+    this.#live().removeItem(item ?? null);
+  }
+
+  /** Replaces the session's overrides of the agent's defaults ({} clears them). */
+  async setOverrides(overrides) {
+    await this.#mount();
+    this.#live().setOverrides(overrides ?? {});
+  }
+
+  /** The receipt a turn answering `text` would have now, without sending it. */
+  async preview(text, attachments, context) {
+    await this.#mount();
+    return this.#live().preview(String(text), attachments ?? null, context ?? null);
   }
 
   /** Deletes this conversation on the server and starts a new one (the "New chat" control). */

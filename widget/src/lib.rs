@@ -54,19 +54,7 @@ fn link_template(attr: Option<String>, default: Option<String>) -> Option<String
     }
 }
 
-pub(crate) fn js_error(code: &str, message: impl std::fmt::Display) -> JsValue {
-    let err = js_sys::Error::new(&message.to_string());
-    err.set_name(&format!("GlassboxError[{code}]"));
-    let _ = js_sys::Reflect::set(&err, &"code".into(), &code.into());
-    err.into()
-}
-
-fn code_name(code: glassbox_core::ErrorCode) -> String {
-    serde_json::to_value(code)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
+pub(crate) use glassbox_app::host_events::{code_name, error as js_error};
 
 /// Reads an optional JS object argument as `T` (undefined and null mean `None`).
 fn optional<T: serde::de::DeserializeOwned>(
@@ -79,6 +67,16 @@ fn optional<T: serde::de::DeserializeOwned>(
     serde_wasm_bindgen::from_value(value)
         .map(Some)
         .map_err(|e| js_error("invalid_frame", format!("{what}: {e}")))
+}
+
+/// Reads a JS object argument as `T` through JSON, so that `T`'s `deny_unknown_fields` holds
+/// (`serde_wasm_bindgen` looks up known fields only): a misspelt key is an error, not ignored.
+fn strict<T: serde::de::DeserializeOwned>(value: JsValue, what: &str) -> Result<T, JsValue> {
+    let json = js_sys::JSON::stringify(&value)
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or_else(|| js_error("invalid_frame", format!("{what}: not a JSON object")))?;
+    serde_json::from_str(&json).map_err(|e| js_error("invalid_frame", format!("{what}: {e}")))
 }
 
 #[wasm_bindgen]
@@ -274,12 +272,107 @@ impl GlassboxWidget {
         Ok(())
     }
 
+    /// The session's agent's items and the session's choices as last received:
+    /// `{agent, available, session, defaults, overrides}`, or `null` before the server sent them.
+    /// The server pushes them on every change, so this asks it nothing.
+    #[wasm_bindgen(js_name = getItems)]
+    pub fn get_items(&self) -> JsValue {
+        let Some(handle) = &self.handle else {
+            return JsValue::NULL;
+        };
+        use leptos::prelude::WithUntracked;
+        handle
+            .client()
+            .transcript
+            .with_untracked(|t| glassbox_app::host_events::to_js(&t.items))
+    }
+
+    /// Adds one of the agent's items (`{kind: "rule" | "reference", name}`) to the session as
+    /// `manual`; every tab receives the new items (an unknown item is answered `not_found`).
+    #[wasm_bindgen(js_name = addItem)]
+    pub fn add_item(&self, item: JsValue) -> Result<(), JsValue> {
+        let (client, item) = self.item_change(item)?;
+        client.add_item(item);
+        Ok(())
+    }
+
+    /// Removes an item (`{kind, name}`) from the session, whatever brought it in.
+    #[wasm_bindgen(js_name = removeItem)]
+    pub fn remove_item(&self, item: JsValue) -> Result<(), JsValue> {
+        let (client, item) = self.item_change(item)?;
+        client.remove_item(item);
+        Ok(())
+    }
+
+    /// Replaces the session's overrides of its agent's defaults (`{temperature?, topP?, …}`, keys
+    /// as in `getItems().defaults`; `{}` clears them). Unknown keys are `invalid_frame`, values out
+    /// of range `invalid_settings` (checked here when the defaults are known, and on the server).
+    #[wasm_bindgen(js_name = setOverrides)]
+    pub fn set_overrides(&self, overrides: JsValue) -> Result<(), JsValue> {
+        use glassbox_core::context::agent_settings::SessionOverrides;
+        use leptos::prelude::WithUntracked;
+        let Some(handle) = &self.handle else {
+            return Err(js_error("conflict", "widget is unmounted"));
+        };
+        let overrides: SessionOverrides = if overrides.is_undefined() || overrides.is_null() {
+            SessionOverrides::default()
+        } else {
+            strict(overrides, "overrides")?
+        };
+        let client = handle.client();
+        let checked = client.transcript.with_untracked(|t| {
+            t.items
+                .as_ref()
+                .map(|v| v.defaults.with(&overrides).validate())
+        });
+        if let Some(Err(e)) = checked {
+            return Err(js_error("invalid_settings", format!("{}: {}", e.key, e.why)));
+        }
+        client.set_overrides(overrides);
+        Ok(())
+    }
+
+    /// The receipt a turn answering `text` would have now (items, tokens, what is left out),
+    /// planned by the server without storing the message or calling the model: a promise, rejected
+    /// with the server's error code (`rate_limited`, `invalid_message`, `conflict` when not
+    /// connected). `attachments` and `context` as for `sendMessage`.
+    pub fn preview(
+        &self,
+        text: String,
+        attachments: JsValue,
+        context: JsValue,
+    ) -> Result<js_sys::Promise, JsValue> {
+        let Some(handle) = &self.handle else {
+            return Err(js_error("conflict", "widget is unmounted"));
+        };
+        let attachments: Vec<Attachment> =
+            optional(attachments, "attachments")?.unwrap_or_default();
+        let context: Option<PageContext> = optional(context, "context")?;
+        handle
+            .client()
+            .preview_for_host(&text, attachments, context)
+            .map_err(|e| js_error(&code_name(e.code()), e))
+    }
+
     /// Switches the theme: "light", "dark" or "auto".
     #[wasm_bindgen(js_name = setTheme)]
     pub fn set_theme(&self, theme: Option<String>) {
         if let Some(handle) = &self.handle {
             handle.set_theme(Theme::parse(theme.as_deref()));
         }
+    }
+
+    /// The client and the item of an `addItem`/`removeItem` call.
+    fn item_change(
+        &self,
+        item: JsValue,
+    ) -> Result<(glassbox_app::ChatClient, glassbox_core::context::items::ItemRef), JsValue> {
+        let Some(handle) = &self.handle else {
+            return Err(js_error("conflict", "widget is unmounted"));
+        };
+        let item = optional(item, "item")?
+            .ok_or_else(|| js_error("invalid_frame", "item: give {kind, name}"))?;
+        Ok((handle.client(), item))
     }
 
     /// Closes the connection and removes the view.

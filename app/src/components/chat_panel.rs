@@ -11,6 +11,8 @@ use super::compression_settings::CompressionSettingsPanel;
 use super::connection_status::ConnectionBadge;
 use super::context_footer::ContextFooter;
 use super::context_view::{ContextDialog, ContextViewer};
+use super::draft_preview::DraftPreviewStrip;
+use super::session_drawer::SessionDrawer;
 use super::message_view::{MessageView, PendingView};
 use super::token_meter::TokenMeter;
 use super::topic_panel::TopicPanel;
@@ -87,6 +89,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
     let viewer = ContextViewer::new();
     let budget = Memo::new(move |_| transcript.with(|t| t.budget));
     let topics_open = RwSignal::new(false);
+    let drawer_open = RwSignal::new(false);
     provide_context(InContext::new(transcript));
     view! {
         <div class="gb-root" data-theme=move || theme.get().as_str()>
@@ -113,6 +116,16 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     "◎"
                 </button>
                 <button
+                    class="gb-icon-button gb-drawer-toggle"
+                    type="button"
+                    aria-label="Rules, references and settings"
+                    title="Rules, references and settings of this conversation"
+                    aria-expanded=move || drawer_open.get().to_string()
+                    on:click=move |_| drawer_open.update(|o| *o = !*o)
+                >
+                    "☰"
+                </button>
+                <button
                     class="gb-icon-button gb-settings-toggle"
                     type="button"
                     aria-label="Context settings"
@@ -128,6 +141,9 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             </Show>
             <Show when=move || topics_open.get()>
                 <TopicPanel client=client />
+            </Show>
+            <Show when=move || drawer_open.get()>
+                <SessionDrawer client=client />
             </Show>
             {move || {
                 notice()
@@ -176,6 +192,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             <div class="gb-live gb-visually-hidden" role="status" aria-live="polite">
                 {move || client.announcement.get()}
             </div>
+            <DraftPreviewStrip client=client />
             <Composer client=client />
             <ContextFooter sets=context_sets links=footer_links changed_keys=changed_keys />
             <ContextDialog client=client viewer=viewer show_values=show_values messages=content />
@@ -237,6 +254,7 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
         counts.vocab.track();
         let draft = client.draft.get();
         let page_context = client.page_context.get();
+        let preview = client.previews.current.get();
         transcript.with(|t| {
             let info = t.context.as_ref()?;
             let stored: Vec<&ChatMessage> = t.messages.iter().filter(|m| reaches_model(m)).collect();
@@ -254,12 +272,22 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
             if !draft.trim().is_empty() {
                 texts.push(TurnMessage::draft(&draft, &[]));
             }
+            // The rules and references the next request should carry: the draft's, else the
+            // last reply's.
+            let knowledge = preview.as_ref().map(|p| &p.receipt).or_else(|| {
+                t.messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == glassbox_core::wire::Role::Assistant)
+                    .and_then(|m| m.receipt.as_ref())
+            });
             Some(meter_reading::read(
                 &counts,
                 info,
                 &texts,
                 page_context.as_ref(),
                 Some(&choices),
+                knowledge,
             ))
         })
     });

@@ -338,7 +338,7 @@ fn Miss(row: MissRow) -> impl IntoView {
 
 /// How an item came in, as a badge in words (`text`: with its score), coloured by `badge`.
 #[component]
-fn Badge(badge: &'static str, text: String) -> impl IntoView {
+pub(crate) fn Badge(badge: &'static str, text: String) -> impl IntoView {
     view! { <span class=format!("gb-item-badge gb-item-badge-{}", include_key(badge))>{text}</span> }
 }
 

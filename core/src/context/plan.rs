@@ -207,6 +207,9 @@ pub struct ChosenItem<'a> {
     pub description: &'a str,
     /// Its text, as the model reads it (delimited, escaped: `prompt::item_entry`).
     pub text: &'a str,
+    /// Its entry's tokens when counted elsewhere: the widget's meter has the server's count of
+    /// each item (a preview's receipt), not its text. `None`: counted from `text`.
+    pub tokens: Option<u32>,
 }
 
 /// An agent item semantic search scored among the best but did not choose.
@@ -726,7 +729,11 @@ fn plan_items(items: Option<&ItemsInput<'_>>, cap: u32, count: &mut Count<'_>) -
     }
     let entry_tokens: Vec<u32> = chosen
         .iter()
-        .map(|c| item_entry(&c.request.item, c.text).map_or(0, |e| count(None, &e)))
+        .map(|c| {
+            c.tokens.unwrap_or_else(|| {
+                item_entry(&c.request.item, c.text).map_or(0, |e| count(None, &e))
+            })
+        })
         .collect();
     let mut heading_tokens = |kind: &ItemKind| item_heading(kind).map_or(0, |h| count(None, h));
     let rules_heading = heading_tokens(&ItemKind::Rule);

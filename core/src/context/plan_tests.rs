@@ -839,6 +839,7 @@ impl Items {
                 priority: *priority,
                 description,
                 text,
+                tokens: None,
             })
             .collect()
     }
@@ -1375,4 +1376,36 @@ fn receipts_stored_before_items_still_load() {
         json!({"kind": "item", "type": "rule", "name": "auth", "include": "always",
                "priority": 3, "description": "Sign-in", "reason": "always", "tokens": 9})
     );
+}
+
+#[test]
+fn items_counted_elsewhere_keep_their_count_and_count_toward_knowledge() {
+    use crate::prompt::RULES_HEADING;
+    let t = texts(2, 5);
+    let msgs = conversation(&t);
+    let info = info(10_000, 100, off());
+    let style = ItemRef::rule("style");
+    let items = Items::new(&[(style.clone(), Included::Always, None, 1, "")]);
+    let mut chosen = items.chosen();
+    // The widget has the server's count of the item, not its text.
+    chosen[0].tokens = Some(42);
+    let input = TurnInput {
+        info: &info,
+        messages: &msgs,
+        sources: TurnSources {
+            items: Some(ItemsInput {
+                chosen: &chosen,
+                near_misses: &[],
+                search: ItemSearch::Done,
+            }),
+            ..Default::default()
+        },
+    };
+    let p = plan(&input);
+    let rules_h = words(None, RULES_HEADING);
+    assert_eq!(
+        item_notes(&p),
+        [(&style, Reason::Always, None, rules_h + 42)]
+    );
+    assert_eq!(p.reading.breakdown.knowledge, rules_h + 42);
 }

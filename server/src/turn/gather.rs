@@ -91,6 +91,7 @@ impl Gathered {
                 priority: item.meta.priority,
                 description: &item.meta.description,
                 text: &item.text,
+                tokens: None,
             })
             .collect();
         let near_misses = self

@@ -571,8 +571,8 @@ async fn demo(client: &Client, url: &str) -> Result<()> {
 /// semantic search (the real MiniLM model), and the reply's "View context" shows it in the
 /// References column with its Agent badge and score, the always-on rules in the Rules column with
 /// theirs, and the next-best references as near misses.
-#[tokio::test]
-async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scores() -> Result<()> {
+/// A server with the repo's demo agent and the real embedding model, once the model is loaded.
+async fn demo_agent_server() -> Result<glassbox_e2e::Server> {
     let config = glassbox_e2e::root().join("glassbox.toml").display().to_string();
     let model_dir = std::env::var("GLASSBOX_EMBED_MODEL_DIR").unwrap_or_else(|_| {
         glassbox_server::config::default_model_dir()
@@ -595,12 +595,120 @@ async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scor
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    Ok(server)
+}
+
+#[tokio::test]
+async fn the_element_lists_adds_and_removes_items_sets_overrides_and_previews() -> Result<()> {
+    let server = demo_agent_server().await?;
+    let url = format!("http://{}/", server.addr);
+    in_browser(url, "element-items", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        const EL: &str = "const el = document.querySelector('glassbox-chat');";
+        let items = wait_for(&client, "the items view", &format!("{EL} return el.getItems().then(v => v && v.available.length ? v : null);")).await?;
+        assert_eq!(items["agent"], "demo", "{items}");
+        assert_eq!(items["available"].as_array().map(Vec::len), Some(17), "{items}");
+        let session = |v: &serde_json::Value| -> Vec<(String, String)> {
+            v["session"].as_array().cloned().unwrap_or_default().iter()
+                .map(|s| (s["name"].as_str().unwrap_or_default().to_owned(), s["included"].as_str().unwrap_or_default().to_owned()))
+                .collect()
+        };
+        assert!(session(&items).contains(&("Be concise".into(), "always".into())), "{items}");
+
+        // Added as manual, removed again; every change comes back as the items view.
+        client.execute(&format!("{EL} return el.addItem({{kind: 'reference', name: 'Chess openings'}});"), vec![]).await?;
+        let added = wait_for(&client, "Chess openings in the session", &format!("{EL} return el.getItems().then(v => v.session.some(s => s.name === 'Chess openings') ? v : null);")).await?;
+        assert!(session(&added).contains(&("Chess openings".into(), "manual".into())), "{added}");
+
+        // A preview carries it, as Manual, with the token total; nothing is stored or sent.
+        let receipt = client.execute(&format!("{EL} return el.preview('Which opening suits a beginner?');"), vec![]).await?;
+        let carried: Vec<(String, String)> = receipt["parts"].as_array().cloned().unwrap_or_default().iter()
+            .filter(|p| p["kind"] == "item")
+            .map(|p| (p["name"].as_str().unwrap_or_default().to_owned(), p["include"].as_str().unwrap_or_default().to_owned()))
+            .collect();
+        assert!(carried.contains(&("Chess openings".into(), "manual".into())), "{receipt}");
+        assert!(receipt["countedInputTokens"].as_u64().is_some_and(|t| t > 0), "{receipt}");
+        let messages = client.execute(&format!("{ROOT} return r.querySelectorAll('.gb-message').length;"), vec![]).await?;
+        assert_eq!(messages, json!(0), "a preview stores nothing");
+
+        client.execute(&format!("{EL} return el.removeItem({{kind: 'reference', name: 'Chess openings'}});"), vec![]).await?;
+        wait_for(&client, "Chess openings out of the session", &format!("{EL} return el.getItems().then(v => !v.session.some(s => s.name === 'Chess openings'));")).await?;
+
+        // Overrides: stored and shown; out of range and unknown keys are refused with their code.
+        client.execute(&format!("{EL} return el.setOverrides({{contextTopN: 1, temperature: 0.4}});"), vec![]).await?;
+        let overridden = wait_for(&client, "the overrides", &format!("{EL} return el.getItems().then(v => v.overrides.contextTopN === 1 ? v.overrides : null);")).await?;
+        assert_eq!(overridden, json!({"contextTopN": 1, "temperature": 0.4}));
+        let refused = client.execute(&format!("{EL} return Promise.all([el.setOverrides({{temperature: 5}}).then(() => 'ok', e => e.code), el.setOverrides({{temprature: 1}}).then(() => 'ok', e => e.code), el.addItem().then(() => 'ok', e => e.code), el.preview('x'.repeat(100000)).then(() => 'ok', e => e.code)]);"), vec![]).await?;
+        assert_eq!(refused, json!(["invalid_settings", "invalid_frame", "invalid_frame", "invalid_message"]));
+        shadow_element(&client, "button.gb-drawer-toggle").await?.click().await?;
+        let shown = wait_for(&client, "the drawer's settings", &format!("{ROOT} const d = r.querySelector('.gb-drawer'); const i = d && d.querySelector('input[name=contextTopN]'); return i && [i.value, d.querySelector('.gb-drawer-setting[data-key=temperature] input').value];")).await?;
+        assert_eq!(shown, json!(["1", "0.4"]));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scores() -> Result<()> {
+    let server = demo_agent_server().await?;
     let url = format!("http://{}/", server.addr);
     in_browser(url, "view-context-items", |client, url| async move {
         client.goto(&url).await?;
         wait_for(&client, "the widget to connect", CONNECTED).await?;
-        send_from_composer(&client, "How long should my sourdough loaf bake in the Dutch oven, and how hot?").await?;
+
+        // Typing: the preview under the composer lists what the draft would carry, before sending.
+        let input = shadow_element(&client, "textarea.gb-input").await?;
+        input.send_keys("How long should my sourdough loaf bake in the Dutch oven, and how hot?").await?;
+        let preview_of = |what: &str| {
+            format!("{ROOT} const p = r.querySelector('.gb-preview'); if (!p) return null; const items = [...p.querySelectorAll('.gb-preview-item')].map(i => [i.dataset.name, i.dataset.include, i.querySelector('.gb-item-badge').textContent]); const total = p.querySelector('.gb-preview-total')?.textContent ?? ''; const delta = p.querySelector('.gb-preview-delta')?.textContent ?? null; {what}")
+        };
+        let preview = wait_for(
+            &client,
+            "the draft's preview to list Sourdough bread",
+            &preview_of("return items.some(i => i[0] === 'Sourdough bread') ? {items, total, delta} : null;"),
+        )
+        .await?;
+        let items = preview["items"].as_array().cloned().unwrap_or_default();
+        let sourdough = items.iter().find(|i| i[0] == "Sourdough bread").cloned().unwrap_or_default();
+        assert_eq!(sourdough[1], "agent", "{preview}");
+        assert!(sourdough[2].as_str().is_some_and(|b| b.starts_with("Agent 0.")), "{preview}");
+        assert!(items.iter().any(|i| i[0] == "About Glassbox" && i[1] == "always"), "{preview}");
+        let tokens = |total: &serde_json::Value| -> u64 {
+            total.as_str().unwrap_or_default().chars().filter(char::is_ascii_digit).collect::<String>().parse().unwrap_or(0)
+        };
+        let before = tokens(&preview["total"]);
+        assert!(before > 0, "a token total: {preview}");
+
+        // Removing an always item from the preview shows what it saved, before anything is sent.
+        shadow_element(&client, ".gb-preview-item[data-name='About Glassbox'] .gb-preview-remove").await?.click().await?;
+        let after = wait_for(
+            &client,
+            "the preview without About Glassbox, with its delta",
+            &preview_of("return !items.some(i => i[0] === 'About Glassbox') && delta ? {items, total, delta} : null;"),
+        )
+        .await?;
+        let saved = before - tokens(&after["total"]);
+        assert!(saved > 0, "{preview} → {after}");
+        assert_eq!(after["delta"].as_str(), Some(format!("−{saved}").as_str()), "{after}");
+
+        // The session drawer agrees: About Glassbox is unchecked, Be concise still checked, and
+        // each setting shows the agent's default beside it.
+        shadow_element(&client, "button.gb-drawer-toggle").await?.click().await?;
+        let drawer = wait_for(
+            &client,
+            "the session drawer",
+            &format!("{ROOT} const d = r.querySelector('.gb-drawer'); if (!d || !d.querySelector('.gb-drawer-item')) return null; const checked = n => d.querySelector(`.gb-drawer-item[data-name='${{n}}'] input`)?.checked; return {{about: checked('About Glassbox'), concise: checked('Be concise'), items: d.querySelectorAll('.gb-drawer-item').length, topN: d.querySelector('.gb-drawer-setting[data-key=contextTopN] .gb-drawer-default')?.textContent}};"),
+        )
+        .await?;
+        assert_eq!(drawer["about"], false, "{drawer}");
+        assert_eq!(drawer["concise"], true, "{drawer}");
+        assert_eq!(drawer["items"], 17, "the demo agent's 5 rules and 12 references: {drawer}");
+        assert_eq!(drawer["topN"], "default: 3", "glassbox.toml sets context_top_n = 3: {drawer}");
+
+        input.send_keys("\u{E007}").await?; // Enter sends
         wait_for(&client, "the reply", &format!("{ROOT} return r.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 1;")).await?;
+        wait_for(&client, "the preview to go with the draft", &format!("{ROOT} return !r.querySelector('.gb-preview');")).await?;
         open_context_of_last_reply(&client).await?;
         let columns = wait_for(
             &client,
@@ -617,8 +725,8 @@ async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scor
         let badge = sourdough[1].as_str().unwrap_or_default();
         assert!(badge.starts_with("Agent 0."), "an Agent badge with its score: {badge}");
         assert!(
-            references.iter().any(|r| r[0].as_str().is_some_and(|l| l.contains("About Glassbox")) && r[2] == "always"),
-            "{columns}"
+            !references.iter().any(|r| r[0].as_str().is_some_and(|l| l.contains("About Glassbox"))),
+            "removed before sending: {columns}"
         );
         let rules = columns["rules"].as_array().cloned().unwrap_or_default();
         assert!(
