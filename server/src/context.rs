@@ -98,13 +98,16 @@ impl ContextWindows {
         self.info_for(model, settings, &self.tools_for(session_id, settings))
     }
 
-    /// The tools a turn of the session is offered: its agent's and its own, none when its tool
-    /// permission is `deny`. (`ask` runs them as `allow` does until approvals exist.)
+    /// The tools a turn of the session is offered: its agent's and its own; none when its tool
+    /// permission is `deny`; under `ask`, only those that need no yes (`Tool::asks`): the widget
+    /// cannot ask the user yet, so a tool that would ask is not offered rather than run unasked.
     pub fn tools_for(&self, session_id: &str, settings: &SessionSettings) -> ToolSet {
-        if self.items.effective(settings).tool_permission == ToolPermission::Deny {
-            return ToolSet::new(Vec::new());
+        let all = self.tools.for_turn(settings.agent.as_deref(), session_id);
+        match self.items.effective(settings).tool_permission {
+            ToolPermission::Deny => ToolSet::new(Vec::new()),
+            ToolPermission::Ask => all.without_asking(),
+            ToolPermission::Allow => all,
         }
-        self.tools.for_turn(settings.agent.as_deref(), session_id)
     }
 
     /// The context parameters for `model` under `settings`, offered `tools` (a turn's own set).

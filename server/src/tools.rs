@@ -76,6 +76,12 @@ pub trait Tool: Send + Sync {
     fn concurrent(&self) -> bool {
         false
     }
+    /// Whether a session whose tool permission is `ask` must ask the user before a call runs.
+    /// Tools that act beyond the session (MCP servers) ask; the built-in ones only read or change
+    /// the session's own context sets, which the user sees and changes in the footer, and do not.
+    fn asks(&self) -> bool {
+        true
+    }
     /// Runs the tool with the parsed arguments.
     fn call<'a>(
         &'a self,
@@ -197,6 +203,12 @@ impl ToolSet {
         }
     }
 
+    /// The set without the tools that ask the user first (`Tool::asks`).
+    pub fn without_asking(self) -> Self {
+        let tools: Vec<_> = self.tools.into_iter().filter(|t| !t.asks()).collect();
+        Self::new(tools)
+    }
+
     /// Whether any tool is offered.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
@@ -285,6 +297,10 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
 struct SetRelevantContext;
 
 impl Tool for SetRelevantContext {
+    fn asks(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> &str {
         sets::SET_TOOL
     }
@@ -318,6 +334,10 @@ impl Tool for SetRelevantContext {
 struct GetRelevantContext;
 
 impl Tool for GetRelevantContext {
+    fn asks(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> &str {
         sets::GET_TOOL
     }

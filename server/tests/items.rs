@@ -276,3 +276,120 @@ async fn openai_overrides_reach_the_provider() {
 async fn anthropic_overrides_reach_the_provider() {
     overrides_reach_the_provider(Api::Anthropic).await;
 }
+
+/// A tool that acts beyond the session, so it asks first (`Tool::asks`' default).
+struct Outside;
+
+impl glassbox_server::tools::Tool for Outside {
+    fn name(&self) -> &str {
+        "send_email"
+    }
+
+    fn definition(&self) -> glassbox_core::prompt::ToolDefinition {
+        glassbox_core::prompt::ToolDefinition {
+            name: "send_email".into(),
+            description: "Sends an email.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        _ctx: glassbox_server::tools::ToolCtx<'a>,
+        _args: Value,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<glassbox_server::tools::ToolOutput, glassbox_server::tools::ToolError>,
+    > {
+        Box::pin(async { Err(glassbox_server::tools::ToolError::Internal) })
+    }
+}
+
+/// The names of the tools a provider request offered (both formats name them `name`, OpenAI
+/// under `function`).
+fn offered(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().or(t["name"].as_str()))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn tool_permission_decides_what_is_offered(api: Api) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = configure(dir.path());
+    let server = TestServer::start_with(
+        api,
+        Behaviour::reply(&["Fine."]),
+        &[
+            ("GLASSBOX_CONFIG", file.as_str()),
+            ("GLASSBOX_TOOLS", "context"),
+        ],
+    )
+    .await;
+    let created = server.post_json("/api/sessions", &json!({})).await;
+    let (id, token) = (
+        created["sessionId"].as_str().unwrap().to_owned(),
+        created["token"].as_str().unwrap().to_owned(),
+    );
+    server.state.tools.add(
+        glassbox_server::tools::ToolScope::Session(id.clone()),
+        std::sync::Arc::new(Outside),
+    );
+    let path = format!("/api/sessions/{id}/overrides");
+    let mut seen = Vec::new();
+    for permission in ["ask", "allow", "deny"] {
+        let resp = send(
+            &server,
+            reqwest::Method::PUT,
+            &path,
+            &token,
+            json!({"toolPermission": permission}),
+        )
+        .await;
+        assert_eq!(resp.status(), 200, "{permission}");
+        server.chat(&id, &token, "Hello").await;
+        let sent = server.fake.requests().last().unwrap().body.clone();
+        let mut names = offered(&sent);
+        names.sort();
+        seen.push((permission, names));
+    }
+    assert_eq!(
+        seen,
+        [
+            // Ask: the session's own context-set tools need no yes; the one that would ask is not
+            // offered (the widget cannot ask yet), never run unasked.
+            (
+                "ask",
+                vec![
+                    "get_relevant_context".to_owned(),
+                    "set_relevant_context".to_owned()
+                ]
+            ),
+            (
+                "allow",
+                vec![
+                    "get_relevant_context".to_owned(),
+                    "send_email".to_owned(),
+                    "set_relevant_context".to_owned()
+                ]
+            ),
+            ("deny", vec![]),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn openai_tool_permission_decides_what_is_offered() {
+    tool_permission_decides_what_is_offered(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn anthropic_tool_permission_decides_what_is_offered() {
+    tool_permission_decides_what_is_offered(Api::Anthropic).await;
+}
