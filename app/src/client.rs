@@ -7,14 +7,14 @@ use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 
 use glassbox_core::ErrorCode;
+use glassbox_core::context::agent_settings::SessionOverrides;
+use glassbox_core::context::items::ItemRef;
 use glassbox_core::limits::{InputError, validate_chat};
 use glassbox_core::transcript::Transcript;
 use glassbox_core::wire::{
     Attachment, ChatMessage, ChatRequest, ClientFrame, Hello, ItemChange, MessageStatus,
     PageContext, RetryRequest, ServerEvent, ServerFrame,
 };
-use glassbox_core::context::agent_settings::SessionOverrides;
-use glassbox_core::context::items::ItemRef;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
@@ -72,6 +72,8 @@ pub struct ChatClient {
     pub announcement: RwSignal<String>,
     /// The previews of drafts: the composer's and the host's.
     pub previews: Previews,
+    /// The session's agent's items and the session's choices, as the server last sent them.
+    pub items: Memo<Option<glassbox_core::wire::ItemsView>>,
 }
 
 struct Inner {
@@ -161,6 +163,7 @@ impl ChatClient {
             draft: RwSignal::new(String::new()),
             announcement,
             previews,
+            items: Memo::new(move |_| transcript.with(|t| t.items.clone())),
         }
     }
 
@@ -258,7 +261,9 @@ impl ChatClient {
     /// Selects topics by label (empty clears the filter); the server answers every tab with `filter`.
     pub fn set_filter(&self, labels: Vec<String>) {
         if let Some(inner) = self.inner() {
-            inner.send_frame(&ClientFrame::SetFilter(glassbox_core::wire::SetFilter { labels }));
+            inner.send_frame(&ClientFrame::SetFilter(glassbox_core::wire::SetFilter {
+                labels,
+            }));
         }
     }
 
@@ -273,20 +278,18 @@ impl ChatClient {
     }
 
     /// Pins or excludes a message, or clears its mark.
-    pub fn mark_message(&self, message_id: &str, mark: Option<glassbox_core::context::MessageMark>) {
+    pub fn mark_message(
+        &self,
+        message_id: &str,
+        mark: Option<glassbox_core::context::MessageMark>,
+    ) {
         if let Some(inner) = self.inner() {
-            inner.send_frame(&ClientFrame::MarkMessage(glassbox_core::wire::MarkMessage {
-                message_id: message_id.to_owned(),
-                mark,
-            }));
-        }
-    }
-
-    /// Asks for the agent's items and the session's choices again (the server also sends them
-    /// after joining and after every change).
-    pub fn get_items(&self) {
-        if let Some(inner) = self.inner() {
-            inner.send_frame(&ClientFrame::GetItems(Default::default()));
+            inner.send_frame(&ClientFrame::MarkMessage(
+                glassbox_core::wire::MarkMessage {
+                    message_id: message_id.to_owned(),
+                    mark,
+                },
+            ));
         }
     }
 
@@ -329,8 +332,7 @@ impl ChatClient {
         };
         if let Err(e) = validate_chat(&request) {
             self.previews
-                .problem
-                .set(Some(glassbox_core::wire::WireError::new(e.code(), e.to_string())));
+                .refuse(glassbox_core::wire::WireError::new(e.code(), e.to_string()));
             return;
         }
         inner.send_frame(&ClientFrame::Preview(request));
@@ -357,7 +359,9 @@ impl ChatClient {
         let inner = self.inner();
         let previews = self.previews;
         Ok(js_sys::Promise::new(&mut |resolve, reject| {
-            previews.wait(request.clone(), resolve, reject);
+            if !previews.wait(request.clone(), resolve, reject) {
+                return;
+            }
             if let Some(inner) = inner.as_ref().filter(|i| i.joined.get()) {
                 inner.send_frame(&ClientFrame::Preview(request.clone()));
             }

@@ -23,6 +23,7 @@ pub const DEBOUNCE_MS: u32 = 300;
 pub struct DraftPreview {
     /// The draft it is the plan of.
     pub draft: String,
+    /// The receipt the turn would have.
     pub receipt: Receipt,
     /// Tokens more (positive) or fewer than the preview before it of the same draft: what the
     /// change of items or settings in between costs. `None` after a new draft or no change.
@@ -71,7 +72,11 @@ pub enum Asker {
     Host,
 }
 
+/// Most host previews waiting at once; more are refused with `rate_limited`.
+pub const MAX_HOST_WAITING: usize = 32;
+
 impl Previews {
+    /// No preview yet.
     pub fn new() -> Self {
         Self {
             current: RwSignal::new(None),
@@ -96,11 +101,25 @@ impl Previews {
     }
 
     /// Waits for the answer to the host's preview `request` (its `clientMessageId` from
-    /// `next_id`); it is asked again after each reconnect until answered.
-    pub fn wait(&self, request: ChatRequest, resolve: js_sys::Function, reject: js_sys::Function) {
+    /// `next_id`); it is asked again after each reconnect until answered. False (and `reject`
+    /// called with `rate_limited`) when `MAX_HOST_WAITING` already wait.
+    pub fn wait(
+        &self,
+        request: ChatRequest,
+        resolve: js_sys::Function,
+        reject: js_sys::Function,
+    ) -> bool {
         let Some(id) = request.client_message_id.clone() else {
-            return;
+            return false;
         };
+        if self.inner.with_value(|i| i.host.borrow().len()) >= MAX_HOST_WAITING {
+            let why = format!("{MAX_HOST_WAITING} previews are already waiting for an answer");
+            let _ = reject.call1(
+                &JsValue::NULL,
+                &crate::host_events::error("rate_limited", why),
+            );
+            return false;
+        }
         let ask = HostAsk {
             request,
             resolve,
@@ -108,6 +127,7 @@ impl Previews {
         };
         self.inner
             .with_value(|i| i.host.borrow_mut().insert(id, ask));
+        true
     }
 
     /// The host's previews not answered yet, to ask (again) once joined.
@@ -203,9 +223,15 @@ impl Previews {
                 .is_some_and(|(latest, _)| latest == id)
         });
         if latest {
-            self.problem.set(Some(error.clone()));
+            self.refuse(error.clone());
         }
         true
+    }
+
+    /// Shows why the draft has no preview; the one of an earlier draft goes with it.
+    pub fn refuse(&self, error: WireError) {
+        self.current.set(None);
+        self.problem.set(Some(error));
     }
 
     /// Rejects the host's previews in flight (the widget was removed before they were answered).

@@ -171,15 +171,19 @@ impl Items {
                 .map(|a| a.items.iter().map(|i| i.meta.clone()).collect())
                 .unwrap_or_default(),
             session: settings.items.clone(),
-            defaults: agent.map_or_else(|| self.base.clone(), |a| a.defaults.clone()),
+            defaults: self.defaults(settings),
             overrides: settings.overrides.clone(),
         }
     }
 
-    /// The defaults of a session: its agent's, else the server's.
+    /// The defaults of a session: its agent's, else the server's; the longest reply the server's
+    /// when the agent sets none (so the drawer shows it, and a session cannot raise it).
     fn defaults(&self, settings: &SessionSettings) -> AgentSettings {
-        self.agent(settings)
-            .map_or_else(|| self.base.clone(), |a| a.defaults.clone())
+        let mut defaults = self
+            .agent(settings)
+            .map_or_else(|| self.base.clone(), |a| a.defaults.clone());
+        defaults.max_output_tokens = defaults.max_output_tokens.or(self.base.max_output_tokens);
+        defaults
     }
 
     /// The session's defaults with its overrides laid over them.
@@ -218,25 +222,8 @@ impl Items {
         overrides: glassbox_core::context::agent_settings::SessionOverrides,
     ) -> Result<ItemsView, ItemsError> {
         let defaults = self.defaults(&self.store.settings(&hub.session_id).await?);
-        defaults.with(&overrides).validate()?;
         // A session may lower what costs, not raise it past its operator's limits.
-        let above = |key: &'static str, asked: u32, most: u32| {
-            Err(SettingError {
-                key,
-                why: format!("is {asked}; this session may use at most {most}"),
-            })
-        };
-        if let Some(t) = overrides.max_chat_turns
-            && t > defaults.max_chat_turns
-        {
-            return above("max_chat_turns", t, defaults.max_chat_turns)?;
-        }
-        let longest = defaults.max_output_tokens.or(self.base.max_output_tokens);
-        if let (Some(t), Some(most)) = (overrides.max_output_tokens, longest)
-            && t > most
-        {
-            return above("max_output_tokens", t, most)?;
-        }
+        defaults.check_overrides(&overrides)?;
         self.change(hub, move |settings, _| {
             settings.overrides = overrides;
             Ok(())

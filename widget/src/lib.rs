@@ -333,9 +333,10 @@ impl GlassboxWidget {
     }
 
     /// The receipt a turn answering `text` would have now (items, tokens, what is left out),
-    /// planned by the server without storing the message or calling the model: a promise, rejected
-    /// with the server's error code (`rate_limited`, `invalid_message`, `conflict` when not
-    /// connected). `attachments` and `context` as for `sendMessage`.
+    /// planned by the server without storing the message or calling the model: a promise, asked
+    /// once connected (again after a reconnect, until answered), rejected with the server's error
+    /// code (`rate_limited`, `invalid_message`, …). `attachments` and `context` as for
+    /// `sendMessage`.
     pub fn preview(
         &self,
         text: String,

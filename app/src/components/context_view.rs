@@ -150,6 +150,7 @@ fn ReceiptView(
     let left = left_out_rows(&receipt);
     let sums = totals(&receipt, reply.usage);
     let items = item_section(&receipt);
+    let receipt_items_left_out = receipt.left_out.iter().any(|l| l.item.is_some());
     let old = parts.is_empty();
     view! {
         <div class="gb-receipt" data-message-id=id>
@@ -173,7 +174,9 @@ fn ReceiptView(
                 view! {
                     <h3 class="gb-receipt-heading">"Left out"</h3>
                     {if left.is_empty() {
-                        view! { <p class="gb-receipt-none">"Nothing was left out."</p> }.into_any()
+                        // Items left out are listed under the items' columns.
+                        let none = if receipt_items_left_out { "No history was left out." } else { "Nothing was left out." };
+                        view! { <p class="gb-receipt-none">{none}</p> }.into_any()
                     } else {
                         view! {
                             <ol class="gb-receipt-left-out" aria-label="Left out">

@@ -1,10 +1,11 @@
-//! Under the composer while the user types: what the message being written would carry — the
-//! rules and references (with how each came in, its score and tokens), the near misses, and the
-//! request's token total — from the server's plan of the draft, asked for when typing pauses and
-//! again when the session's items or settings change. A toggle here (remove a session item, add a
-//! near miss) shows what it costs as a token delta before anything is sent.
+//! Above the composer while the user types: what the message being written would carry — the
+//! rules and references (with how each came in, its score and tokens), what the knowledge budget
+//! would cut, the near misses, and the request's token total — from the server's plan of the draft,
+//! asked for when typing pauses and again when anything the plan reads changes. A toggle here
+//! (remove a session item, add a near miss) shows what it costs as a token delta before anything
+//! is sent.
 
-use glassbox_core::context::items::ItemRef;
+use glassbox_core::context::MessageMark;
 use glassbox_core::context::receipt_view::{
     ItemCell, item_columns, item_misses, item_search_words,
 };
@@ -27,9 +28,13 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
     let has_draft = move || client.draft.with(|d| !d.trim().is_empty());
     view! {
         <Show when=move || has_draft() && (previews.current.with(Option::is_some) || previews.problem.with(Option::is_some))>
-            <section class="gb-preview" aria-label="What this message would carry">
+            <section
+                class="gb-preview"
+                aria-label="What this message would carry"
+                data-draft-chars=move || previews.current.with(|c| c.as_ref().map(|c| c.draft.chars().count()))
+            >
                 {move || previews.problem.get().map(|p| view! {
-                    <p class="gb-preview-problem" data-code=format!("{:?}", p.code)>
+                    <p class="gb-preview-problem" data-code=crate::host_events::code_name(p.code)>
                         {format!("No preview: {}", p.message)}
                     </p>
                 })}
@@ -39,14 +44,19 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
     }
 }
 
-/// The total (and the last change's delta), the items that would go, the near misses.
+/// The total (and the last change's delta), the items that would go, what would be cut, the near
+/// misses.
 #[component]
 fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl IntoView {
     let columns = item_columns(&preview.receipt);
-    let misses: Vec<_> = item_misses(&preview.receipt)
+    // The knowledge budget's cuts (all: the user should know before sending), then the best near
+    // misses.
+    let (capped, near): (Vec<_>, Vec<_>) = item_misses(&preview.receipt)
         .into_iter()
-        .filter(|m| m.cause == "below_threshold")
-        .take(MISSES_SHOWN)
+        .partition(|m| m.cause == "knowledge_cap");
+    let misses: Vec<_> = capped
+        .into_iter()
+        .chain(near.into_iter().take(MISSES_SHOWN))
         .collect();
     let search = preview
         .receipt
@@ -75,16 +85,10 @@ fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl IntoView {
             </span>
         }
     });
-    let cells: Vec<(ItemRef, ItemCell)> = columns
+    let cells: Vec<ItemCell> = columns
         .rules
         .into_iter()
-        .map(|c| (ItemRef::rule(c.name.clone()), c))
-        .chain(
-            columns
-                .references
-                .into_iter()
-                .map(|c| (ItemRef::reference(c.name.clone()), c)),
-        )
+        .chain(columns.references)
         .collect();
     let empty = cells.is_empty();
     view! {
@@ -94,33 +98,33 @@ fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl IntoView {
         </div>
         {(!empty).then(|| view! {
             <ul class="gb-preview-items" aria-label="Rules and references it would carry">
-                {cells.into_iter().map(|(item, cell)| view! { <PreviewItem client=client item=item cell=cell /> }).collect_view()}
+                {cells.into_iter().map(|cell| view! { <PreviewItem client=client cell=cell /> }).collect_view()}
             </ul>
         })}
         {search.map(|s| view! { <p class="gb-preview-search">{s}</p> })}
         {(!misses.is_empty()).then(|| view! {
-            <ul class="gb-preview-misses" aria-label="Near misses">
+            <ul class="gb-preview-misses" aria-label="Left out">
                 {misses
                     .into_iter()
                     .map(|m| {
-                        let item = if m.kind == "Rule" {
-                            ItemRef::rule(m.cell.name.clone())
-                        } else {
-                            ItemRef::reference(m.cell.name.clone())
-                        };
+                        let item = m.cell.item.clone();
                         let name = m.cell.name.clone();
+                        // A near miss can be added; an item the budget cut is chosen already.
+                        let addable = m.cause == "below_threshold";
                         view! {
-                            <li class="gb-preview-miss" data-name=name.clone()>
+                            <li class="gb-preview-miss" data-name=name.clone() data-cause=m.cause>
                                 <span class="gb-item-label">{m.cell.name}</span>
                                 <span class="gb-item-why">{m.why}</span>
-                                <button
-                                    class="gb-link-button gb-preview-add"
-                                    type="button"
-                                    aria-label=format!("Add {name} to this conversation")
-                                    on:click=move |_| client.add_item(item.clone())
-                                >
-                                    "Add"
-                                </button>
+                                {addable.then(|| view! {
+                                    <button
+                                        class="gb-link-button gb-preview-add"
+                                        type="button"
+                                        aria-label=format!("Add {name} to this conversation")
+                                        on:click=move |_| client.add_item(item.clone())
+                                    >
+                                        "Add"
+                                    </button>
+                                })}
                             </li>
                         }
                     })
@@ -132,9 +136,10 @@ fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl IntoView {
 
 /// One item the draft would carry; the session's own (always, manual) can be removed from here.
 #[component]
-fn PreviewItem(client: ChatClient, item: ItemRef, cell: ItemCell) -> impl IntoView {
+fn PreviewItem(client: ChatClient, cell: ItemCell) -> impl IntoView {
     let removable = matches!(cell.badge, "Always" | "Manual");
     let name = cell.name.clone();
+    let item = cell.item.clone();
     view! {
         <li class="gb-preview-item" data-include=cell.badge.to_ascii_lowercase() data-name=cell.name.clone()>
             <span class="gb-item-label">{cell.name.clone()}</span>
@@ -159,21 +164,30 @@ fn PreviewItem(client: ChatClient, item: ItemRef, cell: ItemCell) -> impl IntoVi
 /// the draft is emptied.
 fn follow_draft(client: ChatClient) {
     let timer = StoredValue::new_local(None::<gloo_timers::callback::Timeout>);
-    let items = Memo::new(move |_| client.transcript.with(|t| t.items.clone()));
+    // What else the plan reads: the history, which of it goes (filter, pins, excludes), the
+    // compression settings, the page context. Memos, so an equal value asks nothing.
     let history = Memo::new(move |_| {
         client.transcript.with(|t| {
+            let marks: Vec<(String, MessageMark)> = t
+                .messages
+                .iter()
+                .filter_map(|m| m.mark.map(|k| (m.id.clone(), k)))
+                .collect();
             (
                 t.messages.len(),
                 t.filter.as_ref().map(|f| f.labels.clone()),
+                marks,
+                t.context.as_ref().map(|c| c.compression),
             )
         })
     });
+    let page_context = Memo::new(move |_| client.page_context.get());
     let connected = Memo::new(move |_| client.status.get() == ConnectionStatus::Connected);
     Effect::new(move |_| {
         let draft = client.draft.get();
-        items.track();
+        client.items.track();
         history.track();
-        client.page_context.track();
+        page_context.track();
         let connected = connected.get();
         timer.set_value(None);
         if draft.trim().is_empty() {

@@ -3,9 +3,9 @@
 //! each override beside the agent's default. Changes go to the server, which stores them and
 //! tells every open tab (`items`); the preview under the composer then shows what they cost.
 
-use glassbox_core::context::agent_settings::{AgentSettings, SessionOverrides};
+use glassbox_core::ErrorCode;
+use glassbox_core::context::agent_settings::SessionOverrides;
 use glassbox_core::context::items::{AgentItem, ItemKind, SessionIncluded, SessionItem};
-use glassbox_core::wire::ItemsView;
 use leptos::prelude::*;
 use serde_json::{Map, Value};
 
@@ -120,64 +120,62 @@ const SETTINGS: &[(&str, &str, Field, &str)] = &[
     ),
 ];
 
-/// The drawer (shown while open).
+/// The drawer (shown while open). It is built once per agent: the server's `items` pushes update
+/// the checkboxes and inputs in place, so focus and typing survive another tab's change.
 #[component]
 pub fn SessionDrawer(client: ChatClient) -> impl IntoView {
-    let view = Memo::new(move |_| client.transcript.with(|t| t.items.clone()));
+    let items = client.items;
+    let agent = Memo::new(move |_| items.with(|v| v.as_ref().map(|v| v.agent.clone())));
     view! {
         <section class="gb-drawer" aria-label="This conversation's rules, references and settings">
-            {move || match view.get() {
+            {move || match agent.get() {
                 None => view! { <p class="gb-drawer-empty">"Waiting for the server…"</p> }.into_any(),
-                Some(v) if v.agent.is_none() => view! {
+                Some(None) => view! {
                     <p class="gb-drawer-empty">"This server configures no agent: there are no rules or references to choose."</p>
                 }
                     .into_any(),
-                Some(v) => view! { <DrawerBody client=client view=v /> }.into_any(),
+                Some(Some(name)) => view! { <DrawerBody client=client agent=name /> }.into_any(),
             }}
         </section>
     }
 }
 
 #[component]
-fn DrawerBody(client: ChatClient, view: ItemsView) -> impl IntoView {
-    let ItemsView {
-        agent,
-        available,
-        session,
-        defaults,
-        overrides,
-    } = view;
-    let agent = agent.unwrap_or_default();
-    let in_session = |a: &AgentItem| -> Option<SessionIncluded> {
-        session
-            .iter()
-            .find(|s: &&SessionItem| s.item == a.item)
-            .map(|s| s.included)
+fn DrawerBody(client: ChatClient, agent: String) -> impl IntoView {
+    let items = client.items;
+    let available = Memo::new(move |_| {
+        items.with(|v| v.as_ref().map(|v| v.available.clone()).unwrap_or_default())
+    });
+    let session = Memo::new(move |_| {
+        items.with(|v| v.as_ref().map(|v| v.session.clone()).unwrap_or_default())
+    });
+    let heading = move || {
+        let total = available.with(Vec::len);
+        let carried = session.with(Vec::len);
+        format!("Agent “{agent}”: {carried} of {total} items in this conversation")
     };
-    let rows: Vec<(AgentItem, Option<SessionIncluded>)> = available
-        .iter()
-        .map(|a| (a.clone(), in_session(a)))
-        .collect();
-    let carried = rows.iter().filter(|(_, s)| s.is_some()).count();
     view! {
-        <h3 class="gb-drawer-heading">{format!("Agent “{agent}”: {carried} of {} items in this conversation", rows.len())}</h3>
+        <h3 class="gb-drawer-heading">{heading}</h3>
         <p class="gb-drawer-hint">
             "Checked items go with every message. The others are chosen per message by semantic search when their mode is agent."
         </p>
         <ul class="gb-drawer-items" aria-label="Rules and references">
-            {rows.into_iter().map(|(item, included)| view! { <DrawerItem client=client item=item included=included /> }).collect_view()}
+            <For each=move || available.get() key=|a| (a.item.clone(), a.priority, a.include, a.description.clone()) let:item>
+                <DrawerItem client=client item=item session=session />
+            </For>
         </ul>
-        <SettingsForm client=client defaults=defaults overrides=overrides />
+        <SettingsForm client=client />
     }
 }
 
 /// One of the agent's items: a checkbox for "in this conversation", its priority, name and type,
-/// its mode, how it came in when it did, and its description.
+/// its mode, how it came in when it did, and its description. The checkbox shows the server's
+/// state: a click asks for the change, and the server's answer checks or unchecks it.
 #[component]
 fn DrawerItem(
     client: ChatClient,
     item: AgentItem,
-    included: Option<SessionIncluded>,
+    session: Memo<Vec<SessionItem>>,
 ) -> impl IntoView {
     let kind = match item.item.kind {
         ItemKind::Rule => "Rule",
@@ -187,23 +185,34 @@ fn DrawerItem(
     let label = format!("{:03} • {}", item.priority, item.item.name);
     let mode = format!("mode: {}", item.include);
     let target = item.item.clone();
-    let on_change = move |ev| {
+    let included = Memo::new(move |_| {
+        session.with(|s| s.iter().find(|x| x.item == target).map(|x| x.included))
+    });
+    let target = item.item.clone();
+    let on_change = move |ev: leptos::ev::Event| {
         if event_target_checked(&ev) {
             client.add_item(target.clone());
         } else {
             client.remove_item(target.clone());
         }
+        // Back to the server's state until it answers (a refusal leaves it so).
+        if let Some(input) = ev
+            .target()
+            .and_then(|t| wasm_bindgen::JsCast::dyn_into::<web_sys::HtmlInputElement>(t).ok())
+        {
+            input.set_checked(included.get_untracked().is_some());
+        }
     };
     view! {
         <li class="gb-drawer-item" data-name=item.item.name.clone() data-kind=kind.to_ascii_lowercase()>
             <label class="gb-drawer-item-line">
-                <input type="checkbox" name="item" prop:checked=included.is_some() on:change=on_change />
+                <input type="checkbox" name="item" prop:checked=move || included.get().is_some() on:change=on_change />
                 <span class="gb-item-label">{label}</span>
                 <span class="gb-item-type">{kind}</span>
             </label>
             <div class="gb-item-meta">
                 <span class="gb-drawer-mode">{mode}</span>
-                {included.map(|i| {
+                {move || included.get().map(|i| {
                     let badge = match i {
                         SessionIncluded::Always => "Always",
                         SessionIncluded::Manual => "Manual",
@@ -218,19 +227,42 @@ fn DrawerItem(
 }
 
 /// The session's settings: an input per setting holding the override (empty: the default, shown
-/// beside it). An edit is checked here as the server would, then sent whole.
+/// beside it). An edit is checked here as the server checks it (`check_overrides`), then all the
+/// overrides are sent; the inputs follow the server's answer, and go back to its values when it
+/// refuses.
 #[component]
-fn SettingsForm(
-    client: ChatClient,
-    defaults: AgentSettings,
-    overrides: SessionOverrides,
-) -> impl IntoView {
+fn SettingsForm(client: ChatClient) -> impl IntoView {
+    let items = client.items;
     let problem = RwSignal::new(None::<String>);
-    let default_values = object(&defaults);
-    let defaults = StoredValue::new(defaults);
-    let current = StoredValue::new(object(&overrides));
-    let apply = move |key: &'static str, raw: String| {
-        let mut next = current.get_value();
+    let defaults = Memo::new(move |_| items.with(|v| v.as_ref().map(|v| v.defaults.clone())));
+    let stored = Memo::new(move |_| {
+        items.with(|v| v.as_ref().map(|v| object(&v.overrides)).unwrap_or_default())
+    });
+    // The overrides as edited here: the server's, with the edits it has not answered yet.
+    let local = RwSignal::new(stored.get_untracked());
+    Effect::new(move |_| local.set(stored.get()));
+    // A refusal of a command (the server's limits, a rate limit) answers no `items`: show its values.
+    let refused = Memo::new(move |_| {
+        client.transcript.with(|t| {
+            t.notice.as_ref().is_some_and(|n| {
+                matches!(
+                    n.code,
+                    ErrorCode::InvalidSettings | ErrorCode::RateLimited | ErrorCode::NotFound
+                )
+            })
+        })
+    });
+    Effect::new(move |_| {
+        if refused.get() {
+            local.set(stored.get_untracked());
+        }
+    });
+    let apply = move |key: &'static str, raw: Option<String>| {
+        let Some(raw) = raw else {
+            problem.set(Some(format!("{key}: not a number")));
+            return;
+        };
+        let mut next = local.get_untracked();
         let raw = raw.trim();
         if raw.is_empty() {
             next.remove(key);
@@ -242,51 +274,55 @@ fn SettingsForm(
                 Err(e) => return problem.set(Some(e)),
             }
         }
-        let checked = serde_json::from_value::<SessionOverrides>(Value::Object(next))
+        let checked = serde_json::from_value::<SessionOverrides>(Value::Object(next.clone()))
             .map_err(|e| e.to_string())
             .and_then(|o| {
                 defaults
-                    .with_value(|d| d.with(&o))
-                    .validate()
+                    .with_untracked(|d| d.as_ref().map(|d| d.check_overrides(&o)))
+                    .unwrap_or(Ok(()))
                     .map(|()| o)
                     .map_err(|e| format!("{}: {}", e.key, e.why))
             });
         match checked {
             Ok(o) => {
                 problem.set(None);
+                local.set(next);
                 client.set_overrides(o);
             }
             Err(e) => problem.set(Some(e)),
         }
     };
-    let has_overrides = !overrides_empty(&overrides);
+    let has_overrides = move || local.with(|l| !l.is_empty());
     view! {
         <fieldset class="gb-drawer-settings">
             <legend>"Settings for this conversation"</legend>
             {SETTINGS
                 .iter()
                 .map(|&(key, label, field, unset)| {
-                    let default = default_values
-                        .get(key)
-                        .map(shown)
-                        .unwrap_or_else(|| unset.to_owned());
-                    let value = current.with_value(|c| c.get(key).map(shown)).unwrap_or_default();
+                    let default = move || {
+                        defaults.with(|d| {
+                            d.as_ref()
+                                .and_then(|d| object(d).get(key).map(shown))
+                                .unwrap_or_else(|| unset.to_owned())
+                        })
+                    };
+                    let value = move || local.with(|l| l.get(key).map(shown)).unwrap_or_default();
                     let input = match field {
                         Field::Choice(words) => view! {
-                            <select name=key on:change=move |ev| apply(key, event_target_value(&ev))>
-                                <option value="" selected=value.is_empty()>"default"</option>
-                                {words.iter().map(|w| view! { <option value=*w selected=value == *w>{*w}</option> }).collect_view()}
+                            <select name=key prop:value=value on:change=move |ev| apply(key, Some(event_target_value(&ev)))>
+                                <option value="">"default"</option>
+                                {words.iter().map(|w| view! { <option value=*w>{*w}</option> }).collect_view()}
                             </select>
                         }
                             .into_any(),
                         Field::Count { min } => view! {
-                            <input type="number" name=key min=min.to_string() step="1" placeholder=default.clone()
-                                prop:value=value on:change=move |ev| apply(key, event_target_value(&ev)) />
+                            <input type="number" name=key min=min.to_string() step="1" placeholder=default
+                                prop:value=value on:change=move |ev| apply(key, typed(&ev)) />
                         }
                             .into_any(),
                         Field::Decimal { min, max, step } => view! {
                             <input type="number" name=key min=min.to_string() max=max.to_string() step=step.to_string()
-                                placeholder=default.clone() prop:value=value on:change=move |ev| apply(key, event_target_value(&ev)) />
+                                placeholder=default prop:value=value on:change=move |ev| apply(key, typed(&ev)) />
                         }
                             .into_any(),
                     };
@@ -294,7 +330,7 @@ fn SettingsForm(
                         <label class="gb-drawer-setting" data-key=key>
                             <span class="gb-drawer-setting-label">{label}</span>
                             {input}
-                            <span class="gb-drawer-default">{format!("default: {default}")}</span>
+                            <span class="gb-drawer-default">{move || format!("default: {}", default())}</span>
                         </label>
                     }
                 })
@@ -302,14 +338,27 @@ fn SettingsForm(
             <Show when=move || problem.with(Option::is_some)>
                 <p class="gb-settings-error" role="alert">{move || problem.get()}</p>
             </Show>
-            {has_overrides.then(|| view! {
+            <Show when=has_overrides>
                 <button class="gb-link-button gb-drawer-reset" type="button"
-                    on:click=move |_| client.set_overrides(SessionOverrides::default())>
+                    on:click=move |_| {
+                        problem.set(None);
+                        local.set(Map::new());
+                        client.set_overrides(SessionOverrides::default());
+                    }>
                     "Back to the agent's defaults"
                 </button>
-            })}
+            </Show>
         </fieldset>
     }
+}
+
+/// A number input's text, or `None` when what was typed is not a number (the browser then reports
+/// an empty value, which must not clear the setting).
+fn typed(ev: &leptos::ev::Event) -> Option<String> {
+    let input = ev
+        .target()
+        .and_then(|t| wasm_bindgen::JsCast::dyn_into::<web_sys::HtmlInputElement>(t).ok())?;
+    (!input.validity().bad_input()).then(|| input.value())
 }
 
 /// `value`'s fields as a JSON object (camelCase keys; unset ones absent).
@@ -318,10 +367,6 @@ fn object<T: serde::Serialize>(value: &T) -> Map<String, Value> {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
     }
-}
-
-fn overrides_empty(o: &SessionOverrides) -> bool {
-    object(o).is_empty()
 }
 
 /// A setting's value as typed: a word for the choice, a number otherwise.

@@ -167,6 +167,28 @@ impl AgentSettings {
         })
     }
 
+    /// Checks a session's `overrides` of these defaults: the result in range, and nothing that
+    /// costs raised past the defaults (a session may lower its tool rounds and longest reply, not
+    /// raise them). The server checks with this before storing; the widget before sending.
+    pub fn check_overrides(&self, overrides: &SessionOverrides) -> Result<(), SettingError> {
+        self.with(overrides).validate()?;
+        let above = |key: &'static str, asked: u32, most: u32| SettingError {
+            key,
+            why: format!("is {asked}; this session may use at most {most}"),
+        };
+        if let Some(t) = overrides.max_chat_turns
+            && t > self.max_chat_turns
+        {
+            return Err(above("max_chat_turns", t, self.max_chat_turns));
+        }
+        if let (Some(t), Some(most)) = (overrides.max_output_tokens, self.max_output_tokens)
+            && t > most
+        {
+            return Err(above("max_output_tokens", t, most));
+        }
+        Ok(())
+    }
+
     /// These settings with `overrides` laid over them.
     pub fn with(&self, overrides: &SessionOverrides) -> AgentSettings {
         AgentSettings {
@@ -262,6 +284,38 @@ mod tests {
         assert_eq!(e.tool_permission, ToolPermission::Deny);
         assert_eq!(d.with(&SessionOverrides::default()), d);
         assert!(serde_json::from_str::<SessionOverrides>(r#"{"temprature": 1}"#).is_err());
+    }
+
+    #[test]
+    fn a_session_may_lower_what_costs_but_not_raise_it() {
+        let d = AgentSettings {
+            max_output_tokens: Some(1000),
+            ..AgentSettings::default()
+        };
+        let lower = SessionOverrides {
+            max_chat_turns: Some(3),
+            max_output_tokens: Some(500),
+            ..SessionOverrides::default()
+        };
+        assert!(d.check_overrides(&lower).is_ok());
+        let turns = SessionOverrides {
+            max_chat_turns: Some(11),
+            ..SessionOverrides::default()
+        };
+        assert_eq!(d.check_overrides(&turns).unwrap_err().key, "max_chat_turns");
+        let longest = SessionOverrides {
+            max_output_tokens: Some(1001),
+            ..SessionOverrides::default()
+        };
+        assert_eq!(
+            d.check_overrides(&longest).unwrap_err().key,
+            "max_output_tokens"
+        );
+        let hot = SessionOverrides {
+            temperature: Some(2.5),
+            ..SessionOverrides::default()
+        };
+        assert_eq!(d.check_overrides(&hot).unwrap_err().key, "temperature");
     }
 
     #[test]

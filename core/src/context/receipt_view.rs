@@ -4,7 +4,7 @@
 //! misses, the knowledge cap's) and the search's note. Pure, so the wording is tested natively
 //! and the widget only lays the rows out (as text, never as HTML).
 
-use super::items::{Included, ItemKind};
+use super::items::{Included, ItemKind, ItemRef};
 use super::receipt::{
     ItemNote, ItemSearchNote, ItemSearchStatus, LeftOut, LeftOutWhy, Part, PartKind, Reason,
     Receipt, Score,
@@ -186,6 +186,8 @@ fn item_label(note: &ItemNote) -> String {
 /// One item of the "View context" columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemCell {
+    /// The item it stands for (to add or remove it).
+    pub item: ItemRef,
     /// Before the name: the priority in three digits ("001") for rules and references, the server
     /// and a dot ("filesystem.") for tools.
     pub prefix: String,
@@ -270,6 +272,7 @@ impl ItemCell {
 /// The cell of the item `note` stands for, `tokens` its tokens.
 fn item_cell(note: &ItemNote, tokens: u32) -> ItemCell {
     ItemCell {
+        item: note.item.clone(),
         prefix: match &note.item.kind {
             ItemKind::Rule | ItemKind::Reference => format!("{:03}", note.priority),
             ItemKind::Tool { server } => format!("{server}."),

@@ -567,10 +567,6 @@ async fn demo(client: &Client, url: &str) -> Result<()> {
     Ok(())
 }
 
-/// The demo agent in a real browser: a question about bread gets the demo's sourdough reference by
-/// semantic search (the real MiniLM model), and the reply's "View context" shows it in the
-/// References column with its Agent badge and score, the always-on rules in the Rules column with
-/// theirs, and the next-best references as near misses.
 /// A server with the repo's demo agent and the real embedding model, once the model is loaded.
 async fn demo_agent_server() -> Result<glassbox_e2e::Server> {
     let config = glassbox_e2e::root().join("glassbox.toml").display().to_string();
@@ -598,6 +594,9 @@ async fn demo_agent_server() -> Result<glassbox_e2e::Server> {
     Ok(server)
 }
 
+/// The element's item methods against the demo agent: `getItems`, `addItem`/`removeItem` (heard
+/// back as the items view), `preview` (a promise of the receipt; nothing stored), `setOverrides`
+/// (shown in the drawer) and the typed refusals.
 #[tokio::test]
 async fn the_element_lists_adds_and_removes_items_sets_overrides_and_previews() -> Result<()> {
     let server = demo_agent_server().await?;
@@ -644,11 +643,31 @@ async fn the_element_lists_adds_and_removes_items_sets_overrides_and_previews() 
         shadow_element(&client, "button.gb-drawer-toggle").await?.click().await?;
         let shown = wait_for(&client, "the drawer's settings", &format!("{ROOT} const d = r.querySelector('.gb-drawer'); const i = d && d.querySelector('input[name=contextTopN]'); return i && [i.value, d.querySelector('.gb-drawer-setting[data-key=temperature] input').value];")).await?;
         assert_eq!(shown, json!(["1", "0.4"]));
+
+        // Edits in the drawer: two in a row both stay (the second is sent with the first); one
+        // the server would refuse (more tool rounds than the agent's) is refused here, named.
+        let edit = |key: &str, value: &str| {
+            format!("{ROOT} const i = r.querySelector('.gb-drawer input[name={key}]'); i.value = '{value}'; i.dispatchEvent(new Event('change', {{bubbles: true}})); return true;")
+        };
+        client.execute(&edit("contextTopK", "7"), vec![]).await?;
+        client.execute(&edit("contextExpansionDepth", "1"), vec![]).await?;
+        let both = wait_for(&client, "both edits stored", &format!("{EL} return el.getItems().then(v => v.overrides.contextExpansionDepth === 1 ? v.overrides : null);")).await?;
+        assert_eq!(both, json!({"contextTopN": 1, "temperature": 0.4, "contextTopK": 7, "contextExpansionDepth": 1}));
+        client.execute(&edit("maxChatTurns", "11"), vec![]).await?;
+        let problem = wait_for(&client, "the refusal", &format!("{ROOT} const p = r.querySelector('.gb-drawer .gb-settings-error'); return p && p.textContent;")).await?;
+        assert!(problem.as_str().is_some_and(|p| p.starts_with("max_chat_turns")), "{problem}");
+        let stored = client.execute(&format!("{EL} return el.getItems().then(v => v.overrides.maxChatTurns ?? null);"), vec![]).await?;
+        assert_eq!(stored, json!(null));
         Ok(())
     })
     .await
 }
 
+/// The demo agent in a real browser: while a question about bread is typed, the preview above the
+/// composer lists the demo's sourdough reference (semantic search with the real MiniLM model) with
+/// its Agent badge and score; removing an always item there shows the tokens it saves; the session
+/// drawer agrees; after sending, the reply's "View context" shows the reference in the References
+/// column with its badge and score, the always-on rules with theirs, and the near misses.
 #[tokio::test]
 async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scores() -> Result<()> {
     let server = demo_agent_server().await?;
@@ -659,9 +678,12 @@ async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scor
 
         // Typing: the preview under the composer lists what the draft would carry, before sending.
         let input = shadow_element(&client, "textarea.gb-input").await?;
-        input.send_keys("How long should my sourdough loaf bake in the Dutch oven, and how hot?").await?;
+        const DRAFT: &str = "How long should my sourdough loaf bake in the Dutch oven, and how hot?";
+        input.send_keys(DRAFT).await?;
+        // The preview of the whole draft (typing may pause long enough to preview a part of it).
+        let chars = DRAFT.chars().count();
         let preview_of = |what: &str| {
-            format!("{ROOT} const p = r.querySelector('.gb-preview'); if (!p) return null; const items = [...p.querySelectorAll('.gb-preview-item')].map(i => [i.dataset.name, i.dataset.include, i.querySelector('.gb-item-badge').textContent]); const total = p.querySelector('.gb-preview-total')?.textContent ?? ''; const delta = p.querySelector('.gb-preview-delta')?.textContent ?? null; {what}")
+            format!("{ROOT} const p = r.querySelector('.gb-preview'); if (!p || p.dataset.draftChars !== '{chars}') return null; const items = [...p.querySelectorAll('.gb-preview-item')].map(i => [i.dataset.name, i.dataset.include, i.querySelector('.gb-item-badge').textContent]); const total = p.querySelector('.gb-preview-total')?.textContent ?? ''; const delta = p.querySelector('.gb-preview-delta')?.textContent ?? null; {what}")
         };
         let preview = wait_for(
             &client,
@@ -688,7 +710,7 @@ async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scor
             &preview_of("return !items.some(i => i[0] === 'About Glassbox') && delta ? {items, total, delta} : null;"),
         )
         .await?;
-        let saved = before - tokens(&after["total"]);
+        let saved = before.saturating_sub(tokens(&after["total"]));
         assert!(saved > 0, "{preview} → {after}");
         assert_eq!(after["delta"].as_str(), Some(format!("−{saved}").as_str()), "{after}");
 
