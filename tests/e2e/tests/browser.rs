@@ -701,6 +701,14 @@ async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scor
         };
         let before = tokens(&preview["total"]);
         assert!(before > 0, "a token total: {preview}");
+        // The meter's Knowledge row counts the same rules and references, with the server's counts.
+        let knowledge = wait_for(
+            &client,
+            "the meter's Knowledge to be the preview's items",
+            &format!("{ROOT} const n = t => parseInt(t.replace(/[^0-9]/g, ''), 10); const items = [...r.querySelectorAll('.gb-preview-item .gb-item-tokens')].map(e => n(e.textContent)).reduce((a, b) => a + b, 0); const row = [...r.querySelectorAll('.gb-meter-breakdown tr')].find(tr => tr.querySelector('th').textContent === 'Knowledge'); const k = row && n(row.querySelector('td').textContent); return k > 0 && k === items ? k : null;"),
+        )
+        .await?;
+        assert!(knowledge.as_u64().is_some_and(|k| k > 0));
 
         // Removing an always item from the preview shows what it saved, before anything is sent.
         shadow_element(&client, ".gb-preview-item[data-name='About Glassbox'] .gb-preview-remove").await?.click().await?;
