@@ -44,6 +44,8 @@ pub struct Previews {
     pub current: RwSignal<Option<DraftPreview>>,
     /// Why the latest preview was refused (a rate limit, a message too long, …).
     pub problem: RwSignal<Option<WireError>>,
+    /// The widget's latest preview is asked for and not answered yet.
+    pub waiting: RwSignal<bool>,
     inner: StoredValue<InFlight, LocalStorage>,
 }
 
@@ -81,6 +83,7 @@ impl Previews {
         Self {
             current: RwSignal::new(None),
             problem: RwSignal::new(None),
+            waiting: RwSignal::new(false),
             inner: StoredValue::new_local(InFlight::default()),
         }
     }
@@ -94,6 +97,7 @@ impl Previews {
             format!("{ID_PREFIX}{who}{n}")
         });
         if asker == Asker::Widget {
+            self.waiting.set(true);
             self.inner
                 .with_value(|i| *i.latest.borrow_mut() = Some((id.clone(), draft.to_owned())));
         }
@@ -146,6 +150,7 @@ impl Previews {
         self.inner.with_value(|i| i.latest.borrow_mut().take());
         self.current.set(None);
         self.problem.set(None);
+        self.waiting.set(false);
     }
 
     /// Takes an answer; false when it is not a preview's.
@@ -195,6 +200,7 @@ impl Previews {
             });
         });
         self.problem.set(None);
+        self.waiting.set(false);
         true
     }
 
@@ -232,6 +238,7 @@ impl Previews {
     pub fn refuse(&self, error: WireError) {
         self.current.set(None);
         self.problem.set(Some(error));
+        self.waiting.set(false);
     }
 
     /// Rejects the host's previews in flight (the widget was removed before they were answered).

@@ -27,7 +27,7 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
     let previews = client.previews;
     let has_draft = move || client.draft.with(|d| !d.trim().is_empty());
     view! {
-        <Show when=move || has_draft() && (previews.current.with(Option::is_some) || previews.problem.with(Option::is_some))>
+        <Show when=move || has_draft() && (previews.current.with(Option::is_some) || previews.problem.with(Option::is_some) || previews.waiting.get())>
             <section
                 class="gb-preview"
                 aria-label="What this message would carry"
@@ -39,6 +39,10 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
                     </p>
                 })}
                 {move || previews.current.get().map(|p| view! { <PreviewBody client=client preview=p /> })}
+                // The first search of a new server indexes the agent's items first: say so.
+                <Show when=move || previews.waiting.get() && previews.current.with(Option::is_none) && previews.problem.with(Option::is_none)>
+                    <p class="gb-preview-waiting">"Working out what this message would carry…"</p>
+                </Show>
             </section>
         </Show>
     }
