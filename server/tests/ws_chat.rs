@@ -221,7 +221,10 @@ async fn until_reply_stored(server: &TestServer, session: &str, token: &str) -> 
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("the reply was not stored complete: {:?}", server.messages(session, token).await);
+    panic!(
+        "the reply was not stored complete: {:?}",
+        server.messages(session, token).await
+    );
 }
 
 fn eight_words() -> Vec<String> {
@@ -277,7 +280,11 @@ async fn reconnecting_with_the_last_sync_id_replays_what_was_missed(api: Api) {
             .any(|f| matches!(f.event, ServerEvent::Snapshot(_)))
     );
     assert_increasing(&rest);
-    assert_eq!(delta_text(&rest), words[2..].concat(), "every missed delta, once");
+    assert_eq!(
+        delta_text(&rest),
+        words[2..].concat(),
+        "every missed delta, once"
+    );
     let ServerEvent::Done(done) = &rest[rest.len() - 2].event else {
         panic!("the replay ends with done: {rest:?}")
     };
@@ -349,14 +356,25 @@ async fn reconnecting_mid_reply_replays_what_was_missed_then_follows_live() {
             break;
         }
     }
-    assert_eq!(delta_text(&replayed), words[2..5].concat(), "the missed deltas");
+    assert_eq!(
+        delta_text(&replayed),
+        words[2..5].concat(),
+        "the missed deltas"
+    );
     back.release();
     let live = ws.until_reply_ends().await;
-    assert_eq!(delta_text(&live), words[5..].concat(), "then the rest, live");
+    assert_eq!(
+        delta_text(&live),
+        words[5..].concat(),
+        "then the rest, live"
+    );
     let all: Vec<_> = replayed.into_iter().chain(live).collect();
     assert!(all.iter().all(|f| f.sync_id > last));
     assert_increasing(&all);
-    assert!(!all.iter().any(|f| matches!(f.event, ServerEvent::Snapshot(_))));
+    assert!(
+        !all.iter()
+            .any(|f| matches!(f.event, ServerEvent::Snapshot(_)))
+    );
 }
 
 async fn failure_mid_stream_keeps_partial_reply_and_retry_completes_it(
@@ -703,9 +721,16 @@ async fn deltas_streamed_while_a_joining_tab_reads_a_long_history_are_not_lost()
         let (_, raw) = second.next().await;
         match raw["type"].as_str().unwrap_or_default() {
             "snapshot" => {
-                let last = raw["data"]["messages"].as_array().and_then(|m| m.last()).cloned();
+                let last = raw["data"]["messages"]
+                    .as_array()
+                    .and_then(|m| m.last())
+                    .cloned();
                 if last.as_ref().is_some_and(|m| m["role"] == "assistant") {
-                    text.push_str(last.as_ref().and_then(|m| m["content"].as_str()).unwrap_or_default());
+                    text.push_str(
+                        last.as_ref()
+                            .and_then(|m| m["content"].as_str())
+                            .unwrap_or_default(),
+                    );
                 }
             }
             "delta" => text.push_str(raw["data"]["text"].as_str().unwrap_or_default()),
@@ -720,4 +745,68 @@ async fn deltas_streamed_while_a_joining_tab_reads_a_long_history_are_not_lost()
         text.len(),
         whole.len()
     );
+}
+
+/// A fast provider's 4,000 pieces of 4 characters (16 kB) reach a tab as a few dozen frames: the
+/// deltas of one message are coalesced per connection, every character once and in order. Held
+/// halfway while the tab leaves, a reconnect with the last sync id it saw (a coalesced frame's)
+/// gets exactly the rest.
+#[tokio::test]
+async fn fast_deltas_are_coalesced_per_connection_and_resume_exactly() {
+    let pieces: Vec<String> = (0..4_000).map(|i| format!("{:03} ", i % 1000)).collect();
+    let gate = Gate::new();
+    let server = TestServer::start(
+        Api::OpenAi,
+        Behaviour::Hold {
+            chunks: pieces.clone(),
+            delay: Duration::ZERO,
+            holds: vec![(2_000, gate.clone())],
+        },
+    )
+    .await;
+    let mut ws = server.ws().await;
+    let (session, token) = ws.hello_new().await;
+    ws.send(json!({"type": "chat", "data": {"message": "count"}}))
+        .await;
+    let half: String = pieces[..2_000].concat();
+    let mut seen = vec![];
+    while delta_text(&seen).len() < half.len() {
+        seen.push(ws.next().await.0);
+    }
+    assert_eq!(delta_text(&seen), half, "held after 2,000 pieces");
+    let deltas = |frames: &[glassbox_core::wire::ServerFrame]| {
+        frames
+            .iter()
+            .filter(|f| matches!(f.event, ServerEvent::Delta(_)))
+            .count()
+    };
+    let first_half = deltas(&seen);
+    assert!(
+        (2..=60).contains(&first_half),
+        "8,000 bytes in 2,000 pieces came as {first_half} frames"
+    );
+    let last = seen.last().unwrap().sync_id;
+    ws.close().await;
+    gate.release();
+    until_reply_stored(&server, &session, &token).await;
+
+    let mut ws = server.ws().await;
+    ws.send(json!({"type": "hello", "data": {"sessionId": session, "token": token, "lastSyncId": last}})).await;
+    let rest = ws.until_reply_ends().await;
+    assert!(rest.iter().all(|f| f.sync_id > last));
+    assert_increasing(&rest);
+    assert_eq!(
+        delta_text(&rest),
+        pieces[2_000..].concat(),
+        "every missed piece, once"
+    );
+    assert!(
+        deltas(&rest) <= 60,
+        "the replay is coalesced too: {}",
+        deltas(&rest)
+    );
+    let ServerEvent::Done(done) = &rest.last().unwrap().event else {
+        panic!("the replay ends with done")
+    };
+    assert_eq!(done.message.content, pieces.concat());
 }

@@ -4,6 +4,12 @@
 //!
 //! Bad frames (malformed, unknown type, oversize, invalid) are answered with a typed `error` frame and
 //! the socket stays open; nothing is stored for them.
+//!
+//! Streamed text is coalesced per connection: consecutive deltas of one message go out as one
+//! frame at most every [`COALESCE`] (or once [`COALESCE_BYTES`] wait), carrying the last one's
+//! sync id, so a fast provider's thousands of small pieces do not become thousands of events on
+//! the host page. Any other frame sends the waiting text first; ids stay in order, and a client
+//! resuming from a coalesced frame's id gets exactly what followed it.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -32,6 +38,11 @@ use crate::hub::{ClientLease, Hub};
 use crate::sessions::Ask;
 use crate::state::AppState;
 use crate::wire_error::ToWire;
+
+/// Longest time streamed text waits to be sent with the text after it (about one display frame).
+const COALESCE: std::time::Duration = std::time::Duration::from_millis(16);
+/// Streamed text waiting this many bytes is sent at once.
+const COALESCE_BYTES: usize = 4 * 1024;
 
 /// Frames above this size close the socket at the protocol level; between `MAX_FRAME_BYTES` and this
 /// they get a typed `frame_too_large` error and the socket stays open.
@@ -67,6 +78,9 @@ struct Attached {
     model: String,
     frames: broadcast::Receiver<Arc<ServerFrame>>,
     last_sent: u64,
+    /// Streamed text not sent yet: deltas of one message merged, with the last one's sync id,
+    /// and when the first of them came.
+    waiting: Option<(ServerFrame, tokio::time::Instant)>,
     _lease: ClientLease,
 }
 
@@ -81,18 +95,25 @@ where
     loop {
         let incoming = match attached.as_mut() {
             None => stream.next().await,
-            Some(a) => tokio::select! {
-                m = stream.next() => m,
-                f = a.frames.recv() => {
-                    let sent = match f {
-                        Ok(frame) => forward(&mut sink, a, &frame).await,
-                        Err(broadcast::error::RecvError::Lagged(_)) => catch_up(&state, &mut sink, a).await,
-                        Err(broadcast::error::RecvError::Closed) => Err(Closed),
-                    };
-                    if sent.is_err() { return; }
-                    continue;
+            Some(a) => {
+                let due = a.waiting.as_ref().map(|(_, since)| *since + COALESCE);
+                tokio::select! {
+                    m = stream.next() => m,
+                    f = a.frames.recv() => {
+                        let sent = match f {
+                            Ok(frame) => forward(&mut sink, a, &frame).await,
+                            Err(broadcast::error::RecvError::Lagged(_)) => catch_up(&state, &mut sink, a).await,
+                            Err(broadcast::error::RecvError::Closed) => Err(Closed),
+                        };
+                        if sent.is_err() { return; }
+                        continue;
+                    }
+                    () = until(due) => {
+                        if flush(&mut sink, a).await.is_err() { return; }
+                        continue;
+                    }
                 }
-            },
+            }
         };
         let text = match incoming {
             Some(Ok(Message::Text(t))) => t,
@@ -269,6 +290,7 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
         hub: open.hub,
         model: open.info.model.clone(),
         last_sent: 0,
+        waiting: None,
     };
     let resume = match hello.last_sync_id {
         Some(seen) => a.hub.resume(seen),
@@ -380,6 +402,8 @@ async fn send_snapshot<W: Sink<Message> + Unpin>(
     let later = drain_before(sink, a, sync_id, false)
         .await
         .map_err(closed)?;
+    // Text still waiting is in the snapshot too; sent first, the snapshot replaces it.
+    flush(sink, a).await.map_err(closed)?;
     send(sink, &frame).await.map_err(closed)?;
     a.last_sent = sync_id;
     for f in later {
@@ -423,9 +447,50 @@ async fn forward<W: Sink<Message> + Unpin>(
         }
         _ => frame,
     };
+    if let ServerEvent::Delta(delta) = &frame.event {
+        a.last_sent = frame.sync_id;
+        match &mut a.waiting {
+            Some((
+                ServerFrame {
+                    sync_id,
+                    event: ServerEvent::Delta(w),
+                },
+                _,
+            )) if w.message_id == delta.message_id => {
+                w.text.push_str(&delta.text);
+                *sync_id = frame.sync_id;
+            }
+            _ => {
+                flush(sink, a).await?;
+                a.waiting = Some((frame.clone(), tokio::time::Instant::now()));
+            }
+        }
+        let full = matches!(&a.waiting, Some((ServerFrame { event: ServerEvent::Delta(w), .. }, _)) if w.text.len() >= COALESCE_BYTES);
+        if full {
+            flush(sink, a).await?;
+        }
+        return Ok(());
+    }
+    flush(sink, a).await?;
     send(sink, frame).await?;
     a.last_sent = frame.sync_id;
     Ok(())
+}
+
+/// Sends the streamed text waiting, if any.
+async fn flush<W: Sink<Message> + Unpin>(sink: &mut W, a: &mut Attached) -> Result<(), Closed> {
+    match a.waiting.take() {
+        Some((frame, _)) => send(sink, &frame).await,
+        None => Ok(()),
+    }
+}
+
+/// Waits until `due`, or forever when nothing is due.
+async fn until(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Sends a connection-only frame in id order: session frames numbered before it go first.
@@ -455,6 +520,7 @@ async fn send_private_many<W: Sink<Message> + Unpin>(
         while let Some(f) = later.next_if(|f| f.sync_id < frame.sync_id) {
             forward(sink, a, &f).await?;
         }
+        flush(sink, a).await?;
         send(sink, &frame).await?;
         a.last_sent = frame.sync_id;
     }
