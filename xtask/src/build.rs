@@ -12,12 +12,17 @@ pub fn dist_dir() -> PathBuf {
     root().join("dist")
 }
 
-/// A wasm crate built into `dist/`: package, cargo profile, output name, wasm-opt level.
+/// A wasm crate built into `dist/`: package, cargo profile, output name, wasm-opt level, and the
+/// target directory under cargo's when it needs one of its own.
 struct WasmModule {
     package: &'static str,
     profile: &'static str,
     out_name: &'static str,
     opt_level: &'static str,
+    /// A module that builds a crate of another module with other features has its own target
+    /// directory: a `cdylib`'s file name has no feature hash, so in one directory each build would
+    /// overwrite the other's and both would rebuild every time.
+    own_target: Option<&'static str>,
 }
 
 /// The chat widget: smallest size.
@@ -26,6 +31,7 @@ const WIDGET: WasmModule = WasmModule {
     profile: "wasm-release",
     out_name: "glassbox_widget",
     opt_level: "-Oz",
+    own_target: None,
 };
 
 /// The token-counting worker: fastest counting.
@@ -34,6 +40,7 @@ const TOKEN_WORKER: WasmModule = WasmModule {
     profile: "wasm-speed",
     out_name: "glassbox_token_worker",
     opt_level: "-O3",
+    own_target: None,
 };
 
 /// The token worker with Hugging Face tokenizers, loaded only for the models that need them.
@@ -42,6 +49,8 @@ const TOKEN_WORKER_HF: WasmModule = WasmModule {
     profile: "wasm-speed",
     out_name: "glassbox_token_worker_hf",
     opt_level: "-O3",
+    // It builds `glassbox-token-worker` with the `hf` feature.
+    own_target: Some("wasm-worker-hf"),
 };
 
 /// Builds the widget, the token worker and the vocabularies into `dist/` and returns that folder.
@@ -166,16 +175,24 @@ fn wasm_module(module: &WasmModule, dist: &std::path::Path) -> Result<()> {
         "building {} (wasm32-unknown-unknown, profile {})",
         module.package, module.profile
     ));
-    run(Command::new("cargo").current_dir(root()).args([
-        "build",
-        "--package",
-        module.package,
-        "--target",
-        "wasm32-unknown-unknown",
-        "--profile",
-        module.profile,
-    ]))?;
-    let raw = target_dir().join(format!(
+    let target = match module.own_target {
+        Some(dir) => target_dir().join(dir),
+        None => target_dir(),
+    };
+    run(Command::new("cargo")
+        .current_dir(root())
+        .args([
+            "build",
+            "--package",
+            module.package,
+            "--target",
+            "wasm32-unknown-unknown",
+            "--profile",
+            module.profile,
+            "--target-dir",
+        ])
+        .arg(&target))?;
+    let raw = target.join(format!(
         "wasm32-unknown-unknown/{}/{}.wasm",
         module.profile,
         module.package.replace('-', "_")
