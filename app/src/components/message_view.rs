@@ -111,7 +111,7 @@ pub fn MessageView(
                 let has_receipt = report.is_some();
                 let counted = report.as_ref().map(|r| {
                     format!(
-                        "{}{} in counted ({})",
+                        "{}{} tokens in by our count ({})",
                         if r.exact { "" } else { "~" },
                         grouped(r.counted_input_tokens),
                         r.encoding

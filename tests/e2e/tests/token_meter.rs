@@ -111,7 +111,7 @@ async fn meter_shows_the_known_percentage_and_changes_state_at_90_and_98() -> Re
         .await?;
         let line = line.as_str().unwrap_or_default().to_owned();
         // "~": the offline model has no tokenizer of its own, so o200k counts approximately.
-        assert!(line.starts_with(&format!("~{expected} in counted (o200k_base)")), "server counted differently: {line}");
+        assert!(line.starts_with(&format!("~{expected} tokens in by our count (o200k_base)")), "server counted differently: {line}");
         Ok(())
     })
     .await
