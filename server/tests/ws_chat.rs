@@ -781,8 +781,10 @@ async fn fast_deltas_are_coalesced_per_connection_and_resume_exactly() {
             .count()
     };
     let first_half = deltas(&seen);
+    // At most one frame per 16 ms or 4 kB: how many depends on how fast the provider's pieces
+    // arrive here, so the bound is loose; one frame per piece would be 2,000.
     assert!(
-        (2..=60).contains(&first_half),
+        (2..=400).contains(&first_half),
         "8,000 bytes in 2,000 pieces came as {first_half} frames"
     );
     let last = seen.last().unwrap().sync_id;
@@ -801,8 +803,13 @@ async fn fast_deltas_are_coalesced_per_connection_and_resume_exactly() {
         "every missed piece, once"
     );
     assert!(
-        deltas(&rest) <= 60,
+        // Read from the log at once: cut at 4 kB only.
+        deltas(&rest) <= 10,
         "the replay is coalesced too: {}",
+        deltas(&rest)
+    );
+    eprintln!(
+        "2,000 pieces live: {first_half} frames; 2,000 replayed: {} frames",
         deltas(&rest)
     );
     let ServerEvent::Done(done) = &rest.last().unwrap().event else {

@@ -98,7 +98,11 @@ where
             Some(a) => {
                 let due = a.waiting.as_ref().map(|(_, since)| *since + COALESCE);
                 tokio::select! {
-                    m = stream.next() => m,
+                    m = stream.next() => {
+                        // Handling the frame may take a while: the text waiting goes first.
+                        if flush(&mut sink, a).await.is_err() { return; }
+                        m
+                    }
                     f = a.frames.recv() => {
                         let sent = match f {
                             Ok(frame) => forward(&mut sink, a, &frame).await,
@@ -402,8 +406,8 @@ async fn send_snapshot<W: Sink<Message> + Unpin>(
     let later = drain_before(sink, a, sync_id, false)
         .await
         .map_err(closed)?;
-    // Text still waiting is in the snapshot too; sent first, the snapshot replaces it.
-    flush(sink, a).await.map_err(closed)?;
+    // Text still waiting is in the snapshot too (numbered before it).
+    a.waiting = None;
     send(sink, &frame).await.map_err(closed)?;
     a.last_sent = sync_id;
     for f in later {
