@@ -20,6 +20,8 @@
 // context sets: {reason, context, setName?}), "glassbox:filter-changed" (detail: {messageIds, labels,
 // orphaned, renamed, total, status}: the messages the topic filter lets through, selected labels whose
 // topic vanished, and [{from, to}] for selected topics a regeneration renamed; bubbles up to document).
+// Parts for ::part(): root, header, meter, topics, drawer, notice, messages, message, preview,
+// composer, input, send, footer, context-dialog.
 import { shadowContainer } from './shadow-shell.js';
 import init, { GlassboxWidget } from './glassbox_widget.js';
 

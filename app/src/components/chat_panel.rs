@@ -92,8 +92,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
     let drawer_open = RwSignal::new(false);
     provide_context(InContext::new(transcript));
     view! {
-        <div class="gb-root" data-theme=move || theme.get().as_str()>
-            <header class="gb-header">
+        <div class="gb-root" part="root" data-theme=move || theme.get().as_str()>
+            <header class="gb-header" part="header">
                 <span class="gb-title">"Glassbox"</span>
                 <TokenMeter view=meter update_ms=counts.update_ms budget=budget />
                 <button
@@ -149,7 +149,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                 notice()
                     .map(|n| {
                         view! {
-                            <div class="gb-notice" role="alert" data-code=format!("{:?}", n.code)>
+                            <div class="gb-notice" part="notice" role="alert" data-code=format!("{:?}", n.code)>
                                 <span>{n.message}</span>
                                 <button class="gb-link-button" on:click=move |_| client.clear_notice()>
                                     "Dismiss"
@@ -161,6 +161,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             <div class="gb-messages-frame">
                 <div
                     class="gb-messages"
+                    part="messages"
                     role="log"
                     aria-live="off"
                     aria-label="Conversation"

@@ -28,12 +28,13 @@ pub fn Composer(client: ChatClient) -> impl IntoView {
         }
     };
     view! {
-        <form class="gb-composer" on:submit=move |ev| {
+        <form class="gb-composer" part="composer" on:submit=move |ev| {
             ev.prevent_default();
             send();
         }>
             <textarea
                 class="gb-input"
+                part="input"
                 node_ref=input
                 rows="2"
                 placeholder="Write a message…"
@@ -47,7 +48,7 @@ pub fn Composer(client: ChatClient) -> impl IntoView {
                     }
                 }
             ></textarea>
-            <button class="gb-send" type="submit" disabled=move || text.with(|t| t.trim().is_empty())>
+            <button class="gb-send" part="send" type="submit" disabled=move || text.with(|t| t.trim().is_empty())>
                 "Send"
             </button>
             <Show when=move || problem.with(Option::is_some)>

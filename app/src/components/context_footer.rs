@@ -48,6 +48,7 @@ pub fn ContextFooter(
     view! {
         <div
             class="gb-context-footer"
+            part="footer"
             hidden=move || items.with(Vec::is_empty) && changed_keys.with(Vec::is_empty)
             tabindex="0"
             title=full

@@ -98,6 +98,7 @@ pub fn ContextDialog(
     view! {
         <dialog
             class="gb-context-dialog"
+            part="context-dialog"
             node_ref=dialog
             aria-labelledby="gb-context-title"
             on:close=on_close

@@ -30,6 +30,7 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
         <Show when=move || has_draft() && (previews.current.with(Option::is_some) || previews.problem.with(Option::is_some) || previews.waiting.get())>
             <section
                 class="gb-preview"
+                part="preview"
                 aria-label="What this message would carry"
                 data-draft-chars=move || previews.current.with(|c| c.as_ref().map(|c| c.draft.chars().count()))
             >

@@ -54,6 +54,7 @@ pub fn MessageView(
     view! {
         <div
             class="gb-message"
+            part="message"
             class:gb-user=move || role.get() == Role::User
             class:gb-assistant=move || role.get() == Role::Assistant
             class:gb-in-context=highlighted
@@ -331,6 +332,7 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
     view! {
         <div
             class="gb-message gb-user gb-pending"
+            part="message"
             data-client-message-id=client_message_id
             data-status=move || if error().is_some() { "refused" } else { "sending" }
         >

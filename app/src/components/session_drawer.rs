@@ -127,7 +127,7 @@ pub fn SessionDrawer(client: ChatClient) -> impl IntoView {
     let items = client.items;
     let agent = Memo::new(move |_| items.with(|v| v.as_ref().map(|v| v.agent.clone())));
     view! {
-        <section class="gb-drawer" aria-label="This conversation's rules, references and settings">
+        <section class="gb-drawer" part="drawer" aria-label="This conversation's rules, references and settings">
             {move || match agent.get() {
                 None => view! { <p class="gb-drawer-empty">"Waiting for the server…"</p> }.into_any(),
                 Some(None) => view! {

@@ -125,6 +125,7 @@ pub fn TokenMeter(
     view! {
         <div
             class="gb-meter"
+            part="meter"
             class:gb-meter-compact=move || compact.get()
             data-state=move || state_name(state())
             data-percent=move || percent().to_string()

@@ -68,7 +68,7 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
         );
     });
     view! {
-        <section class="gb-topics" aria-label="Topics">
+        <section class="gb-topics" part="topics" aria-label="Topics">
             {move || {
                 let sticky = topics.with(|t| t.sticky_ids.len());
                 (sticky > 0)

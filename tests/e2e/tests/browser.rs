@@ -777,3 +777,46 @@ async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scor
     })
     .await
 }
+
+/// The host page styles the widget's regions through `::part()` names (header, messages,
+/// composer, input, send, footer, meter, message), and its own element rules do not reach inside.
+#[tokio::test]
+async fn the_host_page_styles_the_widget_through_its_parts_only() -> Result<()> {
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "1"),
+    ])
+    .await?;
+    let url = format!("http://{}/", server.addr);
+    in_browser(url, "parts", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        send_from_composer(&client, "Hello").await?;
+        wait_for(&client, "the reply", &format!("{ROOT} return r.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 1;")).await?;
+        let styled = client
+            .execute(
+                &format!("const s = document.createElement('style'); s.textContent = `
+                    glassbox-chat::part(header) {{ background-color: rgb(1, 2, 3); }}
+                    glassbox-chat::part(send) {{ color: rgb(4, 5, 6); }}
+                    glassbox-chat::part(input) {{ border-top-color: rgb(7, 8, 9); }}
+                    glassbox-chat::part(message) {{ outline-color: rgb(10, 11, 12); }}
+                    glassbox-chat::part(meter) {{ opacity: 0.5; }}
+                    header, button, textarea {{ background-color: rgb(200, 0, 0) !important; }}`;
+                    document.head.append(s);
+                    {ROOT}
+                    const css = (sel, prop) => getComputedStyle(r.querySelector(sel))[prop];
+                    return [css('.gb-header', 'backgroundColor'), css('.gb-send', 'color'), css('.gb-input', 'borderTopColor'),
+                            css('.gb-message', 'outlineColor'), css('.gb-meter', 'opacity'),
+                            css('.gb-input', 'backgroundColor') !== 'rgb(200, 0, 0)',
+                            ['root', 'messages', 'composer', 'footer'].every(p => r.querySelector(`[part~=${{p}}]`))];"),
+                vec![],
+            )
+            .await?;
+        assert_eq!(
+            styled,
+            json!(["rgb(1, 2, 3)", "rgb(4, 5, 6)", "rgb(7, 8, 9)", "rgb(10, 11, 12)", "0.5", true, true])
+        );
+        Ok(())
+    })
+    .await
+}
