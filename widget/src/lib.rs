@@ -69,6 +69,15 @@ fn optional<T: serde::de::DeserializeOwned>(
         .map_err(|e| js_error("invalid_frame", format!("{what}: {e}")))
 }
 
+/// The optional `attachments` and `context` arguments of `sendMessage` and `preview`.
+fn message_args(
+    attachments: JsValue,
+    context: JsValue,
+) -> Result<(Vec<Attachment>, Option<PageContext>), JsValue> {
+    let attachments = optional(attachments, "attachments")?.unwrap_or_default();
+    Ok((attachments, optional(context, "context")?))
+}
+
 /// Reads a JS object argument as `T` through JSON, so that `T`'s `deny_unknown_fields` holds
 /// (`serde_wasm_bindgen` looks up known fields only): a misspelt key is an error, not ignored.
 fn strict<T: serde::de::DeserializeOwned>(value: JsValue, what: &str) -> Result<T, JsValue> {
@@ -131,14 +140,8 @@ impl GlassboxWidget {
         attachments: JsValue,
         context: JsValue,
     ) -> Result<(), JsValue> {
-        let Some(handle) = &self.handle else {
-            return Err(js_error("conflict", "widget is unmounted"));
-        };
-        let attachments: Vec<Attachment> =
-            optional(attachments, "attachments")?.unwrap_or_default();
-        let context: Option<PageContext> = optional(context, "context")?;
-        handle
-            .client()
+        let (attachments, context) = message_args(attachments, context)?;
+        self.live()?
             .send(&text, attachments, context)
             .map_err(|e| js_error(&code_name(e.code()), e))
     }
@@ -238,9 +241,9 @@ impl GlassboxWidget {
         } else if threshold.is_null() {
             Some(None)
         } else {
-            let t = threshold
-                .as_f64()
-                .ok_or_else(|| js_error("invalid_filter", "a threshold is a number, null or absent"))?;
+            let t = threshold.as_f64().ok_or_else(|| {
+                js_error("invalid_filter", "a threshold is a number, null or absent")
+            })?;
             let t = glassbox_core::context::topics::check_threshold(t as f32)
                 .map_err(|e| js_error("invalid_filter", e.to_string()))?;
             Some(Some(t))
@@ -311,22 +314,20 @@ impl GlassboxWidget {
     pub fn set_overrides(&self, overrides: JsValue) -> Result<(), JsValue> {
         use glassbox_core::context::agent_settings::SessionOverrides;
         use leptos::prelude::WithUntracked;
-        let Some(handle) = &self.handle else {
-            return Err(js_error("conflict", "widget is unmounted"));
-        };
+        let client = self.live()?;
         let overrides: SessionOverrides = if overrides.is_undefined() || overrides.is_null() {
             SessionOverrides::default()
         } else {
             strict(overrides, "overrides")?
         };
-        let client = handle.client();
-        let checked = client.transcript.with_untracked(|t| {
-            t.items
-                .as_ref()
-                .map(|v| v.defaults.with(&overrides).validate())
-        });
+        let checked = client
+            .items
+            .with_untracked(|v| v.as_ref().map(|v| v.defaults.check_overrides(&overrides)));
         if let Some(Err(e)) = checked {
-            return Err(js_error("invalid_settings", format!("{}: {}", e.key, e.why)));
+            return Err(js_error(
+                "invalid_settings",
+                format!("{}: {}", e.key, e.why),
+            ));
         }
         client.set_overrides(overrides);
         Ok(())
@@ -343,14 +344,8 @@ impl GlassboxWidget {
         attachments: JsValue,
         context: JsValue,
     ) -> Result<js_sys::Promise, JsValue> {
-        let Some(handle) = &self.handle else {
-            return Err(js_error("conflict", "widget is unmounted"));
-        };
-        let attachments: Vec<Attachment> =
-            optional(attachments, "attachments")?.unwrap_or_default();
-        let context: Option<PageContext> = optional(context, "context")?;
-        handle
-            .client()
+        let (attachments, context) = message_args(attachments, context)?;
+        self.live()?
             .preview_for_host(&text, attachments, context)
             .map_err(|e| js_error(&code_name(e.code()), e))
     }
@@ -367,13 +362,25 @@ impl GlassboxWidget {
     fn item_change(
         &self,
         item: JsValue,
-    ) -> Result<(glassbox_app::ChatClient, glassbox_core::context::items::ItemRef), JsValue> {
-        let Some(handle) = &self.handle else {
-            return Err(js_error("conflict", "widget is unmounted"));
-        };
+    ) -> Result<
+        (
+            glassbox_app::ChatClient,
+            glassbox_core::context::items::ItemRef,
+        ),
+        JsValue,
+    > {
+        let client = self.live()?;
         let item = optional(item, "item")?
             .ok_or_else(|| js_error("invalid_frame", "item: give {kind, name}"))?;
-        Ok((handle.client(), item))
+        Ok((client, item))
+    }
+
+    /// The chat client, unless the widget was unmounted (`conflict`).
+    fn live(&self) -> Result<glassbox_app::ChatClient, JsValue> {
+        self.handle
+            .as_ref()
+            .map(ChatHandle::client)
+            .ok_or_else(|| js_error("conflict", "widget is unmounted"))
     }
 
     /// Closes the connection and removes the view.

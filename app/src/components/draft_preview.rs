@@ -6,9 +6,7 @@
 //! is sent.
 
 use glassbox_core::context::MessageMark;
-use glassbox_core::context::receipt_view::{
-    ItemCell, item_columns, item_misses, item_search_words,
-};
+use glassbox_core::context::receipt_view::{ItemCell, ItemSection, item_section};
 use leptos::prelude::*;
 
 use super::context_view::Badge;
@@ -53,22 +51,25 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
 /// misses.
 #[component]
 fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl IntoView {
-    let columns = item_columns(&preview.receipt);
+    let section = item_section(&preview.receipt);
     // The knowledge budget's cuts (all: the user should know before sending), then the best near
     // misses.
-    let (capped, near): (Vec<_>, Vec<_>) = item_misses(&preview.receipt)
-        .into_iter()
-        .partition(|m| m.cause == "knowledge_cap");
-    let misses: Vec<_> = capped
-        .into_iter()
-        .chain(near.into_iter().take(MISSES_SHOWN))
-        .collect();
-    let search = preview
-        .receipt
-        .item_search
-        .as_ref()
-        .map(item_search_words)
-        .filter(|w| !w.is_empty());
+    let (columns, misses, search) = match section {
+        Some(ItemSection {
+            columns,
+            misses,
+            search,
+        }) => {
+            let (capped, near): (Vec<_>, Vec<_>) =
+                misses.into_iter().partition(|m| m.cause == "knowledge_cap");
+            let misses: Vec<_> = capped
+                .into_iter()
+                .chain(near.into_iter().take(MISSES_SHOWN))
+                .collect();
+            (columns, misses, search)
+        }
+        None => Default::default(),
+    };
     let total = format!(
         "{}{} tokens to send",
         if preview.receipt.totals.exact {
