@@ -620,6 +620,13 @@ impl Inner {
                 this.send_frame(&ClientFrame::Preview(request));
             }
         }
+        match &frame.event {
+            ServerEvent::Accepted(a) if !a.duplicate => {
+                this.notify_host("glassbox:message", &a.message);
+            }
+            ServerEvent::Error(e) => this.notify_host("glassbox:error", e),
+            _ => {}
+        }
         if let Some(message) = finished {
             this.notify_host("glassbox:reply", &message);
         }

@@ -3,55 +3,66 @@
 //   <script type="module" src="https://YOUR-SERVER/widget/glassbox-chat.js"></script>
 //   <glassbox-chat server="https://YOUR-SERVER" session="support" theme="auto"></glassbox-chat>
 //
-// Attributes: server (defaults to the origin this script came from), session (names the conversation
-// slot kept in localStorage), agent (one the server configures; its first when absent; each agent
-// keeps its own conversation in the slot), model, theme (light | dark | auto), vocab (token vocabulary URL with
-// {encoding}; defaults to vocab/{encoding}.gbv beside this script), file-link and applet-link (the
-// context footer's link templates with {path}, or {slug} and {params}; "none" for no links), capture
-// (the idle URL capture: "off", "PARAM" or "PARAM:SET"; default "applet"), hide-context-values
-// (present: "View context" shows page-context key names only, never their values).
-// Methods: sendMessage(text, attachments?, context?), setPageContext(obj), setContext(setName, items, mode?),
-// clearSession() (deletes the conversation on the server and starts a new one), setFilter(labels),
-// getTopics(), setSimilarityMode(enabled, threshold? | null), markMessage(messageId, 'pinned' | 'excluded' | null),
-// getItems() ({agent, available, session, defaults, overrides} or null), addItem({kind, name}),
-// removeItem({kind, name}), setOverrides(overrides), preview(text, attachments?, context?) (a promise
-// of the receipt the message would get now, planned without sending it).
-// Events: "glassbox:reply" (detail: the finished reply message), "glassbox:context" (the session's
-// context sets: {reason, context, setName?}), "glassbox:filter-changed" (detail: {messageIds, labels,
-// orphaned, renamed, total, status}: the messages the topic filter lets through, selected labels whose
-// topic vanished, and [{from, to}] for selected topics a regeneration renamed; bubbles up to document).
-// Parts for ::part(): root, header, meter, topics, drawer, notice, messages, message, preview,
-// composer, input, send, footer, context-dialog.
-import { shadowContainer } from './shadow-shell.js';
-import init, { GlassboxWidget } from './glassbox_widget.js';
+// Attributes, methods, events and ::part() names: glassbox-chat.d.ts (the types) and
+// docs/embedding.md (the same as tables).
+import { shadowRoot } from './shadow-shell.js';
+import { Launcher, launcherPosition } from './launcher.js';
 
 const here = new URL('.', import.meta.url);
-const ready = init({ module_or_path: new URL('glassbox_widget_bg.wasm', here) });
-const defaultServer = new URL('..', here).href.replace(/\/$/, '');
+// The widget's code is fetched on first need: at once in inline mode, when the button is neared or
+// the chat is used in launcher mode.
+let loading = null;
+function load() {
+  loading ??= import('./glassbox_widget.js').then(async (module) => {
+    await module.default({ module_or_path: new URL('glassbox_widget_bg.wasm', here) });
+    return module;
+  });
+  return loading;
+}
+// Served by a Glassbox server (…/widget/): that server. From a package or a CDN: the page's origin.
+const defaultServer = here.pathname.endsWith('/widget/')
+  ? new URL('..', here).href.replace(/\/$/, '')
+  : location.origin;
 
 class GlassboxChat extends HTMLElement {
   static observedAttributes = [
     'server', 'session', 'agent', 'model', 'theme', 'vocab', 'file-link', 'applet-link', 'capture',
-    'hide-context-values',
+    'hide-context-values', 'mode', 'position',
   ];
 
   #widget = null;
   #container = null;
   #pageContext = undefined;
   #mounting = null;
+  #launcher = null;
 
   connectedCallback() {
-    if (!this.shadowRoot) this.#container = shadowContainer(this, 'gb-host');
-    this.#mount();
+    if (!this.shadowRoot) {
+      shadowRoot(this);
+      this.#container = document.createElement('div');
+      this.#container.className = 'gb-host';
+    }
+    this.#layout();
   }
 
   disconnectedCallback() {
     this.#unmount();
+    this.#launcher?.destroy();
+    this.#launcher = null;
   }
 
   attributeChangedCallback(name, oldValue, newValue) {
-    if (oldValue === newValue || !this.#widget) return;
-    if (name === 'theme') {
+    if (oldValue === newValue || !this.shadowRoot || !this.isConnected) return;
+    if (name === 'position') {
+      this.#launcher?.setPosition(launcherPosition(newValue));
+    } else if (name === 'mode') {
+      this.#unmount();
+      this.#launcher?.destroy();
+      this.#launcher = null;
+      this.#layout();
+    } else if (!this.#widget) {
+      // Read when mounting.
+    } else if (name === 'theme') {
       this.#widget.setTheme(newValue);
     } else {
       // A different server, session slot, agent or model is a different conversation; the other
@@ -139,10 +150,41 @@ class GlassboxChat extends HTMLElement {
     return this.#live().preview(String(text), attachments ?? null, context ?? null);
   }
 
+  /** Launcher mode: opens the panel (and loads the chat on first use). */
+  async open() {
+    if (this.#launcher) await this.#launcher.open();
+  }
+
+  /** Launcher mode: closes the panel; the conversation stays connected. */
+  close() {
+    this.#launcher?.close();
+  }
+
+  /** Whether the chat is showing: always in inline mode, while the panel is open in launcher mode. */
+  get isOpen() {
+    return this.#launcher ? this.#launcher.isOpen : this.isConnected;
+  }
+
   /** Deletes this conversation on the server and starts a new one (the "New chat" control). */
   async clearSession() {
     await this.#mount();
     this.#live().clearSession();
+  }
+
+  /** Inline: the container fills the element and the chat mounts now. Launcher: a button and a
+   * panel around the container; the chat mounts when opened or first used. */
+  #layout() {
+    if (this.getAttribute('mode') === 'launcher') {
+      this.#launcher ??= new Launcher(this, this.shadowRoot, this.#container, {
+        position: launcherPosition(this.getAttribute('position')),
+        storageKey: `glassbox:launcher:${location.pathname}:${this.getAttribute('session') || 'default'}`,
+        onOpen: () => this.#mount(),
+        onPrefetch: () => load(),
+      });
+    } else {
+      this.shadowRoot.append(this.#container);
+      this.#mount();
+    }
   }
 
   #live() {
@@ -153,7 +195,7 @@ class GlassboxChat extends HTMLElement {
   #mount() {
     if (this.#widget) return Promise.resolve();
     if (!this.#mounting) {
-      this.#mounting = ready.then(() => {
+      this.#mounting = load().then(({ GlassboxWidget }) => {
         if (this.#widget || !this.isConnected) return;
         this.#widget = new GlassboxWidget(this, this.#container, {
           server: this.getAttribute('server') || defaultServer,

@@ -69,6 +69,7 @@ pub fn widget() -> Result<PathBuf> {
         ),
         ("widget/js/token-worker.js", "token-worker.js"),
         ("widget/js/shadow-shell.js", "shadow-shell.js"),
+        ("widget/js/launcher.js", "launcher.js"),
         ("style/glassbox.css", "glassbox.css"),
     ] {
         std::fs::copy(root().join(from), dist.join(to))
@@ -85,11 +86,13 @@ pub fn widget() -> Result<PathBuf> {
         "glassbox-token-meter.js",
         "token-worker.js",
         "shadow-shell.js",
+        "launcher.js",
         "glassbox.css",
     ] {
         precompress(&dist.join(name))?;
     }
     crate::vocab::prepare()?;
+    crate::npm_package::write(&dist)?;
     say(format!("widget ready in {}", dist.display()));
     Ok(dist)
 }
@@ -152,9 +155,10 @@ impl ServerBuild {
             "server built (profile serve) in {:.0} s",
             self.started.elapsed().as_secs_f64()
         ));
-        Ok(self
-            .target
-            .join(format!("serve/glassbox-server{}", std::env::consts::EXE_SUFFIX)))
+        Ok(self.target.join(format!(
+            "serve/glassbox-server{}",
+            std::env::consts::EXE_SUFFIX
+        )))
     }
 }
 

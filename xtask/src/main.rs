@@ -4,6 +4,7 @@
 
 mod build;
 mod model;
+mod npm_package;
 mod run;
 mod sticky;
 mod tools;
@@ -14,7 +15,8 @@ use anyhow::{Result, bail};
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
-  build            build the widget into dist/ (wasm32, wasm-bindgen, wasm-opt -Oz)
+  build            build the widget into dist/ (wasm32, wasm-bindgen, wasm-opt -Oz) and its npm
+                   package into dist/npm/glassbox-chat/
   serve [--dev]    build what is needed and run the server with the demo page (GLASSBOX_* env applies):
                    an optimized server build; --dev runs the debug build the tests share (quicker to
                    rebuild while developing)

@@ -108,6 +108,43 @@ async fn axum_serve(
     glassbox_server::serve(listener, state).await
 }
 
+/// A plain web server on loopback serving the files of a folder: a host page on an origin of its
+/// own, which our server did not make.
+pub struct StaticSite {
+    pub addr: SocketAddr,
+}
+
+/// Serves `dir` on a free loopback port, adding `headers` (a Content-Security-Policy, say) to
+/// every response.
+pub async fn static_site(dir: &Path, headers: &[(&'static str, &str)]) -> Result<StaticSite> {
+    use axum::http::{HeaderName, HeaderValue};
+    let headers: Arc<Vec<(HeaderName, HeaderValue)>> = Arc::new(
+        headers
+            .iter()
+            .map(|(k, v)| Ok((HeaderName::from_static(k), HeaderValue::from_str(v)?)))
+            .collect::<Result<_>>()?,
+    );
+    let app = axum::Router::new()
+        .fallback_service(tower_http::services::ServeDir::new(dir))
+        .layer(axum::middleware::map_response(
+            move |mut response: axum::response::Response| {
+                let headers = headers.clone();
+                async move {
+                    for (name, value) in headers.iter() {
+                        response.headers_mut().insert(name.clone(), value.clone());
+                    }
+                    response
+                }
+            },
+        ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(StaticSite { addr })
+}
+
 /// A chromedriver process, killed on drop.
 pub struct Driver {
     pub url: String,

@@ -95,6 +95,7 @@ async fn main() -> Result<()> {
         "glassbox_widget.js",
         "glassbox-chat.js",
         "shadow-shell.js",
+        "launcher.js",
         "glassbox.css",
     ] {
         let (raw, gz, br) = sizes(&dist.join(name))?;

@@ -1,0 +1,235 @@
+// Types of the Glassbox custom elements: <glassbox-chat> and <glassbox-token-meter>.
+// The wire's shapes are described in docs/protocol.md; the names here follow it (camelCase).
+
+/** A stable, machine-readable error code (the wire's, the HTTP API's and the element's). */
+export type ErrorCode =
+  | 'malformed_json' | 'unknown_frame_type' | 'invalid_frame' | 'frame_too_large' | 'invalid_message'
+  | 'context_too_large' | 'context_invalid' | 'context_overflow' | 'invalid_settings' | 'invalid_filter'
+  | 'invalid_context_set' | 'invalid_attachment' | 'invalid_client_message_id' | 'hello_required'
+  | 'unauthorized' | 'not_found' | 'conflict' | 'model_not_allowed' | 'unknown_agent'
+  | 'origin_not_allowed' | 'unsupported_media_type' | 'budget_exhausted' | 'provider_error'
+  | 'provider_timeout' | 'provider_unavailable' | 'rate_limited' | 'cancelled'
+  | 'embeddings_unavailable' | 'overloaded' | 'internal';
+
+/** An error as the server or the element reports it. */
+export interface GlassboxErrorDetail {
+  code: ErrorCode;
+  message: string;
+  /** Whether repeating the same action may succeed. */
+  retryable: boolean;
+  /** The reply this error concerns, if any. */
+  messageId?: string;
+  /** The `clientMessageId` of the message that was refused, if any. */
+  clientMessageId?: string;
+  /** For `rate_limited` and `budget_exhausted`: milliseconds until the action may succeed. */
+  retryAfterMs?: number;
+}
+
+/** What the element's promises reject with: an `Error` named `GlassboxError[code]`. */
+export interface GlassboxError extends Error {
+  code: ErrorCode;
+}
+
+/** Page data sent with a message: reaches the model as delimited data, never shown in the message. */
+export type PageContext = Record<string, unknown>;
+
+/** A file sent with a message. */
+export interface Attachment {
+  name: string;
+  mimeType?: string;
+  size?: number;
+  url?: string;
+}
+
+/** Token counts as the provider reported them. */
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  [key: string]: unknown;
+}
+
+/** One part of what the model was given, with its tokens and the reason it was given. */
+export interface ReceiptPart {
+  kind: string;
+  reason: { kind: string; [key: string]: unknown };
+  tokens: number;
+  [key: string]: unknown;
+}
+
+/** What a reply's request carried and left out, and our count (the "View context" data). */
+export interface Receipt {
+  countedInputTokens: number;
+  encoding: string;
+  exact: boolean;
+  contextLimit: number;
+  outputReserve: number;
+  parts?: ReceiptPart[];
+  leftOut?: unknown[];
+  [key: string]: unknown;
+}
+
+/** A message of the conversation. */
+export interface ChatMessage {
+  id: string;
+  role: 'user' | 'assistant';
+  content: string;
+  status: 'complete' | 'streaming' | 'failed';
+  /** Milliseconds since the Unix epoch. */
+  createdAt: number;
+  clientMessageId?: string;
+  /** For replies: the user message answered. */
+  replyTo?: string;
+  /** The page context sent with a user message (for the host; never rendered by the widget). */
+  context?: PageContext;
+  attachments?: Attachment[];
+  usage?: Usage;
+  receipt?: Receipt;
+  error?: GlassboxErrorDetail;
+  mark?: 'pinned' | 'excluded';
+  [key: string]: unknown;
+}
+
+/** The session's context sets (files, applet, endpoints, and the host's own). */
+export interface ContextDetail {
+  reason: string;
+  context: Record<string, unknown>;
+  /** The set that changed, when one did. */
+  setName?: string;
+}
+
+/** Which messages the topic filter lets through. */
+export interface FilterChangedDetail {
+  messageIds: string[];
+  labels: string[];
+  orphaned: string[];
+  renamed: { from: string; to: string }[];
+  total: number;
+  status: string;
+}
+
+/** A rule or reference of the agent, named for `addItem` / `removeItem`. */
+export interface ItemRef {
+  kind: 'rule' | 'reference';
+  name: string;
+}
+
+/** The agent's items and the session's choices (`getItems()`). */
+export interface SessionItems {
+  agent: string;
+  available: unknown[];
+  session: unknown[];
+  defaults: Record<string, unknown>;
+  overrides: Record<string, unknown>;
+}
+
+/** The events <glassbox-chat> dispatches (bubbling and composed). */
+export interface GlassboxChatEventMap {
+  /** The user's message, as the server stored it. */
+  'glassbox:message': CustomEvent<ChatMessage>;
+  /** A finished reply. */
+  'glassbox:reply': CustomEvent<ChatMessage>;
+  /** An error the widget shows (a refused message, a failed reply, a lost connection's cause). */
+  'glassbox:error': CustomEvent<GlassboxErrorDetail>;
+  /** The session's context sets changed. */
+  'glassbox:context': CustomEvent<ContextDetail>;
+  /** The topic filter changed. */
+  'glassbox:filter-changed': CustomEvent<FilterChangedDetail>;
+  /** Launcher mode: the panel opened or closed. */
+  'glassbox:toggle': CustomEvent<{ open: boolean }>;
+}
+
+/** `<glassbox-chat>`: the chat widget. */
+export interface GlassboxChatElement extends HTMLElement {
+  /** Launcher mode: whether the panel is open (always true in inline mode while connected). */
+  readonly isOpen: boolean;
+  /** Sends a message; `context` is page data for the model, never shown in the message. */
+  sendMessage(text: string, attachments?: Attachment[] | null, context?: PageContext | null): Promise<void>;
+  /** Sets the page context sent with every later message; `null` clears it. */
+  setPageContext(context: PageContext | null): Promise<void>;
+  /** Changes one of the session's context sets. */
+  setContext(setName: string, items: string[], mode?: 'replace' | 'merge'): Promise<void>;
+  /** Selects topics by label (empty clears the filter). */
+  setFilter(labels: string[]): Promise<void>;
+  /** The session's topics and filter as last received. */
+  getTopics(): Promise<{ topics: unknown[]; filter: unknown } | null>;
+  /** Similarity mode on or off; a threshold (0–1) sets the cosine, `null` returns it to the server's. */
+  setSimilarityMode(enabled: boolean, threshold?: number | null): Promise<void>;
+  /** Pins, excludes or unmarks a message. */
+  markMessage(messageId: string, mark: 'pinned' | 'excluded' | null): Promise<void>;
+  /** The agent's items and the session's choices as last received, or null. */
+  getItems(): Promise<SessionItems | null>;
+  addItem(item: ItemRef): Promise<void>;
+  removeItem(item: ItemRef): Promise<void>;
+  /** Replaces the session's overrides of the agent's defaults ({} clears them). */
+  setOverrides(overrides: Record<string, unknown>): Promise<void>;
+  /** The receipt a turn answering `text` would have now, without sending it. */
+  preview(text: string, attachments?: Attachment[] | null, context?: PageContext | null): Promise<Receipt>;
+  /** Deletes this conversation on the server and starts a new one. */
+  clearSession(): Promise<void>;
+  /** Launcher mode: opens the panel (loading the chat on first use). */
+  open(): Promise<void>;
+  /** Launcher mode: closes the panel; the conversation stays connected. */
+  close(): void;
+
+  addEventListener<K extends keyof GlassboxChatEventMap>(
+    type: K,
+    listener: (this: GlassboxChatElement, ev: GlassboxChatEventMap[K]) => unknown,
+    options?: boolean | AddEventListenerOptions,
+  ): void;
+  addEventListener(
+    type: string,
+    listener: EventListenerOrEventListenerObject,
+    options?: boolean | AddEventListenerOptions,
+  ): void;
+  removeEventListener<K extends keyof GlassboxChatEventMap>(
+    type: K,
+    listener: (this: GlassboxChatElement, ev: GlassboxChatEventMap[K]) => unknown,
+    options?: boolean | EventListenerOptions,
+  ): void;
+  removeEventListener(
+    type: string,
+    listener: EventListenerOrEventListenerObject,
+    options?: boolean | EventListenerOptions,
+  ): void;
+}
+
+/** A reading of the token meter. */
+export interface MeterReading {
+  used: number;
+  limit: number;
+  percent: number;
+  state: string;
+  estimated: boolean;
+  [key: string]: unknown;
+}
+
+/** `<glassbox-token-meter>`: the token meter alone, counting in the browser with no server. */
+export interface GlassboxTokenMeterElement extends HTMLElement {
+  setText(text: string): void;
+  setMessages(messages: string[]): void;
+  setSystemPrompt(text: string): void;
+  reading(): MeterReading | null;
+}
+
+/** The attributes of <glassbox-chat>, for JSX and templates. */
+export interface GlassboxChatAttributes {
+  server?: string;
+  session?: string;
+  agent?: string;
+  model?: string;
+  theme?: 'light' | 'dark' | 'auto';
+  mode?: 'inline' | 'launcher';
+  position?: 'bottom-right' | 'bottom-left' | 'top-right' | 'top-left';
+  vocab?: string;
+  'file-link'?: string;
+  'applet-link'?: string;
+  capture?: string;
+  'hide-context-values'?: boolean | '';
+}
+
+declare global {
+  interface HTMLElementTagNameMap {
+    'glassbox-chat': GlassboxChatElement;
+    'glassbox-token-meter': GlassboxTokenMeterElement;
+  }
+}

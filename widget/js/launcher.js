@@ -1,0 +1,199 @@
+// Launcher mode of <glassbox-chat>: a floating button that opens the chat as an overlay panel
+// (full-screen below 480 px). The panel remembers being open per page, Esc closes it and focus
+// goes back to the button, and replies that arrive while it is closed show as an unread badge.
+// Everything is built with DOM calls and classes: no inline styles or markup, so a strict
+// Content-Security-Policy needs nothing extra.
+
+const POSITIONS = ['bottom-right', 'bottom-left', 'top-right', 'top-left'];
+const SVG = 'http://www.w3.org/2000/svg';
+
+/** `value` if it is a known position, else the default (bottom-right). */
+export function launcherPosition(value) {
+  return POSITIONS.includes(value) ? value : 'bottom-right';
+}
+
+/** The chat bubble icon, as SVG elements. */
+function bubbleIcon() {
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('viewBox', '0 0 24 24');
+  svg.setAttribute('aria-hidden', 'true');
+  svg.setAttribute('class', 'gb-launcher-icon');
+  const path = document.createElementNS(SVG, 'path');
+  path.setAttribute('d', 'M4 4h16a2 2 0 0 1 2 2v10a2 2 0 0 1-2 2H9l-5 4v-4a2 2 0 0 1-2-2V6a2 2 0 0 1 2-2z');
+  svg.append(path);
+  return svg;
+}
+
+function element(tag, className, attributes = {}) {
+  const el = document.createElement(tag);
+  el.className = className;
+  for (const [name, value] of Object.entries(attributes)) el.setAttribute(name, value);
+  return el;
+}
+
+/**
+ * The button, the panel around `container` and their behaviour, in `root` (the shadow root).
+ * `options.onOpen` runs before the panel first shows (the element mounts the chat there);
+ * `options.storageKey` names where open/closed is remembered.
+ */
+export class Launcher {
+  #host;
+  #button;
+  #badge;
+  #panel;
+  #container;
+  #options;
+  #open = false;
+  #unread = 0;
+  #listeners = [];
+
+  constructor(host, root, container, options) {
+    this.#host = host;
+    this.#container = container;
+    this.#options = options;
+    const position = launcherPosition(options.position);
+
+    this.#button = element('button', 'gb-launcher', {
+      type: 'button',
+      part: 'launcher',
+      'data-position': position,
+      'aria-haspopup': 'dialog',
+      'aria-expanded': 'false',
+      'aria-controls': 'gb-panel',
+      'aria-label': 'Open chat',
+    });
+    this.#badge = element('span', 'gb-launcher-badge', { part: 'badge', 'aria-hidden': 'true' });
+    this.#badge.hidden = true;
+    this.#button.append(bubbleIcon(), this.#badge);
+
+    this.#panel = element('div', 'gb-panel', {
+      id: 'gb-panel',
+      part: 'panel',
+      role: 'dialog',
+      'aria-label': 'Chat',
+      'data-position': position,
+    });
+    this.#panel.hidden = true;
+    const bar = element('div', 'gb-panel-bar', { part: 'panel-bar' });
+    const title = element('span', 'gb-panel-title');
+    title.textContent = 'Chat';
+    const close = element('button', 'gb-panel-close', {
+      type: 'button',
+      part: 'close',
+      'aria-label': 'Close chat',
+    });
+    close.textContent = '×';
+    bar.append(title, close);
+    this.#panel.append(bar, container);
+    root.append(this.#button, this.#panel);
+
+    this.#on(this.#button, 'click', () => (this.#open ? this.close() : this.open()));
+    // Loading starts when the pointer or focus comes near, before the click.
+    this.#on(this.#button, 'pointerenter', () => options.onPrefetch?.());
+    this.#on(this.#button, 'focus', () => options.onPrefetch?.());
+    this.#on(close, 'click', () => this.close());
+    this.#on(this.#panel, 'keydown', (e) => {
+      // Esc inside "View context" closes that dialog first.
+      if (e.key === 'Escape' && !root.querySelector('dialog[open]')) {
+        e.preventDefault();
+        this.close();
+      }
+    });
+    this.#on(host, 'glassbox:reply', () => {
+      if (!this.#open) this.#setUnread(this.#unread + 1);
+    });
+    if (this.#remembered() === 'open') this.open({ focus: false });
+  }
+
+  /** Whether the panel is open. */
+  get isOpen() {
+    return this.#open;
+  }
+
+  /** Opens the panel; focus goes to the message input unless `focus` is false. */
+  async open({ focus = true } = {}) {
+    if (this.#open) return;
+    this.#open = true;
+    this.#remember('open');
+    this.#setUnread(0);
+    this.#panel.hidden = false;
+    this.#button.setAttribute('aria-expanded', 'true');
+    this.#button.setAttribute('aria-label', 'Close chat');
+    this.#host.dispatchEvent(
+      new CustomEvent('glassbox:toggle', { detail: { open: true }, bubbles: true, composed: true }),
+    );
+    await this.#options.onOpen?.();
+    if (focus && this.#open) this.#focusInput();
+  }
+
+  /** Closes the panel and gives focus back to the button (the chat stays connected). */
+  close() {
+    if (!this.#open) return;
+    this.#open = false;
+    this.#remember('closed');
+    this.#panel.hidden = true;
+    this.#button.setAttribute('aria-expanded', 'false');
+    this.#setUnread(this.#unread);
+    this.#button.focus();
+    this.#host.dispatchEvent(
+      new CustomEvent('glassbox:toggle', { detail: { open: false }, bubbles: true, composed: true }),
+    );
+  }
+
+  /** Moves the button and the panel to `position` (one of the four corners). */
+  setPosition(position) {
+    this.#button.dataset.position = position;
+    this.#panel.dataset.position = position;
+  }
+
+  /** Removes the button and the panel (the container is left to the caller). */
+  destroy() {
+    for (const [target, type, listener] of this.#listeners) target.removeEventListener(type, listener);
+    this.#listeners = [];
+    this.#button.remove();
+    this.#panel.remove();
+  }
+
+  #on(target, type, listener) {
+    target.addEventListener(type, listener);
+    this.#listeners.push([target, type, listener]);
+  }
+
+  #setUnread(count) {
+    this.#unread = count;
+    this.#badge.hidden = count === 0;
+    this.#badge.textContent = count > 9 ? '9+' : String(count);
+    if (!this.#open) {
+      this.#button.setAttribute(
+        'aria-label',
+        count === 0 ? 'Open chat' : `Open chat (${count} unread ${count === 1 ? 'reply' : 'replies'})`,
+      );
+    }
+  }
+
+  /** Focuses the message input once the chat has drawn it (a few frames at most). */
+  #focusInput(frames = 30) {
+    const input = this.#container.querySelector('.gb-input');
+    if (input) {
+      input.focus();
+    } else if (frames > 0) {
+      requestAnimationFrame(() => this.#open && this.#focusInput(frames - 1));
+    }
+  }
+
+  #remembered() {
+    try {
+      return localStorage.getItem(this.#options.storageKey);
+    } catch {
+      return null; // Storage can be off (privacy settings, sandboxed frames): nothing is remembered.
+    }
+  }
+
+  #remember(state) {
+    try {
+      localStorage.setItem(this.#options.storageKey, state);
+    } catch {
+      // As above.
+    }
+  }
+}

@@ -1,0 +1,148 @@
+//! The npm package of the elements, `dist/npm/glassbox-chat/`: the built widget, its workers,
+//! vocabularies, stylesheet and types, with an ESM entry that defines both elements. Every file
+//! is found relative to `import.meta.url`, so the folder works from a CDN, a Glassbox server or
+//! `node_modules` alike; `npm pack` in it makes the tarball.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use crate::build::is_newer;
+use crate::tools::{root, say};
+
+/// The package's name on the registry.
+pub const NAME: &str = "glassbox-chat";
+
+/// The files of `dist/` the package carries (the vocabularies are added from `dist/vocab/`).
+const FILES: &[&str] = &[
+    "glassbox-chat.js",
+    "glassbox-token-meter.js",
+    "launcher.js",
+    "shadow-shell.js",
+    "glassbox_widget.js",
+    "glassbox_widget_bg.wasm",
+    "glassbox.css",
+    "token-worker.js",
+    "glassbox_token_worker.js",
+    "glassbox_token_worker_bg.wasm",
+    "glassbox_token_worker_hf.js",
+    "glassbox_token_worker_hf_bg.wasm",
+];
+
+/// The entry: importing the package defines `<glassbox-chat>` and `<glassbox-token-meter>`.
+const ENTRY: &str = "\
+// Defines <glassbox-chat> and <glassbox-token-meter>. Types: glassbox-chat.d.ts.
+import './glassbox-chat.js';
+import './glassbox-token-meter.js';
+";
+
+const README: &str = "\
+# glassbox-chat
+
+The Glassbox chat widget as custom elements: `<glassbox-chat>` (the chat, inline or as a launcher)
+and `<glassbox-token-meter>` (the token meter alone, counting in the browser with no server).
+
+```js
+import 'glassbox-chat';
+```
+
+```html
+<glassbox-chat server=\"https://glassbox.example.com\" mode=\"launcher\"></glassbox-chat>
+```
+
+Or with no bundler, from any page (the files find each other relative to the script):
+
+```html
+<script type=\"module\" src=\"https://glassbox.example.com/widget/npm/glassbox-chat/index.js\"></script>
+```
+
+Attributes, methods, events, `::part()` names and the Content-Security-Policy it needs are in the
+project's docs/embedding.md; the types are in `glassbox-chat.d.ts`.
+";
+
+/// Writes the package folder under `dist` and returns it. Files already current are not copied.
+pub fn write(dist: &Path) -> Result<PathBuf> {
+    let dir = dist.join("npm").join(NAME);
+    std::fs::create_dir_all(dir.join("vocab"))?;
+    let mut files: Vec<String> = FILES.iter().map(|f| f.to_string()).collect();
+    for name in FILES {
+        copy_if_newer(&dist.join(name), &dir.join(name))?;
+    }
+    let mut vocabularies: Vec<String> = std::fs::read_dir(dist.join("vocab"))
+        .context("reading dist/vocab")?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".gbv"))
+        .collect();
+    vocabularies.sort();
+    for name in &vocabularies {
+        copy_if_newer(
+            &dist.join("vocab").join(name),
+            &dir.join("vocab").join(name),
+        )?;
+        files.push(format!("vocab/{name}"));
+    }
+    copy_if_newer(
+        &root().join("widget/js/glassbox-chat.d.ts"),
+        &dir.join("glassbox-chat.d.ts"),
+    )?;
+    std::fs::write(dir.join("index.js"), ENTRY)?;
+    std::fs::write(dir.join("README.md"), README)?;
+    files.extend(["index.js", "glassbox-chat.d.ts", "README.md"].map(String::from));
+    let manifest = json!({
+        "name": NAME,
+        "version": workspace_version()?,
+        "description": "The Glassbox chat widget and token meter as custom elements (Rust + WebAssembly).",
+        "license": "MIT OR Apache-2.0",
+        "type": "module",
+        "main": "./index.js",
+        "module": "./index.js",
+        "types": "./glassbox-chat.d.ts",
+        "exports": {
+            ".": { "types": "./glassbox-chat.d.ts", "default": "./index.js" },
+            "./chat": { "types": "./glassbox-chat.d.ts", "default": "./glassbox-chat.js" },
+            "./token-meter": { "types": "./glassbox-chat.d.ts", "default": "./glassbox-token-meter.js" },
+            "./glassbox.css": "./glassbox.css",
+            "./package.json": "./package.json"
+        },
+        // Importing defines the elements.
+        "sideEffects": true,
+        "files": files,
+    });
+    std::fs::write(
+        dir.join("package.json"),
+        serde_json::to_string_pretty(&manifest)? + "\n",
+    )?;
+    say(format!("npm package ready in {}", dir.display()));
+    Ok(dir)
+}
+
+fn copy_if_newer(from: &Path, to: &Path) -> Result<()> {
+    if is_newer(to, from) {
+        return Ok(());
+    }
+    std::fs::copy(from, to)
+        .with_context(|| format!("copying {} into the npm package", from.display()))?;
+    Ok(())
+}
+
+/// The workspace's version (`[workspace.package] version`), which every crate and package shares.
+fn workspace_version() -> Result<String> {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml"))?;
+    let section = manifest
+        .split("[workspace.package]")
+        .nth(1)
+        .context("Cargo.toml has no [workspace.package]")?;
+    section
+        .lines()
+        .find_map(|line| {
+            let value = line
+                .trim()
+                .strip_prefix("version")?
+                .trim()
+                .strip_prefix('=')?;
+            Some(value.trim().trim_matches('"').to_owned())
+        })
+        .context("[workspace.package] has no version")
+}
