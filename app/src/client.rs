@@ -137,6 +137,7 @@ impl ChatClient {
         let status = RwSignal::new(ConnectionStatus::Connecting);
         let announcement = RwSignal::new(String::new());
         let previews = Previews::new();
+        let draft = session_store::load_draft(&config.server, &config.slot()).unwrap_or_default();
         let inner = Rc::new(Inner {
             announcement,
             previews,
@@ -160,7 +161,7 @@ impl ChatClient {
             transcript,
             status,
             page_context: RwSignal::new(None),
-            draft: RwSignal::new(String::new()),
+            draft: RwSignal::new(draft),
             announcement,
             previews,
             items: Memo::new(move |_| transcript.with(|t| t.items.clone())),
@@ -175,6 +176,14 @@ impl ChatClient {
     /// What the host configured.
     pub fn config(&self) -> Option<WidgetConfig> {
         self.inner().map(|i| i.config.clone())
+    }
+
+    /// Changes the draft, which this tab keeps until it is sent (across re-creation and reload).
+    pub fn set_draft(&self, text: String) {
+        if let Some(inner) = self.inner() {
+            session_store::save_draft(&inner.config.server, &inner.config.slot(), &text);
+        }
+        self.draft.set(text);
     }
 
     fn inner(&self) -> Option<Rc<Inner>> {

@@ -1,4 +1,5 @@
-//! Keeps a session's id and token in the browser's local storage, per server and session slot.
+//! Keeps a session's id and token in the browser's local storage, and the unsent draft in the
+//! tab's session storage, per server and session slot.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,5 +36,34 @@ pub fn save(server: &str, slot: &str, session: &StoredSession) {
 pub fn clear(server: &str, slot: &str) {
     if let Some(s) = storage() {
         let _ = s.remove_item(&key(server, slot));
+    }
+}
+
+fn draft_key(server: &str, slot: &str) -> String {
+    format!("glassbox:draft:{server}:{slot}")
+}
+
+fn tab_storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.session_storage().ok().flatten()
+}
+
+/// The draft this tab left unsent in this slot (a widget re-created by a page's route change, or
+/// the tab reloaded).
+pub fn load_draft(server: &str, slot: &str) -> Option<String> {
+    tab_storage()?
+        .get_item(&draft_key(server, slot))
+        .ok()
+        .flatten()
+}
+
+/// Remembers the draft for this tab; an empty one is forgotten.
+pub fn save_draft(server: &str, slot: &str, draft: &str) {
+    if let Some(s) = tab_storage() {
+        let key = draft_key(server, slot);
+        let _ = if draft.is_empty() {
+            s.remove_item(&key)
+        } else {
+            s.set_item(&key, draft)
+        };
     }
 }

@@ -46,9 +46,14 @@ class GlassboxChat extends HTMLElement {
   }
 
   disconnectedCallback() {
-    this.#unmount();
-    this.#launcher?.destroy();
-    this.#launcher = null;
+    // A page that moves the element (a framework re-parenting it on a route change) disconnects and
+    // connects it again in one task: the chat stays mounted, with its socket, draft and panel.
+    queueMicrotask(() => {
+      if (this.isConnected) return;
+      this.#unmount();
+      this.#launcher?.destroy();
+      this.#launcher = null;
+    });
   }
 
   attributeChangedCallback(name, oldValue, newValue) {

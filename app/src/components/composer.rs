@@ -18,7 +18,7 @@ pub fn Composer(client: ChatClient) -> impl IntoView {
         }
         match client.send(&body, vec![], None) {
             Ok(()) => {
-                text.set(String::new());
+                client.set_draft(String::new());
                 problem.set(None);
             }
             Err(e) => problem.set(Some(e.to_string())),
@@ -40,7 +40,7 @@ pub fn Composer(client: ChatClient) -> impl IntoView {
                 placeholder="Write a message…"
                 aria-label="Message"
                 prop:value=move || text.get()
-                on:input=move |ev| text.set(event_target_value(&ev))
+                on:input=move |ev| client.set_draft(event_target_value(&ev))
                 on:keydown=move |ev: leptos::ev::KeyboardEvent| {
                     if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {
                         ev.prevent_default();

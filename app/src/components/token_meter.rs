@@ -63,7 +63,7 @@ fn vocab_line(v: &VocabState) -> String {
 #[component]
 pub fn TokenMeter(
     #[prop(into)] view: Signal<Option<MeterView>>,
-    /// Only the percentage, for narrow widths (also automatic below 27rem).
+    /// Only the percentage, for narrow widths (also automatic below 432 px).
     #[prop(into, default = Signal::stored(false))]
     compact: Signal<bool>,
     /// Milliseconds from the worker's answer to this meter showing it.

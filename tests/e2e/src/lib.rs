@@ -112,37 +112,51 @@ async fn axum_serve(
 /// own, which our server did not make.
 pub struct StaticSite {
     pub addr: SocketAddr,
+    headers: Arc<std::sync::Mutex<Vec<(HeaderName, HeaderValue)>>>,
 }
 
-/// Serves `dir` on a free loopback port, adding `headers` (a Content-Security-Policy, say) to
-/// every response.
-pub async fn static_site(dir: &Path, headers: &[(&'static str, &str)]) -> Result<StaticSite> {
-    use axum::http::{HeaderName, HeaderValue};
-    let headers: Arc<Vec<(HeaderName, HeaderValue)>> = Arc::new(
-        headers
-            .iter()
-            .map(|(k, v)| Ok((HeaderName::from_static(k), HeaderValue::from_str(v)?)))
-            .collect::<Result<_>>()?,
-    );
-    let app = axum::Router::new()
-        .fallback_service(tower_http::services::ServeDir::new(dir))
-        .layer(axum::middleware::map_response(
-            move |mut response: axum::response::Response| {
-                let headers = headers.clone();
-                async move {
-                    for (name, value) in headers.iter() {
-                        response.headers_mut().insert(name.clone(), value.clone());
+use axum::http::{HeaderName, HeaderValue};
+
+impl StaticSite {
+    /// Serves `dir` on a free loopback port.
+    pub async fn start(dir: &Path) -> Result<Self> {
+        let headers: Arc<std::sync::Mutex<Vec<(HeaderName, HeaderValue)>>> = Arc::default();
+        let added = headers.clone();
+        let app = axum::Router::new()
+            .fallback_service(tower_http::services::ServeDir::new(dir))
+            .layer(axum::middleware::map_response(
+                move |mut response: axum::response::Response| {
+                    let added = added.lock().map(|h| h.clone()).unwrap_or_default();
+                    async move {
+                        for (name, value) in added {
+                            response.headers_mut().insert(name, value);
+                        }
+                        response
                     }
-                    response
-                }
-            },
-        ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok(StaticSite { addr })
+                },
+            ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { addr, headers })
+    }
+
+    /// Adds `name: value` to every later response (a Content-Security-Policy, say).
+    pub fn set_header(&self, name: &'static str, value: &str) -> Result<()> {
+        let value = HeaderValue::from_str(value)?;
+        self.headers
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the header list is poisoned"))?
+            .push((HeaderName::from_static(name), value));
+        Ok(())
+    }
+
+    /// `http://addr`.
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
 }
 
 /// A chromedriver process, killed on drop.

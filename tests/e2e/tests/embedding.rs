@@ -1,12 +1,14 @@
 //! The widget embedded as hosts embed it, in headless Chromium: launcher mode on a desktop and a
-//! phone-sized page, and the npm package loaded from another origin with one script tag.
+//! phone-sized page; the npm package from another origin with one script tag; a hostile page at
+//! 320 px with two widgets; a strict Content-Security-Policy; route changes of a single-page app;
+//! a frame of another origin. Host pages come from a plain static server, not ours.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use fantoccini::Client;
 use glassbox_e2e::widget_page::{CONNECTED, SHADOW, shadow_element};
-use glassbox_e2e::{in_browser, start_server, static_site, wait_for, widget_dir};
+use glassbox_e2e::{StaticSite, in_browser, start_server, wait_for, widget_dir};
 use serde_json::{Value, json};
 
 /// A host page: `head` and `body` inside a minimal document.
@@ -160,8 +162,8 @@ async fn the_launcher_opens_and_closes_by_mouse_and_keyboard_and_fills_a_phone()
 async fn the_npm_package_loads_from_another_origin_with_one_script_tag() -> Result<()> {
     // The host page's origin: a plain web server that serves nothing but the page.
     let public = tempfile::tempdir()?;
-    let host = static_site(public.path(), &[]).await?;
-    let host_origin = format!("http://{}", host.addr);
+    let host = StaticSite::start(public.path()).await?;
+    let host_origin = host.origin();
     let glassbox = start_server(&[
         ("GLASSBOX_PROVIDER", "offline"),
         ("GLASSBOX_OFFLINE_DELAY_MS", "1"),
@@ -264,4 +266,339 @@ fn npm_pack_accepts_the_package_folder() -> Result<()> {
         assert!(dir.join(file).is_file(), "{file} is listed but missing");
     }
     Ok(())
+}
+
+/// A classic script every test page loads first (no inline scripts: the pages run under strict
+/// policies): counts WebSockets opened and closed, and collects Content-Security-Policy
+/// violations and uncaught errors.
+const PROBE_JS: &str = "window.__sockets = { opened: 0, closed: 0 };
+const NativeWebSocket = window.WebSocket;
+window.WebSocket = class extends NativeWebSocket {
+  constructor(...args) {
+    super(...args);
+    __sockets.opened++;
+    this.addEventListener('close', () => __sockets.closed++);
+  }
+};
+window.__problems = [];
+const NativeWorker = window.Worker;
+window.Worker = class extends NativeWorker {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener('error', (e) => __problems.push(`worker ${e.message ?? 'failed to start'}`));
+    this.addEventListener('messageerror', () => __problems.push('worker messageerror'));
+  }
+};
+document.addEventListener('securitypolicyviolation', (e) => __problems.push(`csp ${e.violatedDirective} ${e.blockedURI}`));
+window.addEventListener('error', (e) => __problems.push(`error ${e.message}`));
+window.addEventListener('unhandledrejection', (e) => __problems.push(`rejection ${e.reason}`));
+";
+
+/// A host page on a plain static site that loads the widget from `glassbox` (an origin).
+fn host_page(glassbox: &str, extra_head: &str, body: &str) -> String {
+    page(
+        &format!(
+            "<script src=\"/probe.js\"></script>{extra_head}\
+             <script type=\"module\" src=\"{glassbox}/widget/glassbox-chat.js\"></script>"
+        ),
+        body,
+    )
+}
+
+/// A Glassbox server (offline provider) that lets `origins` use it.
+async fn glassbox_for(origins: &[String]) -> Result<glassbox_e2e::Server> {
+    start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "1"),
+        ("GLASSBOX_ALLOWED_ORIGINS", &origins.join(",")),
+    ])
+    .await
+}
+
+/// The `n`th widget of the page (0-based): its shadow root, as a JS expression.
+fn nth(n: usize) -> String {
+    format!("document.querySelectorAll('glassbox-chat')[{n}].shadowRoot")
+}
+
+/// Types `text` into the `n`th widget's composer and sends it; waits for the reply.
+async fn chat_in(client: &Client, n: usize, text: &str, replies: usize) -> Result<()> {
+    let root = nth(n);
+    wait_for(
+        client,
+        "the widget to connect",
+        &format!("return !!{root}?.querySelector('.gb-status[data-state=connected]');"),
+    )
+    .await?;
+    let id = client
+        .execute(
+            &format!("return {root}.querySelector('textarea.gb-input');"),
+            vec![],
+        )
+        .await?;
+    let input = fantoccini::elements::Element::from_element_id(
+        client.clone(),
+        fantoccini::elements::ElementRef::from(
+            id.as_object()
+                .and_then(|o| o.values().next())
+                .and_then(Value::as_str)
+                .context("no input")?
+                .to_owned(),
+        ),
+    );
+    input.send_keys(text).await?;
+    input.send_keys("\u{E007}").await?;
+    wait_for(
+        client,
+        "the reply",
+        &format!("return {root}.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === {replies};"),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn problems(client: &Client) -> Result<Value> {
+    Ok(client.execute("return window.__problems;", vec![]).await?)
+}
+
+#[tokio::test]
+async fn a_hostile_page_at_320_px_and_two_widgets_side_by_side() -> Result<()> {
+    let public = tempfile::tempdir()?;
+    let site = StaticSite::start(public.path()).await?;
+    let origin = site.origin();
+    let glassbox = glassbox_for(std::slice::from_ref(&origin)).await?;
+    let gb = format!("http://{}", glassbox.addr);
+    write_page(public.path(), "probe.js", PROBE_JS)?;
+    // Global rules a careless or hostile page may have: they reset the element itself, and every
+    // inherited text property crosses into the shadow root.
+    write_page(
+        public.path(),
+        "hostile.css",
+        "* { all: unset; }
+         html { font-size: 40px; }
+         * { box-sizing: content-box !important; }
+         div, header, form, button, textarea { display: none !important; }
+         body { display: block; line-height: 3; letter-spacing: 6px; word-spacing: 30px; text-transform: uppercase;
+                white-space: pre; text-align: right; text-indent: 50px; font-style: italic; font-weight: 900; }
+         main { display: block; font-size: 60px; }
+         head, script, style, link, title { display: none; }",
+    )?;
+    write_page(
+        public.path(),
+        "index.html",
+        &host_page(
+            &gb,
+            "<link rel=\"stylesheet\" href=\"/hostile.css\">",
+            &format!(
+                "<glassbox-chat server=\"{gb}\" session=\"left\"></glassbox-chat>\
+                      <glassbox-chat server=\"{gb}\" session=\"right\"></glassbox-chat>"
+            ),
+        ),
+    )?;
+    in_browser(format!("{origin}/"), "hostile", |client, url| async move {
+        client.set_window_size(320, 900).await?;
+        client.goto(&url).await?;
+        // Both widgets chat, each in its own conversation.
+        chat_in(&client, 0, "Left question", 1).await?;
+        chat_in(&client, 1, "Right question", 1).await?;
+        let texts = client
+            .execute(&format!("return [0, 1].map(n => [...document.querySelectorAll('glassbox-chat')[n].shadowRoot.querySelectorAll('.gb-message[data-role=user] .gb-plain')].map(m => m.textContent.trim()));"), vec![])
+            .await?;
+        assert_eq!(texts, json!([["Left question"], ["Right question"]]), "two widgets, two conversations");
+        let sockets = client.execute("return window.__sockets;", vec![]).await?;
+        assert_eq!(sockets, json!({"opened": 2, "closed": 0}));
+
+        // Each renders as its own: in the page's width, a usable height, the widget's text
+        // properties, the composer visible, nothing wider than the screen.
+        let looks = client
+            .execute(&format!("return [0, 1].map(n => {{
+                const r = document.querySelectorAll('glassbox-chat')[n].shadowRoot;
+                const root = r.querySelector('.gb-root').getBoundingClientRect();
+                const input = r.querySelector('.gb-input');
+                const inputBox = input.getBoundingClientRect();
+                const css = getComputedStyle(r.querySelector('.gb-message[data-role=assistant] p'));
+                return [root.width <= innerWidth, root.height >= 320, inputBox.height > 20 && inputBox.width > 150,
+                        getComputedStyle(input).display !== 'none',
+                        css.letterSpacing, css.textTransform, css.whiteSpace, css.fontSize, css.textAlign, css.fontStyle,
+                        r.querySelector('.gb-root').scrollWidth <= r.querySelector('.gb-root').clientWidth];
+            }});"), vec![])
+            .await?;
+        let expected = json!([true, true, true, true, "normal", "none", "normal", "14px", "start", "normal", true]);
+        assert_eq!(looks, json!([expected, expected]));
+        assert_eq!(problems(&client).await?, json!([]));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_strict_content_security_policy_page_works_with_the_documented_policy() -> Result<()> {
+    let public = tempfile::tempdir()?;
+    let site = StaticSite::start(public.path()).await?;
+    let origin = site.origin();
+    let glassbox = glassbox_for(std::slice::from_ref(&origin)).await?;
+    let gb = format!("http://{}", glassbox.addr);
+    let ws = format!("ws://{}", glassbox.addr);
+    // docs/embedding.md, "Content-Security-Policy": exactly this, with our two origins. No inline
+    // scripts or styles, no eval but WebAssembly's. The token worker starts from a blob that
+    // imports its module from the server, which Chromium checks against worker-src.
+    let policy = format!(
+        "default-src 'none'; script-src 'self' {gb} 'wasm-unsafe-eval'; style-src {gb}; \
+         connect-src {gb} {ws}; worker-src blob: {gb}; img-src 'self' data:; base-uri 'none'; \
+         object-src 'none'; frame-ancestors 'none'"
+    );
+    site.set_header("content-security-policy", &policy)?;
+    write_page(public.path(), "probe.js", PROBE_JS)?;
+    write_page(
+        public.path(),
+        "index.html",
+        &host_page(
+            &gb,
+            "",
+            &format!("<glassbox-chat server=\"{gb}\" session=\"csp\"></glassbox-chat>"),
+        ),
+    )?;
+    in_browser(format!("{origin}/"), "csp", |client, url| async move {
+        client.goto(&url).await?;
+        chat_in(&client, 0, "Hello under a strict policy", 1).await?;
+        // The stylesheet applied (the header is a flex row), the token worker counted exactly, and
+        // "View context" opened: the parts that load more than the first script all work.
+        let styled = client
+            .execute(
+                &format!(
+                    "return getComputedStyle({}.querySelector('.gb-header')).display;",
+                    nth(0)
+                ),
+                vec![],
+            )
+            .await?;
+        assert_eq!(styled, json!("flex"));
+        wait_for(
+            &client,
+            "an exact count in the meter",
+            &format!(
+                "return {}.querySelector('.gb-meter[data-estimated=false]');",
+                nth(0)
+            ),
+        )
+        .await?;
+        shadow_element(&client, ".gb-view-context")
+            .await?
+            .click()
+            .await?;
+        wait_for(
+            &client,
+            "View context",
+            &format!(
+                "return {}.querySelector('dialog.gb-context-dialog[open]');",
+                nth(0)
+            ),
+        )
+        .await?;
+        assert_eq!(problems(&client).await?, json!([]), "nothing was blocked");
+        Ok(())
+    })
+    .await
+}
+
+/// A single-page app's two ways of keeping a widget across routes: moving the element, and
+/// re-creating it with the same attributes.
+const SPA_JS: &str = "const first = document.querySelector('glassbox-chat');
+document.getElementById('to-b').addEventListener('click', () => {
+  history.pushState({}, '', '/b');
+  document.getElementById('route').textContent = 'Route B';
+  document.getElementById('slot-b').append(first);
+});
+document.getElementById('to-c').addEventListener('click', () => {
+  history.pushState({}, '', '/c');
+  document.getElementById('route').textContent = 'Route C';
+  const fresh = document.createElement('glassbox-chat');
+  for (const name of first.getAttributeNames()) fresh.setAttribute(name, first.getAttribute(name));
+  document.querySelector('glassbox-chat').replaceWith(fresh);
+});
+";
+
+#[tokio::test]
+async fn route_changes_keep_one_socket_and_the_draft_and_an_iframe_works() -> Result<()> {
+    let public = tempfile::tempdir()?;
+    let site = StaticSite::start(public.path()).await?;
+    // The same files on another port: another origin, for the frame.
+    let framed = StaticSite::start(public.path()).await?;
+    let glassbox = glassbox_for(&[site.origin(), framed.origin()]).await?;
+    let gb = format!("http://{}", glassbox.addr);
+    write_page(public.path(), "probe.js", PROBE_JS)?;
+    write_page(public.path(), "spa.js", SPA_JS)?;
+    write_page(
+        public.path(),
+        "index.html",
+        &host_page(
+            &gb,
+            "<script type=\"module\" src=\"/spa.js\"></script>",
+            &format!(
+                "<p id=\"route\">Route A</p><button id=\"to-b\">B</button><button id=\"to-c\">C</button>\
+                      <section id=\"slot-a\"><glassbox-chat server=\"{gb}\" session=\"spa\"></glassbox-chat></section>\
+                      <section id=\"slot-b\"></section>"
+            ),
+        ),
+    )?;
+    write_page(
+        public.path(),
+        "inner.html",
+        &host_page(
+            &gb,
+            "",
+            &format!("<glassbox-chat server=\"{gb}\" session=\"framed\"></glassbox-chat>"),
+        ),
+    )?;
+    write_page(
+        public.path(),
+        "outer.html",
+        &page(
+            "",
+            &format!(
+                "<iframe src=\"{}/inner.html\" width=\"420\" height=\"700\" title=\"Chat\"></iframe>",
+                framed.origin()
+            ),
+        ),
+    )?;
+    let outer = format!("{}/outer.html", site.origin());
+    in_browser(format!("{}/", site.origin()), "spa", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        let input = shadow_element(&client, "textarea.gb-input").await?;
+        input.send_keys("Half a thought").await?;
+
+        // Moved by the app: the same chat, the same socket, the same draft.
+        client.find(fantoccini::Locator::Id("to-b")).await?.click().await?;
+        let moved = client
+            .execute(&format!("return [location.pathname, document.querySelector('glassbox-chat').parentElement.id, window.__sockets,
+                {SHADOW}.querySelector('.gb-input').value];"), vec![])
+            .await?;
+        assert_eq!(moved, json!(["/b", "slot-b", {"opened": 1, "closed": 0}, "Half a thought"]));
+        wait_for(&client, "still connected", CONNECTED).await?;
+
+        // Re-created by the app: the old socket closes, one new one opens, the draft is back.
+        client.find(fantoccini::Locator::Id("to-c")).await?.click().await?;
+        wait_for(&client, "the new widget to connect", CONNECTED).await?;
+        wait_for(&client, "the old socket to close", "return window.__sockets.closed === 1;").await?;
+        let recreated = client
+            .execute(&format!("return [window.__sockets, {SHADOW}.querySelector('.gb-input').value];"), vec![])
+            .await?;
+        assert_eq!(recreated, json!([{"opened": 2, "closed": 1}, "Half a thought"]));
+        let input = shadow_element(&client, "textarea.gb-input").await?;
+        input.send_keys("\u{E007}").await?;
+        wait_for(&client, "the reply", &format!("return {SHADOW}.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 1;")).await?;
+        let sent = client
+            .execute(&format!("return [...{SHADOW}.querySelectorAll('.gb-message[data-role=user] .gb-plain')].map(m => m.textContent.trim());"), vec![])
+            .await?;
+        assert_eq!(sent, json!(["Half a thought"]), "the draft was sent once");
+        assert_eq!(problems(&client).await?, json!([]));
+
+        // In a frame of another origin.
+        client.goto(&outer).await?;
+        client.clone().enter_frame(Some(0)).await?;
+        chat_in(&client, 0, "Hello from a frame", 1).await?;
+        assert_eq!(problems(&client).await?, json!([]));
+        Ok(())
+    })
+    .await
 }
