@@ -97,6 +97,9 @@ struct Inner {
     /// Messages with streamed text not yet shown; shown at the next animation frame.
     unshown: RefCell<Vec<String>>,
     frame_requested: Cell<bool>,
+    /// Notified when streamed text is shown (once per animation frame), for views that read the
+    /// transcript as a whole ([`ChatClient::track_changes`]).
+    streamed: ArcTrigger,
 }
 
 /// An open WebSocket with its event handlers (kept alive as long as the socket).
@@ -155,6 +158,7 @@ impl ChatClient {
             cells: RefCell::new(HashMap::new()),
             unshown: RefCell::new(Vec::new()),
             frame_requested: Cell::new(false),
+            streamed: ArcTrigger::new(),
         });
         Self {
             inner: StoredValue::new_local(inner),
@@ -184,6 +188,16 @@ impl ChatClient {
             session_store::save_draft(&inner.config.server, &inner.config.slot(), &text);
         }
         self.draft.set(text);
+    }
+
+    /// Subscribes the running effect to every change a view of the whole conversation shows: the
+    /// transcript, the connection, and streamed text (at most once per animation frame).
+    pub fn track_changes(&self) {
+        self.transcript.track();
+        self.status.track();
+        if let Some(inner) = self.inner() {
+            inner.streamed.track();
+        }
     }
 
     fn inner(&self) -> Option<Rc<Inner>> {
@@ -692,6 +706,7 @@ impl Inner {
                 cell.notify();
             }
         }
+        self.streamed.notify();
     }
 
     /// Brings the per-message signals in line with the transcript after `event` was applied.

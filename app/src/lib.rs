@@ -6,6 +6,7 @@ pub mod components;
 pub mod config;
 mod dom;
 mod frame;
+pub mod headless;
 pub mod host_events;
 pub mod meter_reading;
 pub mod preview;

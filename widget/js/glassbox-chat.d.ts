@@ -86,7 +86,8 @@ export interface ChatMessage {
   receipt?: Receipt;
   error?: GlassboxErrorDetail;
   mark?: 'pinned' | 'excluded';
-  [key: string]: unknown;
+  /** A reply's tool rounds, in order. */
+  toolRounds?: unknown[];
 }
 
 /** The session's context sets (files, applet, endpoints, and the host's own). */

@@ -13,10 +13,7 @@ const here = new URL('.', import.meta.url);
 // the chat is used in launcher mode.
 let loading = null;
 function load() {
-  loading ??= import('./glassbox_widget.js').then(async (module) => {
-    await module.default({ module_or_path: new URL('glassbox_widget_bg.wasm', here) });
-    return module;
-  });
+  loading ??= import('./glassbox-wasm.js').then((m) => m.loadGlassbox());
   return loading;
 }
 // Served by a Glassbox server (…/widget/): that server. From a package or a CDN: the page's origin.

@@ -12,10 +12,9 @@
 // Events: "glassbox:meter" (detail: {used, limit, percent, state, estimated, originalPercent, ...}).
 // Counting runs in a Web Worker; the vocabulary is fetched after first paint and cached by the browser.
 import { shadowContainer } from './shadow-shell.js';
-import init, { GlassboxTokenMeter } from './glassbox_widget.js';
+import { loadGlassbox } from './glassbox-wasm.js';
 
 const here = new URL('.', import.meta.url);
-const ready = init({ module_or_path: new URL('glassbox_widget_bg.wasm', here) });
 
 class TokenMeterElement extends HTMLElement {
   static observedAttributes = ['model', 'limit', 'output-reserve', 'compression', 'compact', 'vocab', 'for'];
@@ -86,7 +85,8 @@ class TokenMeterElement extends HTMLElement {
 
   #mount() {
     if (this.#meter || this.#mounting) return this.#mounting;
-    this.#mounting = ready.then(() => {
+    // The wasm loads when the first meter mounts, not when the script is imported.
+    this.#mounting = loadGlassbox().then(({ GlassboxTokenMeter }) => {
       if (this.#meter || !this.isConnected) return;
       this.#meter = new GlassboxTokenMeter(this, this.#container, this.#options());
       for (const f of this.#pending.splice(0)) f(this.#meter);

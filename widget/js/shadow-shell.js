@@ -3,7 +3,7 @@ export function shadowRoot(element) {
   const root = element.attachShadow({ mode: 'open' });
   const style = document.createElement('link');
   style.rel = 'stylesheet';
-  style.href = new URL('glassbox.css', import.meta.url).href;
+  style.href = new URL('./glassbox.css', import.meta.url).href;
   root.append(style);
   return root;
 }

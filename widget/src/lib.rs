@@ -78,6 +78,32 @@ fn message_args(
     Ok((attachments, optional(context, "context")?))
 }
 
+/// The arguments of `setContext(setName, items, mode?)`, checked as the server checks them.
+fn context_args(
+    set_name: String,
+    items: JsValue,
+    mode: Option<String>,
+) -> Result<glassbox_core::context::sets::SetContextArgs, JsValue> {
+    use glassbox_core::context::sets::{MergeMode, SetContextArgs, validate_set};
+    let items: Vec<String> = optional(items, "items")?.unwrap_or_default();
+    let mode = match mode.as_deref() {
+        None | Some("") | Some("replace") => MergeMode::Replace,
+        Some("merge") => MergeMode::Merge,
+        Some(other) => {
+            return Err(js_error(
+                "invalid_context_set",
+                format!("mode {other:?}: use replace or merge"),
+            ));
+        }
+    };
+    validate_set(&set_name, &items).map_err(|e| js_error("invalid_context_set", e.to_string()))?;
+    Ok(SetContextArgs {
+        set_name,
+        items,
+        mode,
+    })
+}
+
 /// Reads a JS object argument as `T` through JSON, so that `T`'s `deny_unknown_fields` holds
 /// (`serde_wasm_bindgen` looks up known fields only): a misspelt key is an error, not ignored.
 fn strict<T: serde::de::DeserializeOwned>(value: JsValue, what: &str) -> Result<T, JsValue> {
@@ -176,28 +202,8 @@ impl GlassboxWidget {
         items: JsValue,
         mode: Option<String>,
     ) -> Result<(), JsValue> {
-        use glassbox_core::context::sets::{MergeMode, SetContextArgs, validate_set};
-        let Some(handle) = &self.handle else {
-            return Err(js_error("conflict", "widget is unmounted"));
-        };
-        let items: Vec<String> = optional(items, "items")?.unwrap_or_default();
-        let mode = match mode.as_deref() {
-            None | Some("") | Some("replace") => MergeMode::Replace,
-            Some("merge") => MergeMode::Merge,
-            Some(other) => {
-                return Err(js_error(
-                    "invalid_context_set",
-                    format!("mode {other:?}: use replace or merge"),
-                ));
-            }
-        };
-        validate_set(&set_name, &items)
-            .map_err(|e| js_error("invalid_context_set", e.to_string()))?;
-        handle.client().set_context(SetContextArgs {
-            set_name,
-            items,
-            mode,
-        });
+        let args = context_args(set_name, items, mode)?;
+        self.live()?.set_context(args);
         Ok(())
     }
 
@@ -389,5 +395,7 @@ impl GlassboxWidget {
     }
 }
 
+mod headless;
 mod token_meter;
+pub use headless::GlassboxClient;
 pub use token_meter::GlassboxTokenMeter;

@@ -70,6 +70,7 @@ pub fn widget() -> Result<PathBuf> {
         ("widget/js/token-worker.js", "token-worker.js"),
         ("widget/js/shadow-shell.js", "shadow-shell.js"),
         ("widget/js/launcher.js", "launcher.js"),
+        ("widget/js/glassbox-wasm.js", "glassbox-wasm.js"),
         ("style/glassbox.css", "glassbox.css"),
     ] {
         std::fs::copy(root().join(from), dist.join(to))
@@ -87,12 +88,14 @@ pub fn widget() -> Result<PathBuf> {
         "token-worker.js",
         "shadow-shell.js",
         "launcher.js",
+        "glassbox-wasm.js",
         "glassbox.css",
     ] {
         precompress(&dist.join(name))?;
     }
     crate::vocab::prepare()?;
     crate::npm_package::write(&dist)?;
+    crate::react::build(&dist)?;
     say(format!("widget ready in {}", dist.display()));
     Ok(dist)
 }

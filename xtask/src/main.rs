@@ -5,6 +5,7 @@
 mod build;
 mod model;
 mod npm_package;
+mod react;
 mod run;
 mod sticky;
 mod tools;
@@ -15,8 +16,9 @@ use anyhow::{Result, bail};
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
-  build            build the widget into dist/ (wasm32, wasm-bindgen, wasm-opt -Oz) and its npm
-                   package into dist/npm/glassbox-chat/
+  build            build the widget into dist/ (wasm32, wasm-bindgen, wasm-opt -Oz), its npm
+                   packages into dist/npm/ (glassbox-chat, glassbox-react) and the React demo
+                   into public/react/
   serve [--dev]    build what is needed and run the server with the demo page (GLASSBOX_* env applies):
                    an optimized server build; --dev runs the debug build the tests share (quicker to
                    rebuild while developing)

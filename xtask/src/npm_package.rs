@@ -19,6 +19,7 @@ const FILES: &[&str] = &[
     "glassbox-chat.js",
     "glassbox-token-meter.js",
     "launcher.js",
+    "glassbox-wasm.js",
     "shadow-shell.js",
     "glassbox_widget.js",
     "glassbox_widget_bg.wasm",
@@ -83,13 +84,20 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
         )?;
         files.push(format!("vocab/{name}"));
     }
-    copy_if_newer(
-        &root().join("widget/js/glassbox-chat.d.ts"),
-        &dir.join("glassbox-chat.d.ts"),
-    )?;
-    std::fs::write(dir.join("index.js"), ENTRY)?;
-    std::fs::write(dir.join("README.md"), README)?;
-    files.extend(["index.js", "glassbox-chat.d.ts", "README.md"].map(String::from));
+    for types in ["glassbox-chat.d.ts", "glassbox-wasm.d.ts"] {
+        copy_if_newer(&root().join("widget/js").join(types), &dir.join(types))?;
+    }
+    write_if_changed(&dir.join("index.js"), ENTRY)?;
+    write_if_changed(&dir.join("README.md"), README)?;
+    files.extend(
+        [
+            "index.js",
+            "glassbox-chat.d.ts",
+            "glassbox-wasm.d.ts",
+            "README.md",
+        ]
+        .map(String::from),
+    );
     let manifest = json!({
         "name": NAME,
         "version": workspace_version()?,
@@ -103,6 +111,8 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
             ".": { "types": "./glassbox-chat.d.ts", "default": "./index.js" },
             "./chat": { "types": "./glassbox-chat.d.ts", "default": "./glassbox-chat.js" },
             "./token-meter": { "types": "./glassbox-chat.d.ts", "default": "./glassbox-token-meter.js" },
+            // The chat with no view (GlassboxClient), for frameworks: glassbox-react.
+            "./wasm": { "types": "./glassbox-wasm.d.ts", "default": "./glassbox-wasm.js" },
             "./glassbox.css": "./glassbox.css",
             "./package.json": "./package.json"
         },
@@ -110,12 +120,20 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
         "sideEffects": true,
         "files": files,
     });
-    std::fs::write(
-        dir.join("package.json"),
-        serde_json::to_string_pretty(&manifest)? + "\n",
+    write_if_changed(
+        &dir.join("package.json"),
+        &(serde_json::to_string_pretty(&manifest)? + "\n"),
     )?;
     say(format!("npm package ready in {}", dir.display()));
     Ok(dir)
+}
+
+/// Writes `text` to `path` unless it holds it already (what depends on the file is not rebuilt).
+fn write_if_changed(path: &Path, text: &str) -> Result<()> {
+    if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
+        return Ok(());
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 fn copy_if_newer(from: &Path, to: &Path) -> Result<()> {
@@ -128,7 +146,7 @@ fn copy_if_newer(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// The workspace's version (`[workspace.package] version`), which every crate and package shares.
-fn workspace_version() -> Result<String> {
+pub fn workspace_version() -> Result<String> {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml"))?;
     let section = manifest
         .split("[workspace.package]")

@@ -122,26 +122,44 @@ fn wasm_opt() -> Result<PathBuf> {
 /// Installs the Node packages pinned by `xtask/npm/package-lock.json` (wasm-opt, tiktoken rank
 /// files, reference tokenizers) once per lock change; returns their `node_modules` folder.
 pub fn npm_tools() -> Result<PathBuf> {
-    let npm_dir = tools_dir().join("npm");
+    npm_project(
+        "npm",
+        &root().join("xtask/npm"),
+        "Node packages (binaryen, gpt-tokenizer, tiktoken)",
+    )
+}
+
+/// Installs the Node packages that `project` (a folder with `package.json`, `package-lock.json`
+/// and maybe `.npmrc`) pins, into `<tools>/<name>`, once per lock change; returns its
+/// `node_modules`. Outside the clone, so a fresh clone or a CI run installs nothing again.
+pub fn npm_project(name: &str, project: &Path, what: &str) -> Result<PathBuf> {
+    let npm_dir = tools_dir().join(name);
     let modules = npm_dir.join("node_modules");
-    let lock = root().join("xtask/npm/package-lock.json");
-    let wanted = std::fs::read(&lock).context("reading xtask/npm/package-lock.json")?;
-    let have = std::fs::read(npm_dir.join("package-lock.json")).unwrap_or_default();
+    let lock = project.join("package-lock.json");
+    let wanted = std::fs::read(&lock).with_context(|| format!("reading {}", lock.display()))?;
+    // The lock of the last install that finished.
+    let installed = npm_dir.join("installed-lock.json");
+    let have = std::fs::read(&installed).unwrap_or_default();
     if modules.exists() && have == wanted {
         return Ok(modules);
     }
-    say(
-        "installing Node packages (binaryen, gpt-tokenizer, tiktoken), pinned by xtask/npm/package-lock.json",
-    );
+    say(format!(
+        "installing {what}, pinned by {}",
+        lock.strip_prefix(root()).unwrap_or(&lock).display()
+    ));
     std::fs::create_dir_all(&npm_dir)?;
-    std::fs::copy(
-        root().join("xtask/npm/package.json"),
-        npm_dir.join("package.json"),
-    )?;
+    for file in ["package.json", ".npmrc"] {
+        if project.join(file).exists() {
+            std::fs::copy(project.join(file), npm_dir.join(file))?;
+        }
+    }
     std::fs::write(npm_dir.join("package-lock.json"), &wanted)?;
+    let _ = std::fs::remove_file(&installed);
     run(Command::new("npm")
         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
         .current_dir(&npm_dir))?;
+    // Only a finished install counts: a failed one is tried again next time.
+    std::fs::write(&installed, &wanted)?;
     Ok(modules)
 }
 

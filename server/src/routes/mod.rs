@@ -29,6 +29,20 @@ pub const DEMO_CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-e
     worker-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; \
     frame-ancestors 'none'";
 
+/// The demo pages in `dir`, sent with [`DEMO_CSP`]; a path with no file gets `dir/index.html`.
+fn demo_pages(
+    dir: &std::path::Path,
+) -> tower_http::set_header::SetResponseHeader<
+    tower_http::services::ServeDir<tower_http::services::ServeFile>,
+    HeaderValue,
+> {
+    SetResponseHeaderLayer::overriding(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(DEMO_CSP),
+    )
+    .layer(ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html"))))
+}
+
 /// Tells every tab of the hub's session its context window again, after a change of its
 /// settings that moves it (the longest reply of its overrides).
 async fn publish_context_info(
@@ -76,14 +90,10 @@ pub fn app(state: AppState) -> Router {
                 .allow_origin(AllowOrigin::any())
                 .allow_methods([Method::GET, Method::HEAD]),
         );
-    let public = SetResponseHeaderLayer::overriding(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(DEMO_CSP),
-    )
-    .layer(
-        ServeDir::new(&state.config.public_dir)
-            .fallback(ServeFile::new(state.config.public_dir.join("index.html"))),
-    );
+    let public = demo_pages(&state.config.public_dir);
+    // The React demo (built by `cargo xtask build` into public/react/) routes in the browser: its
+    // paths all answer with its own page.
+    let react_demo = demo_pages(&state.config.public_dir.join("react"));
     // Browsers may call the API only from allowed pages: CORS answers only those (with the two
     // headers we read), and a request from any other page is refused before its handler runs.
     let allowed = state.config.allowed_origins.clone();
@@ -141,6 +151,7 @@ pub fn app(state: AppState) -> Router {
         .route("/ws", get(ws::upgrade))
         .merge(api)
         .nest("/widget", widget)
+        .nest_service("/react", react_demo)
         .fallback_service(public)
         .layer(CompressionLayer::new())
         // Everything we send is what its Content-Type says, and no page address leaks to others.

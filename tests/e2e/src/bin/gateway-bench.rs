@@ -96,6 +96,7 @@ async fn main() -> Result<()> {
         "glassbox-chat.js",
         "shadow-shell.js",
         "launcher.js",
+        "glassbox-wasm.js",
         "glassbox.css",
     ] {
         let (raw, gz, br) = sizes(&dist.join(name))?;

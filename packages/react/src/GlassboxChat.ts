@@ -1,0 +1,76 @@
+import { createElement, useEffect, useRef } from 'react';
+import type { CSSProperties } from 'react';
+import 'glassbox-chat';
+import type {
+  ChatMessage,
+  GlassboxChatAttributes,
+  GlassboxChatElement,
+  GlassboxErrorDetail,
+  PageContext,
+} from 'glassbox-chat';
+
+/** Props of `<GlassboxChat>`: the element's attributes, page context and event callbacks. */
+export interface GlassboxChatProps extends Omit<GlassboxChatAttributes, 'hide-context-values'> {
+  /** Sent with every later message as data for the model; never shown in the message. */
+  pageContext?: PageContext | null;
+  /** "View context" shows page-context keys only, never their values. */
+  hideContextValues?: boolean;
+  /** The user's message, as the server stored it. */
+  onMessage?: (message: ChatMessage) => void;
+  /** A finished reply. */
+  onReply?: (message: ChatMessage) => void;
+  /** An error the widget shows, or a page context the element refused. */
+  onError?: (error: GlassboxErrorDetail) => void;
+  /** Launcher mode: the panel opened or closed. */
+  onToggle?: (open: boolean) => void;
+  className?: string;
+  style?: CSSProperties;
+}
+
+/**
+ * The `<glassbox-chat>` element as a React component: the widget with its own view (inline, or
+ * a launcher with `mode="launcher"`). `pageContext` follows the prop, compared by value.
+ */
+export function GlassboxChat(props: GlassboxChatProps) {
+  const { pageContext, hideContextValues, onMessage, onReply, onError, onToggle, className, style, ...attributes } =
+    props;
+  const ref = useRef<GlassboxChatElement | null>(null);
+  const handlers = useRef({ onMessage, onReply, onError, onToggle });
+  handlers.current = { onMessage, onReply, onError, onToggle };
+
+  const contextJson = JSON.stringify(pageContext ?? null);
+  useEffect(() => {
+    const element = ref.current;
+    if (!element) return;
+    element.setPageContext(JSON.parse(contextJson) as PageContext | null).catch((e: { code?: string; message?: string }) =>
+      handlers.current.onError?.({
+        code: (e.code ?? 'invalid_frame') as GlassboxErrorDetail['code'],
+        message: e.message ?? String(e),
+        retryable: false,
+      }),
+    );
+  }, [contextJson]);
+
+  useEffect(() => {
+    const element = ref.current;
+    if (!element) return;
+    const listeners: Array<[string, (e: Event) => void]> = [
+      ['glassbox:message', (e) => handlers.current.onMessage?.((e as CustomEvent<ChatMessage>).detail)],
+      ['glassbox:reply', (e) => handlers.current.onReply?.((e as CustomEvent<ChatMessage>).detail)],
+      ['glassbox:error', (e) => handlers.current.onError?.((e as CustomEvent<GlassboxErrorDetail>).detail)],
+      ['glassbox:toggle', (e) => handlers.current.onToggle?.((e as CustomEvent<{ open: boolean }>).detail.open)],
+    ];
+    for (const [type, listener] of listeners) element.addEventListener(type, listener);
+    return () => {
+      for (const [type, listener] of listeners) element.removeEventListener(type, listener);
+    };
+  }, []);
+
+  return createElement('glassbox-chat', {
+    ref,
+    ...attributes,
+    ...(hideContextValues ? { 'hide-context-values': '' } : {}),
+    className,
+    style,
+  });
+}

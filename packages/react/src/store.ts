@@ -1,0 +1,243 @@
+// One chat connection per server and session slot, shared by every component that asks for it.
+// It opens when the first subscriber comes and closes a task after the last one leaves, so
+// React's StrictMode (mount, unmount, mount again in one go) keeps a single socket. Calls made
+// before the wasm has loaded wait for it, in order: nothing sent early is lost.
+
+import { loadGlassbox } from 'glassbox-chat/wasm';
+import type { ClientSnapshot, GlassboxClient } from 'glassbox-chat/wasm';
+import type {
+  Attachment,
+  ChatMessage,
+  GlassboxErrorDetail,
+  PageContext,
+  Receipt,
+  Usage,
+} from 'glassbox-chat';
+
+/** Which chat: the server, and the conversation slot kept in the browser. */
+export interface ChatOptions {
+  /** The Glassbox server, e.g. `https://glassbox.example.com`. */
+  server: string;
+  /** Names the conversation slot kept in localStorage (`default`). */
+  session?: string;
+  /** One of the agents the server configures (its first when absent). */
+  agent?: string;
+  /** A model the server allows. */
+  model?: string;
+  /**
+   * Keep the page context a message was sent with on the local message (`message.context`), for
+   * display hints. Off by default: the context goes to the model, not into `messages`.
+   */
+  keepContext?: boolean;
+}
+
+/** A message as the hook gives it: stored, or sent and not stored yet (`status: 'sending'`). */
+export type Message = Omit<ChatMessage, 'status'> & {
+  status: ChatMessage['status'] | 'sending';
+};
+
+/** The connection: `loading` until the wasm has loaded. */
+export type ChatStatus = 'loading' | ClientSnapshot['status'];
+
+/** Everything the hook reads. */
+export interface ChatState {
+  status: ChatStatus;
+  /** While reconnecting: seconds until the next attempt. */
+  reconnectInSecs: number | null;
+  sessionId: string | null;
+  messages: Message[];
+  /** The provider's counts for the last finished reply (null when the provider gave none). */
+  usage: Usage | null;
+  /** What the last finished reply's request carried and left out ("View context"). */
+  receipt: Receipt | null;
+  topics: ClientSnapshot['topics'];
+  contextSets: ClientSnapshot['contextSets'];
+  filter: ClientSnapshot['filter'];
+  contextInfo: ClientSnapshot['contextInfo'];
+  /** The newest error that concerns no message. */
+  error: GlassboxErrorDetail | null;
+}
+
+const INITIAL: ChatState = {
+  status: 'loading',
+  reconnectInSecs: null,
+  sessionId: null,
+  messages: [],
+  usage: null,
+  receipt: null,
+  topics: null,
+  contextSets: null,
+  filter: null,
+  contextInfo: null,
+  error: null,
+};
+
+let wasmSource: URL | string | Response | BufferSource | undefined;
+
+/**
+ * Where the widget's wasm comes from, when not from beside `glassbox-chat`'s files (tests under
+ * Node, a CDN). Call before the first chat mounts.
+ */
+export function configureGlassbox(options: { wasm?: URL | string | Response | BufferSource }): void {
+  wasmSource = options.wasm;
+}
+
+/** A chat connection and the state it shows. */
+export class ChatStore {
+  readonly #options: ChatOptions;
+  readonly #key: string;
+  #client: GlassboxClient | null = null;
+  #loading: Promise<GlassboxClient | null> | null = null;
+  #listeners = new Set<() => void>();
+  #closing: ReturnType<typeof setTimeout> | null = null;
+  #closed = false;
+  #state: ChatState = INITIAL;
+  #stored = new Map<string, ChatMessage>();
+
+  constructor(options: ChatOptions, key: string) {
+    this.#options = options;
+    this.#key = key;
+  }
+
+  /** For `useSyncExternalStore`: opens on the first subscriber, closes after the last. */
+  subscribe = (listener: () => void): (() => void) => {
+    this.#listeners.add(listener);
+    if (this.#closing) {
+      clearTimeout(this.#closing);
+      this.#closing = null;
+    }
+    void this.#open();
+    return () => {
+      this.#listeners.delete(listener);
+      if (this.#listeners.size === 0 && !this.#closing) {
+        this.#closing = setTimeout(() => this.#close(), 0);
+      }
+    };
+  };
+
+  /** For `useSyncExternalStore`: the same object until something changes. */
+  getSnapshot = (): ChatState => this.#state;
+
+  /** Runs `action` on the client, once it is there; rejects with the client's typed error. */
+  async call(action: (client: GlassboxClient) => void): Promise<void> {
+    const client = await this.#open();
+    if (!client) throw Object.assign(new Error('the chat is closed'), { code: 'conflict' });
+    action(client);
+  }
+
+  sendMessage = (text: string, attachments?: Attachment[] | null, context?: PageContext | null) =>
+    this.call((c) => c.sendMessage(String(text), attachments ?? null, context ?? null));
+
+  setPageContext = (context: PageContext | null) => this.call((c) => c.setPageContext(context ?? null));
+
+  retry = (messageId: string) => this.call((c) => c.retry(messageId));
+
+  setContext = (setName: string, items: string[], mode?: 'replace' | 'merge') =>
+    this.call((c) => c.setContext(setName, items, mode ?? null));
+
+  setFilter = (labels: string[]) => this.call((c) => c.setFilter(labels));
+
+  clearSession = () => this.call((c) => c.clearSession());
+
+  /** Listens to the client's events (`glassbox:reply`, …); returns the unsubscribe. */
+  on(type: string, listener: (detail: unknown) => void): () => void {
+    const handler = (e: Event) => listener((e as CustomEvent).detail);
+    let target: EventTarget | null = null;
+    let gone = false;
+    void this.#open().then((client) => {
+      if (client && !gone) {
+        target = client.events;
+        target.addEventListener(type, handler);
+      }
+    });
+    return () => {
+      gone = true;
+      target?.removeEventListener(type, handler);
+    };
+  }
+
+  #open(): Promise<GlassboxClient | null> {
+    if (this.#closed) return Promise.resolve(null);
+    this.#loading ??= loadGlassbox(wasmSource).then(({ GlassboxClient }) => {
+      if (this.#closed) return null;
+      const { server, session, agent, model } = this.#options;
+      this.#client = new GlassboxClient({ server, session, agent, model }, () => this.#update());
+      return this.#client;
+    });
+    return this.#loading;
+  }
+
+  #close(): void {
+    this.#closing = null;
+    if (this.#listeners.size > 0) return;
+    this.#closed = true;
+    stores.delete(this.#key);
+    if (this.#client) {
+      this.#client.close();
+      this.#client.free();
+      this.#client = null;
+    }
+  }
+
+  /** Reads the client's snapshot into a new state object and tells the listeners. */
+  #update(): void {
+    const snapshot = this.#client?.snapshot();
+    if (!snapshot) return;
+    for (const message of snapshot.changed) {
+      if (!this.#options.keepContext) delete message.context;
+      this.#stored.set(message.id, message);
+    }
+    const messages: Message[] = [];
+    const order = new Set(snapshot.order);
+    for (const id of snapshot.order) {
+      const message = this.#stored.get(id);
+      if (message) messages.push(message);
+    }
+    for (const id of [...this.#stored.keys()]) if (!order.has(id)) this.#stored.delete(id);
+    for (const pending of snapshot.pending) {
+      messages.push({
+        id: pending.clientMessageId,
+        clientMessageId: pending.clientMessageId,
+        role: 'user',
+        content: pending.content,
+        status: pending.error ? 'failed' : 'sending',
+        createdAt: Date.now(),
+        ...(pending.error ? { error: pending.error } : {}),
+      });
+    }
+    const lastReply = [...messages].reverse().find((m) => m.role === 'assistant' && m.status === 'complete');
+    this.#state = {
+      status: snapshot.status,
+      reconnectInSecs: snapshot.reconnectInSecs ?? null,
+      sessionId: snapshot.sessionId,
+      messages,
+      usage: lastReply?.usage ?? null,
+      receipt: lastReply?.receipt ?? null,
+      topics: snapshot.topics,
+      contextSets: snapshot.contextSets,
+      filter: snapshot.filter,
+      contextInfo: snapshot.contextInfo,
+      error: snapshot.notice,
+    };
+    for (const listener of this.#listeners) listener();
+  }
+}
+
+const stores = new Map<string, ChatStore>();
+
+/** The store of this server and slot, made on first use. */
+export function chatStore(options: ChatOptions): ChatStore {
+  const key = JSON.stringify([
+    options.server,
+    options.session ?? 'default',
+    options.agent ?? null,
+    options.model ?? null,
+    Boolean(options.keepContext),
+  ]);
+  let store = stores.get(key);
+  if (!store) {
+    store = new ChatStore(options, key);
+    stores.set(key, store);
+  }
+  return store;
+}

@@ -1,0 +1,52 @@
+import { useMemo, useSyncExternalStore } from 'react';
+import type { Attachment, PageContext } from 'glassbox-chat';
+
+import { chatStore } from './store.js';
+import type { ChatOptions, ChatState } from './store.js';
+
+/** What `useGlassboxChat` returns: the chat's state and what can be done with it. */
+export interface GlassboxChat extends ChatState {
+  /**
+   * Sends a message. `context` is page data for this message: the model gets it as delimited
+   * data; it is not put into `messages` (unless `keepContext`). Rejects with an error whose `code`
+   * is one of the wire's codes when the message is refused before sending.
+   */
+  sendMessage(text: string, attachments?: Attachment[] | null, context?: PageContext | null): Promise<void>;
+  /** Page context sent with every later message; `null` clears it. */
+  setPageContext(context: PageContext | null): Promise<void>;
+  /** Asks again for a failed reply. */
+  retry(messageId: string): Promise<void>;
+  /** Changes one of the session's context sets. */
+  setContext(setName: string, items: string[], mode?: 'replace' | 'merge'): Promise<void>;
+  /** Selects topics by label; `[]` clears the filter. */
+  setFilter(labels: string[]): Promise<void>;
+  /** Deletes this conversation on the server and starts a new one. */
+  clearSession(): Promise<void>;
+}
+
+/**
+ * A Glassbox chat in a React component: the messages (streamed replies update at most once per
+ * animation frame), the connection's status, the last reply's usage and receipt, topics and
+ * context sets, and the actions. Components asking for the same server and session share one
+ * connection; it closes when the last of them unmounts.
+ */
+export function useGlassboxChat(options: ChatOptions): GlassboxChat {
+  const { server, session, agent, model, keepContext } = options;
+  const store = useMemo(
+    () => chatStore({ server, session, agent, model, keepContext }),
+    [server, session, agent, model, keepContext],
+  );
+  const state = useSyncExternalStore(store.subscribe, store.getSnapshot, store.getSnapshot);
+  return useMemo(
+    () => ({
+      ...state,
+      sendMessage: store.sendMessage,
+      setPageContext: store.setPageContext,
+      retry: store.retry,
+      setContext: store.setContext,
+      setFilter: store.setFilter,
+      clearSession: store.clearSession,
+    }),
+    [state, store],
+  );
+}

@@ -1,0 +1,61 @@
+// Types of glassbox-wasm.js: the widget's WebAssembly, loaded once, and its chat with no view.
+import type {
+  Attachment, ChatMessage, ContextDetail, GlassboxErrorDetail, PageContext,
+} from './glassbox-chat.js';
+
+/** A message the user sent that the server has not stored yet. */
+export interface PendingMessage {
+  clientMessageId: string;
+  content: string;
+  /** The server's refusal, if it refused it. */
+  error?: GlassboxErrorDetail;
+}
+
+/** What `GlassboxClient.snapshot()` returns. */
+export interface ClientSnapshot {
+  status: 'connecting' | 'connected' | 'reconnecting' | 'stopped';
+  reconnectInSecs?: number;
+  sessionId: string | null;
+  /** Every stored message's id, in order. */
+  order: string[];
+  /** The stored messages new or changed since the previous snapshot. */
+  changed: ChatMessage[];
+  pending: PendingMessage[];
+  /** The newest error that concerns no message. */
+  notice: GlassboxErrorDetail | null;
+  contextSets: ContextDetail['context'] | null;
+  topics: { topics: unknown[]; [key: string]: unknown } | null;
+  filter: { labels: string[]; [key: string]: unknown } | null;
+  contextInfo: { model: string; contextLimit: number; [key: string]: unknown } | null;
+}
+
+/** A chat connection with no view (the element's client). */
+export class GlassboxClient {
+  /** Connects; `onChange` runs after each batch of changes (streamed text once per frame). */
+  constructor(
+    options: { server: string; session?: string; agent?: string; model?: string },
+    onChange: () => void,
+  );
+  snapshot(): ClientSnapshot | null;
+  /** Makes the next snapshot carry every message. */
+  resendAll(): void;
+  /** Where `glassbox:message`, `glassbox:reply`, `glassbox:error`, … are dispatched. */
+  readonly events: EventTarget;
+  sendMessage(text: string, attachments?: Attachment[] | null, context?: PageContext | null): void;
+  setPageContext(context: PageContext | null): void;
+  retry(messageId: string): void;
+  setContext(setName: string, items: string[], mode?: 'replace' | 'merge' | null): void;
+  setFilter(labels: string[]): void;
+  clearSession(): void;
+  close(): void;
+  free(): void;
+}
+
+/** The module's exports once the wasm is loaded. */
+export interface GlassboxModule {
+  GlassboxClient: typeof GlassboxClient;
+  [name: string]: unknown;
+}
+
+/** Loads the wasm once (from beside this file, or `wasm`: a URL, a Response or the bytes). */
+export function loadGlassbox(wasm?: URL | string | Response | BufferSource): Promise<GlassboxModule>;

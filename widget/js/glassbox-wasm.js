@@ -1,0 +1,14 @@
+// Loads the widget's WebAssembly once for every entry point: both elements and the React hook.
+// `loadGlassbox()` resolves to the module's exports (GlassboxWidget, GlassboxTokenMeter,
+// GlassboxClient). The wasm is found beside this file unless `wasm` (a URL, a Response or the
+// bytes) is given, which only the first call can do.
+import init, * as widget from './glassbox_widget.js';
+
+let ready = null;
+
+export function loadGlassbox(wasm) {
+  ready ??= init({ module_or_path: wasm ?? new URL('./glassbox_widget_bg.wasm', import.meta.url) }).then(
+    () => widget,
+  );
+  return ready;
+}

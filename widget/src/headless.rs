@@ -1,0 +1,159 @@
+//! `GlassboxClient`: the chat with no view, for frameworks that draw their own (the React hook in
+//! `packages/react`). The same client as the element's; the framework reads snapshots.
+
+use glassbox_app::headless::HeadlessChat;
+use glassbox_app::{Theme, WidgetConfig};
+use glassbox_core::context::footer::FooterLinks;
+use wasm_bindgen::prelude::*;
+
+use crate::{code_name, context_args, js_error, message_args, optional};
+
+/// Options of a headless chat: `{server, session?, agent?, model?}`.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Options {
+    server: String,
+    #[serde(default)]
+    session: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+/// A chat connection with no view. `onChange` is called (with no arguments) after each batch of
+/// changes, streamed text at most once per animation frame; `snapshot()` then tells what changed.
+#[wasm_bindgen]
+pub struct GlassboxClient {
+    chat: Option<HeadlessChat>,
+    events: web_sys::EventTarget,
+}
+
+#[wasm_bindgen]
+impl GlassboxClient {
+    /// Connects; the conversation is kept per server and `session` slot, as the element's.
+    #[wasm_bindgen(constructor)]
+    pub fn new(options: JsValue, on_change: js_sys::Function) -> Result<GlassboxClient, JsValue> {
+        console_error_panic_hook::set_once();
+        let options: Options = serde_wasm_bindgen::from_value(options)
+            .map_err(|e| js_error("invalid_frame", format!("options: {e}")))?;
+        let events = web_sys::EventTarget::new()?;
+        let config = WidgetConfig {
+            server: options.server,
+            session: options
+                .session
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "default".into()),
+            agent: options.agent.filter(|a| !a.is_empty()),
+            model: options.model.filter(|m| !m.is_empty()),
+            theme: Theme::Auto,
+            // No token counting and no footer without a view.
+            assets: String::new(),
+            vocab_url: None,
+            footer_links: FooterLinks::default(),
+            capture: None,
+            show_context_values: true,
+        };
+        let chat = HeadlessChat::start(config, events.clone(), move || {
+            let _ = on_change.call0(&JsValue::NULL);
+        });
+        Ok(GlassboxClient {
+            chat: Some(chat),
+            events,
+        })
+    }
+
+    /// The conversation now: `{status, reconnectInSecs?, sessionId, order, changed, pending,
+    /// notice, contextSets, topics, filter, contextInfo}`; `changed` holds only the messages that
+    /// are new or changed since the previous snapshot (`order` names them all).
+    pub fn snapshot(&self) -> JsValue {
+        match &self.chat {
+            Some(chat) => glassbox_app::host_events::to_js(&chat.snapshot()),
+            None => JsValue::NULL,
+        }
+    }
+
+    /// Makes the next snapshot carry every message.
+    #[wasm_bindgen(js_name = resendAll)]
+    pub fn resend_all(&self) {
+        if let Some(chat) = &self.chat {
+            chat.resend_all();
+        }
+    }
+
+    /// Where the element's events (`glassbox:message`, `glassbox:reply`, `glassbox:error`,
+    /// `glassbox:context`, `glassbox:filter-changed`) are dispatched.
+    #[wasm_bindgen(getter)]
+    pub fn events(&self) -> web_sys::EventTarget {
+        self.events.clone()
+    }
+
+    /// As the element's `sendMessage`: `context` reaches the model, never the message.
+    #[wasm_bindgen(js_name = sendMessage)]
+    pub fn send_message(
+        &self,
+        text: String,
+        attachments: JsValue,
+        context: JsValue,
+    ) -> Result<(), JsValue> {
+        let (attachments, context) = message_args(attachments, context)?;
+        self.live()?
+            .send(&text, attachments, context)
+            .map_err(|e| js_error(&code_name(e.code()), e))
+    }
+
+    /// Sets the page context sent with every later message (`null` clears it).
+    #[wasm_bindgen(js_name = setPageContext)]
+    pub fn set_page_context(&self, context: JsValue) -> Result<(), JsValue> {
+        let context = optional(context, "context")?;
+        self.live()?
+            .set_page_context(context)
+            .map_err(|e| js_error(&code_name(e.code()), e))
+    }
+
+    /// Asks again for a failed reply.
+    pub fn retry(&self, message_id: String) -> Result<(), JsValue> {
+        self.live()?.retry(&message_id);
+        Ok(())
+    }
+
+    /// As the element's `setContext`.
+    #[wasm_bindgen(js_name = setContext)]
+    pub fn set_context(
+        &self,
+        set_name: String,
+        items: JsValue,
+        mode: Option<String>,
+    ) -> Result<(), JsValue> {
+        let args = context_args(set_name, items, mode)?;
+        self.live()?.set_context(args);
+        Ok(())
+    }
+
+    /// As the element's `setFilter`.
+    #[wasm_bindgen(js_name = setFilter)]
+    pub fn set_filter(&self, labels: JsValue) -> Result<(), JsValue> {
+        let labels: Vec<String> = optional(labels, "labels")?.unwrap_or_default();
+        self.live()?.set_filter(labels);
+        Ok(())
+    }
+
+    /// Deletes the conversation on the server and starts a new one.
+    #[wasm_bindgen(js_name = clearSession)]
+    pub fn clear_session(&self) -> Result<(), JsValue> {
+        self.live()?.clear_session();
+        Ok(())
+    }
+
+    /// Closes the connection for good.
+    pub fn close(&mut self) {
+        self.chat.take();
+    }
+
+    fn live(&self) -> Result<glassbox_app::ChatClient, JsValue> {
+        self.chat
+            .as_ref()
+            .map(HeadlessChat::client)
+            .ok_or_else(|| js_error("conflict", "the client is closed"))
+    }
+}
