@@ -108,6 +108,19 @@ export interface FilterChangedDetail {
   status: string;
 }
 
+/** The session's topics (the bubble cloud). */
+export interface SessionTopics {
+  /** Regular topics, largest first. */
+  topics: { label: string; count: number; [key: string]: unknown }[];
+  [key: string]: unknown;
+}
+
+/** The topic filter and the history it lets through. */
+export interface FilterView {
+  labels: string[];
+  [key: string]: unknown;
+}
+
 /** A rule or reference of the agent, named for `addItem` / `removeItem`. */
 export interface ItemRef {
   kind: 'rule' | 'reference';
@@ -151,8 +164,8 @@ export interface GlassboxChatElement extends HTMLElement {
   setContext(setName: string, items: string[], mode?: 'replace' | 'merge'): Promise<void>;
   /** Selects topics by label (empty clears the filter). */
   setFilter(labels: string[]): Promise<void>;
-  /** The session's topics and filter as last received. */
-  getTopics(): Promise<{ topics: unknown[]; filter: unknown } | null>;
+  /** The session's topics and filter as last received (each null before the server sent them). */
+  getTopics(): Promise<{ topics: SessionTopics | null; filter: FilterView | null } | null>;
   /** Similarity mode on or off; a threshold (0–1) sets the cosine, `null` returns it to the server's. */
   setSimilarityMode(enabled: boolean, threshold?: number | null): Promise<void>;
   /** Pins, excludes or unmarks a message. */
@@ -226,6 +239,9 @@ export interface GlassboxChatAttributes {
   'applet-link'?: string;
   capture?: string;
   'hide-context-values'?: boolean | '';
+  /** The folder of the token worker and vocabularies (default: beside the script on a Glassbox
+   * server, else the server's `/widget/`). */
+  assets?: string;
 }
 
 declare global {

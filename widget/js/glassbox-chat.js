@@ -9,25 +9,33 @@ import { shadowRoot } from './shadow-shell.js';
 import { Launcher, launcherPosition } from './launcher.js';
 
 const here = new URL('.', import.meta.url);
-// The widget's code is fetched on first need: at once in inline mode, when the button is neared or
-// the chat is used in launcher mode.
-let loading = null;
-function load() {
-  loading ??= import('./glassbox-wasm.js').then((m) => m.loadGlassbox());
-  return loading;
-}
-// Served by a Glassbox server (…/widget/): that server. From a package or a CDN: the page's origin.
-const defaultServer = here.pathname.endsWith('/widget/')
+// Served by a Glassbox server (…/widget/): that server, and its other files beside this one.
+const servedByGlassbox = here.pathname.endsWith('/widget/');
+const defaultServer = servedByGlassbox
   ? new URL('..', here).href.replace(/\/$/, '')
-  : location.origin;
+  : typeof location === 'undefined' ? '' : location.origin;
 
-class GlassboxChat extends HTMLElement {
-  static observedAttributes = [
-    'server', 'session', 'agent', 'model', 'theme', 'vocab', 'file-link', 'applet-link', 'capture',
-    'hide-context-values', 'mode', 'position',
-  ];
+// The widget's code is fetched on first need: at once in inline mode, when the button is neared or
+// the chat is used in launcher mode (glassbox-wasm.js loads it once, and again after a failure).
+function load() {
+  return import('./glassbox-wasm.js').then((m) => m.loadGlassbox());
+}
+
+// The attributes that make a different chat: a change remounts it (theme, mode and position apply
+// in place).
+const CHAT_ATTRIBUTES = [
+  'server', 'session', 'agent', 'model', 'vocab', 'assets', 'file-link', 'applet-link', 'capture',
+  'hide-context-values',
+];
+
+// Without a DOM (server-side rendering imports this module too) there is nothing to define.
+const Base = typeof HTMLElement === 'undefined' ? class {} : HTMLElement;
+
+class GlassboxChat extends Base {
+  static observedAttributes = [...CHAT_ATTRIBUTES, 'theme', 'mode', 'position'];
 
   #widget = null;
+  #mountedWith = null;
   #container = null;
   #pageContext = undefined;
   #mounting = null;
@@ -35,9 +43,14 @@ class GlassboxChat extends HTMLElement {
 
   connectedCallback() {
     if (!this.shadowRoot) {
-      shadowRoot(this);
+      const root = shadowRoot(this);
       this.#container = document.createElement('div');
       this.#container.className = 'gb-host';
+      // A page whose rules took the element's own display (`* { all: unset }` leaves it inline
+      // with no height) gets a chat of usable height; a sized element keeps its size.
+      root.querySelector('link')?.addEventListener('load', () => {
+        this.#container.classList.toggle('gb-unsized', getComputedStyle(this).display === 'inline');
+      });
     }
     this.#layout();
   }
@@ -54,23 +67,14 @@ class GlassboxChat extends HTMLElement {
   }
 
   attributeChangedCallback(name, oldValue, newValue) {
+    // While detached, changes are picked up when it connects again (#layout compares).
     if (oldValue === newValue || !this.shadowRoot || !this.isConnected) return;
     if (name === 'position') {
       this.#launcher?.setPosition(launcherPosition(newValue));
-    } else if (name === 'mode') {
-      this.#unmount();
-      this.#launcher?.destroy();
-      this.#launcher = null;
-      this.#layout();
-    } else if (!this.#widget) {
-      // Read when mounting.
     } else if (name === 'theme') {
-      this.#widget.setTheme(newValue);
+      this.#widget?.setTheme(newValue);
     } else {
-      // A different server, session slot, agent or model is a different conversation; the other
-      // attributes are read when mounting.
-      this.#unmount();
-      this.#mount();
+      this.#layout();
     }
   }
 
@@ -80,11 +84,11 @@ class GlassboxChat extends HTMLElement {
     this.#live().sendMessage(String(text), attachments ?? null, context ?? null);
   }
 
-  /** Sets the page context sent with every later message; `null` clears it. */
+  /** Sets the page context sent with every later message; `null` clears it. Before the chat has
+   * mounted it is kept for then (a closed launcher stays unloaded). */
   async setPageContext(context) {
     this.#pageContext = context ?? null;
-    await this.#mount();
-    this.#live().setPageContext(this.#pageContext);
+    this.#widget?.setPageContext(this.#pageContext);
   }
 
   /** Changes one of the session's context sets (`mode`: 'replace' by default, or 'merge'). */
@@ -173,20 +177,35 @@ class GlassboxChat extends HTMLElement {
     this.#live().clearSession();
   }
 
-  /** Inline: the container fills the element and the chat mounts now. Launcher: a button and a
-   * panel around the container; the chat mounts when opened or first used. */
+  /** Brings the shadow root in line with the attributes. Inline: the container fills the element
+   * and the chat mounts now. Launcher: a button and a panel around the container; the chat mounts
+   * when opened or first used. A chat mounted for other attributes is remounted. */
   #layout() {
-    if (this.getAttribute('mode') === 'launcher') {
-      this.#launcher ??= new Launcher(this, this.shadowRoot, this.#container, {
+    const launcher = this.getAttribute('mode') === 'launcher';
+    if (launcher && !this.#launcher) {
+      this.#launcher = new Launcher(this, this.shadowRoot, this.#container, {
         position: launcherPosition(this.getAttribute('position')),
-        storageKey: `glassbox:launcher:${location.pathname}:${this.getAttribute('session') || 'default'}`,
+        storageKey: () => `glassbox:launcher:${this.#server()}:${this.getAttribute('session') || 'default'}:${
+          this.getAttribute('agent') || ''}:${location.pathname}`,
         onOpen: () => this.#mount(),
-        onPrefetch: () => load(),
+        onPrefetch: () => load().catch(() => {}),
       });
-    } else {
-      this.shadowRoot.append(this.#container);
-      this.#mount();
+    } else if (!launcher && this.#launcher) {
+      this.#launcher.destroy();
+      this.#launcher = null;
     }
+    if (!launcher && this.#container.parentNode !== this.shadowRoot) this.shadowRoot.append(this.#container);
+    if (this.#widget && this.#mountedWith !== this.#identity()) this.#unmount();
+    if (!launcher || this.#widget || this.#launcher.isOpen) this.#mount().catch(() => {});
+  }
+
+  #server() {
+    return this.getAttribute('server') || defaultServer;
+  }
+
+  /** What makes this chat this chat (CHAT_ATTRIBUTES' values). */
+  #identity() {
+    return JSON.stringify(CHAT_ATTRIBUTES.map((name) => this.getAttribute(name)));
   }
 
   #live() {
@@ -194,28 +213,53 @@ class GlassboxChat extends HTMLElement {
     return this.#widget;
   }
 
+  /** Mounts the chat (loading the wasm first). A failure to load is told to the page as a
+   * `glassbox:error` and rejects; the next call tries again. */
   #mount() {
     if (this.#widget) return Promise.resolve();
-    if (!this.#mounting) {
-      this.#mounting = load().then(({ GlassboxWidget }) => {
+    this.#mounting ??= load()
+      .then(({ GlassboxWidget }) => {
         if (this.#widget || !this.isConnected) return;
+        const server = this.#server();
         this.#widget = new GlassboxWidget(this, this.#container, {
-          server: this.getAttribute('server') || defaultServer,
+          server,
           session: this.getAttribute('session') || 'default',
           agent: this.getAttribute('agent') || null,
           model: this.getAttribute('model') || null,
           theme: this.getAttribute('theme') || 'auto',
-          assets: here.href,
+          // The token worker and vocabularies: beside this script on a Glassbox server, else the
+          // server's own (a bundler copies only the files its code names).
+          assets: this.getAttribute('assets') || (servedByGlassbox ? here.href : `${server}/widget/`),
           vocab: this.getAttribute('vocab') || null,
           fileLink: this.getAttribute('file-link'),
           appletLink: this.getAttribute('applet-link'),
           capture: this.getAttribute('capture'),
           hideContextValues: this.hasAttribute('hide-context-values'),
         });
-        if (this.#pageContext !== undefined) this.#widget.setPageContext(this.#pageContext);
-      }).finally(() => { this.#mounting = null; });
-    }
+        this.#mountedWith = this.#identity();
+        if (this.#pageContext !== undefined) {
+          try {
+            this.#widget.setPageContext(this.#pageContext);
+          } catch (e) {
+            this.#report(e?.code ?? 'context_invalid', `page context: ${e?.message ?? e}`, false);
+          }
+        }
+      })
+      .catch((e) => {
+        this.#report(e?.code ?? 'internal', `the chat could not start: ${e?.message ?? e}`, true);
+        throw e;
+      })
+      .finally(() => {
+        this.#mounting = null;
+      });
     return this.#mounting;
+  }
+
+  /** Tells the page of an error the element met by itself (a `glassbox:error`). */
+  #report(code, message, retryable) {
+    this.dispatchEvent(
+      new CustomEvent('glassbox:error', { detail: { code, message, retryable }, bubbles: true, composed: true }),
+    );
   }
 
   #unmount() {
@@ -223,10 +267,11 @@ class GlassboxChat extends HTMLElement {
       this.#widget.unmount();
       this.#widget.free();
       this.#widget = null;
+      this.#mountedWith = null;
     }
   }
 }
 
-if (!customElements.get('glassbox-chat')) {
+if (typeof customElements !== 'undefined' && !customElements.get('glassbox-chat')) {
   customElements.define('glassbox-chat', GlassboxChat);
 }

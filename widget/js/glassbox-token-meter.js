@@ -16,7 +16,10 @@ import { loadGlassbox } from './glassbox-wasm.js';
 
 const here = new URL('.', import.meta.url);
 
-class TokenMeterElement extends HTMLElement {
+// Without a DOM (server-side rendering imports this module too) there is nothing to define.
+const Base = typeof HTMLElement === 'undefined' ? class {} : HTMLElement;
+
+class TokenMeterElement extends Base {
   static observedAttributes = ['model', 'limit', 'output-reserve', 'compression', 'compact', 'vocab', 'for'];
 
   #meter = null;
@@ -96,6 +99,6 @@ class TokenMeterElement extends HTMLElement {
   }
 }
 
-if (!customElements.get('glassbox-token-meter')) {
+if (typeof customElements !== 'undefined' && !customElements.get('glassbox-token-meter')) {
   customElements.define('glassbox-token-meter', TokenMeterElement);
 }

@@ -1,6 +1,6 @@
 // Types of glassbox-wasm.js: the widget's WebAssembly, loaded once, and its chat with no view.
 import type {
-  Attachment, ChatMessage, ContextDetail, GlassboxErrorDetail, PageContext,
+  Attachment, ChatMessage, ContextDetail, FilterView, GlassboxErrorDetail, PageContext, SessionTopics,
 } from './glassbox-chat.js';
 
 /** A message the user sent that the server has not stored yet. */
@@ -24,8 +24,8 @@ export interface ClientSnapshot {
   /** The newest error that concerns no message. */
   notice: GlassboxErrorDetail | null;
   contextSets: ContextDetail['context'] | null;
-  topics: { topics: unknown[]; [key: string]: unknown } | null;
-  filter: { labels: string[]; [key: string]: unknown } | null;
+  topics: SessionTopics | null;
+  filter: FilterView | null;
   contextInfo: { model: string; contextLimit: number; [key: string]: unknown } | null;
 }
 

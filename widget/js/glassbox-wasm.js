@@ -9,6 +9,10 @@ let ready = null;
 export function loadGlassbox(wasm) {
   ready ??= init({ module_or_path: wasm ?? new URL('./glassbox_widget_bg.wasm', import.meta.url) }).then(
     () => widget,
+    (error) => {
+      ready = null; // a failed load (a network error) is tried again by the next call
+      throw error;
+    },
   );
   return ready;
 }

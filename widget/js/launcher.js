@@ -31,13 +31,24 @@ function element(tag, className, attributes = {}) {
   return el;
 }
 
+/** Below this width the panel fills the screen and is modal (focus stays inside it). */
+const FULL_SCREEN = '(max-width: 479.98px)';
+
+/** What Tab can reach inside `panel`, in order. */
+function focusables(panel) {
+  return [...panel.querySelectorAll('button, textarea, input, select, a[href], summary, [tabindex]')].filter(
+    (el) => !el.disabled && el.tabIndex >= 0 && el.getClientRects().length > 0,
+  );
+}
+
 /**
  * The button, the panel around `container` and their behaviour, in `root` (the shadow root).
- * `options.onOpen` runs before the panel first shows (the element mounts the chat there);
- * `options.storageKey` names where open/closed is remembered.
+ * `options.onOpen` runs when the panel opens (the element mounts the chat there);
+ * `options.storageKey()` names where open/closed is remembered.
  */
 export class Launcher {
   #host;
+  #root;
   #button;
   #badge;
   #panel;
@@ -49,6 +60,7 @@ export class Launcher {
 
   constructor(host, root, container, options) {
     this.#host = host;
+    this.#root = root;
     this.#container = container;
     this.#options = options;
     const position = launcherPosition(options.position);
@@ -87,22 +99,32 @@ export class Launcher {
     this.#panel.append(bar, container);
     root.append(this.#button, this.#panel);
 
-    this.#on(this.#button, 'click', () => (this.#open ? this.close() : this.open()));
+    // A failed open (the chat could not load) closes again; the element reported why.
+    this.#on(this.#button, 'click', () => (this.#open ? this.close() : this.open().catch(() => {})));
     // Loading starts when the pointer or focus comes near, before the click.
     this.#on(this.#button, 'pointerenter', () => options.onPrefetch?.());
     this.#on(this.#button, 'focus', () => options.onPrefetch?.());
     this.#on(close, 'click', () => this.close());
     this.#on(this.#panel, 'keydown', (e) => {
-      // Esc inside "View context" closes that dialog first.
-      if (e.key === 'Escape' && !root.querySelector('dialog[open]')) {
+      // Esc inside "View context" closes that dialog first (a modal dialog keeps focus itself).
+      if (root.querySelector('dialog[open]')) return;
+      if (e.key === 'Escape') {
         e.preventDefault();
         this.close();
+      } else if (e.key === 'Tab' && matchMedia(FULL_SCREEN).matches) {
+        // Full-screen, the page behind is covered: Tab goes round inside the panel.
+        const all = focusables(this.#panel);
+        const edge = e.shiftKey ? all[0] : all[all.length - 1];
+        if (edge && root.activeElement === edge) {
+          e.preventDefault();
+          (e.shiftKey ? all[all.length - 1] : all[0]).focus();
+        }
       }
     });
     this.#on(host, 'glassbox:reply', () => {
       if (!this.#open) this.#setUnread(this.#unread + 1);
     });
-    if (this.#remembered() === 'open') this.open({ focus: false });
+    if (this.#remembered() === 'open') this.open({ focus: false }).catch(() => {});
   }
 
   /** Whether the panel is open. */
@@ -117,24 +139,32 @@ export class Launcher {
     this.#remember('open');
     this.#setUnread(0);
     this.#panel.hidden = false;
+    this.#panel.setAttribute('aria-modal', String(matchMedia(FULL_SCREEN).matches));
     this.#button.setAttribute('aria-expanded', 'true');
     this.#button.setAttribute('aria-label', 'Close chat');
     this.#host.dispatchEvent(
       new CustomEvent('glassbox:toggle', { detail: { open: true }, bubbles: true, composed: true }),
     );
-    await this.#options.onOpen?.();
+    try {
+      await this.#options.onOpen?.();
+    } catch (error) {
+      this.close();
+      throw error;
+    }
     if (focus && this.#open) this.#focusInput();
   }
 
-  /** Closes the panel and gives focus back to the button (the chat stays connected). */
+  /** Closes the panel (the chat stays connected). Focus that was in the panel goes back to the
+   * button; focus elsewhere in the page stays where it is. */
   close() {
     if (!this.#open) return;
+    const focusWasInside = this.#panel.contains(this.#root.activeElement);
     this.#open = false;
     this.#remember('closed');
     this.#panel.hidden = true;
     this.#button.setAttribute('aria-expanded', 'false');
     this.#setUnread(this.#unread);
-    this.#button.focus();
+    if (focusWasInside) this.#button.focus();
     this.#host.dispatchEvent(
       new CustomEvent('glassbox:toggle', { detail: { open: false }, bubbles: true, composed: true }),
     );
@@ -183,7 +213,7 @@ export class Launcher {
 
   #remembered() {
     try {
-      return localStorage.getItem(this.#options.storageKey);
+      return localStorage.getItem(this.#options.storageKey());
     } catch {
       return null; // Storage can be off (privacy settings, sandboxed frames): nothing is remembered.
     }
@@ -191,7 +221,7 @@ export class Launcher {
 
   #remember(state) {
     try {
-      localStorage.setItem(this.#options.storageKey, state);
+      localStorage.setItem(this.#options.storageKey(), state);
     } catch {
       // As above.
     }

@@ -73,8 +73,7 @@ pub fn widget() -> Result<PathBuf> {
         ("widget/js/glassbox-wasm.js", "glassbox-wasm.js"),
         ("style/glassbox.css", "glassbox.css"),
     ] {
-        std::fs::copy(root().join(from), dist.join(to))
-            .with_context(|| format!("copying {from}"))?;
+        copy_if_changed(&root().join(from), &dist.join(to))?;
     }
     for name in [
         "glassbox_widget_bg.wasm",
@@ -275,6 +274,21 @@ fn ext(file: &std::path::Path) -> String {
     file.extension()
         .map(|e| e.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// Copies `from` to `to` unless `to` holds the same bytes: what depends on `to` (its compressed
+/// copies, the npm packages, the React demo) is not rebuilt for nothing.
+pub fn copy_if_changed(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    let data = std::fs::read(from).with_context(|| format!("reading {}", from.display()))?;
+    write_if_changed(to, &data)
+}
+
+/// Writes `data` to `path` unless it holds it already.
+pub fn write_if_changed(path: &std::path::Path, data: &[u8]) -> Result<()> {
+    if std::fs::read(path).ok().as_deref() == Some(data) {
+        return Ok(());
+    }
+    std::fs::write(path, data).with_context(|| format!("writing {}", path.display()))
 }
 
 /// True if `a` exists and was modified after `b`.

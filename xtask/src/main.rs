@@ -7,6 +7,7 @@ mod model;
 mod npm_package;
 mod react;
 mod run;
+mod size;
 mod sticky;
 mod tools;
 mod vocab;
@@ -33,6 +34,8 @@ usage: cargo xtask <command>
                    one tool round's added latency over a plain reply (fake provider), topics, and
                    agents' items over 100 items / 1,000 chunks: cold indexing vs onnxruntime, the
                    warm request context, the preview round trip
+  bench size       what each entry point loads (the element inline and as a closed launcher, the meter
+                   alone, its worker and vocabulary, the React package and demo): raw / gzip / brotli
   sticky train     train the learned reading of standing instructions on tests/fixtures and write
                    core/src/context/sticky/model.tsv (run after changing a fixture)
   sticky lofo      standing-instruction precision / recall on each fixture, trained without it
@@ -56,9 +59,10 @@ fn main() -> Result<()> {
         ["bench", "tokens"] => run::bench_tokens(),
         ["bench", "render", rest @ ..] => run::bench_render(rest),
         ["bench", "context"] => run::bench_context(),
+        ["bench", "size"] => build::widget().and_then(|dist| size::bench(&dist)),
         ["bench", other] => {
             bail!(
-                "unknown benchmark {other:?}; available: gateway, embed, tokens, render, context\n\n{USAGE}"
+                "unknown benchmark {other:?}; available: gateway, embed, tokens, render, context, size\n\n{USAGE}"
             )
         }
         ["model"] => model::provision().map(|_| ()),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::build::is_newer;
+use crate::build::{copy_if_changed, write_if_changed};
 use crate::tools::{root, say};
 
 /// The package's name on the registry.
@@ -62,13 +62,14 @@ Attributes, methods, events, `::part()` names and the Content-Security-Policy it
 project's docs/embedding.md; the types are in `glassbox-chat.d.ts`.
 ";
 
-/// Writes the package folder under `dist` and returns it. Files already current are not copied.
+/// Writes the package folder under `dist` and returns it. Files that hold the same bytes are not
+/// written again.
 pub fn write(dist: &Path) -> Result<PathBuf> {
     let dir = dist.join("npm").join(NAME);
     std::fs::create_dir_all(dir.join("vocab"))?;
     let mut files: Vec<String> = FILES.iter().map(|f| f.to_string()).collect();
     for name in FILES {
-        copy_if_newer(&dist.join(name), &dir.join(name))?;
+        copy_if_changed(&dist.join(name), &dir.join(name))?;
     }
     let mut vocabularies: Vec<String> = std::fs::read_dir(dist.join("vocab"))
         .context("reading dist/vocab")?
@@ -78,17 +79,17 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
         .collect();
     vocabularies.sort();
     for name in &vocabularies {
-        copy_if_newer(
+        copy_if_changed(
             &dist.join("vocab").join(name),
             &dir.join("vocab").join(name),
         )?;
         files.push(format!("vocab/{name}"));
     }
     for types in ["glassbox-chat.d.ts", "glassbox-wasm.d.ts"] {
-        copy_if_newer(&root().join("widget/js").join(types), &dir.join(types))?;
+        copy_if_changed(&root().join("widget/js").join(types), &dir.join(types))?;
     }
-    write_if_changed(&dir.join("index.js"), ENTRY)?;
-    write_if_changed(&dir.join("README.md"), README)?;
+    write_if_changed(&dir.join("index.js"), ENTRY.as_bytes())?;
+    write_if_changed(&dir.join("README.md"), README.as_bytes())?;
     files.extend(
         [
             "index.js",
@@ -122,27 +123,10 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
     });
     write_if_changed(
         &dir.join("package.json"),
-        &(serde_json::to_string_pretty(&manifest)? + "\n"),
+        (serde_json::to_string_pretty(&manifest)? + "\n").as_bytes(),
     )?;
     say(format!("npm package ready in {}", dir.display()));
     Ok(dir)
-}
-
-/// Writes `text` to `path` unless it holds it already (what depends on the file is not rebuilt).
-fn write_if_changed(path: &Path, text: &str) -> Result<()> {
-    if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
-        return Ok(());
-    }
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
-}
-
-fn copy_if_newer(from: &Path, to: &Path) -> Result<()> {
-    if is_newer(to, from) {
-        return Ok(());
-    }
-    std::fs::copy(from, to)
-        .with_context(|| format!("copying {} into the npm package", from.display()))?;
-    Ok(())
 }
 
 /// The workspace's version (`[workspace.package] version`), which every crate and package shares.

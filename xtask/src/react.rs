@@ -11,6 +11,7 @@ use std::time::SystemTime;
 use anyhow::{Context, Result};
 use serde_json::json;
 
+use crate::build::write_if_changed;
 use crate::tools::{npm_project, root, run, say};
 
 /// The package's name on the registry.
@@ -21,25 +22,37 @@ pub fn project() -> PathBuf {
     root().join("packages/react")
 }
 
-/// Installs the project's Node tools (once per lock change) and links them into the project;
-/// returns `node_modules`.
+/// Installs the project's Node tools (once per lock change) and links them into the project,
+/// and React 18 for the tests into `test/react18`; returns the project's `node_modules`.
 pub fn node_modules() -> Result<PathBuf> {
     let project = project();
     let modules = npm_project(
         "react-npm",
         &project,
-        "the React package's tools (React 18 and 19, TypeScript, Vite, Vitest)",
+        "the React package's tools (React 19, TypeScript, Vite, Vitest)",
     )?;
+    let react18 = project.join("test/react18");
+    let modules18 = npm_project(
+        "react18-npm",
+        &react18,
+        "React 18 for the React package's tests",
+    )?;
+    link_modules(&modules18, &react18)?;
+    link_modules(&modules, &project)
+}
+
+/// Links `modules` as `project/node_modules`; returns the link.
+fn link_modules(modules: &Path, project: &Path) -> Result<PathBuf> {
     let link = project.join("node_modules");
     match std::fs::symlink_metadata(&link) {
         // A folder of its own (`npm install` run by hand there) is left alone.
         Ok(meta) if !meta.file_type().is_symlink() => return Ok(link),
-        Ok(_) if std::fs::read_link(&link).ok().as_deref() == Some(modules.as_path()) => {}
+        Ok(_) if std::fs::read_link(&link).ok().as_deref() == Some(modules) => {}
         Ok(_) => {
             std::fs::remove_file(&link)?;
-            symlink(&modules, &link)?;
+            symlink(modules, &link)?;
         }
-        Err(_) => symlink(&modules, &link)?,
+        Err(_) => symlink(modules, &link)?,
     }
     Ok(link)
 }
@@ -78,8 +91,8 @@ pub fn build(dist: &Path) -> Result<()> {
             .arg(modules.join("typescript/bin/tsc"))
             .args(["-p", "tsconfig.build.json"])
             .current_dir(&project))?;
-        write_manifest(&out)?;
     }
+    write_manifest(&out)?;
     let demo_out = root().join("public/react");
     let demo_sources = newest(&[
         project.join("demo"),
@@ -118,15 +131,16 @@ fn write_manifest(out: &Path) -> Result<()> {
         "dependencies": { crate::npm_package::NAME: version },
         "peerDependencies": { "react": ">=18 <20" },
     });
-    std::fs::write(
-        out.join("package.json"),
-        serde_json::to_string_pretty(&manifest)? + "\n",
+    write_if_changed(
+        &out.join("package.json"),
+        (serde_json::to_string_pretty(&manifest)? + "\n").as_bytes(),
     )?;
-    std::fs::write(
-        out.join("README.md"),
+    write_if_changed(
+        &out.join("README.md"),
         "# glassbox-react\n\nThe Glassbox chat in React 18 and 19: `useGlassboxChat({server, session?, agent?, model?})`\n\
          for a chat you draw yourself, `<GlassboxChat pageContext={…} mode=\"launcher\" />` for the widget.\n\
-         See the project's docs/embedding.md, \"React\".\n",
+         See the project's docs/embedding.md, \"React\".\n"
+            .as_bytes(),
     )?;
     Ok(())
 }

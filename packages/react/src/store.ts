@@ -1,7 +1,8 @@
 // One chat connection per server and session slot, shared by every component that asks for it.
 // It opens when the first subscriber comes and closes a task after the last one leaves, so
-// React's StrictMode (mount, unmount, mount again in one go) keeps a single socket. Calls made
-// before the wasm has loaded wait for it, in order: nothing sent early is lost.
+// React's StrictMode (mount, unmount, mount again in one go) keeps a single socket; a store that
+// closed opens again for its next subscriber. Calls made before the wasm has loaded wait for it, in
+// order: nothing sent early is lost.
 
 import { loadGlassbox } from 'glassbox-chat/wasm';
 import type { ClientSnapshot, GlassboxClient } from 'glassbox-chat/wasm';
@@ -36,8 +37,9 @@ export type Message = Omit<ChatMessage, 'status'> & {
   status: ChatMessage['status'] | 'sending';
 };
 
-/** The connection: `loading` until the wasm has loaded. */
-export type ChatStatus = 'loading' | ClientSnapshot['status'];
+/** The connection: `loading` until the wasm has loaded; `failed` when it could not load or the
+ * options were refused (`error` says why; the next subscriber tries again). */
+export type ChatStatus = 'loading' | 'failed' | ClientSnapshot['status'];
 
 /** Everything the hook reads. */
 export interface ChatState {
@@ -87,12 +89,13 @@ export class ChatStore {
   readonly #options: ChatOptions;
   readonly #key: string;
   #client: GlassboxClient | null = null;
-  #loading: Promise<GlassboxClient | null> | null = null;
+  #loading: Promise<GlassboxClient> | null = null;
   #listeners = new Set<() => void>();
   #closing: ReturnType<typeof setTimeout> | null = null;
-  #closed = false;
   #state: ChatState = INITIAL;
   #stored = new Map<string, ChatMessage>();
+  /** When each message not yet stored was first seen (its `createdAt` until the server's). */
+  #sentAt = new Map<string, number>();
 
   constructor(options: ChatOptions, key: string) {
     this.#options = options;
@@ -106,7 +109,8 @@ export class ChatStore {
       clearTimeout(this.#closing);
       this.#closing = null;
     }
-    void this.#open();
+    if (!stores.has(this.#key)) stores.set(this.#key, this);
+    this.#open().catch(() => {});
     return () => {
       this.#listeners.delete(listener);
       if (this.#listeners.size === 0 && !this.#closing) {
@@ -120,9 +124,7 @@ export class ChatStore {
 
   /** Runs `action` on the client, once it is there; rejects with the client's typed error. */
   async call(action: (client: GlassboxClient) => void): Promise<void> {
-    const client = await this.#open();
-    if (!client) throw Object.assign(new Error('the chat is closed'), { code: 'conflict' });
-    action(client);
+    action(await this.#open());
   }
 
   sendMessage = (text: string, attachments?: Attachment[] | null, context?: PageContext | null) =>
@@ -139,49 +141,58 @@ export class ChatStore {
 
   clearSession = () => this.call((c) => c.clearSession());
 
-  /** Listens to the client's events (`glassbox:reply`, …); returns the unsubscribe. */
-  on(type: string, listener: (detail: unknown) => void): () => void {
-    const handler = (e: Event) => listener((e as CustomEvent).detail);
-    let target: EventTarget | null = null;
-    let gone = false;
-    void this.#open().then((client) => {
-      if (client && !gone) {
-        target = client.events;
-        target.addEventListener(type, handler);
-      }
-    });
-    return () => {
-      gone = true;
-      target?.removeEventListener(type, handler);
-    };
-  }
-
-  #open(): Promise<GlassboxClient | null> {
-    if (this.#closed) return Promise.resolve(null);
-    this.#loading ??= loadGlassbox(wasmSource).then(({ GlassboxClient }) => {
-      if (this.#closed) return null;
-      const { server, session, agent, model } = this.#options;
-      this.#client = new GlassboxClient({ server, session, agent, model }, () => this.#update());
-      return this.#client;
-    });
+  /** The client, made once the wasm has loaded. A failure is shown as `status: 'failed'` and
+   * forgotten, so the next call tries again. */
+  #open(): Promise<GlassboxClient> {
+    this.#loading ??= loadGlassbox(wasmSource)
+      .then(({ GlassboxClient }) => {
+        const { server, session, agent, model } = this.#options;
+        const client = new GlassboxClient({ server, session, agent, model }, () => this.#update(client));
+        this.#client = client;
+        return client;
+      })
+      .catch((e: { code?: string; message?: string }) => {
+        this.#loading = null;
+        this.#set({
+          ...this.#state,
+          status: 'failed',
+          error: {
+            code: (e?.code ?? 'internal') as GlassboxErrorDetail['code'],
+            message: `the chat could not start: ${e?.message ?? String(e)}`,
+            retryable: true,
+          },
+        });
+        throw e;
+      });
     return this.#loading;
   }
 
+  /** Closes the connection once nobody listens; the store can open again. */
   #close(): void {
     this.#closing = null;
     if (this.#listeners.size > 0) return;
-    this.#closed = true;
     stores.delete(this.#key);
-    if (this.#client) {
-      this.#client.close();
-      this.#client.free();
-      this.#client = null;
+    const client = this.#client;
+    this.#client = null;
+    this.#loading = null;
+    this.#stored.clear();
+    this.#sentAt.clear();
+    this.#state = INITIAL;
+    if (client) {
+      client.close();
+      client.free();
     }
   }
 
+  #set(state: ChatState): void {
+    this.#state = state;
+    for (const listener of this.#listeners) listener();
+  }
+
   /** Reads the client's snapshot into a new state object and tells the listeners. */
-  #update(): void {
-    const snapshot = this.#client?.snapshot();
+  #update(client: GlassboxClient): void {
+    if (client !== this.#client) return; // a client that was closed
+    const snapshot = client.snapshot();
     if (!snapshot) return;
     for (const message of snapshot.changed) {
       if (!this.#options.keepContext) delete message.context;
@@ -194,19 +205,23 @@ export class ChatStore {
       if (message) messages.push(message);
     }
     for (const id of [...this.#stored.keys()]) if (!order.has(id)) this.#stored.delete(id);
+    const sentAt = new Map<string, number>();
     for (const pending of snapshot.pending) {
+      const id = pending.clientMessageId;
+      sentAt.set(id, this.#sentAt.get(id) ?? Date.now());
       messages.push({
-        id: pending.clientMessageId,
-        clientMessageId: pending.clientMessageId,
+        id,
+        clientMessageId: id,
         role: 'user',
         content: pending.content,
         status: pending.error ? 'failed' : 'sending',
-        createdAt: Date.now(),
+        createdAt: sentAt.get(id)!,
         ...(pending.error ? { error: pending.error } : {}),
       });
     }
+    this.#sentAt = sentAt;
     const lastReply = [...messages].reverse().find((m) => m.role === 'assistant' && m.status === 'complete');
-    this.#state = {
+    this.#set({
       status: snapshot.status,
       reconnectInSecs: snapshot.reconnectInSecs ?? null,
       sessionId: snapshot.sessionId,
@@ -218,8 +233,7 @@ export class ChatStore {
       filter: snapshot.filter,
       contextInfo: snapshot.contextInfo,
       error: snapshot.notice,
-    };
-    for (const listener of this.#listeners) listener();
+    });
   }
 }
 

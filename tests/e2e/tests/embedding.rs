@@ -75,7 +75,11 @@ async fn the_launcher_opens_and_closes_by_mouse_and_keyboard_and_fills_a_phone()
         client.goto(&url).await?;
         wait_for(&client, "the launcher", &format!("return !!{SHADOW}?.querySelector('.gb-launcher');")).await?;
         assert_eq!(launcher_state(&client).await?, json!([false, "false", null, null]));
-        // Closed, the chat's code is not loaded: the page pays for a button.
+        // Closed, the chat's code is not loaded: the page pays for a button. Page context given
+        // now is kept for later; it loads nothing either.
+        client
+            .execute("return document.querySelector('glassbox-chat').setPageContext({page: 'home'});", vec![])
+            .await?;
         let loaded = client
             .execute("return performance.getEntriesByType('resource').some(e => e.name.includes('glassbox_widget_bg.wasm'));", vec![])
             .await?;
@@ -592,6 +596,17 @@ async fn route_changes_keep_one_socket_and_the_draft_and_an_iframe_works() -> Re
             .await?;
         assert_eq!(sent, json!(["Half a thought"]), "the draft was sent once");
         assert_eq!(problems(&client).await?, json!([]));
+
+        // Moved with another session set while it was out of the page: that other conversation.
+        client
+            .execute("const el = document.querySelector('glassbox-chat'); el.remove(); el.setAttribute('session', 'spa-other');
+                document.getElementById('slot-a').append(el);", vec![])
+            .await?;
+        wait_for(&client, "the other conversation", &format!("return window.__sockets.opened === 3 && !!{SHADOW}.querySelector('.gb-status[data-state=connected]');")).await?;
+        let other = client
+            .execute(&format!("return {SHADOW}.querySelectorAll('.gb-message[data-message-id]').length;"), vec![])
+            .await?;
+        assert_eq!(other, json!(0), "a new, empty conversation");
 
         // In a frame of another origin.
         client.goto(&outer).await?;

@@ -1,6 +1,7 @@
-//! The React package: its Vitest suite (jsdom) against the real server on loopback, and the React
-//! demo app (built by Vite into public/react/) in headless Chromium with a fake provider that
-//! speaks OpenAI's format.
+//! The React package: its Vitest suite (jsdom, React 19 and 18) against the real server on
+//! loopback; the React demo app (built by Vite into public/react/) in headless Chromium with a fake
+//! provider that speaks OpenAI's format; and a fresh Vite app that installs both packages from
+//! their `npm pack` tarballs.
 
 use std::process::Command;
 
@@ -9,6 +10,25 @@ use fantoccini::Locator;
 use glassbox_e2e::{in_browser, root, start_server, wait_for};
 use glassbox_fake_provider::{Behaviour, FakeProvider};
 use serde_json::{Value, json};
+
+/// `text` without terminal colour codes.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ … letter
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
 
 /// The page origin Vitest's jsdom runs at (packages/react/vitest.config.ts).
 const JSDOM_ORIGIN: &str = "http://localhost:3000";
@@ -43,7 +63,9 @@ async fn the_react_hooks_vitest_suite_passes_against_the_real_server() -> Result
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}\n{stderr}");
     assert!(out.status.success(), "vitest failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("3 passed"), "every test ran:\n{stdout}");
+    // Three tests, with React 19 and with React 18, all passed.
+    let plain = strip_ansi(&stdout);
+    assert!(plain.contains(" 6 passed (6)"), "every test ran:\n{plain}");
     Ok(())
 }
 
@@ -109,6 +131,171 @@ async fn the_react_demo_sends_route_context_to_the_model_and_not_into_the_messag
             .execute("document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-launcher').click();", vec![])
             .await?;
         wait_for(&client, "the launcher's chat to connect", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-status[data-state=connected]');").await?;
+        // Its token meter counts exactly: the worker and vocabulary come from the server's /widget/.
+        wait_for(&client, "an exact count in the launcher's meter", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-meter[data-estimated=false]');").await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Runs `program args` in `dir`; fails with its output.
+fn run_in(
+    dir: &std::path::Path,
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .output()
+        .with_context(|| format!("running {program} {args:?}"))?;
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    anyhow::ensure!(
+        out.status.success(),
+        "{program} {args:?} failed in {}:\n{text}",
+        dir.display()
+    );
+    Ok(text)
+}
+
+/// A new user's app: Vite's React template, the two packages installed from their `npm pack`
+/// tarballs, no configuration for Glassbox.
+const FRESH_APP_MAIN: &str = "import { StrictMode, useState } from 'react';
+import { createRoot } from 'react-dom/client';
+import { GlassboxChat, useGlassboxChat } from 'glassbox-react';
+
+const server = import.meta.env.VITE_GLASSBOX_SERVER;
+
+function App() {
+  const chat = useGlassboxChat({ server, session: 'fresh' });
+  const [context] = useState({ page: 'checkout', step: 2 });
+  return (
+    <main>
+      <p id=\"status\">{chat.status}</p>
+      <ol>{chat.messages.map((m) => <li key={m.id} data-role={m.role} data-status={m.status}>{m.content}</li>)}</ol>
+      <button id=\"ask\" onClick={() => chat.sendMessage('Where am I?', [], context)}>Ask</button>
+      <GlassboxChat server={server} session=\"fresh-element\" pageContext={context} style={{ height: 480 }} />
+    </main>
+  );
+}
+
+createRoot(document.getElementById('root')).render(<StrictMode><App /></StrictMode>);
+";
+
+#[tokio::test]
+async fn a_fresh_vite_app_uses_the_packed_packages_without_configuration() -> Result<()> {
+    let work = tempfile::tempdir()?;
+    let npm = root().join("dist/npm");
+    for package in ["glassbox-chat", "glassbox-react"] {
+        let dest = work.path().display().to_string();
+        run_in(
+            &npm.join(package),
+            "npm",
+            &["pack", "--pack-destination", &dest, "--silent"],
+            &[],
+        )?;
+    }
+    let app = work.path().join("app");
+    std::fs::create_dir_all(app.join("src"))?;
+    // The versions the repository's own React tools pin (installed from npm's cache when warm).
+    let lock: Value = serde_json::from_slice(&std::fs::read(
+        root().join("packages/react/package-lock.json"),
+    )?)?;
+    let pinned = |name: &str| -> Result<String> {
+        lock["packages"][format!("node_modules/{name}")]["version"]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("{name} is not in packages/react/package-lock.json"))
+    };
+    let version = json!(env!("CARGO_PKG_VERSION"));
+    let manifest = json!({
+        "name": "fresh-app",
+        "private": true,
+        "type": "module",
+        "dependencies": {
+            "react": pinned("react")?,
+            "react-dom": pinned("react-dom")?,
+            "glassbox-chat": format!("file:../glassbox-chat-{}.tgz", version.as_str().unwrap_or_default()),
+            "glassbox-react": format!("file:../glassbox-react-{}.tgz", version.as_str().unwrap_or_default()),
+        },
+        "devDependencies": {
+            "vite": pinned("vite")?,
+            "@vitejs/plugin-react": pinned("@vitejs/plugin-react")?,
+        }
+    });
+    std::fs::write(
+        app.join("package.json"),
+        serde_json::to_string_pretty(&manifest)?,
+    )?;
+    std::fs::write(
+        app.join("vite.config.js"),
+        "import { defineConfig } from 'vite';\nimport react from '@vitejs/plugin-react';\n\nexport default defineConfig({ plugins: [react()] });\n",
+    )?;
+    std::fs::write(
+        app.join("index.html"),
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Fresh app</title></head>\
+         <body><div id=\"root\"></div><script type=\"module\" src=\"/src/main.jsx\"></script></body></html>",
+    )?;
+    std::fs::write(app.join("src/main.jsx"), FRESH_APP_MAIN)?;
+    run_in(
+        &app,
+        "npm",
+        &[
+            "install",
+            "--prefer-offline",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ],
+        &[],
+    )?;
+
+    let site_dir = app.join("dist");
+    std::fs::create_dir_all(&site_dir)?;
+    let site = glassbox_e2e::StaticSite::start(&site_dir).await?;
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "1"),
+        ("GLASSBOX_ALLOWED_ORIGINS", &site.origin()),
+    ])
+    .await?;
+    let server_url = format!("http://{}", server.addr);
+    run_in(
+        &app,
+        "node",
+        &[
+            "node_modules/vite/bin/vite.js",
+            "build",
+            "--logLevel",
+            "warn",
+        ],
+        &[("VITE_GLASSBOX_SERVER", &server_url)],
+    )?;
+    in_browser(format!("{}/", site.origin()), "fresh-vite-app", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the hook to connect", "return document.getElementById('status')?.textContent === 'connected';").await?;
+        client.find(Locator::Id("ask")).await?.click().await?;
+        let reply = wait_for(&client, "the reply", "return [...document.querySelectorAll('li[data-role=assistant][data-status=complete]')].map(l => l.textContent)[0];").await?;
+        assert!(
+            reply.as_str().unwrap_or_default().contains("Page context came with it, with keys `page`, `step`."),
+            "{reply}"
+        );
+        let asked = client
+            .execute("return [...document.querySelectorAll('li[data-role=user]')].map(l => l.textContent);", vec![])
+            .await?;
+        assert_eq!(asked, json!(["Where am I?"]));
+        // The element from the package, in the same bundle: its wasm and stylesheet were found.
+        wait_for(&client, "the element to connect", "return !!document.querySelector('glassbox-chat')?.shadowRoot?.querySelector('.gb-status[data-state=connected]');").await?;
+        let styled = client
+            .execute("return getComputedStyle(document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-header')).display;", vec![])
+            .await?;
+        assert_eq!(styled, json!("flex"));
         Ok(())
     })
     .await
