@@ -82,7 +82,7 @@ pub const MODEL_CONTEXT_LIMITS: &[(&str, u32)] = &[
 
 /// The context window of `model`: `overrides` first (same lookup rules), then the built-in table.
 pub fn context_limit(model: &str, overrides: &[(String, u32)]) -> u32 {
-    let id = model.trim().to_lowercase();
+    let id = model.trim().to_ascii_lowercase();
     let lookup = |table: &mut dyn Iterator<Item = (&str, u32)>| -> Option<u32> {
         let entries: Vec<(&str, u32)> = table.collect();
         if let Some(&(_, limit)) = entries.iter().find(|(k, _)| k.eq_ignore_ascii_case(&id)) {
@@ -90,7 +90,7 @@ pub fn context_limit(model: &str, overrides: &[(String, u32)]) -> u32 {
         }
         entries
             .iter()
-            .filter(|(k, _)| !k.is_empty() && id.contains(&k.to_lowercase()))
+            .filter(|(k, _)| !k.is_empty() && id.contains(&k.to_ascii_lowercase()))
             .max_by_key(|(k, _)| k.len())
             .map(|&(_, limit)| limit)
     };
@@ -115,7 +115,7 @@ pub const ENCODINGS: &[&str] = &[
 /// V3/R1 with their own Hugging Face tokenizers. Other models are counted with o200k and the meter
 /// marks the count as approximate.
 pub fn encoding_for(model: &str) -> (&'static str, bool) {
-    let id = model.to_lowercase();
+    let id = model.to_ascii_lowercase();
     // The model's own name, without a provider prefix such as `meta-llama/` or `openai/`.
     let name = id.rsplit('/').next().unwrap_or(&id);
     let cl100k = [

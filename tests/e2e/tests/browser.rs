@@ -325,7 +325,8 @@ async fn a_rate_limited_message_is_kept_counts_down_and_goes_by_itself() -> Resu
 }
 
 #[tokio::test]
-async fn a_join_refused_by_its_limit_waits_as_asked_without_an_alert_and_then_joins() -> Result<()> {
+async fn a_join_refused_by_its_limit_waits_as_asked_without_an_alert_and_then_joins() -> Result<()>
+{
     // Ten joins a minute: one comes back every six seconds.
     let server = start_server(&[
         ("GLASSBOX_PROVIDER", "offline"),
@@ -382,7 +383,9 @@ async fn join(addr: std::net::SocketAddr, id: &str, token: &str) -> Result<Strin
     use tokio_tungstenite::tungstenite::Message;
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let mut request = format!("ws://{addr}/ws").into_client_request()?;
-    request.headers_mut().insert("origin", format!("http://{addr}").parse()?);
+    request
+        .headers_mut()
+        .insert("origin", format!("http://{addr}").parse()?);
     let (mut ws, _) = tokio_tungstenite::connect_async(request).await?;
     let hello = json!({"type": "hello", "data": {"sessionId": id, "token": token}});
     ws.send(Message::Text(hello.to_string().into())).await?;
@@ -393,7 +396,10 @@ async fn join(addr: std::net::SocketAddr, id: &str, token: &str) -> Result<Strin
             return Ok(if frame["type"] == "session" {
                 "joined".to_owned()
             } else {
-                frame["data"]["code"].as_str().unwrap_or("no code").to_owned()
+                frame["data"]["code"]
+                    .as_str()
+                    .unwrap_or("no code")
+                    .to_owned()
             });
         }
     }
@@ -569,7 +575,10 @@ async fn demo(client: &Client, url: &str) -> Result<()> {
 
 /// A server with the repo's demo agent and the real embedding model, once the model is loaded.
 async fn demo_agent_server() -> Result<glassbox_e2e::Server> {
-    let config = glassbox_e2e::root().join("glassbox.toml").display().to_string();
+    let config = glassbox_e2e::root()
+        .join("glassbox.toml")
+        .display()
+        .to_string();
     let model_dir = std::env::var("GLASSBOX_EMBED_MODEL_DIR").unwrap_or_else(|_| {
         glassbox_server::config::default_model_dir()
             .display()
@@ -685,10 +694,13 @@ async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scor
         let preview_of = |what: &str| {
             format!("{ROOT} const p = r.querySelector('.gb-preview'); if (!p || p.dataset.draftChars !== '{chars}') return null; const items = [...p.querySelectorAll('.gb-preview-item')].map(i => [i.dataset.name, i.dataset.include, i.querySelector('.gb-item-badge').textContent]); const total = p.querySelector('.gb-preview-total')?.textContent ?? ''; const delta = p.querySelector('.gb-preview-delta')?.textContent ?? null; {what}")
         };
-        let preview = wait_for(
+        // The first preview waits for the server to index the agent's items (embedding them on a
+        // debug build: several seconds, more on a loaded machine).
+        let preview = glassbox_e2e::widget_page::wait_for_within(
             &client,
             "the draft's preview to list Sourdough bread",
             &preview_of("return items.some(i => i[0] === 'Sourdough bread') ? {items, total, delta} : null;"),
+            std::time::Duration::from_secs(90),
         )
         .await?;
         let items = preview["items"].as_array().cloned().unwrap_or_default();
