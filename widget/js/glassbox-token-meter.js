@@ -6,7 +6,9 @@
 //
 // Attributes: model (sets the window and the vocabulary; default gpt-4o), limit (window override),
 // output-reserve, compression (off | hybrid | summarize | drop-low-value | sliding-window: preview),
-// compact, vocab (vocabulary URL with {encoding}; default vocab/{encoding}.gbv beside this script),
+// compact, assets (the folder of the token worker and vocabularies; default: beside this script, so
+// an app that bundles this file points it at a Glassbox server's /widget/ or a copy of its files),
+// vocab (vocabulary URL with {encoding}; default {assets}vocab/{encoding}.gbv),
 // for (id of a textarea or input in the page whose text is counted as you type).
 // Methods: setText(text), setMessages([text, ...]), setSystemPrompt(text), reading().
 // Events: "glassbox:meter" (detail: {used, limit, percent, state, estimated, originalPercent, ...}).
@@ -20,7 +22,7 @@ const here = new URL('.', import.meta.url);
 const Base = typeof HTMLElement === 'undefined' ? class {} : HTMLElement;
 
 class TokenMeterElement extends Base {
-  static observedAttributes = ['model', 'limit', 'output-reserve', 'compression', 'compact', 'vocab', 'for'];
+  static observedAttributes = ['model', 'limit', 'output-reserve', 'compression', 'compact', 'vocab', 'assets', 'for'];
 
   #meter = null;
   #container = null;
@@ -46,7 +48,7 @@ class TokenMeterElement extends Base {
   attributeChangedCallback(name, oldValue, newValue) {
     if (oldValue === newValue || !this.#meter) return;
     if (name === 'for') this.#watch(newValue);
-    else if (name === 'vocab') { this.disconnectedCallback(); this.#mount(); }
+    else if (name === 'vocab' || name === 'assets') { this.disconnectedCallback(); this.#mount(); }
     else this.#meter.configure(this.#options());
   }
 
@@ -67,7 +69,7 @@ class TokenMeterElement extends Base {
   #options() {
     const number = (name) => (this.hasAttribute(name) ? Number(this.getAttribute(name)) : null);
     return {
-      assets: here.href,
+      assets: this.getAttribute('assets') || here.href,
       vocab: this.getAttribute('vocab') || null,
       model: this.getAttribute('model') || null,
       limit: number('limit'),
