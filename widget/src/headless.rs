@@ -6,7 +6,7 @@ use glassbox_app::{Theme, WidgetConfig};
 use glassbox_core::context::footer::FooterLinks;
 use wasm_bindgen::prelude::*;
 
-use crate::{code_name, context_args, js_error, message_args, optional};
+use crate::{context_args, js_error, send_message_on, set_filter_on, set_page_context_on};
 
 /// Options of a headless chat: `{server, session?, agent?, model?}`.
 #[derive(serde::Deserialize)]
@@ -96,19 +96,13 @@ impl GlassboxClient {
         attachments: JsValue,
         context: JsValue,
     ) -> Result<(), JsValue> {
-        let (attachments, context) = message_args(attachments, context)?;
-        self.live()?
-            .send(&text, attachments, context)
-            .map_err(|e| js_error(&code_name(e.code()), e))
+        send_message_on(self.live()?, &text, attachments, context)
     }
 
     /// Sets the page context sent with every later message (`null` clears it).
     #[wasm_bindgen(js_name = setPageContext)]
     pub fn set_page_context(&self, context: JsValue) -> Result<(), JsValue> {
-        let context = optional(context, "context")?;
-        self.live()?
-            .set_page_context(context)
-            .map_err(|e| js_error(&code_name(e.code()), e))
+        set_page_context_on(self.live()?, context)
     }
 
     /// Asks again for a failed reply.
@@ -133,9 +127,7 @@ impl GlassboxClient {
     /// As the element's `setFilter`.
     #[wasm_bindgen(js_name = setFilter)]
     pub fn set_filter(&self, labels: JsValue) -> Result<(), JsValue> {
-        let labels: Vec<String> = optional(labels, "labels")?.unwrap_or_default();
-        self.live()?.set_filter(labels);
-        Ok(())
+        set_filter_on(self.live()?, labels)
     }
 
     /// Deletes the conversation on the server and starts a new one.

@@ -78,6 +78,34 @@ fn message_args(
     Ok((attachments, optional(context, "context")?))
 }
 
+/// `sendMessage(text, attachments?, context?)` on `client`: the element's and the headless client's.
+fn send_message_on(
+    client: glassbox_app::ChatClient,
+    text: &str,
+    attachments: JsValue,
+    context: JsValue,
+) -> Result<(), JsValue> {
+    let (attachments, context) = message_args(attachments, context)?;
+    client
+        .send(text, attachments, context)
+        .map_err(|e| js_error(&code_name(e.code()), e))
+}
+
+/// `setPageContext(context)` on `client` (`null` clears it).
+fn set_page_context_on(client: glassbox_app::ChatClient, context: JsValue) -> Result<(), JsValue> {
+    let context: Option<PageContext> = optional(context, "context")?;
+    client
+        .set_page_context(context)
+        .map_err(|e| js_error(&code_name(e.code()), e))
+}
+
+/// `setFilter(labels)` on `client` (an empty list clears the filter).
+fn set_filter_on(client: glassbox_app::ChatClient, labels: JsValue) -> Result<(), JsValue> {
+    let labels: Vec<String> = optional(labels, "labels")?.unwrap_or_default();
+    client.set_filter(labels);
+    Ok(())
+}
+
 /// The arguments of `setContext(setName, items, mode?)`, checked as the server checks them.
 fn context_args(
     set_name: String,
@@ -166,23 +194,13 @@ impl GlassboxWidget {
         attachments: JsValue,
         context: JsValue,
     ) -> Result<(), JsValue> {
-        let (attachments, context) = message_args(attachments, context)?;
-        self.live()?
-            .send(&text, attachments, context)
-            .map_err(|e| js_error(&code_name(e.code()), e))
+        send_message_on(self.live()?, &text, attachments, context)
     }
 
     /// Sets the page context sent with every later message (`null` clears it).
     #[wasm_bindgen(js_name = setPageContext)]
     pub fn set_page_context(&self, context: JsValue) -> Result<(), JsValue> {
-        let Some(handle) = &self.handle else {
-            return Err(js_error("conflict", "widget is unmounted"));
-        };
-        let context: Option<PageContext> = optional(context, "context")?;
-        handle
-            .client()
-            .set_page_context(context)
-            .map_err(|e| js_error(&code_name(e.code()), e))
+        set_page_context_on(self.live()?, context)
     }
 
     /// Deletes the conversation on the server and starts a new one.
@@ -211,12 +229,7 @@ impl GlassboxWidget {
     /// every tab; the element then dispatches `glassbox:filter-changed` with `{messageIds}`.
     #[wasm_bindgen(js_name = setFilter)]
     pub fn set_filter(&self, labels: JsValue) -> Result<(), JsValue> {
-        let Some(handle) = &self.handle else {
-            return Err(js_error("conflict", "widget is unmounted"));
-        };
-        let labels: Vec<String> = optional(labels, "labels")?.unwrap_or_default();
-        handle.client().set_filter(labels);
-        Ok(())
+        set_filter_on(self.live()?, labels)
     }
 
     /// The session's topics and filter as last received: `{topics, filter}` (each `null` before
@@ -239,9 +252,7 @@ impl GlassboxWidget {
     /// returns it to the server's; `undefined` keeps it.
     #[wasm_bindgen(js_name = setSimilarityMode)]
     pub fn set_similarity_mode(&self, enabled: bool, threshold: JsValue) -> Result<(), JsValue> {
-        let Some(handle) = &self.handle else {
-            return Err(js_error("conflict", "widget is unmounted"));
-        };
+        let client = self.live()?;
         let threshold = if threshold.is_undefined() {
             None
         } else if threshold.is_null() {
@@ -254,7 +265,7 @@ impl GlassboxWidget {
                 .map_err(|e| js_error("invalid_filter", e.to_string()))?;
             Some(Some(t))
         };
-        handle.client().set_similarity_mode(enabled, threshold);
+        client.set_similarity_mode(enabled, threshold);
         Ok(())
     }
 
@@ -263,9 +274,7 @@ impl GlassboxWidget {
     #[wasm_bindgen(js_name = markMessage)]
     pub fn mark_message(&self, message_id: String, mark: Option<String>) -> Result<(), JsValue> {
         use glassbox_core::context::MessageMark;
-        let Some(handle) = &self.handle else {
-            return Err(js_error("conflict", "widget is unmounted"));
-        };
+        let client = self.live()?;
         let mark = match mark.as_deref() {
             None | Some("") => None,
             Some("pinned") => Some(MessageMark::Pinned),
@@ -277,7 +286,7 @@ impl GlassboxWidget {
                 ));
             }
         };
-        handle.client().mark_message(&message_id, mark);
+        client.mark_message(&message_id, mark);
         Ok(())
     }
 
