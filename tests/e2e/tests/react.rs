@@ -259,10 +259,19 @@ async fn a_fresh_vite_app_uses_the_packed_packages_without_configuration() -> Re
     let site_dir = app.join("dist");
     std::fs::create_dir_all(&site_dir)?;
     let site = glassbox_e2e::StaticSite::start(&site_dir).await?;
+    // `npm run dev` too: Vite's dev server, which pre-bundles the packages, on a port of its own.
+    let dev_port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0")?;
+        probe.local_addr()?.port()
+    };
+    let dev_origin = format!("http://127.0.0.1:{dev_port}");
     let server = start_server(&[
         ("GLASSBOX_PROVIDER", "offline"),
         ("GLASSBOX_OFFLINE_DELAY_MS", "1"),
-        ("GLASSBOX_ALLOWED_ORIGINS", &site.origin()),
+        (
+            "GLASSBOX_ALLOWED_ORIGINS",
+            &format!("{},{dev_origin}", site.origin()),
+        ),
     ])
     .await?;
     let server_url = format!("http://{}", server.addr);
@@ -277,26 +286,94 @@ async fn a_fresh_vite_app_uses_the_packed_packages_without_configuration() -> Re
         ],
         &[("VITE_GLASSBOX_SERVER", &server_url)],
     )?;
-    in_browser(format!("{}/", site.origin()), "fresh-vite-app", |client, url| async move {
-        client.goto(&url).await?;
-        wait_for(&client, "the hook to connect", "return document.getElementById('status')?.textContent === 'connected';").await?;
-        client.find(Locator::Id("ask")).await?.click().await?;
-        let reply = wait_for(&client, "the reply", "return [...document.querySelectorAll('li[data-role=assistant][data-status=complete]')].map(l => l.textContent)[0];").await?;
-        assert!(
-            reply.as_str().unwrap_or_default().contains("Page context came with it, with keys `page`, `step`."),
-            "{reply}"
+    let dev = DevServer(
+        Command::new("node")
+            .args([
+                "node_modules/vite/bin/vite.js",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &dev_port.to_string(),
+                "--strictPort",
+            ])
+            .env("VITE_GLASSBOX_SERVER", &server_url)
+            .current_dir(&app)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("starting vite's dev server")?,
+    );
+    let dev_url = format!("{dev_origin}/");
+    in_browser(
+        format!("{}/", site.origin()),
+        "fresh-vite-app",
+        |client, url| async move {
+            for (url, what) in [(url, "the built app"), (dev_url, "the dev server")] {
+                fresh_app_chats(&client, &url)
+                    .await
+                    .with_context(|| format!("in {what}"))?;
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    drop(dev);
+    Ok(())
+}
+
+/// Kills `vite` (the dev server) when the test ends.
+struct DevServer(std::process::Child);
+
+impl Drop for DevServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The fresh app at `url`: the hook chats with page context and the element connects, styled.
+async fn fresh_app_chats(client: &fantoccini::Client, url: &str) -> Result<()> {
+    // The dev server may still be starting.
+    let started = std::time::Instant::now();
+    while client.goto(url).await.is_err()
+        || client
+            .execute("return !!document.getElementById('root');", vec![])
+            .await?
+            != json!(true)
+    {
+        anyhow::ensure!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{url} did not answer"
         );
-        let asked = client
-            .execute("return [...document.querySelectorAll('li[data-role=user]')].map(l => l.textContent);", vec![])
-            .await?;
-        assert_eq!(asked, json!(["Where am I?"]));
-        // The element from the package, in the same bundle: its wasm and stylesheet were found.
-        wait_for(&client, "the element to connect", "return !!document.querySelector('glassbox-chat')?.shadowRoot?.querySelector('.gb-status[data-state=connected]');").await?;
-        let styled = client
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    wait_for(
+        client,
+        "the hook to connect",
+        "return document.getElementById('status')?.textContent === 'connected';",
+    )
+    .await?;
+    client.find(Locator::Id("ask")).await?.click().await?;
+    let reply = wait_for(&client, "the reply", "return [...document.querySelectorAll('li[data-role=assistant][data-status=complete]')].map(l => l.textContent)[0];").await?;
+    assert!(
+        reply
+            .as_str()
+            .unwrap_or_default()
+            .contains("Page context came with it, with keys `page`, `step`."),
+        "{reply}"
+    );
+    let asked = client
+        .execute(
+            "return [...document.querySelectorAll('li[data-role=user]')].map(l => l.textContent);",
+            vec![],
+        )
+        .await?;
+    assert_eq!(asked, json!(["Where am I?"]));
+    // The element from the package, in the same bundle: its wasm and stylesheet were found.
+    wait_for(&client, "the element to connect", "return !!document.querySelector('glassbox-chat')?.shadowRoot?.querySelector('.gb-status[data-state=connected]');").await?;
+    let styled = client
             .execute("return getComputedStyle(document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-header')).display;", vec![])
             .await?;
-        assert_eq!(styled, json!("flex"));
-        Ok(())
-    })
-    .await
+    assert_eq!(styled, json!("flex"));
+    Ok(())
 }
