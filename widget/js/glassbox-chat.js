@@ -80,8 +80,7 @@ class GlassboxChat extends Base {
 
   /** Sends a message; `context` is page data for the model, never shown in the message. */
   async sendMessage(text, attachments, context) {
-    await this.#mount();
-    this.#live().sendMessage(String(text), attachments ?? null, context ?? null);
+    return this.#withChat((chat) => chat.sendMessage(String(text), attachments ?? null, context ?? null));
   }
 
   /** Sets the page context sent with every later message; `null` clears it. Before the chat has
@@ -93,20 +92,17 @@ class GlassboxChat extends Base {
 
   /** Changes one of the session's context sets (`mode`: 'replace' by default, or 'merge'). */
   async setContext(setName, items, mode) {
-    await this.#mount();
-    this.#live().setContext(String(setName), items ?? [], mode ?? null);
+    return this.#withChat((chat) => chat.setContext(String(setName), items ?? [], mode ?? null));
   }
 
   /** Selects topics by label (empty clears the filter); `glassbox:filter-changed` follows. */
   async setFilter(labels) {
-    await this.#mount();
-    this.#live().setFilter(Array.isArray(labels) ? labels.map(String) : []);
+    return this.#withChat((chat) => chat.setFilter(Array.isArray(labels) ? labels.map(String) : []));
   }
 
   /** The session's topics and filter as last received: {topics, filter}. */
   async getTopics() {
-    await this.#mount();
-    return this.#live().getTopics();
+    return this.#withChat((chat) => chat.getTopics());
   }
 
   /**
@@ -115,45 +111,38 @@ class GlassboxChat extends Base {
    * server's, leaving it out keeps it.
    */
   async setSimilarityMode(enabled, threshold) {
-    await this.#mount();
     const t = threshold === undefined || threshold === null ? threshold : Number(threshold);
-    this.#live().setSimilarityMode(Boolean(enabled), t);
+    return this.#withChat((chat) => chat.setSimilarityMode(Boolean(enabled), t));
   }
 
   /** Pins ('pinned'), excludes ('excluded') or unmarks (null) a message by id. */
   async markMessage(messageId, mark) {
-    await this.#mount();
-    this.#live().markMessage(String(messageId), mark ?? null);
+    return this.#withChat((chat) => chat.markMessage(String(messageId), mark ?? null));
   }
 
   /** The agent's items and the session's choices as last received, or null. */
   async getItems() {
-    await this.#mount();
-    return this.#live().getItems();
+    return this.#withChat((chat) => chat.getItems());
   }
 
   /** Adds one of the agent's items ({kind: 'rule' | 'reference', name}) to the session. */
   async addItem(item) {
-    await this.#mount();
-    this.#live().addItem(item ?? null);
+    return this.#withChat((chat) => chat.addItem(item ?? null));
   }
 
   /** Removes an item ({kind, name}) from the session. */
   async removeItem(item) {
-    await this.#mount();
-    this.#live().removeItem(item ?? null);
+    return this.#withChat((chat) => chat.removeItem(item ?? null));
   }
 
   /** Replaces the session's overrides of the agent's defaults ({} clears them). */
   async setOverrides(overrides) {
-    await this.#mount();
-    this.#live().setOverrides(overrides ?? {});
+    return this.#withChat((chat) => chat.setOverrides(overrides ?? {}));
   }
 
   /** The receipt a turn answering `text` would have now, without sending it. */
   async preview(text, attachments, context) {
-    await this.#mount();
-    return this.#live().preview(String(text), attachments ?? null, context ?? null);
+    return this.#withChat((chat) => chat.preview(String(text), attachments ?? null, context ?? null));
   }
 
   /** Launcher mode: opens the panel (and loads the chat on first use). */
@@ -173,8 +162,7 @@ class GlassboxChat extends Base {
 
   /** Deletes this conversation on the server and starts a new one (the "New chat" control). */
   async clearSession() {
-    await this.#mount();
-    this.#live().clearSession();
+    return this.#withChat((chat) => chat.clearSession());
   }
 
   /** Brings the shadow root in line with the attributes. Inline: the container fills the element
@@ -208,9 +196,11 @@ class GlassboxChat extends Base {
     return JSON.stringify(CHAT_ATTRIBUTES.map((name) => this.getAttribute(name)));
   }
 
-  #live() {
+  /** Runs `action` on the mounted chat (mounting it first); what it returns is returned. */
+  async #withChat(action) {
+    await this.#mount();
     if (!this.#widget) throw new Error('<glassbox-chat> is not in the document');
-    return this.#widget;
+    return action(this.#widget);
   }
 
   /** Mounts the chat (loading the wasm first). A failure to load is told to the page as a

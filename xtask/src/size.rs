@@ -33,45 +33,37 @@ fn sizes(path: &Path) -> Result<(u64, u64, u64)> {
 
 /// Prints the table.
 pub fn bench(dist: &Path) -> Result<()> {
-    let d = |name: &str| dist.join(name);
-    let widget_core = [
+    // The files of `dist` named in each list, in order.
+    let files = |lists: &[&[&str]]| -> Vec<PathBuf> {
+        lists
+            .iter()
+            .flat_map(|l| l.iter())
+            .map(|f| dist.join(f))
+            .collect()
+    };
+    let widget_core: &[&str] = &[
         "glassbox-wasm.js",
         "glassbox_widget.js",
         "glassbox_widget_bg.wasm",
     ];
-    let element: Vec<PathBuf> = [
+    let element_shell: &[&str] = &[
         "glassbox-chat.js",
         "shadow-shell.js",
         "launcher.js",
         "glassbox.css",
-    ]
-    .iter()
-    .chain(widget_core.iter())
-    .map(|f| d(f))
-    .collect();
-    let launcher_closed: Vec<PathBuf> = [
-        "glassbox-chat.js",
-        "shadow-shell.js",
-        "launcher.js",
-        "glassbox.css",
-    ]
-    .iter()
-    .map(|f| d(f))
-    .collect();
-    let meter: Vec<PathBuf> = ["glassbox-token-meter.js", "shadow-shell.js", "glassbox.css"]
-        .iter()
-        .chain(widget_core.iter())
-        .map(|f| d(f))
-        .collect();
-    let worker: Vec<PathBuf> = [
+    ];
+    let element = files(&[element_shell, widget_core]);
+    let launcher_closed = files(&[element_shell]);
+    let meter = files(&[
+        &["glassbox-token-meter.js", "shadow-shell.js", "glassbox.css"],
+        widget_core,
+    ]);
+    let worker = files(&[&[
         "token-worker.js",
         "glassbox_token_worker.js",
         "glassbox_token_worker_bg.wasm",
         "vocab/o200k_base.gbv",
-    ]
-    .iter()
-    .map(|f| d(f))
-    .collect();
+    ]]);
     let react_package: Vec<PathBuf> = std::fs::read_dir(dist.join("npm/glassbox-react"))
         .context("dist/npm/glassbox-react is missing: run `cargo xtask build`")?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -145,7 +137,7 @@ pub fn bench(dist: &Path) -> Result<()> {
         "glassbox_widget.js",
         "glassbox.css",
     ] {
-        let (raw, gz, br) = sizes(&d(name))?;
+        let (raw, gz, br) = sizes(&dist.join(name))?;
         writeln!(out, "| {name} | {raw} | {gz} | {br} |")?;
     }
     writeln!(
