@@ -32,6 +32,10 @@ pub enum ErrorCode {
     InvalidContextSet,
     /// Too many attachments, or an attachment field is too long or not allowed.
     InvalidAttachment,
+    /// A file is larger than its kind allows, or the session's files would pass their limit.
+    FileTooLarge,
+    /// A file is not an accepted image or text file, or its bytes are not what its type says.
+    FileTypeNotAllowed,
     /// `clientMessageId` is malformed.
     InvalidClientMessageId,
     /// A `hello` frame must open the connection.
@@ -77,13 +81,13 @@ impl ErrorCode {
         match self {
             MalformedJson | UnknownFrameType | InvalidFrame | InvalidMessage | HelloRequired => 400,
             InvalidAttachment | InvalidClientMessageId => 422,
-            FrameTooLarge | ContextTooLarge | ContextOverflow => 413,
+            FrameTooLarge | ContextTooLarge | ContextOverflow | FileTooLarge => 413,
             ContextInvalid | InvalidSettings | InvalidContextSet | InvalidFilter => 422,
             Unauthorized => 401,
             NotFound | UnknownAgent => 404,
             Conflict => 409,
             ModelNotAllowed | OriginNotAllowed => 403,
-            UnsupportedMediaType => 415,
+            UnsupportedMediaType | FileTypeNotAllowed => 415,
             BudgetExhausted => 402,
             ProviderError => 502,
             ProviderUnavailable => 503,

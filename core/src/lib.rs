@@ -1,6 +1,7 @@
 //! Glassbox core: wire types and pure logic shared by the widget (wasm32) and the server.
 //! No IO, no async runtime, no framework.
 
+pub mod attachments;
 pub mod context;
 pub mod decode;
 pub mod error;

@@ -67,7 +67,8 @@ impl InputError {
 
 /// Checks every bound on a chat request. Nothing may be stored before this passes.
 pub fn validate_chat(req: &ChatRequest) -> Result<(), InputError> {
-    if req.message.trim().is_empty() {
+    // A message may be its files alone.
+    if req.message.trim().is_empty() && req.attachments.is_empty() {
         return Err(InputError::EmptyMessage);
     }
     if req.message.len() > MAX_MESSAGE_BYTES {
@@ -124,6 +125,13 @@ fn validate_attachments(list: &[Attachment]) -> Result<(), InputError> {
             .is_some_and(|m| m.len() > MAX_ATTACHMENT_FIELD)
         {
             return bad("mimeType is longer than 256 bytes");
+        }
+        if a.id.as_ref().is_some_and(|id| {
+            id.is_empty()
+                || id.len() > 64
+                || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        }) {
+            return bad("id must be 1–64 characters of A–Z, a–z, 0–9, '-'");
         }
         if let Some(url) = &a.url {
             if url.len() > MAX_ATTACHMENT_URL {
@@ -230,6 +238,7 @@ mod tests {
             mime_type: None,
             size: None,
             url: Some("javascript:alert(1)".into()),
+            ..Default::default()
         }];
         assert_eq!(
             validate_chat(&req).unwrap_err().code(),

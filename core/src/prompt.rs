@@ -69,6 +69,10 @@ pub struct PromptMessage {
     /// Files the user attached to this message (metadata; see [`attachments_segment`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
+    /// The uploaded files' contents, after the metadata: images as image parts, text files as
+    /// their segments (`attachments::text_file_segment`). Not serialized (they can be megabytes).
+    #[serde(skip)]
+    pub files: Vec<crate::attachments::PromptFile>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -337,6 +341,7 @@ mod tests {
                 mime_type: Some("application/pdf".into()),
                 size: Some(10),
                 url: None,
+                ..Default::default()
             }],
             ..Default::default()
         };

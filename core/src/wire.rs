@@ -173,10 +173,14 @@ pub struct ChatRequest {
     pub client_message_id: Option<String>,
 }
 
-/// Metadata of a file the user attached (the file itself lives wherever `url` points).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A file the user attached: one uploaded to the session (`id`; its bytes reach the model) or
+/// metadata only, the file itself wherever `url` points.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Attachment {
+    /// The uploaded file's id (`POST /api/sessions/{id}/files`); the server fills in the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
@@ -184,6 +188,11 @@ pub struct Attachment {
     pub size: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// An image's size in pixels (uploaded images; it prices the image in tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
 }
 
 /// Asks the server to regenerate a failed assistant message.

@@ -33,6 +33,8 @@ pub enum ChatError {
     Conflict(&'static str),
     #[error("storage failed")]
     Storage(#[from] StorageError),
+    #[error(transparent)]
+    Files(#[from] crate::files::FilesError),
 }
 
 impl ToWire for ChatError {
@@ -45,6 +47,7 @@ impl ToWire for ChatError {
             ChatError::NotFound(_) => ErrorCode::NotFound,
             ChatError::Conflict(_) => ErrorCode::Conflict,
             ChatError::Storage(e) => e.code(),
+            ChatError::Files(e) => e.code(),
         }
     }
 
@@ -98,6 +101,8 @@ impl Chat {
     ) -> Result<Submitted, ChatError> {
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
+        // Uploaded files as the server recorded them (a file of another session is refused).
+        let attachments = self.turns.files.resolve(session_id, req.attachments).await?;
         // What refuses without spending comes first, so a refused message costs no allowance.
         self.budgets.check(session_id).await?;
         let permit = self.limits.stream(address)?;
@@ -114,7 +119,7 @@ impl Chat {
                     content: &req.message,
                     client_message_id: req.client_message_id.as_deref(),
                     context: req.context.as_ref(),
-                    attachments: &req.attachments,
+                    attachments: &attachments,
                     created_at: now_ms(),
                 },
             )

@@ -34,6 +34,8 @@ pub enum AppError {
     HelloRequired,
     #[error("missing or wrong session token")]
     Unauthorized,
+    #[error("no such {0} in this session")]
+    NotFound(&'static str),
     #[error("{0}")]
     Conflict(&'static str),
     #[error("model {0:?} is not allowed on this server")]
@@ -66,6 +68,8 @@ pub enum AppError {
     Items(#[from] ItemsError),
     #[error(transparent)]
     Turn(#[from] TurnError),
+    #[error(transparent)]
+    Files(#[from] crate::files::FilesError),
 }
 
 impl ToWire for AppError {
@@ -75,6 +79,7 @@ impl ToWire for AppError {
             AppError::Input(e) => e.code(),
             AppError::HelloRequired => ErrorCode::HelloRequired,
             AppError::Unauthorized => ErrorCode::Unauthorized,
+            AppError::NotFound(_) => ErrorCode::NotFound,
             AppError::Conflict(_) => ErrorCode::Conflict,
             AppError::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
             AppError::InvalidSettings(_) => ErrorCode::InvalidSettings,
@@ -91,6 +96,7 @@ impl ToWire for AppError {
             AppError::ContextSets(e) => e.code(),
             AppError::Items(e) => e.code(),
             AppError::Turn(e) => e.code(),
+            AppError::Files(e) => e.code(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! The modules are in three layers, each using only the ones below it:
 //! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
 //!   `providers`, `embed`, `tokens`, `hub`, `background`, `wire_error`;
-//! - services, each with its own error: `budgets`, `calls`, `context_sets`, `tools`, `items`,
+//! - services, each with its own error: `budgets`, `calls`, `context_sets`, `files`, `tools`, `items`,
 //!   `context`, `topics`, `sessions`, `turn`, `chat`;
 //! - the edge: `routes` and `error` (the wire error built from the services' errors), with
 //!   `state` as the composition root.
@@ -19,6 +19,7 @@ pub mod context;
 pub mod context_sets;
 pub mod embed;
 pub mod error;
+pub mod files;
 pub mod hub;
 pub mod ids;
 pub mod items;

@@ -10,6 +10,7 @@ use crate::chat::Chat;
 use crate::config::Config;
 use crate::context::ContextWindows;
 use crate::embed::EmbeddingService;
+use crate::files::Files;
 use crate::hub::Hubs;
 use crate::items::Items;
 use crate::providers::Provider;
@@ -43,6 +44,8 @@ pub struct AppState {
     pub topics: Topics,
     pub turns: TurnEngine,
     pub chat: Chat,
+    /// The files users upload to their sessions.
+    pub files: Files,
 }
 
 impl AppState {
@@ -116,7 +119,9 @@ impl AppState {
             tools.clone(),
             agents.clone(),
         );
+        let files = Files::new(store.clone());
         let turns = TurnEngine {
+            files: files.clone(),
             config: config.clone(),
             store: store.clone(),
             calls,
@@ -149,6 +154,7 @@ impl AppState {
             topics,
             turns,
             chat,
+            files,
         }
     }
 }

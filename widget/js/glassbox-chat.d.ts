@@ -5,7 +5,7 @@
 export type ErrorCode =
   | 'malformed_json' | 'unknown_frame_type' | 'invalid_frame' | 'frame_too_large' | 'invalid_message'
   | 'context_too_large' | 'context_invalid' | 'context_overflow' | 'invalid_settings' | 'invalid_filter'
-  | 'invalid_context_set' | 'invalid_attachment' | 'invalid_client_message_id' | 'hello_required'
+  | 'invalid_context_set' | 'invalid_attachment' | 'file_too_large' | 'file_type_not_allowed' | 'invalid_client_message_id' | 'hello_required'
   | 'unauthorized' | 'not_found' | 'conflict' | 'model_not_allowed' | 'unknown_agent'
   | 'origin_not_allowed' | 'unsupported_media_type' | 'budget_exhausted' | 'provider_error'
   | 'provider_timeout' | 'provider_unavailable' | 'rate_limited' | 'cancelled'

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use std::cmp::{Ordering, Reverse};
 use std::ops::Range;
 
+use crate::attachments::{FileContent, FileContents, FileKind, file_tokens, prompt_files};
 use crate::prompt::{
     ProviderRequest, ToolDefinition, attachments_segment, item_entry, item_heading,
     page_context_segment, replay, replay_round, summary_segment,
@@ -63,18 +64,39 @@ impl<'a> TurnMessage<'a> {
         }
     }
 
-    /// Tokens of its attachment part (0 without attachments).
-    fn attachment_tokens(&self, count: &mut Count<'_>) -> u32 {
+    /// Tokens of its attachments' metadata part (0 without attachments), and each file whose
+    /// contents were gathered with its own tokens.
+    fn attachment_tokens(
+        &self,
+        files: &Files<'_>,
+        count: &mut Count<'_>,
+    ) -> (u32, Vec<(&'a Attachment, FileKind, u32)>) {
         if self.attachments.is_empty() {
-            return 0;
+            return (0, Vec::new());
         }
-        count(None, &attachments_segment(self.attachments))
+        let metadata = count(None, &attachments_segment(self.attachments));
+        let each = self
+            .attachments
+            .iter()
+            .filter_map(|a| {
+                let content = files.content(a)?;
+                let kind = match content {
+                    FileContent::Text(_) => FileKind::Text,
+                    FileContent::Image { .. } => FileKind::Image,
+                };
+                let tokens = file_tokens(a, content, files.encoding, &mut |t| count(None, t));
+                Some((a, kind, tokens))
+            })
+            .collect();
+        (metadata, each)
     }
 
     /// Its tokens, attachments and tool rounds included (`per_message`: the framing of each
     /// message a tool round adds).
-    fn tokens(&self, per_message: u32, count: &mut Count<'_>) -> u32 {
-        let text = count(self.id, &self.text) + self.attachment_tokens(count);
+    fn tokens(&self, per_message: u32, files: &Files<'_>, count: &mut Count<'_>) -> u32 {
+        let (metadata, each) = self.attachment_tokens(files, count);
+        let text =
+            count(self.id, &self.text) + metadata + each.iter().map(|(_, _, t)| t).sum::<u32>();
         let rounds: u32 = self
             .rounds
             .iter()
@@ -82,6 +104,18 @@ impl<'a> TurnMessage<'a> {
             .map(|e| exchange_tokens(e, per_message, count))
             .sum();
         text + rounds
+    }
+}
+
+/// The turn's gathered file contents, and the encoding their tokens are counted for.
+struct Files<'f> {
+    contents: Option<&'f FileContents>,
+    encoding: &'f str,
+}
+
+impl<'f> Files<'f> {
+    fn content(&self, a: &Attachment) -> Option<&'f FileContent> {
+        self.contents?.get(a.id.as_deref()?)
     }
 }
 
@@ -176,6 +210,9 @@ pub struct TurnSources<'a> {
     /// The agent's rules and references for this request and how semantic search went; `None`:
     /// the turn has no items (and the receipt says nothing about them).
     pub items: Option<ItemsInput<'a>>,
+    /// The contents of the history's uploaded files, by attachment id; a file without contents
+    /// here reaches the model as its metadata only.
+    pub files: Option<&'a FileContents>,
 }
 
 /// The context items of a turn, gathered by the server: the items for the request with their
@@ -297,6 +334,10 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     let msgs = input.messages;
     let sources = &input.sources;
     let framing = Framing::for_encoding(&info.encoding);
+    let files = Files {
+        contents: sources.files,
+        encoding: &info.encoding,
+    };
     let counted: Vec<CountedMessage> = msgs
         .iter()
         .map(|m| CountedMessage {
@@ -307,7 +348,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             } else {
                 ""
             },
-            tokens: m.tokens(framing.per_message, count),
+            tokens: m.tokens(framing.per_message, &files, count),
         })
         .collect();
     let cost = |i: usize| counted[i].tokens + framing.per_message;
@@ -589,21 +630,34 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     parts.extend(items.parts);
     left_out.extend(items.left_out);
     if let Some(i) = last {
-        let attachment_tokens = msgs[i].attachment_tokens(count);
+        let (metadata, each) = msgs[i].attachment_tokens(&files, count);
+        let file_tokens: u32 = each.iter().map(|(_, _, t)| t).sum();
         parts.push(Part {
             kind: PartKind::UserMessage {
                 id: msgs[i].id.map(str::to_owned),
             },
             reason: Reason::Always,
-            tokens: cost(i) - attachment_tokens,
+            tokens: cost(i) - metadata - file_tokens,
         });
-        if attachment_tokens > 0 {
+        if metadata > 0 {
             parts.push(Part {
                 kind: PartKind::Attachments {
                     names: msgs[i].attachments.iter().map(|a| a.name.clone()).collect(),
                 },
                 reason: Reason::Always,
-                tokens: attachment_tokens,
+                tokens: metadata,
+            });
+        }
+        // Each file with its contents: an image part, or a text file's segment.
+        for (a, kind, tokens) in each {
+            parts.push(Part {
+                kind: PartKind::File {
+                    id: a.id.clone().unwrap_or_default(),
+                    name: a.name.clone(),
+                    file: kind,
+                },
+                reason: Reason::Always,
+                tokens,
             });
         }
     }
@@ -844,7 +898,14 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
     let mut system: Vec<Cow<str>> = Vec::new();
     let mut messages = Vec::new();
     let position = |id: &str| src.messages.iter().position(|m| m.id == Some(id));
-    let replayed = |m: &TurnMessage| replay(m.role, &m.text, m.attachments, m.rounds);
+    let files = turn.files;
+    let replayed = |m: &TurnMessage| {
+        let mut sent = replay(m.role, &m.text, m.attachments, m.rounds);
+        if let (Some(first), Some(files)) = (sent.first_mut(), files) {
+            first.files = prompt_files(m.attachments, files);
+        }
+        sent
+    };
     // The message being answered, once its part is written (its attachments part follows it).
     let mut answered: Option<(&TurnMessage, usize)> = None;
     let mut tools: &[ToolDefinition] = &[];
@@ -924,6 +985,16 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
                     && let Some(sent) = messages.get_mut(at)
                 {
                     sent.attachments = m.attachments.to_vec();
+                }
+            }
+            PartKind::File { id, .. } => {
+                if let Some((m, at)) = answered
+                    && let Some(sent) = messages.get_mut(at)
+                    && let Some(a) = m.attachments.iter().find(|a| a.id.as_ref() == Some(id))
+                    && let Some(files) = files
+                {
+                    sent.files
+                        .extend(prompt_files(std::slice::from_ref(a), files));
                 }
             }
             PartKind::Item(note) => {

@@ -548,12 +548,14 @@ fn attachments_are_a_part_of_their_own_and_go_with_their_message() {
         mime_type: Some("text/csv".into()),
         size: Some(120),
         url: None,
+        ..Default::default()
     }];
     let new = [crate::wire::Attachment {
         name: "spec.pdf".into(),
         mime_type: None,
         size: None,
         url: Some("https://files.example/spec.pdf".into()),
+        ..Default::default()
     }];
     msgs[0].attachments = &old;
     msgs[2].attachments = &new;
@@ -606,6 +608,129 @@ fn attachments_are_a_part_of_their_own_and_go_with_their_message() {
     older.parts.pop();
     let rebuilt = build_request(&older, &sources(&msgs, TurnSources::default()));
     assert!(rebuilt.messages[2].attachments.is_empty());
+}
+
+#[test]
+fn uploaded_files_are_parts_with_their_tokens_and_reach_the_request_with_their_message() {
+    use crate::attachments::{FileContent, FileContents, FileKind, text_file_segment};
+    use std::sync::Arc;
+    let t = texts(3, 4);
+    let mut msgs = conversation(&t);
+    let notes = [crate::wire::Attachment {
+        id: Some("f-notes".into()),
+        name: "notes.md".into(),
+        mime_type: Some("text/plain".into()),
+        size: Some(24),
+        ..Default::default()
+    }];
+    let photo = [
+        crate::wire::Attachment {
+            id: Some("f-photo".into()),
+            name: "photo.png".into(),
+            mime_type: Some("image/png".into()),
+            size: Some(70),
+            width: Some(1024),
+            height: Some(1024),
+            ..Default::default()
+        },
+        // Its contents were not gathered (deleted): metadata only.
+        crate::wire::Attachment {
+            id: Some("f-gone".into()),
+            name: "gone.txt".into(),
+            ..Default::default()
+        },
+    ];
+    msgs[0].attachments = &notes;
+    msgs[2].attachments = &photo;
+    let mut files = FileContents::new();
+    files.insert(
+        "f-notes".into(),
+        FileContent::Text(Arc::from("one two three")),
+    );
+    let image = FileContent::Image {
+        media_type: "image/png".into(),
+        base64: Arc::from("iVBORw0KGgo="),
+    };
+    files.insert("f-photo".into(), image.clone());
+    let info = info(10_000, 100, off());
+    let input = TurnInput {
+        sources: TurnSources {
+            files: Some(&files),
+            ..TurnSources::default()
+        },
+        ..TurnInput::new(&info, &msgs)
+    };
+    let p = plan(&input);
+    let segment = |list: &[crate::wire::Attachment]| words(None, &attachments_segment(list));
+    let text_file = words(None, &text_file_segment("notes.md", "one two three"));
+    let parts: Vec<_> = p
+        .receipt
+        .parts
+        .iter()
+        .map(|p| (&p.kind, p.tokens))
+        .collect();
+    assert_eq!(
+        parts[0],
+        (
+            &PartKind::History {
+                first_id: "m0".into(),
+                last_id: "m1".into(),
+                count: 2,
+                scores: vec![],
+            },
+            4 + segment(&notes) + text_file + 4 + 2 * PER_MESSAGE
+        )
+    );
+    assert_eq!(
+        parts[3],
+        (
+            &PartKind::File {
+                id: "f-photo".into(),
+                name: "photo.png".into(),
+                file: FileKind::Image,
+            },
+            85 + 170 * 4
+        )
+    );
+    assert_eq!(
+        parts.len(),
+        4,
+        "no part for a file without contents: {parts:?}"
+    );
+    let sum: u32 = p.receipt.parts.iter().map(|p| p.tokens).sum();
+    assert_eq!(sum + PRIMING, p.receipt.totals.counted_input_tokens);
+    let sent = &p.request.messages;
+    assert_eq!(sent[0].files.len(), 1);
+    assert_eq!(sent[0].files[0].name, "notes.md");
+    assert_eq!(sent[2].files.len(), 1);
+    assert_eq!(sent[2].files[0].content, image);
+    assert!(sent[1].files.is_empty());
+    // Rebuilt from the receipt with the same contents: the same request.
+    let rebuilt = build_request(
+        &p.receipt,
+        &sources(
+            &msgs,
+            TurnSources {
+                files: Some(&files),
+                ..TurnSources::default()
+            },
+        ),
+    );
+    assert_eq!(rebuilt.messages, p.request.messages);
+    // Without its file part, the answered message goes without the image.
+    let mut older = p.receipt.clone();
+    older.parts.pop();
+    let rebuilt = build_request(
+        &older,
+        &sources(
+            &msgs,
+            TurnSources {
+                files: Some(&files),
+                ..TurnSources::default()
+            },
+        ),
+    );
+    assert!(rebuilt.messages[2].files.is_empty());
 }
 
 fn filter_note() -> FilterNote {

@@ -263,6 +263,14 @@ pub enum PartKind {
     },
     /// The attachments of the message being answered (their metadata; file names here).
     Attachments { names: Vec<String> },
+    /// One uploaded file of the message being answered, with its contents: an image the model
+    /// looks at, or a text file it reads as delimited data.
+    File {
+        id: String,
+        name: String,
+        /// Image or text (`kind` names the part).
+        file: crate::attachments::FileKind,
+    },
     /// The message being answered (no id for a draft in the preview).
     #[serde(rename_all = "camelCase")]
     UserMessage {

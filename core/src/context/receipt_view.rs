@@ -4,6 +4,7 @@
 //! misses, the knowledge cap's) and the search's note. Pure, so the wording is tested natively
 //! and the widget only lays the rows out (as text, never as HTML).
 
+use crate::attachments::FileKind;
 use super::items::{Included, ItemKind, ItemRef};
 use super::receipt::{
     ItemNote, ItemSearchNote, ItemSearchStatus, LeftOut, LeftOutWhy, Part, PartKind, Reason,
@@ -465,6 +466,20 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
             names: names.clone(),
             note: Some("Their metadata (name, type, size, link), sent as data."),
             ..row("attachments", "Its attachments".to_owned())
+        },
+        PartKind::File { name, file, .. } => ReceiptRow {
+            names: vec![name.clone()],
+            note: Some(match file {
+                FileKind::Image => "Sent as an image; tokens by the provider's rule for its size.",
+                FileKind::Text => "Its text, sent as delimited data.",
+            }),
+            ..row(
+                "file",
+                match file {
+                    FileKind::Image => format!("Image {name}"),
+                    FileKind::Text => format!("Text file {name}"),
+                },
+            )
         },
         PartKind::UserMessage { id } => ReceiptRow {
             messages: id.as_ref().and_then(|id| run(id, id, 1)),

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use async_stream::try_stream;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
+use glassbox_core::attachments::{FileContent, text_file_segment};
 use glassbox_core::prompt::{PromptMessage, ProviderRequest, ToolCall, attachments_segment};
 use glassbox_core::wire::Usage;
 use serde::Deserialize;
@@ -72,13 +73,15 @@ pub fn request_body(req: &ProviderRequest) -> Value {
 
 /// One message: plain text as a string; with rules and references, attachments or in a tool
 /// round, content blocks (the rules and references segments as text blocks before the words, the
-/// attachments as a text block after them, `tool_use` in the assistant's turn, `tool_result` in the
+/// attachments as a text block after them, then each file as an `image` block or a text file's
+/// block, `tool_use` in the assistant's turn, `tool_result` in the
 /// user's). Empty text blocks are left out (the API refuses them), and a message with nothing in it
 /// is skipped.
 fn message(m: &PromptMessage) -> Option<Value> {
     if m.tool_calls.is_empty()
         && m.tool_results.is_empty()
         && m.attachments.is_empty()
+        && m.files.is_empty()
         && m.segments.is_empty()
     {
         return (!m.content.is_empty())
@@ -96,6 +99,17 @@ fn message(m: &PromptMessage) -> Option<Value> {
     }
     if !m.attachments.is_empty() {
         blocks.push(json!({"type": "text", "text": attachments_segment(&m.attachments)}));
+    }
+    for f in &m.files {
+        blocks.push(match &f.content {
+            FileContent::Image { media_type, base64 } => json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": media_type, "data": &**base64},
+            }),
+            FileContent::Text(text) => {
+                json!({"type": "text", "text": text_file_segment(&f.name, text)})
+            }
+        });
     }
     for c in &m.tool_calls {
         // Arguments that were not a JSON object were answered with an error; replay them as {}.
@@ -269,6 +283,7 @@ mod tests {
                     }],
                     tool_results: vec![],
                     attachments: vec![],
+                    files: vec![],
                     segments: vec![],
                 },
                 PromptMessage {
@@ -276,6 +291,7 @@ mod tests {
                     content: String::new(),
                     tool_calls: vec![],
                     attachments: vec![],
+                    files: vec![],
                     segments: vec![],
                     tool_results: vec![ToolResult {
                         call_id: "toolu_1".into(),
@@ -314,6 +330,7 @@ mod tests {
             mime_type: Some("application/pdf".into()),
             size: Some(2048),
             url: None,
+            ..Default::default()
         }];
         let mut m = PromptMessage::text(Role::User, "see this");
         m.attachments = list.clone();

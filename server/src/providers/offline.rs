@@ -112,11 +112,17 @@ pub fn reply_text(req: &ProviderRequest) -> String {
         [] => String::new(),
         list => {
             let names: Vec<String> = list.iter().map(|a| format!("`{}`", a.name)).collect();
+            let files = last_message.map_or(0, |m| m.files.len());
             format!(
-                "It came with {} attachment{}: {}.\n\n",
+                "It came with {} attachment{}: {}{}.\n\n",
                 list.len(),
                 if list.len() == 1 { "" } else { "s" },
-                names.join(", ")
+                names.join(", "),
+                match files {
+                    0 => String::new(),
+                    n if n == list.len() => " (their contents reached me too)".to_owned(),
+                    n => format!(" (the contents of {n} of them reached me too)"),
+                }
             )
         }
     };
@@ -237,6 +243,7 @@ mod tests {
             mime_type: None,
             size: None,
             url: None,
+            ..Default::default()
         }];
         let req = ProviderRequest {
             model: "offline".into(),

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use async_stream::try_stream;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
+use glassbox_core::attachments::{FileContent, text_file_segment};
 use glassbox_core::prompt::{ProviderRequest, ToolCall, attachments_segment};
 use glassbox_core::wire::Usage;
 use serde::Deserialize;
@@ -42,9 +43,10 @@ pub fn request_body(req: &ProviderRequest) -> Value {
             messages.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}));
         }
         if m.tool_calls.is_empty() {
-            if !m.attachments.is_empty() || !m.segments.is_empty() {
+            if !m.attachments.is_empty() || !m.segments.is_empty() || !m.files.is_empty() {
                 // The rules and references segments, the words and the attachments as text parts
-                // of one message, in that order.
+                // of one message, in that order, then each file: an image part (a data URL) or a
+                // text file's segment.
                 let mut parts = Vec::with_capacity(m.segments.len() + 2);
                 for segment in m.segments.iter().filter(|s| !s.is_empty()) {
                     parts.push(json!({"type": "text", "text": segment}));
@@ -55,6 +57,17 @@ pub fn request_body(req: &ProviderRequest) -> Value {
                 if !m.attachments.is_empty() {
                     parts
                         .push(json!({"type": "text", "text": attachments_segment(&m.attachments)}));
+                }
+                for f in &m.files {
+                    parts.push(match &f.content {
+                        FileContent::Image { media_type, base64 } => json!({
+                            "type": "image_url",
+                            "image_url": {"url": format!("data:{media_type};base64,{base64}")},
+                        }),
+                        FileContent::Text(text) => {
+                            json!({"type": "text", "text": text_file_segment(&f.name, text)})
+                        }
+                    });
                 }
                 messages.push(json!({"role": m.role.as_str(), "content": parts}));
             } else if !m.content.is_empty() || m.tool_results.is_empty() {
@@ -282,6 +295,7 @@ mod tests {
                     tool_calls: vec![call],
                     tool_results: vec![],
                     attachments: vec![],
+                    files: vec![],
                     segments: vec![],
                 },
                 PromptMessage {
@@ -289,6 +303,7 @@ mod tests {
                     content: String::new(),
                     tool_calls: vec![],
                     attachments: vec![],
+                    files: vec![],
                     segments: vec![],
                     tool_results: vec![glassbox_core::prompt::ToolResult {
                         call_id: "call_1".into(),
@@ -346,6 +361,7 @@ mod tests {
             mime_type: None,
             size: None,
             url: Some("https://files.example/spec.pdf".into()),
+            ..Default::default()
         }];
         let mut m = PromptMessage::text(Role::User, "see this");
         m.attachments = list.clone();

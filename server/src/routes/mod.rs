@@ -3,6 +3,7 @@
 mod client_addr;
 mod embeddings;
 mod extract;
+mod files;
 mod health;
 mod origin;
 mod rest;
@@ -113,7 +114,7 @@ pub fn app(state: AppState) -> Router {
             Method::DELETE,
         ])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
-        .expose_headers([header::RETRY_AFTER])
+        .expose_headers([header::RETRY_AFTER, header::CONTENT_DISPOSITION])
         .max_age(std::time::Duration::from_secs(600));
     let api = Router::new()
         .route("/api/chat", post(rest::chat))
@@ -125,6 +126,11 @@ pub fn app(state: AppState) -> Router {
                 .delete(rest::delete_session),
         )
         .route("/api/sessions/{id}/settings", put(rest::update_settings))
+        .route("/api/sessions/{id}/files", post(files::upload))
+        .route(
+            "/api/sessions/{id}/files/{file_id}",
+            get(files::download).delete(files::delete),
+        )
         .route("/api/sessions/{id}/topics", get(rest::topics))
         .route(
             "/api/sessions/{id}/items",

@@ -1,6 +1,10 @@
 //! Persistence of sessions and messages. Handlers call these methods and never write SQL; the SQL here
 //! is portable (no SQLite-only syntax) so a PostgreSQL pool can stand behind the same methods.
 
+mod files;
+
+pub use files::{FileRow, FileStored, NewFile};
+
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;

@@ -64,6 +64,8 @@ pub struct Gathered {
     draft: bool,
     /// The session's items and the agent items this message's search chose.
     pub items: crate::items::RequestContext,
+    /// The contents of the history's uploaded files.
+    files: glassbox_core::attachments::FileContents,
 }
 
 impl Gathered {
@@ -157,6 +159,7 @@ impl Gathered {
                         SearchStatus::Failed(why) => ItemSearch::Failed(why),
                     },
                 }),
+                files: Some(&self.files),
             },
         }
     }
@@ -252,7 +255,9 @@ impl TurnEngine {
         let tools = extras.tools.unwrap_or_else(|| ToolSet::new(Vec::new()));
         let query = history.last().map_or("", |m| m.content.as_str());
         let items = self.items.request_context(&settings, query).await;
+        let files = self.files.contents(session_id, &history).await?;
         let mut gathered = Gathered {
+            files,
             info: self.windows.info_for(model, &settings, &tools),
             history,
             filter,

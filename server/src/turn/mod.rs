@@ -52,6 +52,8 @@ pub struct TurnEngine {
     pub limits: Arc<RateLimits>,
     /// Outgoing HTTP besides providers (the host's file existence check).
     pub http: reqwest::Client,
+    /// The uploaded files a turn's messages carry.
+    pub files: crate::files::Files,
 }
 
 /// Why a turn could not go on (a failed reply is stored and told, not an error).
@@ -67,6 +69,8 @@ pub enum TurnError {
     Input(#[from] InputError),
     #[error(transparent)]
     RateLimited(#[from] RateLimited),
+    #[error(transparent)]
+    Files(#[from] crate::files::FilesError),
 }
 
 impl ToWire for TurnError {
@@ -77,6 +81,7 @@ impl ToWire for TurnError {
             TurnError::ContextOverflow(_) => glassbox_core::ErrorCode::ContextOverflow,
             TurnError::Input(e) => e.code(),
             TurnError::RateLimited(e) => e.code(),
+            TurnError::Files(e) => e.code(),
         }
     }
 
@@ -167,7 +172,10 @@ impl TurnEngine {
             role: Role::User,
             content: draft.message.clone(),
             context: draft.context.clone(),
-            attachments: draft.attachments.clone(),
+            attachments: self
+                .files
+                .resolve(&hub.session_id, draft.attachments.clone())
+                .await?,
             ..ChatMessage::default()
         });
         let (_, _, plan) = self

@@ -1,0 +1,164 @@
+//! Uploaded files: stored with their bytes, bounded per session, deleted with their session.
+
+use glassbox_core::attachments::{FileKind, MAX_SESSION_FILE_BYTES};
+use glassbox_core::wire::Attachment;
+
+use super::{StorageError, Store};
+
+/// A file about to be stored (already checked: its kind, size and bytes).
+#[derive(Debug, Clone)]
+pub struct NewFile<'a> {
+    pub id: &'a str,
+    pub session_id: &'a str,
+    pub name: &'a str,
+    pub mime_type: &'a str,
+    pub kind: FileKind,
+    pub dimensions: Option<(u32, u32)>,
+    pub bytes: &'a [u8],
+    pub created_at: i64,
+}
+
+/// Whether a file was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileStored {
+    Stored,
+    /// The session's files already take `used` bytes and this one would pass the limit.
+    SessionFull {
+        used: u64,
+    },
+}
+
+/// A stored file's description (no bytes).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct FileRow {
+    pub id: String,
+    pub name: String,
+    pub mime_type: String,
+    pub kind: String,
+    pub size: i64,
+    pub width: Option<i64>,
+    pub height: Option<i64>,
+}
+
+impl FileRow {
+    /// Its kind (`None` for a kind this version does not know).
+    pub fn kind(&self) -> Option<FileKind> {
+        match self.kind.as_str() {
+            "image" => Some(FileKind::Image),
+            "text" => Some(FileKind::Text),
+            _ => None,
+        }
+    }
+
+    /// The attachment a message carries for it.
+    pub fn attachment(&self) -> Attachment {
+        Attachment {
+            id: Some(self.id.clone()),
+            name: self.name.clone(),
+            mime_type: Some(self.mime_type.clone()),
+            size: u64::try_from(self.size).ok(),
+            url: None,
+            width: self.width.and_then(|w| u32::try_from(w).ok()),
+            height: self.height.and_then(|h| u32::try_from(h).ok()),
+        }
+    }
+}
+
+const FILE_COLUMNS: &str = "id, name, mime_type, kind, size, width, height";
+
+fn kind_name(kind: FileKind) -> &'static str {
+    match kind {
+        FileKind::Image => "image",
+        FileKind::Text => "text",
+    }
+}
+
+impl Store {
+    /// Stores a file unless the session's files would then pass [`MAX_SESSION_FILE_BYTES`].
+    pub async fn insert_file(&self, f: &NewFile<'_>) -> Result<FileStored, StorageError> {
+        let mut tx = self.writer.begin().await?;
+        let used: i64 =
+            sqlx::query_scalar("SELECT COALESCE(SUM(size), 0) FROM files WHERE session_id = ?")
+                .bind(f.session_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let used = u64::try_from(used).unwrap_or(0);
+        if used + f.bytes.len() as u64 > MAX_SESSION_FILE_BYTES {
+            return Ok(FileStored::SessionFull { used });
+        }
+        sqlx::query(
+            "INSERT INTO files (id, session_id, name, mime_type, kind, size, width, height, bytes, \
+             created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(f.id)
+        .bind(f.session_id)
+        .bind(f.name)
+        .bind(f.mime_type)
+        .bind(kind_name(f.kind))
+        .bind(f.bytes.len() as i64)
+        .bind(f.dimensions.map(|(w, _)| i64::from(w)))
+        .bind(f.dimensions.map(|(_, h)| i64::from(h)))
+        .bind(f.bytes)
+        .bind(f.created_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(FileStored::Stored)
+    }
+
+    /// The descriptions of the session's files among `ids` (others, and other sessions', are not
+    /// returned).
+    pub async fn files(
+        &self,
+        session_id: &str,
+        ids: &[&str],
+    ) -> Result<Vec<FileRow>, StorageError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks = vec!["?"; ids.len()].join(", ");
+        let sql =
+            format!("SELECT {FILE_COLUMNS} FROM files WHERE session_id = ? AND id IN ({marks})");
+        let mut q = sqlx::query_as::<_, FileRow>(&sql).bind(session_id);
+        for id in ids {
+            q = q.bind(*id);
+        }
+        Ok(q.fetch_all(&self.reader).await?)
+    }
+
+    /// The session's files among `ids`, with their bytes.
+    pub async fn file_bytes(
+        &self,
+        session_id: &str,
+        ids: &[&str],
+    ) -> Result<Vec<(FileRow, Vec<u8>)>, StorageError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks = vec!["?"; ids.len()].join(", ");
+        let sql = format!(
+            "SELECT {FILE_COLUMNS}, bytes FROM files WHERE session_id = ? AND id IN ({marks})"
+        );
+        let mut q = sqlx::query(&sql).bind(session_id);
+        for id in ids {
+            q = q.bind(*id);
+        }
+        let rows = q.fetch_all(&self.reader).await?;
+        rows.iter()
+            .map(|r| {
+                use sqlx::{FromRow, Row};
+                Ok((FileRow::from_row(r)?, r.try_get::<Vec<u8>, _>("bytes")?))
+            })
+            .collect()
+    }
+
+    /// Deletes one of the session's files; false when it had none of that id.
+    pub async fn delete_file(&self, session_id: &str, id: &str) -> Result<bool, StorageError> {
+        let res = sqlx::query("DELETE FROM files WHERE session_id = ? AND id = ?")
+            .bind(session_id)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(res.rows_affected() > 0)
+    }
+}
