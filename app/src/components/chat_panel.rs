@@ -16,6 +16,7 @@ use super::session_drawer::SessionDrawer;
 use super::message_view::{MessageView, PendingView};
 use super::token_meter::TokenMeter;
 use super::topic_panel::TopicPanel;
+use crate::attach::Attaching;
 use crate::client::ChatClient;
 use crate::config::Theme;
 use glassbox_core::context::selection::choices_from_view;
@@ -91,8 +92,42 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
     let topics_open = RwSignal::new(false);
     let drawer_open = RwSignal::new(false);
     provide_context(InContext::new(transcript));
+    // Files dropped anywhere on the chat are attached to the message being written.
+    let attaching = Attaching::new(client);
+    let dragging = RwSignal::new(0i32);
+    let carries_files = |ev: &leptos::ev::DragEvent| {
+        ev.data_transfer()
+            .is_some_and(|d| d.types().includes(&"Files".into(), 0))
+    };
+    let on_drag_enter = move |ev: leptos::ev::DragEvent| {
+        if carries_files(&ev) {
+            ev.prevent_default();
+            dragging.update(|n| *n += 1);
+        }
+    };
+    let on_drag_over = move |ev: leptos::ev::DragEvent| {
+        if carries_files(&ev) {
+            ev.prevent_default();
+        }
+    };
+    let on_drop = move |ev: leptos::ev::DragEvent| {
+        dragging.set(0);
+        if carries_files(&ev) {
+            ev.prevent_default();
+            attaching.add_list(ev.data_transfer().and_then(|d| d.files()));
+        }
+    };
     view! {
-        <div class="gb-root" part="root" data-theme=move || theme.get().as_str()>
+        <div
+            class="gb-root"
+            class:gb-dropping=move || dragging.get() != 0
+            part="root"
+            data-theme=move || theme.get().as_str()
+            on:dragenter=on_drag_enter
+            on:dragover=on_drag_over
+            on:dragleave=move |_| dragging.update(|n| *n = (*n - 1).max(0))
+            on:drop=on_drop
+        >
             <header class="gb-header" part="header">
                 <span class="gb-title">"Glassbox"</span>
                 <TokenMeter view=meter update_ms=counts.update_ms budget=budget />
@@ -194,7 +229,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                 {move || client.announcement.get()}
             </div>
             <DraftPreviewStrip client=client />
-            <Composer client=client />
+            <Composer client=client attaching=attaching />
             <ContextFooter sets=context_sets links=footer_links changed_keys=changed_keys />
             <ContextDialog client=client viewer=viewer show_values=show_values messages=content />
         </div>

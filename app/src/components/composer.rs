@@ -1,37 +1,68 @@
 //! The composer: Enter sends, Shift+Enter adds a line; refusals show under it and the text is kept.
+//! Files come in by the 📎 picker, by paste, or dropped on the chat ([`Attaching`]); each shows as
+//! a chip until the message that carries it is sent.
 
-use leptos::html::Textarea;
+use glassbox_core::attachments::{FileKind, human_bytes};
+use leptos::html::{Input, Textarea};
 use leptos::prelude::*;
 
+use crate::attach::{Attaching, PendingFile, Upload};
 use crate::client::ChatClient;
 
-/// Text input and send button.
+/// What the picker offers: the accepted images, and text by type and common extensions.
+const PICKER_ACCEPT: &str = "image/png,image/jpeg,image/gif,image/webp,text/*,application/json,\
+    .md,.markdown,.csv,.tsv,.json,.yaml,.yml,.toml,.xml,.log,.rs,.py,.js,.ts,.tsx,.go,.java,.c,.h,\
+    .cpp,.cs,.rb,.sh,.sql";
+
+/// Text input, the attached files and the send button.
 #[component]
-pub fn Composer(client: ChatClient) -> impl IntoView {
+pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
     let text = client.draft;
     let problem = RwSignal::new(None::<String>);
     let input: NodeRef<Textarea> = NodeRef::new();
+    let picker: NodeRef<Input> = NodeRef::new();
     let send = move || {
         let body = text.get_untracked();
-        if body.trim().is_empty() {
+        if attaching.busy() {
+            problem.set(Some("Wait for the files to finish uploading.".to_owned()));
             return;
         }
-        match client.send(&body, vec![], None) {
+        if body.trim().is_empty() && !attaching.any_ready() {
+            return;
+        }
+        let files = attaching.files.get_untracked();
+        match client.send(&body, attaching.take(), None) {
             Ok(()) => {
                 client.set_draft(String::new());
                 problem.set(None);
             }
-            Err(e) => problem.set(Some(e.to_string())),
+            Err(e) => {
+                // Nothing was sent: the files stay on the message.
+                attaching.files.set(files);
+                problem.set(Some(e.to_string()));
+            }
         }
         if let Some(el) = input.get_untracked() {
             let _ = el.focus();
         }
+    };
+    let problems = move || {
+        let mut all = attaching.problems.get();
+        all.extend(problem.get());
+        all
     };
     view! {
         <form class="gb-composer" part="composer" on:submit=move |ev| {
             ev.prevent_default();
             send();
         }>
+            <Show when=move || attaching.files.with(|f| !f.is_empty())>
+                <ul class="gb-attached" part="attached" aria-label="Files attached to this message">
+                    <For each=move || attaching.files.get() key=|f| (f.key, f.upload == Upload::Sending) let:file>
+                        <AttachedChip file=file attaching=attaching />
+                    </For>
+                </ul>
+            </Show>
             <textarea
                 class="gb-input"
                 part="input"
@@ -41,6 +72,13 @@ pub fn Composer(client: ChatClient) -> impl IntoView {
                 aria-label="Message"
                 prop:value=move || text.get()
                 on:input=move |ev| client.set_draft(event_target_value(&ev))
+                on:paste=move |ev: leptos::ev::ClipboardEvent| {
+                    let files = ev.clipboard_data().and_then(|d| d.files());
+                    if files.as_ref().is_some_and(|f| f.length() > 0) {
+                        ev.prevent_default();
+                        attaching.add_list(files);
+                    }
+                }
                 on:keydown=move |ev: leptos::ev::KeyboardEvent| {
                     if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {
                         ev.prevent_default();
@@ -48,12 +86,85 @@ pub fn Composer(client: ChatClient) -> impl IntoView {
                     }
                 }
             ></textarea>
-            <button class="gb-send" part="send" type="submit" disabled=move || text.with(|t| t.trim().is_empty())>
+            <input
+                class="gb-file-picker"
+                type="file"
+                multiple
+                hidden
+                accept=PICKER_ACCEPT
+                node_ref=picker
+                on:change=move |_| {
+                    if let Some(el) = picker.get_untracked() {
+                        attaching.add_list(el.files());
+                        el.set_value("");
+                    }
+                }
+            />
+            <button
+                class="gb-icon-button gb-attach"
+                part="attach"
+                type="button"
+                aria-label="Attach files"
+                title="Attach images or text files (or drop or paste them here)"
+                on:click=move |_| {
+                    if let Some(el) = picker.get_untracked() {
+                        el.click();
+                    }
+                }
+            >
+                "📎"
+            </button>
+            <button
+                class="gb-send"
+                part="send"
+                type="submit"
+                disabled=move || {
+                    attaching.busy() || (text.with(|t| t.trim().is_empty()) && !attaching.any_ready())
+                }
+            >
                 "Send"
             </button>
-            <Show when=move || problem.with(Option::is_some)>
-                <div class="gb-composer-error" role="alert">{move || problem.get()}</div>
+            <Show when=move || !problems().is_empty()>
+                <div class="gb-composer-error" role="alert">
+                    {move || problems().into_iter().map(|p| view! { <p>{p}</p> }).collect_view()}
+                </div>
             </Show>
         </form>
+    }
+}
+
+/// One attached file: its kind, name and size, "uploading…" until stored, and × to remove it.
+#[component]
+fn AttachedChip(file: PendingFile, attaching: Attaching) -> impl IntoView {
+    let key = file.key;
+    let sending = file.upload == Upload::Sending;
+    let icon = match file.kind {
+        FileKind::Image => "🖼",
+        FileKind::Text => "📄",
+    };
+    let remove_label = format!("Remove {}", file.name);
+    view! {
+        <li
+            class="gb-attached-file"
+            data-kind=match file.kind {
+                FileKind::Image => "image",
+                FileKind::Text => "text",
+            }
+            data-state=if sending { "uploading" } else { "ready" }
+        >
+            <span aria-hidden="true">{icon}</span>
+            <span class="gb-attached-name">{file.name.clone()}</span>
+            <span class="gb-attached-size">
+                {if sending { format!("{} · uploading…", human_bytes(file.size)) } else { human_bytes(file.size) }}
+            </span>
+            <button
+                class="gb-attached-remove"
+                type="button"
+                aria-label=remove_label
+                on:click=move |_| attaching.remove(key)
+            >
+                "×"
+            </button>
+        </li>
     }
 }

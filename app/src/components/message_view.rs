@@ -246,7 +246,10 @@ fn AttachmentList(#[prop(into)] attachments: Signal<Vec<Attachment>>) -> impl In
                         .get()
                         .into_iter()
                         .map(|a| {
-                            let label = a.name.clone();
+                            let label = match a.size {
+                                Some(size) => format!("{} · {}", a.name, glassbox_core::attachments::human_bytes(size)),
+                                None => a.name.clone(),
+                            };
                             let href = a.url.clone().filter(|u| glassbox_core::markdown::safe_href(u));
                             view! {
                                 <li class="gb-attachment" title=a.mime_type.clone().unwrap_or_default()>
@@ -338,6 +341,9 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
         >
             <div class="gb-bubble">
                 <div class="gb-plain">{text}</div>
+                <AttachmentList attachments=Signal::derive(move || {
+                    pending.with(|p| p.as_ref().map(|p| p.request.attachments.clone()).unwrap_or_default())
+                }) />
             </div>
             {move || {
                 let cid = cid.clone();

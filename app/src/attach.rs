@@ -1,0 +1,247 @@
+//! Files the user attaches (picker, drop, paste): each is checked as the server checks it
+//! (`core::attachments`), uploaded at once to the session (`POST /api/sessions/{id}/files`), and
+//! sent with the next message by id. A refused file is never uploaded and its reason is shown.
+
+use glassbox_core::attachments::{FileKind, check_size, classify};
+use glassbox_core::limits::MAX_ATTACHMENTS;
+use glassbox_core::wire::Attachment;
+use leptos::prelude::*;
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+
+use crate::client::ChatClient;
+use crate::session_store;
+
+/// Where one attached file is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Upload {
+    /// Being uploaded.
+    Sending,
+    /// Stored by the server: the attachment the message will carry.
+    Ready(Attachment),
+}
+
+/// A file in the composer, not sent yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingFile {
+    pub key: u32,
+    pub name: String,
+    pub size: u64,
+    pub kind: FileKind,
+    pub upload: Upload,
+}
+
+/// The composer's attached files and the reasons the last ones were refused.
+#[derive(Clone, Copy)]
+pub struct Attaching {
+    pub files: RwSignal<Vec<PendingFile>>,
+    /// One line per refused file (replaced by the next attempt).
+    pub problems: RwSignal<Vec<String>>,
+    next: StoredValue<u32>,
+    client: ChatClient,
+}
+
+impl Attaching {
+    pub fn new(client: ChatClient) -> Self {
+        Self {
+            files: RwSignal::new(Vec::new()),
+            problems: RwSignal::new(Vec::new()),
+            next: StoredValue::new(0),
+            client,
+        }
+    }
+
+    /// Attaches the files of a picker, a drop or a paste.
+    pub fn add_list(&self, list: Option<web_sys::FileList>) {
+        let Some(list) = list else { return };
+        let files: Vec<web_sys::File> = (0..list.length()).filter_map(|i| list.get(i)).collect();
+        if files.is_empty() {
+            return;
+        }
+        let problems: Vec<String> = files
+            .into_iter()
+            .filter_map(|f| self.add(f).err())
+            .collect();
+        self.problems.set(problems);
+    }
+
+    /// Checks one file and starts its upload.
+    fn add(&self, file: web_sys::File) -> Result<(), String> {
+        let name = file.name();
+        let declared = file.type_();
+        let (kind, _) = classify(&name, &declared).map_err(|e| e.to_string())?;
+        let size = file.size() as u64;
+        check_size(&name, kind, size).map_err(|e| e.to_string())?;
+        if self.files.with_untracked(Vec::len) >= MAX_ATTACHMENTS {
+            return Err(format!(
+                "{name}: a message carries at most {MAX_ATTACHMENTS} files"
+            ));
+        }
+        let config = self.client.config().ok_or("the chat was removed")?;
+        let session = session_store::load(&config.server, &config.slot())
+            .ok_or_else(|| format!("{name}: not connected yet; attach it again in a moment"))?;
+        let key = self.next.get_value();
+        self.next.set_value(key + 1);
+        self.files.update(|f| {
+            f.push(PendingFile {
+                key,
+                name: name.clone(),
+                size,
+                kind,
+                upload: Upload::Sending,
+            })
+        });
+        let this = *self;
+        leptos::task::spawn_local(async move {
+            let result = upload(&config.server, &session, &file, &name, &declared).await;
+            match result {
+                Ok(attachment) => {
+                    let kept = this.files.try_update(|f| {
+                        f.iter_mut().find(|p| p.key == key).map(|p| {
+                            p.upload = Upload::Ready(attachment.clone());
+                        })
+                    });
+                    // Removed while it was uploading: the server need not keep it.
+                    if kept.flatten().is_none() {
+                        forget(&config.server, &session, &attachment);
+                    }
+                }
+                Err(why) => {
+                    let _ = this.files.try_update(|f| f.retain(|p| p.key != key));
+                    let _ = this.problems.try_update(|p| p.push(why));
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Takes a file off the message (the server forgets an uploaded one).
+    pub fn remove(&self, key: u32) {
+        let mut removed = None;
+        self.files.update(|f| {
+            if let Some(i) = f.iter().position(|p| p.key == key) {
+                removed = Some(f.remove(i));
+            }
+        });
+        if let Some(PendingFile {
+            upload: Upload::Ready(a),
+            ..
+        }) = removed
+            && let Some(config) = self.client.config()
+            && let Some(session) = session_store::load(&config.server, &config.slot())
+        {
+            forget(&config.server, &session, &a);
+        }
+    }
+
+    /// True while a file is uploading (the message waits for it).
+    pub fn busy(&self) -> bool {
+        self.files
+            .with(|f| f.iter().any(|p| p.upload == Upload::Sending))
+    }
+
+    /// True when a file is ready to go.
+    pub fn any_ready(&self) -> bool {
+        self.files
+            .with(|f| f.iter().any(|p| matches!(p.upload, Upload::Ready(_))))
+    }
+
+    /// The uploaded files, for the message being sent; the composer is emptied of them.
+    pub fn take(&self) -> Vec<Attachment> {
+        let mut out = Vec::new();
+        self.files.update(|f| {
+            f.retain(|p| match &p.upload {
+                Upload::Ready(a) => {
+                    out.push(a.clone());
+                    false
+                }
+                Upload::Sending => true,
+            })
+        });
+        self.problems.set(Vec::new());
+        out
+    }
+}
+
+/// The file's URL on the server, `…/files` for an upload.
+fn files_url(server: &str, session: &session_store::StoredSession, id: Option<&str>) -> String {
+    let base = format!(
+        "{}/api/sessions/{}/files",
+        server.trim_end_matches('/'),
+        String::from(js_sys::encode_uri_component(&session.session_id))
+    );
+    match id {
+        Some(id) => format!("{base}/{}", String::from(js_sys::encode_uri_component(id))),
+        None => base,
+    }
+}
+
+fn request(
+    method: &str,
+    token: &str,
+    content_type: Option<&str>,
+) -> Result<web_sys::RequestInit, JsValue> {
+    let headers = web_sys::Headers::new()?;
+    headers.set("Authorization", &format!("Bearer {token}"))?;
+    if let Some(t) = content_type {
+        headers.set("Content-Type", t)?;
+    }
+    let init = web_sys::RequestInit::new();
+    init.set_method(method);
+    init.set_headers(&headers);
+    Ok(init)
+}
+
+/// Uploads one file; the server's attachment, or why not in words that name the file.
+async fn upload(
+    server: &str,
+    session: &session_store::StoredSession,
+    file: &web_sys::File,
+    name: &str,
+    declared: &str,
+) -> Result<Attachment, String> {
+    let url = format!(
+        "{}?name={}",
+        files_url(server, session, None),
+        String::from(js_sys::encode_uri_component(name))
+    );
+    let content_type = if declared.is_empty() {
+        "application/octet-stream"
+    } else {
+        declared
+    };
+    let failed = |_| format!("{name}: the upload failed; check the connection and attach it again");
+    let init = request("POST", &session.token, Some(content_type)).map_err(failed)?;
+    init.set_body(file);
+    let window = web_sys::window().ok_or("no window")?;
+    let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init(&url, &init))
+        .await
+        .and_then(|r| r.dyn_into())
+        .map_err(failed)?;
+    let text = match response.text() {
+        Ok(p) => JsFuture::from(p).await.map_err(failed)?.as_string(),
+        Err(e) => return Err(failed(e)),
+    }
+    .unwrap_or_default();
+    if response.ok() {
+        return serde_json::from_str(&text)
+            .map_err(|e| format!("{name}: the server's answer was not read: {e}"));
+    }
+    #[derive(serde::Deserialize)]
+    struct Refusal {
+        error: glassbox_core::wire::WireError,
+    }
+    Err(match serde_json::from_str::<Refusal>(&text) {
+        Ok(r) => r.error.message,
+        Err(_) => format!("{name}: the server answered {}", response.status()),
+    })
+}
+
+/// Asks the server to delete an uploaded file nobody will send (best effort).
+fn forget(server: &str, session: &session_store::StoredSession, a: &Attachment) {
+    let Some(id) = a.id.as_deref() else { return };
+    let url = files_url(server, session, Some(id));
+    if let (Some(window), Ok(init)) = (web_sys::window(), request("DELETE", &session.token, None)) {
+        let _ = window.fetch_with_str_and_init(&url, &init);
+    }
+}
