@@ -43,8 +43,21 @@ pub struct Attaching {
 
 impl Attaching {
     pub fn new(client: ChatClient) -> Self {
+        let files = RwSignal::new(Vec::<PendingFile>::new());
+        // The uploaded ones go with the draft's preview.
+        Effect::new(move |_| {
+            let ready: Vec<Attachment> = files.with(|f| {
+                f.iter()
+                    .filter_map(|p| match &p.upload {
+                        Upload::Ready(a) => Some(a.clone()),
+                        Upload::Sending => None,
+                    })
+                    .collect()
+            });
+            client.draft_files.set(ready);
+        });
         Self {
-            files: RwSignal::new(Vec::new()),
+            files,
             problems: RwSignal::new(Vec::new()),
             next: StoredValue::new(0),
             client,

@@ -68,6 +68,8 @@ pub struct ChatClient {
     pub page_context: RwSignal<Option<PageContext>>,
     /// The message being written (counted by the token meter).
     pub draft: RwSignal<String>,
+    /// The uploaded files the draft would carry (the preview counts them).
+    pub draft_files: RwSignal<Vec<Attachment>>,
     /// What the polite live region says: set when a reply completes or fails, never per piece.
     pub announcement: RwSignal<String>,
     /// The previews of drafts: the composer's and the host's.
@@ -166,6 +168,7 @@ impl ChatClient {
             status,
             page_context: RwSignal::new(None),
             draft: RwSignal::new(draft),
+            draft_files: RwSignal::new(Vec::new()),
             announcement,
             previews,
             items: Memo::new(move |_| transcript.with(|t| t.items.clone())),
@@ -350,7 +353,7 @@ impl ChatClient {
         let request = ChatRequest {
             message: text.to_owned(),
             context: self.page_context.get_untracked(),
-            attachments: Vec::new(),
+            attachments: self.draft_files.get_untracked(),
             client_message_id: Some(id),
         };
         if let Err(e) = validate_chat(&request) {

@@ -1,5 +1,5 @@
 //! The composer: Enter sends, Shift+Enter adds a line; refusals show under it and the text is kept.
-//! Files come in by the 📎 picker, by paste, or dropped on the chat ([`Attaching`]); each shows as
+//! Files come in by the paperclip's picker, by paste, or dropped on the chat ([`Attaching`]); each shows as
 //! a chip until the message that carries it is sent.
 
 use glassbox_core::attachments::{FileKind, human_bytes};
@@ -112,7 +112,9 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
                     }
                 }
             >
-                "📎"
+                <svg viewBox="0 0 24 24" width="18" height="18" aria-hidden="true" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round">
+                    <path d="M21.4 11.1l-8.5 8.5a5.5 5.5 0 0 1-7.8-7.8l8.5-8.5a3.7 3.7 0 0 1 5.2 5.2l-8.5 8.5a1.8 1.8 0 0 1-2.6-2.6l7.8-7.8"></path>
+                </svg>
             </button>
             <button
                 class="gb-send"
@@ -138,10 +140,6 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
 fn AttachedChip(file: PendingFile, attaching: Attaching) -> impl IntoView {
     let key = file.key;
     let sending = file.upload == Upload::Sending;
-    let icon = match file.kind {
-        FileKind::Image => "🖼",
-        FileKind::Text => "📄",
-    };
     let remove_label = format!("Remove {}", file.name);
     view! {
         <li
@@ -152,7 +150,6 @@ fn AttachedChip(file: PendingFile, attaching: Attaching) -> impl IntoView {
             }
             data-state=if sending { "uploading" } else { "ready" }
         >
-            <span aria-hidden="true">{icon}</span>
             <span class="gb-attached-name">{file.name.clone()}</span>
             <span class="gb-attached-size">
                 {if sending { format!("{} · uploading…", human_bytes(file.size)) } else { human_bytes(file.size) }}

@@ -191,12 +191,13 @@ fn follow_draft(client: ChatClient) {
     let connected = Memo::new(move |_| client.status.get() == ConnectionStatus::Connected);
     Effect::new(move |_| {
         let draft = client.draft.get();
+        let has_files = client.draft_files.with(|f| !f.is_empty());
         client.items.track();
         history.track();
         page_context.track();
         let connected = connected.get();
         timer.set_value(None);
-        if draft.trim().is_empty() {
+        if draft.trim().is_empty() && !has_files {
             client.previews.clear();
             return;
         }
