@@ -2,9 +2,10 @@
 //! (`core::attachments`), uploaded at once to the session (`POST /api/sessions/{id}/files`), and
 //! sent with the next message by id. A refused file is never uploaded and its reason is shown.
 
-use glassbox_core::attachments::{FileKind, check_size, classify};
+use glassbox_core::ErrorCode;
+use glassbox_core::attachments::{FileError, FileKind, check_size, classify};
 use glassbox_core::limits::MAX_ATTACHMENTS;
-use glassbox_core::wire::Attachment;
+use glassbox_core::wire::{Attachment, WireError};
 use leptos::prelude::*;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -82,17 +83,14 @@ impl Attaching {
     fn add(&self, file: web_sys::File) -> Result<(), String> {
         let name = file.name();
         let declared = file.type_();
-        let (kind, _) = classify(&name, &declared).map_err(|e| e.to_string())?;
         let size = file.size() as u64;
-        check_size(&name, kind, size).map_err(|e| e.to_string())?;
+        let kind = check(&name, &declared, size).map_err(|e| e.message)?;
         if self.files.with_untracked(Vec::len) >= MAX_ATTACHMENTS {
             return Err(format!(
                 "{name}: a message carries at most {MAX_ATTACHMENTS} files"
             ));
         }
-        let config = self.client.config().ok_or("the chat was removed")?;
-        let session = session_store::load(&config.server, &config.slot())
-            .ok_or_else(|| format!("{name}: not connected yet; attach it again in a moment"))?;
+        let (config, session) = session_of(self.client, &name).map_err(|e| e.message)?;
         let key = self.next.get_value();
         self.next.set_value(key + 1);
         self.files.update(|f| {
@@ -121,7 +119,7 @@ impl Attaching {
                 }
                 Err(why) => {
                     let _ = this.files.try_update(|f| f.retain(|p| p.key != key));
-                    let _ = this.problems.try_update(|p| p.push(why));
+                    let _ = this.problems.try_update(|p| p.push(why.message));
                 }
             }
         });
@@ -176,6 +174,41 @@ impl Attaching {
     }
 }
 
+/// Checks a file for upload as the server will: its kind.
+fn check(name: &str, declared: &str, size: u64) -> Result<FileKind, WireError> {
+    let refused = |e: FileError| WireError::new(e.code(), e.to_string());
+    let (kind, _) = classify(name, declared).map_err(refused)?;
+    check_size(name, kind, size).map_err(refused)?;
+    Ok(kind)
+}
+
+/// The client's configuration and its session, which uploads go to.
+fn session_of(
+    client: ChatClient,
+    name: &str,
+) -> Result<(crate::config::WidgetConfig, session_store::StoredSession), WireError> {
+    let config = client
+        .config()
+        .ok_or_else(|| WireError::new(ErrorCode::Conflict, "the chat was removed"))?;
+    let session = session_store::load(&config.server, &config.slot()).ok_or_else(|| {
+        WireError::new(
+            ErrorCode::Conflict,
+            format!("{name}: not connected yet; attach it again in a moment"),
+        )
+    })?;
+    Ok((config, session))
+}
+
+/// The host's `uploadFile(file)`: checks the file and uploads it to the client's session; the
+/// attachment to pass to `sendMessage`.
+pub async fn upload_file(client: ChatClient, file: web_sys::File) -> Result<Attachment, WireError> {
+    let name = file.name();
+    let declared = file.type_();
+    check(&name, &declared, file.size() as u64)?;
+    let (config, session) = session_of(client, &name)?;
+    upload(&config.server, &session, &file, &name, &declared).await
+}
+
 /// The file's URL on the server, `…/files` for an upload.
 fn files_url(server: &str, session: &session_store::StoredSession, id: Option<&str>) -> String {
     let base = format!(
@@ -212,7 +245,7 @@ async fn upload(
     file: &web_sys::File,
     name: &str,
     declared: &str,
-) -> Result<Attachment, String> {
+) -> Result<Attachment, WireError> {
     let url = format!(
         "{}?name={}",
         files_url(server, session, None),
@@ -223,10 +256,15 @@ async fn upload(
     } else {
         declared
     };
-    let failed = |_| format!("{name}: the upload failed; check the connection and attach it again");
+    let failed = |_| {
+        WireError::new(
+            ErrorCode::Internal,
+            format!("{name}: the upload failed; check the connection and attach it again"),
+        )
+    };
     let init = request("POST", &session.token, Some(content_type)).map_err(failed)?;
     init.set_body(file);
-    let window = web_sys::window().ok_or("no window")?;
+    let window = web_sys::window().ok_or_else(|| failed(JsValue::NULL))?;
     let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init(&url, &init))
         .await
         .and_then(|r| r.dyn_into())
@@ -237,16 +275,23 @@ async fn upload(
     }
     .unwrap_or_default();
     if response.ok() {
-        return serde_json::from_str(&text)
-            .map_err(|e| format!("{name}: the server's answer was not read: {e}"));
+        return serde_json::from_str(&text).map_err(|e| {
+            WireError::new(
+                ErrorCode::Internal,
+                format!("{name}: the server's answer was not read: {e}"),
+            )
+        });
     }
     #[derive(serde::Deserialize)]
     struct Refusal {
-        error: glassbox_core::wire::WireError,
+        error: WireError,
     }
     Err(match serde_json::from_str::<Refusal>(&text) {
-        Ok(r) => r.error.message,
-        Err(_) => format!("{name}: the server answered {}", response.status()),
+        Ok(r) => r.error,
+        Err(_) => WireError::new(
+            ErrorCode::Internal,
+            format!("{name}: the server answered {}", response.status()),
+        ),
     })
 }
 

@@ -4,7 +4,7 @@
 pub mod client;
 pub mod components;
 pub mod config;
-mod attach;
+pub mod attach;
 mod dom;
 mod frame;
 pub mod headless;

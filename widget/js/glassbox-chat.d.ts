@@ -34,11 +34,19 @@ export interface GlassboxError extends Error {
 export type PageContext = Record<string, unknown>;
 
 /** A file sent with a message. */
+/**
+ * A file attached to a message: one uploaded to the conversation (`id`, from `uploadFile`; the
+ * server fills in the rest) or a link (`name` and `url`).
+ */
 export interface Attachment {
+  id?: string;
   name: string;
   mimeType?: string;
   size?: number;
   url?: string;
+  /** An uploaded image's size in pixels. */
+  width?: number;
+  height?: number;
 }
 
 /** Token counts as the provider reported them. */
@@ -160,6 +168,12 @@ export interface GlassboxChatElement extends HTMLElement {
   sendMessage(text: string, attachments?: Attachment[] | null, context?: PageContext | null): Promise<void>;
   /** Sets the page context sent with every later message; `null` clears it. */
   setPageContext(context: PageContext | null): Promise<void>;
+  /**
+   * Uploads a file (PNG, JPEG, GIF or WebP up to 5 MB, a text file up to 256 kB) to the
+   * conversation; resolves to the attachment for `sendMessage`, rejects with `file_too_large`,
+   * `file_type_not_allowed`, …
+   */
+  uploadFile(file: File): Promise<Attachment>;
   /** Changes one of the session's context sets. */
   setContext(setName: string, items: string[], mode?: 'replace' | 'merge'): Promise<void>;
   /** Selects topics by label (empty clears the filter). */

@@ -83,6 +83,11 @@ class GlassboxChat extends Base {
     return this.#withChat((chat) => chat.sendMessage(String(text), attachments ?? null, context ?? null));
   }
 
+  /** Uploads a `File` to the conversation; resolves to the attachment to pass to `sendMessage`. */
+  async uploadFile(file) {
+    return this.#withChat((chat) => chat.uploadFile(file));
+  }
+
   /** Sets the page context sent with every later message; `null` clears it. Before the chat has
    * mounted it is kept for then (a closed launcher stays unloaded). */
   async setPageContext(context) {

@@ -43,6 +43,8 @@ export class GlassboxClient {
   readonly events: EventTarget;
   sendMessage(text: string, attachments?: Attachment[] | null, context?: PageContext | null): void;
   setPageContext(context: PageContext | null): void;
+  /** Resolves to the attachment for `sendMessage`. */
+  uploadFile(file: File): Promise<Attachment>;
   retry(messageId: string): void;
   setContext(setName: string, items: string[], mode?: 'replace' | 'merge' | null): void;
   setFilter(labels: string[]): void;

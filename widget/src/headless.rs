@@ -6,7 +6,9 @@ use glassbox_app::{Theme, WidgetConfig};
 use glassbox_core::context::footer::FooterLinks;
 use wasm_bindgen::prelude::*;
 
-use crate::{context_args, js_error, send_message_on, set_filter_on, set_page_context_on};
+use crate::{
+    context_args, js_error, send_message_on, set_filter_on, set_page_context_on, upload_file_on,
+};
 
 /// Options of a headless chat: `{server, session?, agent?, model?}`.
 #[derive(serde::Deserialize)]
@@ -103,6 +105,12 @@ impl GlassboxClient {
     #[wasm_bindgen(js_name = setPageContext)]
     pub fn set_page_context(&self, context: JsValue) -> Result<(), JsValue> {
         set_page_context_on(self.live()?, context)
+    }
+
+    /// As the element's `uploadFile`: a promise of the attachment for `sendMessage`.
+    #[wasm_bindgen(js_name = uploadFile)]
+    pub fn upload_file(&self, file: web_sys::File) -> Result<js_sys::Promise, JsValue> {
+        Ok(upload_file_on(self.live()?, file))
     }
 
     /// Asks again for a failed reply.

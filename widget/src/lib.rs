@@ -91,6 +91,17 @@ fn send_message_on(
         .map_err(|e| js_error(&code_name(e.code()), e))
 }
 
+/// `uploadFile(file)` on `client`: a promise of the attachment to pass to `sendMessage`, rejected
+/// with the wire's code (`file_too_large`, `file_type_not_allowed`, …).
+fn upload_file_on(client: glassbox_app::ChatClient, file: web_sys::File) -> js_sys::Promise {
+    wasm_bindgen_futures::future_to_promise(async move {
+        glassbox_app::attach::upload_file(client, file)
+            .await
+            .map(|a| glassbox_app::host_events::to_js(&a))
+            .map_err(|e| js_error(&code_name(e.code), e.message))
+    })
+}
+
 /// `setPageContext(context)` on `client` (`null` clears it).
 fn set_page_context_on(client: glassbox_app::ChatClient, context: JsValue) -> Result<(), JsValue> {
     let context: Option<PageContext> = optional(context, "context")?;
@@ -201,6 +212,12 @@ impl GlassboxWidget {
     #[wasm_bindgen(js_name = setPageContext)]
     pub fn set_page_context(&self, context: JsValue) -> Result<(), JsValue> {
         set_page_context_on(self.live()?, context)
+    }
+
+    /// Uploads a file to the conversation: a promise of the attachment for `sendMessage`.
+    #[wasm_bindgen(js_name = uploadFile)]
+    pub fn upload_file(&self, file: web_sys::File) -> Result<js_sys::Promise, JsValue> {
+        Ok(upload_file_on(self.live()?, file))
     }
 
     /// Deletes the conversation on the server and starts a new one.

@@ -132,6 +132,8 @@ export class ChatStore {
 
   setPageContext = (context: PageContext | null) => this.call((c) => c.setPageContext(context ?? null));
 
+  uploadFile = async (file: File): Promise<Attachment> => (await this.#open()).uploadFile(file);
+
   retry = (messageId: string) => this.call((c) => c.retry(messageId));
 
   setContext = (setName: string, items: string[], mode?: 'replace' | 'merge') =>

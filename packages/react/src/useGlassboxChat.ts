@@ -14,6 +14,11 @@ export interface GlassboxChat extends ChatState {
   sendMessage(text: string, attachments?: Attachment[] | null, context?: PageContext | null): Promise<void>;
   /** Page context sent with every later message; `null` clears it. */
   setPageContext(context: PageContext | null): Promise<void>;
+  /**
+   * Uploads a file to the conversation; resolves to the attachment to pass to `sendMessage`.
+   * Rejects with `file_too_large`, `file_type_not_allowed`, … (the wire's codes).
+   */
+  uploadFile(file: File): Promise<Attachment>;
   /** Asks again for a failed reply. */
   retry(messageId: string): Promise<void>;
   /** Changes one of the session's context sets. */
@@ -42,6 +47,7 @@ export function useGlassboxChat(options: ChatOptions): GlassboxChat {
       ...state,
       sendMessage: store.sendMessage,
       setPageContext: store.setPageContext,
+      uploadFile: store.uploadFile,
       retry: store.retry,
       setContext: store.setContext,
       setFilter: store.setFilter,

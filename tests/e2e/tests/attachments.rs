@@ -143,6 +143,36 @@ async fn a_dropped_image_reaches(api: &str) -> Result<()> {
         )
         .await?;
         assert!(rows.as_str().unwrap_or("").contains("Text file notes.md"), "{rows}");
+
+        // The page's own file, through the element's methods: uploadFile, then sendMessage.
+        let sent = client
+            .execute(
+                &format!("{FILE_MAKER}
+                const el = document.querySelector('glassbox-chat');
+                const a = await el.uploadFile(gbFile('from-page.png', 'image/png', arguments[0]));
+                await el.sendMessage('And this one?', [a]);
+                return a;"),
+                vec![json!(b64)],
+            )
+            .await?;
+        assert_eq!((sent["name"].clone(), sent["width"].clone()), (json!("from-page.png"), json!(3)), "{sent}");
+        wait_for(
+            &client,
+            "the second reply",
+            &format!("return {SHADOW}.querySelectorAll('[data-role=assistant][data-status=complete]').length === 2;"),
+        )
+        .await?;
+        let last = fake.requests().last().context("no request")?.body.to_string();
+        assert_eq!(last.matches(&b64).count(), 2, "both images go: the first with its message in the history");
+        let refused = client
+            .execute(
+                &format!("{FILE_MAKER}
+                try {{ await document.querySelector('glassbox-chat').uploadFile(gbFile('a.zip', 'application/zip', {{ text: 'PK' }})); return null; }}
+                catch (e) {{ return [e.name, e.code]; }}"),
+                vec![],
+            )
+            .await?;
+        assert_eq!(refused, json!(["GlassboxError[file_type_not_allowed]", "file_type_not_allowed"]));
         Ok(())
     })
     .await
