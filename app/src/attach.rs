@@ -45,6 +45,18 @@ pub struct Attaching {
 impl Attaching {
     pub fn new(client: ChatClient) -> Self {
         let files = RwSignal::new(Vec::<PendingFile>::new());
+        let problems = RwSignal::new(Vec::new());
+        // A new conversation (New chat, a deleted or refused session) starts with no files: the
+        // old ones belong to the old session.
+        let session_id = Memo::new(move |_| client.transcript.with(|t| t.session_id.clone()));
+        Effect::new(move |was: Option<Option<String>>| {
+            let now = session_id.get();
+            if was.is_some_and(|was| was.is_some() && was != now) {
+                files.set(Vec::new());
+                problems.set(Vec::new());
+            }
+            now
+        });
         // The uploaded ones go with the draft's preview.
         Effect::new(move |_| {
             let ready: Vec<Attachment> = files.with(|f| {
@@ -59,7 +71,7 @@ impl Attaching {
         });
         Self {
             files,
-            problems: RwSignal::new(Vec::new()),
+            problems,
             next: StoredValue::new(0),
             client,
         }
@@ -106,6 +118,13 @@ impl Attaching {
         leptos::task::spawn_local(async move {
             let result = upload(&config.server, &session, &file, &name, &declared).await;
             match result {
+                // Finished for a conversation that is no longer this one: dropped.
+                Ok(_)
+                    if this.client.session().map(|s| s.session_id)
+                        != Some(session.session_id.clone()) =>
+                {
+                    let _ = this.files.try_update(|f| f.retain(|p| p.key != key));
+                }
                 Ok(attachment) => {
                     let kept = this.files.try_update(|f| {
                         f.iter_mut().find(|p| p.key == key).map(|p| {
@@ -170,6 +189,8 @@ impl Attaching {
             })
         });
         self.problems.set(Vec::new());
+        // At once, so no preview asks for a draft carrying the files just sent.
+        self.client.draft_files.set(Vec::new());
         out
     }
 }
@@ -190,7 +211,7 @@ fn session_of(
     let config = client
         .config()
         .ok_or_else(|| WireError::new(ErrorCode::Conflict, "the chat was removed"))?;
-    let session = session_store::load(&config.server, &config.slot()).ok_or_else(|| {
+    let session = client.session().ok_or_else(|| {
         WireError::new(
             ErrorCode::Conflict,
             format!("{name}: not connected yet; attach it again in a moment"),

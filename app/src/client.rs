@@ -102,6 +102,9 @@ struct Inner {
     /// Notified when streamed text is shown (once per animation frame), for views that read the
     /// transcript as a whole ([`ChatClient::track_changes`]).
     streamed: ArcTrigger,
+    /// The session the socket asked to join (or was given) and its token: the one uploads go to,
+    /// even where the browser keeps no storage.
+    session: RefCell<Option<StoredSession>>,
 }
 
 /// An open WebSocket with its event handlers (kept alive as long as the socket).
@@ -161,6 +164,7 @@ impl ChatClient {
             unshown: RefCell::new(Vec::new()),
             frame_requested: Cell::new(false),
             streamed: ArcTrigger::new(),
+            session: RefCell::new(None),
         });
         Self {
             inner: StoredValue::new_local(inner),
@@ -178,6 +182,13 @@ impl ChatClient {
     /// The signal of one stored message (its view subscribes to nothing else of the transcript).
     pub fn message(&self, id: &str) -> Option<ArcRwSignal<ChatMessage>> {
         self.inner()?.cells.borrow().get(id).cloned()
+    }
+
+    /// The session this client joined and its token (`None` before it has joined one).
+    pub fn session(&self) -> Option<StoredSession> {
+        let inner = self.inner()?;
+        let joined = inner.joined.get();
+        joined.then(|| inner.session.borrow().clone()).flatten()
     }
 
     /// What the host configured.
@@ -497,6 +508,7 @@ impl Inner {
     /// Forgets the session (stored id and token, the transcript) and connects for a new one.
     fn start_afresh(this: &Rc<Self>) {
         session_store::clear(&this.config.server, &this.config.slot());
+        this.session.borrow_mut().take();
         this.transcript.update(|t| {
             t.reset();
             t.pending.clear();
@@ -534,7 +546,8 @@ impl Inner {
     }
 
     fn say_hello(&self) {
-        let stored = session_store::load(&self.config.server, &self.config.slot());
+        let stored = session_store::load(&self.config.server, &self.config.slot())
+            .or_else(|| self.session.borrow().clone());
         let last_sync_id = match &stored {
             Some(s)
                 if self
@@ -574,6 +587,7 @@ impl Inner {
                     && matches!(e.code, ErrorCode::Unauthorized | ErrorCode::NotFound) =>
             {
                 session_store::clear(&this.config.server, &this.config.slot());
+                this.session.borrow_mut().take();
                 this.transcript.update(|t| t.reset());
                 this.say_hello();
                 return;
@@ -600,16 +614,20 @@ impl Inner {
                 return;
             }
             ServerEvent::Session(info) => {
-                if let Some(token) = &info.token {
-                    session_store::save(
-                        &this.config.server,
-                        &this.config.slot(),
-                        &StoredSession {
-                            session_id: info.session_id.clone(),
-                            token: token.clone(),
-                        },
-                    );
+                let given = info.token.as_ref().map(|token| StoredSession {
+                    session_id: info.session_id.clone(),
+                    token: token.clone(),
+                });
+                if let Some(given) = &given {
+                    session_store::save(&this.config.server, &this.config.slot(), given);
                 }
+                // The session joined: the one just given, else the one the hello named.
+                let joined = given.or_else(|| {
+                    session_store::load(&this.config.server, &this.config.slot())
+                        .or_else(|| this.session.borrow().clone())
+                        .filter(|s| s.session_id == info.session_id)
+                });
+                *this.session.borrow_mut() = joined;
                 if this.transcript.with_untracked(|t| {
                     t.session_id.as_ref().is_some_and(|s| s != &info.session_id)
                 }) {

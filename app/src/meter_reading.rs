@@ -124,6 +124,7 @@ pub fn read(
     page_context: Option<&PageContext>,
     choices: Option<&[Choice]>,
     knowledge: Option<&Receipt>,
+    files: Option<&glassbox_core::attachments::FileContents>,
 ) -> MeterView {
     let mut estimated = false;
     let mut count = |id: Option<&str>, text: &str| {
@@ -156,6 +157,7 @@ pub fn read(
                     near_misses: &[],
                     search: ItemSearch::Done,
                 }),
+                files,
                 ..Default::default()
             },
         },

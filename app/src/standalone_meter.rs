@@ -143,7 +143,7 @@ pub fn mount_meter(
                         rounds: &[],
                     })
                     .collect();
-                let mut v = meter_reading::read(&counts, &info, &texts, None, None, None);
+                let mut v = meter_reading::read(&counts, &info, &texts, None, None, None, None);
                 v.estimated |= !system_exact;
                 Some(v)
             })

@@ -117,7 +117,8 @@ fn validate_attachments(list: &[Attachment]) -> Result<(), InputError> {
     }
     for (index, a) in list.iter().enumerate() {
         let bad = |reason| Err(InputError::BadAttachment { index, reason });
-        if a.name.trim().is_empty() || a.name.len() > MAX_ATTACHMENT_FIELD {
+        // An uploaded file (`id`) is named by the server's record.
+        if (a.id.is_none() && a.name.trim().is_empty()) || a.name.len() > MAX_ATTACHMENT_FIELD {
             return bad("name must be 1–256 bytes");
         }
         if a.mime_type

@@ -181,6 +181,8 @@ pub struct Attachment {
     /// The uploaded file's id (`POST /api/sessions/{id}/files`); the server fills in the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// Required without `id`; with one, the server's record names the file.
+    #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use glassbox_core::attachments::{
-    FileContent, FileContents, FileError, FileKind, check_size, classify,
+    FileContent, FileContents, FileError, FileKind, MAX_IMAGE_SIDE, check_size, classify,
+    files_to_send,
 };
 use glassbox_core::wire::{Attachment, ChatMessage};
 use thiserror::Error;
@@ -20,7 +21,7 @@ use crate::wire_error::ToWire;
 pub enum FilesError {
     #[error(transparent)]
     Refused(#[from] FileError),
-    #[error("attachment {0:?} is not a file of this session")]
+    #[error("{0} is not a file of this conversation: it was deleted, or belongs to another one")]
     Unknown(String),
     #[error("storage failed")]
     Storage(#[from] StorageError),
@@ -55,9 +56,9 @@ impl Files {
         declared_type: &str,
         bytes: &[u8],
     ) -> Result<Attachment, FilesError> {
-        let (kind, mime) = classify(name, declared_type)?;
+        let (kind, declared) = classify(name, declared_type)?;
         check_size(name, kind, bytes.len() as u64)?;
-        let dimensions = check_bytes(name, kind, &mime, bytes)?;
+        let (mime, dimensions) = check_bytes(name, kind, &declared, bytes)?;
         let id = new_id();
         let stored = self
             .store
@@ -109,7 +110,13 @@ impl Files {
                     .iter()
                     .find(|r| &r.id == id)
                     .map(|r| r.attachment())
-                    .ok_or_else(|| FilesError::Unknown(id.clone())),
+                    .ok_or_else(|| {
+                        FilesError::Unknown(if a.name.is_empty() {
+                            format!("file {id}")
+                        } else {
+                            a.name.clone()
+                        })
+                    }),
             })
             .collect()
     }
@@ -120,7 +127,7 @@ impl Files {
         session_id: &str,
         id: &str,
     ) -> Result<Option<(Attachment, Vec<u8>)>, StorageError> {
-        let mut found = self.store.file_bytes(session_id, &[id]).await?;
+        let mut found = self.store.file_bytes(session_id, &[id], true).await?;
         Ok(found.pop().map(|(row, bytes)| (row.attachment(), bytes)))
     }
 
@@ -129,18 +136,20 @@ impl Files {
         self.store.delete_file(session_id, id).await
     }
 
-    /// The contents of every uploaded file `history` names, by id.
+    /// The contents of the uploaded files of `history` that go with their messages, by id
+    /// (`core::attachments::files_to_send`). An image's bytes are read only `with_images` (a
+    /// preview prices an image by its size, not its bytes).
     pub async fn contents(
         &self,
         session_id: &str,
         history: &[ChatMessage],
+        with_images: bool,
     ) -> Result<FileContents, StorageError> {
-        let ids: Vec<&str> = history
-            .iter()
-            .flat_map(|m| &m.attachments)
+        let ids: Vec<&str> = files_to_send(history.iter().map(|m| &m.attachments[..]))
+            .into_iter()
             .filter_map(|a| a.id.as_deref())
             .collect();
-        let rows = self.store.file_bytes(session_id, &ids).await?;
+        let rows = self.store.file_bytes(session_id, &ids, with_images).await?;
         Ok(rows
             .into_iter()
             .filter_map(|(row, bytes)| {
@@ -157,36 +166,92 @@ impl Files {
     }
 }
 
-/// Refuses bytes that are not what the file's kind and type say; an image's width and height.
+/// Refuses bytes that are not what the file's kind says: an image must be one of the accepted
+/// types (whichever its name or declared type said: the type its bytes begin with is kept), a
+/// still image, at most [`MAX_IMAGE_SIDE`] pixels a side; a text file must be text. Answers the
+/// type to keep and an image's width and height.
 fn check_bytes(
     name: &str,
     kind: FileKind,
-    mime: &str,
+    declared: &str,
     bytes: &[u8],
-) -> Result<Option<(u32, u32)>, FileError> {
+) -> Result<(String, Option<(u32, u32)>), FileError> {
     match kind {
         FileKind::Image => {
-            let not_it = || FileError::NotThatImage {
+            let not_it = || FileError::NotAnImage {
                 name: name.to_owned(),
-                mime: mime.to_owned(),
             };
-            if sniff_image(bytes) != Some(mime) {
-                return Err(not_it());
-            }
+            let mime = sniff_image(bytes).ok_or_else(not_it)?;
             let size = imagesize::blob_size(bytes).map_err(|_| not_it())?;
             let side = |n: usize| u32::try_from(n).ok().filter(|&n| n > 0);
-            match (side(size.width), side(size.height)) {
-                (Some(w), Some(h)) => Ok(Some((w, h))),
-                _ => Err(not_it()),
+            let (Some(width), Some(height)) = (side(size.width), side(size.height)) else {
+                return Err(not_it());
+            };
+            if width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE {
+                return Err(FileError::TooManyPixels {
+                    name: name.to_owned(),
+                    width,
+                    height,
+                });
             }
+            if mime == "image/gif" && gif_frames(bytes) > 1 {
+                return Err(FileError::Animated {
+                    name: name.to_owned(),
+                });
+            }
+            Ok((mime.to_owned(), Some((width, height))))
         }
         FileKind::Text => match text_of(bytes) {
-            Some(_) => Ok(None),
+            Some(_) => Ok((declared.to_owned(), None)),
             None => Err(FileError::NotText {
                 name: name.to_owned(),
             }),
         },
     }
+}
+
+/// How many frames a GIF has: its image descriptors, found by walking its blocks.
+fn gif_frames(bytes: &[u8]) -> usize {
+    // Header (6) and logical screen descriptor (7), then the global colour table if flagged.
+    let Some(&flags) = bytes.get(10) else {
+        return 0;
+    };
+    let mut at = 13
+        + if flags & 0x80 != 0 {
+            3 << ((flags & 7) + 1)
+        } else {
+            0
+        };
+    let skip_sub_blocks = |mut at: usize| {
+        while let Some(&n) = bytes.get(at) {
+            at += 1 + usize::from(n);
+            if n == 0 {
+                break;
+            }
+        }
+        at
+    };
+    let mut frames = 0;
+    while let Some(&block) = bytes.get(at) {
+        match block {
+            0x2C => {
+                frames += 1;
+                let Some(&local) = bytes.get(at + 9) else {
+                    break;
+                };
+                at += 10
+                    + if local & 0x80 != 0 {
+                        3 << ((local & 7) + 1)
+                    } else {
+                        0
+                    };
+                at = skip_sub_blocks(at + 1); // LZW minimum code size, then the data
+            }
+            0x21 => at = skip_sub_blocks(at + 2),
+            _ => break, // 0x3B trailer, or not a GIF block
+        }
+    }
+    frames
 }
 
 /// The image type the bytes begin with.
@@ -225,26 +290,50 @@ mod tests {
         b
     }
 
+    /// A 1 × 1 GIF of `frames` frames, each behind a graphic control extension.
+    fn gif(frames: usize) -> Vec<u8> {
+        let mut b = b"GIF89a\x01\0\x01\0\x80\0\0".to_vec();
+        b.extend([0, 0, 0, 255, 255, 255]); // global colour table, 2 colours
+        for _ in 0..frames {
+            b.extend([0x21, 0xF9, 4, 0, 0, 0, 0, 0]);
+            b.extend([0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0]);
+            b.extend([2, 2, 0x44, 1, 0]);
+        }
+        b.push(0x3B);
+        b
+    }
+
     #[test]
-    fn an_image_must_be_the_type_it_says() {
+    fn an_image_must_be_an_accepted_still_image_of_bounded_size() {
         assert_eq!(
             check_bytes("a.png", FileKind::Image, "image/png", &png(3, 2)),
-            Ok(Some((3, 2)))
+            Ok(("image/png".to_owned(), Some((3, 2))))
         );
-        let e = check_bytes("a.jpg", FileKind::Image, "image/jpeg", &png(3, 2)).unwrap_err();
+        // Named and declared a JPEG, its bytes a PNG: kept as the PNG it is.
+        assert_eq!(
+            check_bytes("a.jpg", FileKind::Image, "image/jpeg", &png(3, 2)),
+            Ok(("image/png".to_owned(), Some((3, 2))))
+        );
+        let e = check_bytes("a.png", FileKind::Image, "image/png", b"<svg/>").unwrap_err();
+        assert_eq!(e.to_string(), "a.png is not a PNG, JPEG, GIF or WebP image");
+        assert!(check_bytes("a.png", FileKind::Image, "image/png", &png(0, 2)).is_err());
+        let e = check_bytes("w.png", FileKind::Image, "image/png", &png(8001, 10)).unwrap_err();
+        assert_eq!(e.code(), glassbox_core::ErrorCode::FileTooLarge);
+        assert_eq!(gif_frames(&gif(1)), 1);
+        assert_eq!(gif_frames(&gif(3)), 3);
+        assert!(check_bytes("still.gif", FileKind::Image, "image/gif", &gif(1)).is_ok());
+        let e = check_bytes("moving.gif", FileKind::Image, "image/gif", &gif(2)).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "a.jpg is not the image/jpeg image it says it is"
+            "moving.gif is an animated GIF; attach a still image"
         );
-        assert!(check_bytes("a.png", FileKind::Image, "image/png", b"<svg/>").is_err());
-        assert!(check_bytes("a.png", FileKind::Image, "image/png", &png(0, 2)).is_err());
     }
 
     #[test]
     fn a_text_file_must_be_utf8_without_nul() {
         assert_eq!(
             check_bytes("a.txt", FileKind::Text, "text/plain", "héllo".as_bytes()),
-            Ok(None)
+            Ok(("text/plain".to_owned(), None))
         );
         assert!(check_bytes("a.txt", FileKind::Text, "text/plain", b"\xff\xfe").is_err());
         assert!(check_bytes("a.txt", FileKind::Text, "text/plain", b"a\0b").is_err());

@@ -5,7 +5,9 @@
 mod support;
 
 use base64::Engine as _;
-use glassbox_core::attachments::{FILE_CLOSE, MAX_IMAGE_BYTES, MAX_SESSION_FILE_BYTES};
+use glassbox_core::attachments::{
+    FILE_CLOSE, MAX_IMAGE_BYTES, MAX_SESSION_FILE_BYTES, image_tokens,
+};
 use glassbox_fake_provider::Behaviour;
 use serde_json::{Value, json};
 use support::{Api, TestServer};
@@ -57,7 +59,16 @@ fn last_user_parts(body: &Value) -> Vec<Value> {
 }
 
 async fn uploads_reach_the_model(api: Api) {
-    let server = TestServer::start(api, Behaviour::reply(&["I ", "see."])).await;
+    let model = match api {
+        Api::OpenAi => "gpt-4o",
+        Api::Anthropic => "claude-sonnet-4-5",
+    };
+    let server = TestServer::start_with(
+        api,
+        Behaviour::reply(&["I ", "see."]),
+        &[("GLASSBOX_MODEL", model)],
+    )
+    .await;
     let (id, token, _) = server.new_session().await;
     let (status, photo) = upload(&server, &id, &token, "red.png", "image/png", PNG.to_vec()).await;
     assert_eq!(status, 201, "{photo}");
@@ -105,7 +116,7 @@ async fn uploads_reach_the_model(api: Api) {
     match api {
         Api::OpenAi => assert!(
             parts.contains(&json!({"type": "image_url",
-                "image_url": {"url": format!("data:image/png;base64,{b64}")}})),
+                "image_url": {"url": format!("data:image/png;base64,{b64}"), "detail": "high"}})),
             "{parts:#?}"
         ),
         Api::Anthropic => assert!(
@@ -145,11 +156,16 @@ async fn uploads_reach_the_model(api: Api) {
         (json!("red.png"), json!("image"))
     );
     assert_eq!(files[1]["file"], "text");
-    let image_tokens = files[0]["tokens"].as_u64().unwrap();
-    // Priced by the model's family (its encoding), whichever API carries it.
-    match receipt["encoding"].as_str() {
-        Some("o200k_base" | "cl100k_base") => assert_eq!(image_tokens, 85 + 170),
-        _ => assert_eq!(image_tokens, 1),
+    // Priced by the model's provider rule (Claude's for the Claude model).
+    let model = body["session"]["model"].as_str().unwrap();
+    assert_eq!(
+        files[0]["tokens"].as_u64().unwrap(),
+        u64::from(image_tokens(Some(3), Some(2), model)),
+        "{model}"
+    );
+    match api {
+        Api::Anthropic => assert_eq!(files[0]["tokens"], 1, "3 × 2 / 750, rounded up"),
+        Api::OpenAi => assert_eq!(files[0]["tokens"], 85 + 170),
     }
     assert!(files[1]["tokens"].as_u64().unwrap() > 10);
 
@@ -232,7 +248,7 @@ async fn bad_files_are_refused_with_typed_errors_and_nothing_is_sent() {
         r.1["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("big.png is 5.0 MB"),
+            .contains("big.png is over 3.75 MB; an image may be at most 3.75 MB"),
         "{}",
         r.1
     );
@@ -339,4 +355,36 @@ async fn bad_files_are_refused_with_typed_errors_and_nothing_is_sent() {
         "{}",
         r.1
     );
+}
+
+#[tokio::test]
+async fn a_message_may_be_its_files_alone_named_by_id() {
+    let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["A red ", "pixel."])).await;
+    let (id, token, _) = server.new_session().await;
+    let (_, photo) = upload(&server, &id, &token, "red.png", "image/png", PNG.to_vec()).await;
+    let body = server
+        .chat_with(
+            &token,
+            json!({"sessionId": id, "message": "", "attachments": [{"id": photo["id"]}]}),
+        )
+        .await;
+    assert_eq!(body["message"]["content"], "");
+    assert_eq!(body["message"]["attachments"][0]["name"], "red.png");
+    assert_eq!(body["reply"]["status"], "complete", "{body}");
+    let parts = last_user_parts(&chat_requests(&server)[0]);
+    assert!(
+        parts.iter().all(|p| p["text"] != ""),
+        "no empty text part: {parts:#?}"
+    );
+    assert!(parts.iter().any(|p| p["type"] == "image_url"), "{parts:#?}");
+    // With neither words nor files, a message is refused.
+    let resp = server
+        .http
+        .post(server.url("/api/chat"))
+        .bearer_auth(&token)
+        .json(&json!({"sessionId": id, "message": " "}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
 }

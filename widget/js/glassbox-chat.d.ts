@@ -169,7 +169,7 @@ export interface GlassboxChatElement extends HTMLElement {
   /** Sets the page context sent with every later message; `null` clears it. */
   setPageContext(context: PageContext | null): Promise<void>;
   /**
-   * Uploads a file (PNG, JPEG, GIF or WebP up to 5 MB, a text file up to 256 kB) to the
+   * Uploads a file (a PNG, JPEG, GIF or WebP still image up to 3.75 MB, a text file up to 256 kB) to the
    * conversation; resolves to the attachment for `sendMessage`, rejects with `file_too_large`,
    * `file_type_not_allowed`, …
    */

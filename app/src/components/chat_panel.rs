@@ -12,17 +12,18 @@ use super::connection_status::ConnectionBadge;
 use super::context_footer::ContextFooter;
 use super::context_view::{ContextDialog, ContextViewer};
 use super::draft_preview::DraftPreviewStrip;
-use super::session_drawer::SessionDrawer;
 use super::message_view::{MessageView, PendingView};
+use super::session_drawer::SessionDrawer;
 use super::token_meter::TokenMeter;
 use super::topic_panel::TopicPanel;
 use crate::attach::Attaching;
 use crate::client::ChatClient;
 use crate::config::Theme;
+use glassbox_core::attachments::files_to_send;
 use glassbox_core::context::selection::choices_from_view;
 use glassbox_core::context::{MessageMark, TurnMessage};
-use glassbox_core::wire::ChatMessage;
 use glassbox_core::prompt::reaches_model;
+use glassbox_core::wire::ChatMessage;
 
 use crate::meter_reading::{self, MeterView};
 use crate::token_counts::{TokenCounts, now_ms};
@@ -289,11 +290,13 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
         counts.revision.track();
         counts.vocab.track();
         let draft = client.draft.get();
+        let draft_files = client.draft_files.get();
         let page_context = client.page_context.get();
         let preview = client.previews.current.get();
         transcript.with(|t| {
             let info = t.context.as_ref()?;
-            let stored: Vec<&ChatMessage> = t.messages.iter().filter(|m| reaches_model(m)).collect();
+            let stored: Vec<&ChatMessage> =
+                t.messages.iter().filter(|m| reaches_model(m)).collect();
             let marks: Vec<(&str, Option<MessageMark>)> =
                 stored.iter().map(|m| (m.id.as_str(), m.mark)).collect();
             let sticky = t.topics.as_ref().map_or(&[][..], |s| &s.sticky_ids[..]);
@@ -305,9 +308,13 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
                     .iter()
                     .map(|p| TurnMessage::draft(&p.request.message, &p.request.attachments)),
             );
-            if !draft.trim().is_empty() {
-                texts.push(TurnMessage::draft(&draft, &[]));
+            if !draft.trim().is_empty() || !draft_files.is_empty() {
+                texts.push(TurnMessage::draft(&draft, &draft_files));
             }
+            // Images count by their size; the meter has no text of a text file.
+            let images = glassbox_core::attachments::priced_images(&files_to_send(
+                texts.iter().map(|m| m.attachments),
+            ));
             // The rules and references the next request should carry: the draft's, else the
             // last reply's.
             let knowledge = preview.as_ref().map(|p| &p.receipt).or_else(|| {
@@ -324,6 +331,7 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
                 page_context.as_ref(),
                 Some(&choices),
                 knowledge,
+                Some(&images),
             ))
         })
     });

@@ -9,11 +9,6 @@ use leptos::prelude::*;
 use crate::attach::{Attaching, PendingFile, Upload};
 use crate::client::ChatClient;
 
-/// What the picker offers: the accepted images, and text by type and common extensions.
-const PICKER_ACCEPT: &str = "image/png,image/jpeg,image/gif,image/webp,text/*,application/json,\
-    .md,.markdown,.csv,.tsv,.json,.yaml,.yml,.toml,.xml,.log,.rs,.py,.js,.ts,.tsx,.go,.java,.c,.h,\
-    .cpp,.cs,.rb,.sh,.sql";
-
 /// Text input, the attached files and the send button.
 #[component]
 pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
@@ -73,7 +68,14 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
                 prop:value=move || text.get()
                 on:input=move |ev| client.set_draft(event_target_value(&ev))
                 on:paste=move |ev: leptos::ev::ClipboardEvent| {
-                    let files = ev.clipboard_data().and_then(|d| d.files());
+                    // Text copied from an office program comes with a picture of itself: the
+                    // text is pasted, the picture is not attached.
+                    let Some(data) = ev.clipboard_data() else { return };
+                    let types = data.types();
+                    if types.includes(&"text/plain".into(), 0) || types.includes(&"text/html".into(), 0) {
+                        return;
+                    }
+                    let files = data.files();
                     if files.as_ref().is_some_and(|f| f.length() > 0) {
                         ev.prevent_default();
                         attaching.add_list(files);
@@ -91,7 +93,7 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
                 type="file"
                 multiple
                 hidden
-                accept=PICKER_ACCEPT
+                accept=glassbox_core::attachments::picker_accept()
                 node_ref=picker
                 on:change=move |_| {
                     if let Some(el) = picker.get_untracked() {

@@ -80,12 +80,8 @@ impl<'a> TurnMessage<'a> {
             .iter()
             .filter_map(|a| {
                 let content = files.content(a)?;
-                let kind = match content {
-                    FileContent::Text(_) => FileKind::Text,
-                    FileContent::Image { .. } => FileKind::Image,
-                };
-                let tokens = file_tokens(a, content, files.encoding, &mut |t| count(None, t));
-                Some((a, kind, tokens))
+                let tokens = file_tokens(a, content, files.model, &mut |t| count(None, t));
+                Some((a, content.kind(), tokens))
             })
             .collect();
         (metadata, each)
@@ -107,10 +103,10 @@ impl<'a> TurnMessage<'a> {
     }
 }
 
-/// The turn's gathered file contents, and the encoding their tokens are counted for.
+/// The turn's gathered file contents, and the model their tokens are counted for.
 struct Files<'f> {
     contents: Option<&'f FileContents>,
-    encoding: &'f str,
+    model: &'f str,
 }
 
 impl<'f> Files<'f> {
@@ -336,7 +332,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     let framing = Framing::for_encoding(&info.encoding);
     let files = Files {
         contents: sources.files,
-        encoding: &info.encoding,
+        model: &info.model,
     };
     let counted: Vec<CountedMessage> = msgs
         .iter()

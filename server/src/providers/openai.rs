@@ -62,7 +62,11 @@ pub fn request_body(req: &ProviderRequest) -> Value {
                     parts.push(match &f.content {
                         FileContent::Image { media_type, base64 } => json!({
                             "type": "image_url",
-                            "image_url": {"url": format!("data:{media_type};base64,{base64}")},
+                            // High detail: the detail the receipt prices it at.
+                            "image_url": {
+                                "url": format!("data:{media_type};base64,{base64}"),
+                                "detail": "high",
+                            },
                         }),
                         FileContent::Text(text) => {
                             json!({"type": "text", "text": text_file_segment(&f.name, text)})

@@ -35,6 +35,8 @@ pub async fn upload(
     body: Body,
 ) -> Result<(StatusCode, Json<Attachment>), AppError> {
     let session = state.sessions.existing(&id, token.as_deref()).await?;
+    // Uploads count as the session's commands: bounded per minute.
+    state.limits.command(&session.info.session_id)?;
     let Query(Upload { name }) =
         query.map_err(|_| AppError::InvalidBody("name the file: ?name=<its name>"))?;
     let declared = headers

@@ -43,11 +43,7 @@ pub struct FileRow {
 impl FileRow {
     /// Its kind (`None` for a kind this version does not know).
     pub fn kind(&self) -> Option<FileKind> {
-        match self.kind.as_str() {
-            "image" => Some(FileKind::Image),
-            "text" => Some(FileKind::Text),
-            _ => None,
-        }
+        FileKind::parse(&self.kind)
     }
 
     /// The attachment a message carries for it.
@@ -66,12 +62,8 @@ impl FileRow {
 
 const FILE_COLUMNS: &str = "id, name, mime_type, kind, size, width, height";
 
-fn kind_name(kind: FileKind) -> &'static str {
-    match kind {
-        FileKind::Image => "image",
-        FileKind::Text => "text",
-    }
-}
+/// Most ids bound in one query (SQLite allows 32,766 variables; a session's files are far fewer).
+const IDS_PER_QUERY: usize = 500;
 
 impl Store {
     /// Stores a file unless the session's files would then pass [`MAX_SESSION_FILE_BYTES`].
@@ -94,7 +86,7 @@ impl Store {
         .bind(f.session_id)
         .bind(f.name)
         .bind(f.mime_type)
-        .bind(kind_name(f.kind))
+        .bind(f.kind.as_str())
         .bind(f.bytes.len() as i64)
         .bind(f.dimensions.map(|(w, _)| i64::from(w)))
         .bind(f.dimensions.map(|(_, h)| i64::from(h)))
@@ -113,43 +105,54 @@ impl Store {
         session_id: &str,
         ids: &[&str],
     ) -> Result<Vec<FileRow>, StorageError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let marks = vec!["?"; ids.len()].join(", ");
-        let sql =
-            format!("SELECT {FILE_COLUMNS} FROM files WHERE session_id = ? AND id IN ({marks})");
-        let mut q = sqlx::query_as::<_, FileRow>(&sql).bind(session_id);
-        for id in ids {
-            q = q.bind(*id);
-        }
-        Ok(q.fetch_all(&self.reader).await?)
+        let rows = self.file_rows(session_id, ids, "").await?;
+        rows.iter()
+            .map(|r| Ok(<FileRow as sqlx::FromRow<_>>::from_row(r)?))
+            .collect()
     }
 
-    /// The session's files among `ids`, with their bytes.
+    /// The session's files among `ids`, with their bytes; an image's bytes are left empty unless
+    /// `with_images`.
     pub async fn file_bytes(
         &self,
         session_id: &str,
         ids: &[&str],
+        with_images: bool,
     ) -> Result<Vec<(FileRow, Vec<u8>)>, StorageError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let marks = vec!["?"; ids.len()].join(", ");
-        let sql = format!(
-            "SELECT {FILE_COLUMNS}, bytes FROM files WHERE session_id = ? AND id IN ({marks})"
-        );
-        let mut q = sqlx::query(&sql).bind(session_id);
-        for id in ids {
-            q = q.bind(*id);
-        }
-        let rows = q.fetch_all(&self.reader).await?;
+        let bytes = if with_images {
+            ", bytes"
+        } else {
+            ", CASE WHEN kind = 'image' THEN x'' ELSE bytes END AS bytes"
+        };
+        let rows = self.file_rows(session_id, ids, bytes).await?;
         rows.iter()
             .map(|r| {
                 use sqlx::{FromRow, Row};
                 Ok((FileRow::from_row(r)?, r.try_get::<Vec<u8>, _>("bytes")?))
             })
             .collect()
+    }
+
+    /// The rows of the session's files among `ids`: [`FILE_COLUMNS`] and `extra` columns.
+    async fn file_rows(
+        &self,
+        session_id: &str,
+        ids: &[&str],
+        extra: &str,
+    ) -> Result<Vec<sqlx::sqlite::SqliteRow>, StorageError> {
+        let mut out = Vec::new();
+        for chunk in ids.chunks(IDS_PER_QUERY) {
+            let marks = vec!["?"; chunk.len()].join(", ");
+            let sql = format!(
+                "SELECT {FILE_COLUMNS}{extra} FROM files WHERE session_id = ? AND id IN ({marks})"
+            );
+            let mut q = sqlx::query(&sql).bind(session_id);
+            for id in chunk {
+                q = q.bind(*id);
+            }
+            out.extend(q.fetch_all(&self.reader).await?);
+        }
+        Ok(out)
     }
 
     /// Deletes one of the session's files; false when it had none of that id.

@@ -255,7 +255,12 @@ impl TurnEngine {
         let tools = extras.tools.unwrap_or_else(|| ToolSet::new(Vec::new()));
         let query = history.last().map_or("", |m| m.content.as_str());
         let items = self.items.request_context(&settings, query).await;
-        let files = self.files.contents(session_id, &history).await?;
+        // A preview prices images by their size; only a reply reads their bytes.
+        let with_images = extras.planning == Planning::Reply;
+        let files = self
+            .files
+            .contents(session_id, &history, with_images)
+            .await?;
         let mut gathered = Gathered {
             files,
             info: self.windows.info_for(model, &settings, &tools),

@@ -122,7 +122,7 @@ async fn a_dropped_image_reaches(api: &str) -> Result<()> {
             .context("a user message")?;
         let parts = user["content"].as_array().context("content parts")?;
         let image = match api {
-            "openai" => json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{b64}")}}),
+            "openai" => json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{b64}"), "detail": "high"}}),
             _ => json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64}}),
         };
         assert!(parts.contains(&image), "{parts:#?}");
@@ -220,7 +220,7 @@ async fn oversized_disallowed_and_mislabelled_files_are_refused_and_nothing_is_s
         assert_eq!(
             problems,
             json!([
-                "big.png is 6.0 MB; an image may be at most 5.0 MB",
+                "big.png is 6 MB; an image may be at most 3.75 MB",
                 "setup.zip: application/zip files cannot be attached (PNG, JPEG, GIF and WebP images and text files can)"
             ])
         );
@@ -233,13 +233,38 @@ async fn oversized_disallowed_and_mislabelled_files_are_refused_and_nothing_is_s
             &format!("return {SHADOW}.querySelector('.gb-composer-error p')?.textContent;"),
         )
         .await?;
-        assert_eq!(refused, json!("fake.png is not the image/png image it says it is"));
+        assert_eq!(refused, json!("fake.png is not a PNG, JPEG, GIF or WebP image"));
         wait_for(&client, "the chip to go", &format!("return {SHADOW}.querySelectorAll('.gb-attached-file').length === 0;")).await?;
         let send_disabled = client
             .execute(&format!("return {SHADOW}.querySelector('.gb-send').disabled;"), vec![])
             .await?;
         assert_eq!(send_disabled, json!(true), "nothing to send");
         assert!(fake.requests().is_empty(), "nothing reached the provider");
+
+        // Text copied from an office program comes with a picture of itself: the paste stays
+        // text, nothing is attached.
+        let prevented = client
+            .execute(
+                &format!("{FILE_MAKER}
+                const dt = new DataTransfer();
+                dt.setData('text/plain', 'a | b');
+                dt.items.add(gbFile('table.png', 'image/png', arguments[0]));
+                const ev = new ClipboardEvent('paste', {{ bubbles: true, cancelable: true, clipboardData: dt }});
+                {SHADOW}.querySelector('.gb-input').dispatchEvent(ev);
+                return ev.defaultPrevented;"),
+                vec![json!(head)],
+            )
+            .await?;
+        assert_eq!(prevented, json!(false));
+        assert_eq!(chips(&client).await?, json!([]));
+
+        // A file attached, then New chat: the new conversation starts with no files.
+        drop_files(&client, json!([["red.png", "image/png", head]])).await?;
+        wait_for(&client, "the upload", &format!("return {SHADOW}.querySelectorAll('.gb-attached-file[data-state=ready]').length === 1;")).await?;
+        client
+            .execute(&format!("{SHADOW}.querySelector('.gb-new-chat').click();"), vec![])
+            .await?;
+        wait_for(&client, "the chips to go with the old conversation", &format!("return {SHADOW}.querySelectorAll('.gb-attached-file').length === 0;")).await?;
         Ok(())
     })
     .await
