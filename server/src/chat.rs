@@ -102,7 +102,11 @@ impl Chat {
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
         // Uploaded files as the server recorded them (a file of another session is refused).
-        let attachments = self.turns.files.resolve(session_id, req.attachments).await?;
+        let attachments = self
+            .turns
+            .files
+            .resolve(session_id, req.attachments)
+            .await?;
         // What refuses without spending comes first, so a refused message costs no allowance.
         self.budgets.check(session_id).await?;
         let permit = self.limits.stream(address)?;

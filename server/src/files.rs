@@ -23,6 +23,8 @@ pub enum FilesError {
     Refused(#[from] FileError),
     #[error("{0} is not a file of this conversation: it was deleted, or belongs to another one")]
     Unknown(String),
+    #[error("too many files are being uploaded to this server; try again in a moment")]
+    Busy,
     #[error("storage failed")]
     Storage(#[from] StorageError),
 }
@@ -32,20 +34,46 @@ impl ToWire for FilesError {
         match self {
             FilesError::Refused(e) => e.code(),
             FilesError::Unknown(_) => glassbox_core::ErrorCode::InvalidAttachment,
+            FilesError::Busy => glassbox_core::ErrorCode::Overloaded,
             FilesError::Storage(e) => e.code(),
         }
     }
 }
 
+/// Most uploads read at once, server-wide (each holds up to `MAX_IMAGE_BYTES` in memory).
+const MAX_UPLOADS_AT_ONCE: usize = 16;
+/// How long an uploaded file no message carries is kept.
+const UNSENT_FILE_TTL_MS: i64 = 24 * 3_600 * 1_000;
+
 /// The session's files.
 #[derive(Debug, Clone)]
 pub struct Files {
     store: Store,
+    uploads: Arc<tokio::sync::Semaphore>,
 }
 
 impl Files {
     pub fn new(store: Store) -> Self {
-        Self { store }
+        Self {
+            store,
+            uploads: Arc::new(tokio::sync::Semaphore::new(MAX_UPLOADS_AT_ONCE)),
+        }
+    }
+
+    /// A place among the uploads being read; refused (`overloaded`) when all are taken.
+    pub fn upload_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, FilesError> {
+        self.uploads
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| FilesError::Busy)
+    }
+
+    /// Deletes files uploaded over a day ago that no message carries (removed from the
+    /// composer, or left when the page closed); answers how many.
+    pub async fn purge_unsent(&self) -> Result<u64, StorageError> {
+        self.store
+            .delete_unsent_files(now_ms() - UNSENT_FILE_TTL_MS)
+            .await
     }
 
     /// Checks and stores an uploaded file; answers the attachment a message carries for it.

@@ -89,14 +89,21 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
             limits.sweep();
         }
     });
-    // Idle sessions are purged at start and then hourly.
+    // Idle sessions, and files no message carries a day after their upload, are purged at
+    // start and then hourly.
     let purging = state.sessions.clone();
+    let files = state.files.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(3_600));
         loop {
             tick.tick().await;
             if let Err(e) = purging.purge_idle().await {
                 tracing::error!(error = %e, "purging idle sessions failed");
+            }
+            match files.purge_unsent().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(files = n, "purged files no message carries"),
+                Err(e) => tracing::error!(error = %e, "purging unsent files failed"),
             }
         }
     });

@@ -377,6 +377,29 @@ async fn a_message_may_be_its_files_alone_named_by_id() {
         "no empty text part: {parts:#?}"
     );
     assert!(parts.iter().any(|p| p["type"] == "image_url"), "{parts:#?}");
+    // A file no message carries is purged (here as if a day had passed); a sent one stays.
+    let (_, unsent) = upload(&server, &id, &token, "left.png", "image/png", PNG.to_vec()).await;
+    assert_eq!(
+        server
+            .state
+            .store
+            .delete_unsent_files(i64::MAX)
+            .await
+            .unwrap(),
+        1
+    );
+    let file = |f: &Value| {
+        server.url(&format!(
+            "/api/sessions/{id}/files/{}",
+            f["id"].as_str().unwrap()
+        ))
+    };
+    let status = |url: String| {
+        let req = server.http.get(url).bearer_auth(&token);
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status(file(&unsent)).await, 404);
+    assert_eq!(status(file(&photo)).await, 200);
     // With neither words nor files, a message is refused.
     let resp = server
         .http

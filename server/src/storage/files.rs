@@ -155,6 +155,19 @@ impl Store {
         Ok(out)
     }
 
+    /// Deletes the files uploaded before `before` (ms) that no message of their session names;
+    /// answers how many.
+    pub async fn delete_unsent_files(&self, before: i64) -> Result<u64, StorageError> {
+        let res = sqlx::query(
+            "DELETE FROM files WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM messages m \
+             WHERE m.session_id = files.session_id AND m.attachments_json LIKE '%' || files.id || '%')",
+        )
+        .bind(before)
+        .execute(&self.writer)
+        .await?;
+        Ok(res.rows_affected())
+    }
+
     /// Deletes one of the session's files; false when it had none of that id.
     pub async fn delete_file(&self, session_id: &str, id: &str) -> Result<bool, StorageError> {
         let res = sqlx::query("DELETE FROM files WHERE session_id = ? AND id = ?")
