@@ -3,7 +3,7 @@
 //! sent with the next message by id. A refused file is never uploaded and its reason is shown.
 
 use glassbox_core::ErrorCode;
-use glassbox_core::attachments::{FileError, FileKind, check_size, classify};
+use glassbox_core::attachments::{FileError, FileKind, IMAGE_TYPES, check_size, classify};
 use glassbox_core::limits::MAX_ATTACHMENTS;
 use glassbox_core::wire::{Attachment, WireError};
 use leptos::prelude::*;
@@ -69,12 +69,52 @@ impl Attaching {
             });
             client.draft_files.set(ready);
         });
-        Self {
+        let this = Self {
             files,
             problems,
             next: StoredValue::new(0),
             client,
-        }
+        };
+        this.keep_across_reloads(session_id);
+        this
+    }
+
+    /// The uploaded files of the unsent draft are kept for this tab, as its text is: a reload or
+    /// a re-created element gets them back once it has joined the session they belong to.
+    fn keep_across_reloads(self, session_id: Memo<Option<String>>) {
+        let restored = StoredValue::new(false);
+        Effect::new(move |_| {
+            let ready = self.client.draft_files.get();
+            let (Some(sid), Some(config)) = (session_id.get(), self.client.config()) else {
+                return;
+            };
+            if !restored.get_value() {
+                restored.set_value(true);
+                if let Some((owner, kept)) =
+                    session_store::load_draft_files(&config.server, &config.slot())
+                    && owner == sid
+                    && ready.is_empty()
+                    && !kept.is_empty()
+                {
+                    let first = self.next.get_value();
+                    self.next.set_value(first + kept.len() as u32);
+                    let pending = kept.into_iter().zip(first..).map(|(a, key)| PendingFile {
+                        key,
+                        name: a.name.clone(),
+                        size: a.size.unwrap_or(0),
+                        kind: match a.mime_type.as_deref() {
+                            Some(m) if IMAGE_TYPES.contains(&m) => FileKind::Image,
+                            _ => FileKind::Text,
+                        },
+                        upload: Upload::Ready(a),
+                    });
+                    // Saved again by this effect once `draft_files` follows.
+                    self.files.set(pending.collect());
+                    return;
+                }
+            }
+            session_store::save_draft_files(&config.server, &config.slot(), &sid, &ready);
+        });
     }
 
     /// Attaches the files of a picker, a drop or a paste.

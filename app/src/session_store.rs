@@ -1,6 +1,7 @@
 //! Keeps a session's id and token in the browser's local storage, and the unsent draft in the
 //! tab's session storage, per server and session slot.
 
+use glassbox_core::wire::Attachment;
 use serde::{Deserialize, Serialize};
 
 /// Credentials of a session.
@@ -66,4 +67,27 @@ pub fn save_draft(server: &str, slot: &str, draft: &str) {
             s.set_item(&key, draft)
         };
     }
+}
+
+fn draft_files_key(server: &str, slot: &str) -> String {
+    format!("glassbox:draft-files:{server}:{slot}")
+}
+
+/// The files this tab had uploaded for its unsent draft, with the session they belong to.
+pub fn load_draft_files(server: &str, slot: &str) -> Option<(String, Vec<Attachment>)> {
+    let raw = tab_storage()?
+        .get_item(&draft_files_key(server, slot))
+        .ok()
+        .flatten()?;
+    serde_json::from_str(&raw).ok()
+}
+
+/// Remembers the uploaded files of the draft for this tab (none: forgotten).
+pub fn save_draft_files(server: &str, slot: &str, session_id: &str, files: &[Attachment]) {
+    let Some(s) = tab_storage() else { return };
+    let key = draft_files_key(server, slot);
+    let _ = match serde_json::to_string(&(session_id, files)) {
+        Ok(raw) if !files.is_empty() => s.set_item(&key, &raw),
+        _ => s.remove_item(&key),
+    };
 }

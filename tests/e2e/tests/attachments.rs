@@ -265,6 +265,19 @@ async fn oversized_disallowed_and_mislabelled_files_are_refused_and_nothing_is_s
             .execute(&format!("{SHADOW}.querySelector('.gb-new-chat').click();"), vec![])
             .await?;
         wait_for(&client, "the chips to go with the old conversation", &format!("return {SHADOW}.querySelectorAll('.gb-attached-file').length === 0;")).await?;
+
+        // A file attached, then the tab reloaded: it comes back with the draft, and goes.
+        wait_for(&client, "the new conversation", CONNECTED).await?;
+        drop_files(&client, json!([["kept.png", "image/png", head]])).await?;
+        wait_for(&client, "the upload", &format!("return {SHADOW}.querySelectorAll('.gb-attached-file[data-state=ready]').length === 1;")).await?;
+        client.refresh().await?;
+        wait_for(&client, "the widget to connect again", CONNECTED).await?;
+        wait_for(&client, "the file to come back", &format!("return {SHADOW}.querySelector('.gb-attached-file[data-state=ready] .gb-attached-name')?.textContent === 'kept.png';")).await?;
+        let input = shadow_element(&client, ".gb-input").await?;
+        input.send_keys("\u{E007}").await?;
+        wait_for(&client, "the reply", &format!("return !!{SHADOW}.querySelector('[data-role=assistant][data-status=complete]');")).await?;
+        let sent = fake.requests().last().context("no request")?.body.to_string();
+        assert!(sent.contains(&head), "the kept file went with the message");
         Ok(())
     })
     .await
