@@ -356,6 +356,28 @@ async fn upload(
     })
 }
 
+/// The text of one of the session's files (`None` when it cannot be had: the meter then counts
+/// the file as its metadata).
+pub async fn fetch_text(client: ChatClient, id: &str) -> Option<String> {
+    let config = client.config()?;
+    let session = client.session()?;
+    let init = request("GET", &session.token, None).ok()?;
+    let url = files_url(&config.server, &session, Some(id));
+    let window = web_sys::window()?;
+    let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init(&url, &init))
+        .await
+        .ok()?
+        .dyn_into()
+        .ok()?;
+    if !response.ok() {
+        return None;
+    }
+    JsFuture::from(response.text().ok()?)
+        .await
+        .ok()?
+        .as_string()
+}
+
 /// Asks the server to delete an uploaded file nobody will send (best effort).
 fn forget(server: &str, session: &session_store::StoredSession, a: &Attachment) {
     let Some(id) = a.id.as_deref() else { return };

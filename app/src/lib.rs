@@ -6,6 +6,7 @@ pub mod components;
 pub mod config;
 pub mod attach;
 mod dom;
+pub mod file_texts;
 mod frame;
 pub mod headless;
 pub mod host_events;

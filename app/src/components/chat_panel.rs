@@ -279,6 +279,7 @@ fn changed_page_keys(t: &glassbox_core::transcript::Transcript) -> Vec<String> {
 /// the draft being written, plus page context; re-read when counts arrive.
 fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>> {
     let transcript = client.transcript;
+    let file_texts = crate::file_texts::FileTexts::new(client);
     // A different model may count with another vocabulary.
     Effect::new(move |_| {
         if let Some(encoding) = transcript.with(|t| t.context.as_ref().map(|c| c.encoding.clone()))
@@ -311,10 +312,8 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
             if !draft.trim().is_empty() || !draft_files.is_empty() {
                 texts.push(TurnMessage::draft(&draft, &draft_files));
             }
-            // Images count by their size; the meter has no text of a text file.
-            let images = glassbox_core::attachments::priced_images(&files_to_send(
-                texts.iter().map(|m| m.attachments),
-            ));
+            // Images count by their size, text files by their text (fetched once each).
+            let files = file_texts.contents(&files_to_send(texts.iter().map(|m| m.attachments)));
             // The rules and references the next request should carry: the draft's, else the
             // last reply's.
             let knowledge = preview.as_ref().map(|p| &p.receipt).or_else(|| {
@@ -331,7 +330,7 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
                 page_context.as_ref(),
                 Some(&choices),
                 knowledge,
-                Some(&images),
+                Some(&files),
             ))
         })
     });

@@ -173,6 +173,32 @@ async fn a_dropped_image_reaches(api: &str) -> Result<()> {
             )
             .await?;
         assert_eq!(refused, json!(["GlassboxError[file_type_not_allowed]", "file_type_not_allowed"]));
+
+        // The meter counts a text file of the history by its text, as the request carries it:
+        // 3,000 words of one token each.
+        let used = format!("const m = {SHADOW}.querySelector('.gb-meter'); return m.dataset.estimated === 'false' ? Number(m.getAttribute('aria-valuenow')) : null;");
+        let before = wait_for(&client, "an exact meter", &used).await?.as_u64().unwrap_or(0);
+        client
+            .execute(
+                &format!("{FILE_MAKER}
+                const el = document.querySelector('glassbox-chat');
+                const a = await el.uploadFile(gbFile('long.txt', 'text/plain', {{ text: ' token'.repeat(3000) }}));
+                await el.sendMessage('And this text?', [a]);"),
+                vec![],
+            )
+            .await?;
+        wait_for(
+            &client,
+            "the third reply",
+            &format!("return {SHADOW}.querySelectorAll('[data-role=assistant][data-status=complete]').length === 3;"),
+        )
+        .await?;
+        wait_for(
+            &client,
+            "the meter to count the text file",
+            &format!("const m = {SHADOW}.querySelector('.gb-meter'); return m.dataset.estimated === 'false' && Number(m.getAttribute('aria-valuenow')) > {before} + 3000;"),
+        )
+        .await?;
         Ok(())
     })
     .await
