@@ -98,19 +98,26 @@ impl TokenCounts {
             answered_at: Cell::new(0.0),
             ready: Cell::new(false),
         });
-        // After first paint: the chat shows at once; counting catches up (marked "~" until then).
-        let weak = Rc::downgrade(&inner);
-        let worker_url = worker_url.to_owned();
-        request_animation_frame(move || {
-            set_timeout(
-                move || {
-                    if let Some(inner) = weak.upgrade() {
-                        Inner::start_worker(&inner, &worker_url, revision, vocab);
-                    }
-                },
-                std::time::Duration::ZERO,
-            )
-        });
+        if let Some(early) = take_early_worker(worker_url) {
+            // The page's script started it while the wasm loaded: taken over at once.
+            Inner::start_worker(&inner, Ok(early), revision, vocab);
+        } else {
+            // After first paint: the chat shows at once; counting catches up (marked "~" until
+            // then).
+            let weak = Rc::downgrade(&inner);
+            let worker_url = worker_url.to_owned();
+            request_animation_frame(move || {
+                set_timeout(
+                    move || {
+                        if let Some(inner) = weak.upgrade() {
+                            let worker = spawn_worker(&worker_url).map(EarlyWorker::fresh);
+                            Inner::start_worker(&inner, worker, revision, vocab);
+                        }
+                    },
+                    std::time::Duration::ZERO,
+                )
+            });
+        }
         TokenCounts {
             inner: StoredValue::new_local(inner),
             revision,
@@ -187,6 +194,45 @@ impl TokenCounts {
     }
 }
 
+/// A started worker, with what it was asked and said before this client took it over.
+struct EarlyWorker {
+    worker: Worker,
+    /// The vocabulary it was asked to load.
+    loading: Option<String>,
+    /// What it answered before it was taken over, oldest first.
+    messages: Vec<JsValue>,
+}
+
+impl EarlyWorker {
+    fn fresh(worker: Worker) -> Self {
+        Self {
+            worker,
+            loading: None,
+            messages: Vec::new(),
+        }
+    }
+}
+
+/// The worker for `url` the page's script started while the wasm loaded (`startTokenWorker` in
+/// `glassbox-wasm.js`: `globalThis[Symbol.for('glassbox.tokenWorkers')]`, a `Map` from the
+/// worker's URL to `{worker, vocabUrl, messages}`), taken out of the map.
+fn take_early_worker(url: &str) -> Option<EarlyWorker> {
+    let key = js_sys::Symbol::for_("glassbox.tokenWorkers");
+    let pool: js_sys::Map = js_sys::Reflect::get(&js_sys::global(), &key)
+        .ok()?
+        .dyn_into()
+        .ok()?;
+    let entry = pool.get(&JsValue::from_str(url));
+    pool.delete(&JsValue::from_str(url));
+    let worker: Worker = get(&entry, "worker").dyn_into().ok()?;
+    let messages: js_sys::Array = get(&entry, "messages").dyn_into().ok()?;
+    Some(EarlyWorker {
+        worker,
+        loading: get(&entry, "vocabUrl").as_string(),
+        messages: messages.iter().collect(),
+    })
+}
+
 /// Starts a module worker that imports `url`; a blob module makes cross-origin hosts work.
 fn spawn_worker(url: &str) -> Result<Worker, String> {
     let source = format!("import {};", serde_json::to_string(url).unwrap_or_default());
@@ -210,12 +256,16 @@ fn get(obj: &JsValue, key: &str) -> JsValue {
 impl Inner {
     fn start_worker(
         this: &Rc<Self>,
-        url: &str,
+        worker: Result<EarlyWorker, String>,
         revision: RwSignal<u64>,
         vocab: RwSignal<VocabState>,
     ) {
-        match spawn_worker(url) {
-            Ok(worker) => {
+        match worker {
+            Ok(EarlyWorker {
+                worker,
+                loading,
+                messages,
+            }) => {
                 let weak = Rc::downgrade(this);
                 let on_message =
                     Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
@@ -226,7 +276,12 @@ impl Inner {
                 worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
                 *this._on_message.borrow_mut() = Some(on_message);
                 *this.worker.borrow_mut() = Some(worker);
-                this.load();
+                if loading.as_deref() != Some(this.wanted_vocab().as_str()) {
+                    this.load();
+                }
+                for message in &messages {
+                    this.on_message(message, revision, vocab);
+                }
             }
             Err(message) => {
                 let encoding = this.encoding.borrow().clone();
@@ -235,10 +290,14 @@ impl Inner {
         }
     }
 
+    /// The URL of the vocabulary of the current encoding.
+    fn wanted_vocab(&self) -> String {
+        self.vocab_url
+            .replace("{encoding}", &self.encoding.borrow())
+    }
+
     fn load(&self) {
-        let url = self
-            .vocab_url
-            .replace("{encoding}", &self.encoding.borrow());
+        let url = self.wanted_vocab();
         self.post(&js_object(&[("type", "load".into()), ("url", url.into())]));
     }
 
@@ -330,6 +389,11 @@ impl Inner {
                 self.answered_at.set(now_ms());
                 revision.update(|r| *r += 1);
             }
+            // A failed load of a vocabulary no longer wanted (an early guess) changes nothing.
+            "error"
+                if get(data, "url")
+                    .as_string()
+                    .is_some_and(|url| url != self.wanted_vocab()) => {}
             "error" => {
                 let message = get(data, "message")
                     .as_string()

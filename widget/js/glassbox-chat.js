@@ -17,8 +17,14 @@ const defaultServer = servedByGlassbox
 
 // The widget's code is fetched on first need: at once in inline mode, when the button is neared or
 // the chat is used in launcher mode (glassbox-wasm.js loads it once, and again after a failure).
-function load() {
-  return import('./glassbox-wasm.js').then((m) => m.loadGlassbox());
+// The token worker starts with it, with the o200k vocabulary the chat counts with until the
+// server names its model's.
+function load(assets, vocab) {
+  return import('./glassbox-wasm.js').then((m) => {
+    const urls = m.tokenAssets(assets, vocab, 'o200k_base');
+    m.startTokenWorker(urls.worker, urls.vocab);
+    return m.loadGlassbox();
+  });
 }
 
 // The attributes that make a different chat: a change remounts it (theme, mode and position apply
@@ -208,11 +214,17 @@ class GlassboxChat extends Base {
     return action(this.#widget);
   }
 
+  /** The token worker and vocabularies: beside this script on a Glassbox server, else the
+   * server's own (a bundler copies only the files its code names). */
+  #assets() {
+    return this.getAttribute('assets') || (servedByGlassbox ? here.href : `${this.#server()}/widget/`);
+  }
+
   /** Mounts the chat (loading the wasm first). A failure to load is told to the page as a
    * `glassbox:error` and rejects; the next call tries again. */
   #mount() {
     if (this.#widget) return Promise.resolve();
-    this.#mounting ??= load()
+    this.#mounting ??= load(this.#assets(), this.getAttribute('vocab'))
       .then(({ GlassboxWidget }) => {
         if (this.#widget || !this.isConnected) return;
         const server = this.#server();
@@ -222,9 +234,7 @@ class GlassboxChat extends Base {
           agent: this.getAttribute('agent') || null,
           model: this.getAttribute('model') || null,
           theme: this.getAttribute('theme') || 'auto',
-          // The token worker and vocabularies: beside this script on a Glassbox server, else the
-          // server's own (a bundler copies only the files its code names).
-          assets: this.getAttribute('assets') || (servedByGlassbox ? here.href : `${server}/widget/`),
+          assets: this.#assets(),
           vocab: this.getAttribute('vocab') || null,
           fileLink: this.getAttribute('file-link'),
           appletLink: this.getAttribute('applet-link'),

@@ -14,7 +14,7 @@
 // Events: "glassbox:meter" (detail: {used, limit, percent, state, estimated, originalPercent, ...}).
 // Counting runs in a Web Worker; the vocabulary is fetched after first paint and cached by the browser.
 import { shadowContainer } from './shadow-shell.js';
-import { loadGlassbox } from './glassbox-wasm.js';
+import { loadGlassbox, startTokenWorker, tokenAssets } from './glassbox-wasm.js';
 
 const here = new URL('.', import.meta.url);
 
@@ -90,7 +90,12 @@ class TokenMeterElement extends Base {
 
   #mount() {
     if (this.#meter || this.#mounting) return this.#mounting;
-    // The wasm loads when the first meter mounts, not when the script is imported.
+    // The wasm loads when the first meter mounts, not when the script is imported; the token
+    // worker starts meanwhile, with the vocabulary of the default model (gpt-4o: o200k) when no
+    // model is named (the wasm maps a named one).
+    const options = this.#options();
+    const urls = tokenAssets(options.assets, options.vocab, options.model ? null : 'o200k_base');
+    startTokenWorker(urls.worker, urls.vocab);
     this.#mounting = loadGlassbox().then(({ GlassboxTokenMeter }) => {
       if (this.#meter || !this.isConnected) return;
       this.#meter = new GlassboxTokenMeter(this, this.#container, this.#options());

@@ -61,3 +61,16 @@ export interface GlassboxModule {
 
 /** Loads the wasm once (from beside this file, or `wasm`: a URL, a Response or the bytes). */
 export function loadGlassbox(wasm?: URL | string | Response | BufferSource): Promise<GlassboxModule>;
+
+/**
+ * Starts the token worker (and the vocabulary at `vocabUrl`, if given) while the wasm compiles;
+ * the chat or meter that mounts next takes it over. The elements call it themselves.
+ */
+export function startTokenWorker(workerUrl: string, vocabUrl?: string | null): void;
+
+/** The token worker's URL and the vocabulary URL of `encoding` for `assets` and `vocab`. */
+export function tokenAssets(
+  assets: string,
+  vocab: string | null,
+  encoding: string | null,
+): { worker: string; vocab: string | null };

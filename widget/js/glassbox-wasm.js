@@ -6,6 +6,39 @@ import init, * as widget from './glassbox_widget.js';
 
 let ready = null;
 
+/**
+ * Starts the token worker while the wasm compiles, with the vocabulary at `vocabUrl` (none: the
+ * wasm asks for one): the wasm takes it over (app/src/token_counts.rs) instead of starting its own
+ * after first paint, so the first exact count does not wait for the wasm and then the worker. One
+ * per page and worker URL until taken; a page without workers gets its worker from the wasm.
+ */
+export function startTokenWorker(workerUrl, vocabUrl) {
+  if (typeof Worker === 'undefined' || typeof Blob === 'undefined') return;
+  const pool = (globalThis[Symbol.for('glassbox.tokenWorkers')] ??= new Map());
+  if (pool.has(workerUrl)) return;
+  try {
+    // A blob module that imports the worker, as the wasm starts it: cross-origin hosts work.
+    const source = new Blob([`import ${JSON.stringify(workerUrl)};`], { type: 'text/javascript' });
+    const worker = new Worker(URL.createObjectURL(source), { type: 'module' });
+    const early = { worker, vocabUrl: vocabUrl ?? null, messages: [] };
+    worker.onmessage = (event) => early.messages.push(event.data);
+    if (vocabUrl) worker.postMessage({ type: 'load', url: vocabUrl });
+    pool.set(workerUrl, early);
+  } catch {
+    // Refused (a Content-Security-Policy without blob: workers): the wasm reports it.
+  }
+}
+
+/** The token worker's URL and the vocabulary URL of `encoding` for an element's `assets` and
+ * `vocab` attributes, as the wasm makes them (app/src/config.rs). */
+export function tokenAssets(assets, vocab, encoding) {
+  const base = assets.replace(/\/+$/, '');
+  return {
+    worker: `${base}/token-worker.js`,
+    vocab: encoding ? (vocab || `${base}/vocab/{encoding}.gbv`).replaceAll('{encoding}', encoding) : null,
+  };
+}
+
 export function loadGlassbox(wasm) {
   ready ??= init({ module_or_path: wasm ?? new URL('./glassbox_widget_bg.wasm', import.meta.url) }).then(
     () => widget,
