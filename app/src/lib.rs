@@ -64,7 +64,8 @@ pub fn mount(
     let host_target: web_sys::EventTarget = host.unchecked_into();
     let view = leptos::mount::mount_to(container, move || {
         let theme = RwSignal::new(config.theme);
-        // o200k until the server names the model's encoding; fetched after first paint.
+        // o200k until the server names the model's encoding (the element's script already started
+        // the worker with it while the wasm loaded).
         let counts = token_counts::TokenCounts::start(
             &config.worker_url(),
             &config.vocab_url(),

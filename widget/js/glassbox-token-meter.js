@@ -12,7 +12,7 @@
 // for (id of a textarea or input in the page whose text is counted as you type).
 // Methods: setText(text), setMessages([text, ...]), setSystemPrompt(text), reading().
 // Events: "glassbox:meter" (detail: {used, limit, percent, state, estimated, originalPercent, ...}).
-// Counting runs in a Web Worker; the vocabulary is fetched after first paint and cached by the browser.
+// Counting runs in a Web Worker, started while the wasm loads; the vocabulary is cached by the browser.
 import { shadowContainer } from './shadow-shell.js';
 import { loadGlassbox, startTokenWorker, tokenAssets } from './glassbox-wasm.js';
 

@@ -87,12 +87,12 @@ pub fn bench(dist: &Path) -> Result<()> {
         Entry {
             name: "<glassbox-token-meter> alone",
             files: meter,
-            note: "its worker and vocabulary load after paint (next row)",
+            note: "its worker and vocabulary load beside the wasm (next row)",
         },
         Entry {
             name: "token worker + o200k vocabulary",
             files: worker,
-            note: "after first paint; the vocabulary is cached for a year",
+            note: "started beside the wasm, not waited for by the first paint; the vocabulary is cached for a year",
         },
         Entry {
             name: "glassbox-react's own code",
