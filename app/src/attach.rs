@@ -158,12 +158,17 @@ impl Attaching {
         leptos::task::spawn_local(async move {
             let result = upload(&config.server, &session, &file, &name, &declared).await;
             match result {
-                // Finished for a conversation that is no longer this one: dropped.
-                Ok(_)
-                    if this.client.session().map(|s| s.session_id)
+                // Finished for a conversation that is no longer this one (a reconnect to the same
+                // one keeps it): dropped, and the server forgets it.
+                Ok(attachment)
+                    if this
+                        .client
+                        .transcript
+                        .with_untracked(|t| t.session_id.clone())
                         != Some(session.session_id.clone()) =>
                 {
                     let _ = this.files.try_update(|f| f.retain(|p| p.key != key));
+                    forget(&config.server, &session, &attachment);
                 }
                 Ok(attachment) => {
                     let kept = this.files.try_update(|f| {
@@ -198,7 +203,7 @@ impl Attaching {
             ..
         }) = removed
             && let Some(config) = self.client.config()
-            && let Some(session) = session_store::load(&config.server, &config.slot())
+            && let Some(session) = self.client.last_session()
         {
             forget(&config.server, &session, &a);
         }

@@ -191,6 +191,11 @@ impl ChatClient {
         joined.then(|| inner.session.borrow().clone()).flatten()
     }
 
+    /// The session this client last asked for or joined, joined now or not (a reconnect keeps it).
+    pub fn last_session(&self) -> Option<StoredSession> {
+        self.inner()?.session.borrow().clone()
+    }
+
     /// What the host configured.
     pub fn config(&self) -> Option<WidgetConfig> {
         self.inner().map(|i| i.config.clone())
@@ -548,6 +553,8 @@ impl Inner {
     fn say_hello(&self) {
         let stored = session_store::load(&self.config.server, &self.config.slot())
             .or_else(|| self.session.borrow().clone());
+        // The session asked for: the one joined if the server agrees (`ServerEvent::Session`).
+        self.session.borrow_mut().clone_from(&stored);
         let last_sync_id = match &stored {
             Some(s)
                 if self
@@ -597,7 +604,7 @@ impl Inner {
             ServerEvent::Error(e)
                 if !this.joined.get()
                     && e.code == ErrorCode::RateLimited
-                    && session_store::load(&this.config.server, &this.config.slot()).is_some() =>
+                    && this.session.borrow().is_some() =>
             {
                 let wait = e.retry_after_ms.unwrap_or(0).min(60_000) as u32;
                 this.retry_after_ms.set(wait);
@@ -623,8 +630,9 @@ impl Inner {
                 }
                 // The session joined: the one just given, else the one the hello named.
                 let joined = given.or_else(|| {
-                    session_store::load(&this.config.server, &this.config.slot())
-                        .or_else(|| this.session.borrow().clone())
+                    this.session
+                        .borrow()
+                        .clone()
                         .filter(|s| s.session_id == info.session_id)
                 });
                 *this.session.borrow_mut() = joined;

@@ -62,6 +62,10 @@ impl FileTexts {
     /// Fetches one file's text, once (a failure is not asked again: the file counts as its
     /// metadata).
     fn fetch(&self, id: &str) {
+        // Not joined (a reconnect): asked again once it is.
+        if self.client.session().is_none() {
+            return;
+        }
         let fresh = self.asked.try_update_value(|a| a.insert(id.to_owned()));
         if fresh != Some(true) {
             return;

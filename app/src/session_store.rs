@@ -73,20 +73,26 @@ fn draft_files_key(server: &str, slot: &str) -> String {
     format!("glassbox:draft-files:{server}:{slot}")
 }
 
+/// How long uploaded draft files are kept here: less than the server keeps a file no message
+/// carries (a day), so a file that comes back is still there.
+const DRAFT_FILES_TTL_MS: f64 = 20.0 * 3_600_000.0;
+
 /// The files this tab had uploaded for its unsent draft, with the session they belong to.
 pub fn load_draft_files(server: &str, slot: &str) -> Option<(String, Vec<Attachment>)> {
     let raw = tab_storage()?
         .get_item(&draft_files_key(server, slot))
         .ok()
         .flatten()?;
-    serde_json::from_str(&raw).ok()
+    let (session_id, saved_at, files): (String, f64, Vec<Attachment>) =
+        serde_json::from_str(&raw).ok()?;
+    (js_sys::Date::now() - saved_at < DRAFT_FILES_TTL_MS).then_some((session_id, files))
 }
 
 /// Remembers the uploaded files of the draft for this tab (none: forgotten).
 pub fn save_draft_files(server: &str, slot: &str, session_id: &str, files: &[Attachment]) {
     let Some(s) = tab_storage() else { return };
     let key = draft_files_key(server, slot);
-    let _ = match serde_json::to_string(&(session_id, files)) {
+    let _ = match serde_json::to_string(&(session_id, js_sys::Date::now(), files)) {
         Ok(raw) if !files.is_empty() => s.set_item(&key, &raw),
         _ => s.remove_item(&key),
     };

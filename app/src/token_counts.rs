@@ -54,6 +54,8 @@ pub struct TokenCounts {
 struct Inner {
     worker: RefCell<Option<Worker>>,
     _on_message: RefCell<Option<MessageHandler>>,
+    /// The worker's `error` event (it could not start: a Content-Security-Policy, a failed import).
+    _on_error: RefCell<Option<Closure<dyn FnMut(web_sys::Event)>>>,
     /// Vocabulary URL with `{encoding}` in place of the encoding's name.
     vocab_url: String,
     encoding: RefCell<String>,
@@ -88,6 +90,7 @@ impl TokenCounts {
         let inner = Rc::new(Inner {
             worker: RefCell::new(None),
             _on_message: RefCell::new(None),
+            _on_error: RefCell::new(None),
             vocab_url: vocab_url.to_owned(),
             encoding: RefCell::new(encoding.to_owned()),
             counts: RefCell::new(HashMap::new()),
@@ -275,6 +278,18 @@ impl Inner {
                     });
                 worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
                 *this._on_message.borrow_mut() = Some(on_message);
+                let weak = Rc::downgrade(this);
+                let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+                    if let Some(inner) = weak.upgrade() {
+                        let failed = js_object(&[
+                            ("type", "error".into()),
+                            ("message", "the token worker could not start".into()),
+                        ]);
+                        inner.on_message(&failed, revision, vocab);
+                    }
+                });
+                worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+                *this._on_error.borrow_mut() = Some(on_error);
                 *this.worker.borrow_mut() = Some(worker);
                 if loading.as_deref() != Some(this.wanted_vocab().as_str()) {
                     this.load();
@@ -360,8 +375,13 @@ impl Inner {
         let encoding = self.encoding.borrow().clone();
         match kind.as_str() {
             "ready" => {
-                if get(data, "encoding").as_string().as_deref() != Some(encoding.as_str()) {
-                    return; // an answer for an encoding we switched away from
+                // An answer for a vocabulary we switched away from (or another one's guess).
+                if get(data, "encoding").as_string().as_deref() != Some(encoding.as_str())
+                    || get(data, "url")
+                        .as_string()
+                        .is_some_and(|url| url != self.wanted_vocab())
+                {
+                    return;
                 }
                 vocab.set(VocabState::Ready {
                     encoding,

@@ -187,7 +187,7 @@ class GlassboxChat extends Base {
         storageKey: () => `glassbox:launcher:${this.#server()}:${this.getAttribute('session') || 'default'}:${
           this.getAttribute('agent') || ''}:${location.pathname}`,
         onOpen: () => this.#mount(),
-        onPrefetch: () => load().catch(() => {}),
+        onPrefetch: () => load(this.#assets(), this.getAttribute('vocab')).catch(() => {}),
       });
     } else if (!launcher && this.#launcher) {
       this.#launcher.destroy();

@@ -22,10 +22,19 @@ export function startTokenWorker(workerUrl, vocabUrl) {
     const worker = new Worker(URL.createObjectURL(source), { type: 'module' });
     const early = { worker, vocabUrl: vocabUrl ?? null, messages: [] };
     worker.onmessage = (event) => early.messages.push(event.data);
+    // A worker a Content-Security-Policy refuses fails with an event: the wasm reports it.
+    worker.onerror = () => early.messages.push({ type: 'error', message: 'the token worker could not start' });
     if (vocabUrl) worker.postMessage({ type: 'load', url: vocabUrl });
     pool.set(workerUrl, early);
+    // Not taken (the element left, the wasm failed to load): not kept.
+    setTimeout(() => {
+      if (pool.get(workerUrl) === early) {
+        pool.delete(workerUrl);
+        worker.terminate();
+      }
+    }, 30_000);
   } catch {
-    // Refused (a Content-Security-Policy without blob: workers): the wasm reports it.
+    // Refused at once: the wasm starts its own, and reports a failure.
   }
 }
 

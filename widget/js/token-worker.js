@@ -19,8 +19,11 @@ function counterModule(huggingFace) {
 counterModule(false); // start compiling the common module while the vocabulary downloads
 
 let counter = null;
+// Loads may overlap (an early guess, then the model's own): only the latest one sets the counter.
+let latest = 0;
 
 async function load(url) {
+  const mine = ++latest;
   const started = performance.now();
   const response = await fetch(url);
   if (!response.ok) throw new Error(`vocabulary ${url}: HTTP ${response.status}`);
@@ -29,6 +32,10 @@ async function load(url) {
   const mod = await counterModule(bytes[4] === 2);
   const next = new mod.Counter(bytes);
   const built = performance.now();
+  if (mine !== latest) {
+    next.free();
+    return;
+  }
   if (counter) counter.free();
   counter = next;
   // transferSize is 0 when the browser cache answered: the second load costs no bytes.

@@ -80,7 +80,9 @@ impl<'a> TurnMessage<'a> {
             .iter()
             .filter_map(|a| {
                 let content = files.content(a)?;
-                let tokens = file_tokens(a, content, files.model, &mut |t| count(None, t));
+                // Keyed by the file's id: its text does not change, so the widget counts it once.
+                let tokens =
+                    file_tokens(a, content, files.model, &mut |t| count(a.id.as_deref(), t));
                 Some((a, content.kind(), tokens))
             })
             .collect();

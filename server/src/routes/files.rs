@@ -17,6 +17,9 @@ use crate::error::AppError;
 use crate::files::FilesError;
 use crate::state::AppState;
 
+/// Longest an upload's body may take to arrive.
+const UPLOAD_READ_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The query of an upload.
 #[derive(Deserialize)]
 pub struct Upload {
@@ -60,8 +63,11 @@ pub async fn upload(
             limit,
         })
     };
-    let bytes = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX))
+    // A client that sends too slowly does not keep its place among the uploads.
+    let read = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX));
+    let bytes = tokio::time::timeout(UPLOAD_READ_LIMIT, read)
         .await
+        .map_err(|_| AppError::InvalidBody("the upload was too slow; send it again"))?
         .map_err(|_| too_large())?;
     let attachment = state
         .files

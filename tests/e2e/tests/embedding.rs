@@ -92,6 +92,14 @@ async fn the_launcher_opens_and_closes_by_mouse_and_keyboard_and_fills_a_phone()
             .await?;
         assert_eq!(placed, json!([0, 20, 20]));
 
+        // The pointer nearing the button starts loading the chat (and its token worker), before
+        // any click.
+        client
+            .execute(&format!("{SHADOW}.querySelector('.gb-launcher').dispatchEvent(new PointerEvent('pointerenter'));"), vec![])
+            .await?;
+        wait_for(&client, "the wasm to load on approach", "return performance.getEntriesByType('resource').some(e => e.name.includes('glassbox_widget_bg.wasm'));").await?;
+        assert_eq!(launcher_state(&client).await?, json!([false, "false", null, null]), "still closed");
+
         // Mouse: the button opens the panel, focus goes to the message input.
         shadow_element(&client, ".gb-launcher").await?.click().await?;
         wait_until_open(&client, true).await?;
