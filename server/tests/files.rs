@@ -253,53 +253,31 @@ async fn bad_files_are_refused_with_typed_errors_and_nothing_is_sent() {
         r.1
     );
 
-    let r = upload(
-        &server,
-        &id,
-        &token,
-        "a.zip",
-        "application/zip",
-        b"PK".to_vec(),
-    )
-    .await;
-    assert_eq!(
-        refused(&r),
-        (415, "file_type_not_allowed".into()),
-        "{}",
-        r.1
-    );
-    let r = upload(
-        &server,
-        &id,
-        &token,
-        "fake.png",
-        "image/png",
-        b"<svg/>".to_vec(),
-    )
-    .await;
-    assert_eq!(
-        refused(&r),
-        (415, "file_type_not_allowed".into()),
-        "{}",
-        r.1
-    );
-    let r = upload(
-        &server,
-        &id,
-        &token,
-        "bin.txt",
-        "text/plain",
-        vec![0xff, 0, 1],
-    )
-    .await;
-    assert_eq!(
-        refused(&r),
-        (415, "file_type_not_allowed".into()),
-        "{}",
-        r.1
-    );
-    let r = upload(&server, &id, &token, "empty.txt", "text/plain", vec![]).await;
-    assert_eq!(refused(&r), (422, "invalid_attachment".into()), "{}", r.1);
+    let refusals: [(&str, &str, &[u8], (u16, &str)); 4] = [
+        (
+            "a.zip",
+            "application/zip",
+            b"PK",
+            (415, "file_type_not_allowed"),
+        ),
+        (
+            "fake.png",
+            "image/png",
+            b"<svg/>",
+            (415, "file_type_not_allowed"),
+        ),
+        (
+            "bin.txt",
+            "text/plain",
+            &[0xff, 0, 1],
+            (415, "file_type_not_allowed"),
+        ),
+        ("empty.txt", "text/plain", &[], (422, "invalid_attachment")),
+    ];
+    for (name, mime, body, (status, code)) in refusals {
+        let r = upload(&server, &id, &token, name, mime, body.to_vec()).await;
+        assert_eq!(refused(&r), (status, code.to_owned()), "{name}: {}", r.1);
+    }
 
     // Only with the session's own token.
     let r = upload(&server, &id, "wrong", "a.png", "image/png", PNG.to_vec()).await;
