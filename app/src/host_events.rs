@@ -25,6 +25,19 @@ pub fn to_js<T: serde::Serialize>(value: &T) -> wasm_bindgen::JsValue {
         .unwrap_or(wasm_bindgen::JsValue::NULL)
 }
 
+/// Reads a JS argument as `T` through JSON (`JSON.stringify`, then serde_json, which the module
+/// already has: no second deserializer). A `T` with `deny_unknown_fields` refuses a misspelt key.
+pub fn from_js<T: serde::de::DeserializeOwned>(
+    value: wasm_bindgen::JsValue,
+    what: &str,
+) -> Result<T, wasm_bindgen::JsValue> {
+    let json = js_sys::JSON::stringify(&value)
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or_else(|| error("invalid_frame", format!("{what}: not a JSON object")))?;
+    serde_json::from_str(&json).map_err(|e| error("invalid_frame", format!("{what}: {e}")))
+}
+
 /// A JS `Error` named `GlassboxError[code]` with a `code` property (one of the wire's codes).
 pub fn error(code: &str, message: impl std::fmt::Display) -> wasm_bindgen::JsValue {
     let err = js_sys::Error::new(&message.to_string());

@@ -69,6 +69,9 @@ struct Inner {
     answered_at: Cell<f64>,
     /// True once the current encoding's vocabulary is loaded in the worker.
     ready: Cell<bool>,
+    /// Vocabulary loads asked for: a download that finishes after a newer one was asked for is
+    /// not handed to the worker.
+    loads: Rc<Cell<u32>>,
 }
 
 /// `performance.now()` in the page, 0 where unavailable.
@@ -100,6 +103,7 @@ impl TokenCounts {
             next_request: Cell::new(0),
             answered_at: Cell::new(0.0),
             ready: Cell::new(false),
+            loads: Rc::new(Cell::new(0)),
         });
         if let Some(early) = take_early_worker(worker_url) {
             // The page's script started it while the wasm loaded: taken over at once.
@@ -305,15 +309,49 @@ impl Inner {
         }
     }
 
-    /// The URL of the vocabulary of the current encoding.
+    /// The URL of the vocabulary of the current encoding, absolute: the worker (a blob module)
+    /// cannot resolve a path relative to the page.
     fn wanted_vocab(&self) -> String {
-        self.vocab_url
-            .replace("{encoding}", &self.encoding.borrow())
+        let url = self
+            .vocab_url
+            .replace("{encoding}", &self.encoding.borrow());
+        web_sys::window()
+            .and_then(|w| w.document())
+            .and_then(|d| d.base_uri().ok().flatten())
+            .and_then(|base| web_sys::Url::new_with_base(&url, &base).ok())
+            .map_or(url, |u| u.href())
     }
 
+    /// Has the worker load the current encoding's vocabulary, downloaded here meanwhile (a worker
+    /// takes tens of milliseconds to run its first line) and handed over without a copy. A failed
+    /// download is left to the worker, which fetches again and reports the error.
     fn load(&self) {
         let url = self.wanted_vocab();
-        self.post(&js_object(&[("type", "load".into()), ("url", url.into())]));
+        let Some(worker) = self.worker.borrow().clone() else {
+            return;
+        };
+        let asked = self.loads.get().wrapping_add(1);
+        self.loads.set(asked);
+        let loads = self.loads.clone();
+        // Asked now, not when the task first runs (after the view mounts).
+        let fetching = web_sys::window().map(|w| w.fetch_with_str(&url));
+        leptos::task::spawn_local(async move {
+            let downloaded = match fetching {
+                Some(response) => download(response).await,
+                None => None,
+            };
+            if loads.get() != asked {
+                return;
+            }
+            let mut fields = vec![("type", "load".into()), ("url", JsValue::from_str(&url))];
+            let transfer = js_sys::Array::new();
+            if let Some((bytes, transfer_bytes)) = downloaded {
+                transfer.push(&bytes);
+                fields.push(("bytes", bytes));
+                fields.push(("transferBytes", transfer_bytes));
+            }
+            let _ = worker.post_message_with_transfer(&js_object(&fields), &transfer);
+        });
     }
 
     fn post(&self, message: &JsValue) {
@@ -424,6 +462,23 @@ impl Inner {
             _ => {}
         }
     }
+}
+
+/// The bytes of a `fetch` and the bytes the network moved for them (0 from the browser cache).
+async fn download(response: js_sys::Promise) -> Option<(JsValue, JsValue)> {
+    use wasm_bindgen_futures::JsFuture;
+    let window = web_sys::window()?;
+    let response: web_sys::Response = JsFuture::from(response).await.ok()?.dyn_into().ok()?;
+    if !response.ok() {
+        return None;
+    }
+    let bytes = JsFuture::from(response.array_buffer().ok()?).await.ok()?;
+    let transfer_bytes = window
+        .performance()
+        .map(|p| p.get_entries_by_name_with_entry_type(&response.url(), "resource"))
+        .map(|entries| get(&entries.at(-1), "transferSize"))
+        .unwrap_or(JsValue::NULL);
+    Some((bytes, transfer_bytes))
 }
 
 fn js_object(fields: &[(&str, JsValue)]) -> JsValue {

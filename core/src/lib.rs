@@ -7,6 +7,7 @@ pub mod decode;
 pub mod error;
 pub mod limits;
 pub mod markdown;
+pub mod number;
 pub mod prompt;
 pub mod sync;
 pub mod tokens;

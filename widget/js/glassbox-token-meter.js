@@ -14,7 +14,10 @@
 // Events: "glassbox:meter" (detail: {used, limit, percent, state, estimated, originalPercent, ...}).
 // Counting runs in a Web Worker, started while the wasm loads; the vocabulary is cached by the browser.
 import { shadowContainer } from './shadow-shell.js';
-import { loadGlassbox, startTokenWorker, tokenAssets } from './glassbox-wasm.js';
+import { loadMeter } from './meter-wasm.js';
+// meter-wasm.js imports it too: named here, it downloads beside meter-wasm.js, not after it.
+import './glassbox_meter.js';
+import { startTokenWorker, tokenAssets } from './token-worker-start.js';
 
 const here = new URL('.', import.meta.url);
 
@@ -92,11 +95,11 @@ class TokenMeterElement extends Base {
     if (this.#meter || this.#mounting) return this.#mounting;
     // The wasm loads when the first meter mounts, not when the script is imported; the token
     // worker starts meanwhile, with the vocabulary of the default model (gpt-4o: o200k) when no
-    // model is named (the wasm maps a named one).
+    // model is named (the wasm maps a named one, and has the page download its vocabulary).
     const options = this.#options();
     const urls = tokenAssets(options.assets, options.vocab, options.model ? null : 'o200k_base');
     startTokenWorker(urls.worker, urls.vocab);
-    this.#mounting = loadGlassbox().then(({ GlassboxTokenMeter }) => {
+    this.#mounting = loadMeter().then(({ GlassboxTokenMeter }) => {
       if (this.#meter || !this.isConnected) return;
       this.#meter = new GlassboxTokenMeter(this, this.#container, this.#options());
       for (const f of this.#pending.splice(0)) f(this.#meter);

@@ -1,5 +1,9 @@
 // The token-counting Web Worker. Messages in:
-//   {type: 'load', url}                    fetch a .gbv vocabulary (HTTP-cached) and build the tokenizer
+//   {type: 'load', url, bytes?, transferBytes?}
+//                                          build the tokenizer from the .gbv vocabulary at `url`: from
+//                                          `bytes` (an ArrayBuffer the page fetched while this worker
+//                                          started) or fetched here (HTTP-cached); the URL being loaded
+//                                          or loaded last is not loaded again
 //   {type: 'count', id, keys, texts}       count texts; answers {type: 'counts', id, keys, counts}
 // Messages out: {type: 'ready', encoding, size, fetchMs, buildMs, transferBytes} | {type: 'error', message}
 // tiktoken vocabularies run in the small module; Hugging Face tokenizers (kind byte 2 of the .gbv
@@ -21,13 +25,30 @@ counterModule(false); // start compiling the common module while the vocabulary 
 let counter = null;
 // Loads may overlap (an early guess, then the model's own): only the latest one sets the counter.
 let latest = 0;
+// The URL of the latest load, and its `ready` once sent.
+let current = { url: null, ready: null };
 
-async function load(url) {
+async function load(url, given, givenTransferBytes) {
+  if (url === current.url) {
+    // Asked again (the widget takes over a worker the page started): answered once it is built.
+    if (current.ready) postMessage(current.ready);
+    return;
+  }
   const mine = ++latest;
+  current = { url, ready: null };
   const started = performance.now();
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`vocabulary ${url}: HTTP ${response.status}`);
-  const bytes = new Uint8Array(await response.arrayBuffer());
+  let bytes;
+  let transferBytes = givenTransferBytes ?? null;
+  if (given) {
+    bytes = new Uint8Array(given);
+  } else {
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`vocabulary ${url}: HTTP ${response.status}`);
+    bytes = new Uint8Array(await response.arrayBuffer());
+    // transferSize is 0 when the browser cache answered: the second load costs no bytes.
+    const timing = performance.getEntriesByName(response.url, 'resource').pop();
+    transferBytes = timing ? timing.transferSize : null;
+  }
   const fetched = performance.now();
   const mod = await counterModule(bytes[4] === 2);
   const next = new mod.Counter(bytes);
@@ -38,23 +59,28 @@ async function load(url) {
   }
   if (counter) counter.free();
   counter = next;
-  // transferSize is 0 when the browser cache answered: the second load costs no bytes.
-  const timing = performance.getEntriesByName(response.url, 'resource').pop();
-  postMessage({
+  current.ready = {
     type: 'ready',
     url,
     encoding: counter.encoding(),
     size: counter.size(),
     fetchMs: fetched - started,
     buildMs: built - fetched,
-    transferBytes: timing ? timing.transferSize : null,
-  });
+    transferBytes,
+  };
+  postMessage(current.ready);
+}
+
+/** Reports a failed load; asked again, the URL is fetched again. */
+function failed(err, url) {
+  if (current.url === url && !current.ready) current = { url: null, ready: null };
+  postMessage({ type: 'error', url, message: String((err && err.message) || err) });
 }
 
 self.onmessage = (event) => {
   const message = event.data;
   if (message.type === 'load') {
-    load(message.url).catch((err) => postMessage({ type: 'error', url: message.url, message: String(err && err.message || err) }));
+    load(message.url, message.bytes, message.transferBytes).catch((err) => failed(err, message.url));
   } else if (message.type === 'count') {
     if (!counter) {
       postMessage({ type: 'error', message: 'count before the vocabulary was loaded' });

@@ -37,8 +37,7 @@ impl GlassboxClient {
     #[wasm_bindgen(constructor)]
     pub fn new(options: JsValue, on_change: js_sys::Function) -> Result<GlassboxClient, JsValue> {
         console_error_panic_hook::set_once();
-        let options: Options = serde_wasm_bindgen::from_value(options)
-            .map_err(|e| js_error("invalid_frame", format!("options: {e}")))?;
+        let options: Options = crate::from_js(options, "options")?;
         let events = web_sys::EventTarget::new()?;
         let config = WidgetConfig {
             server: options.server,

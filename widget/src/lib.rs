@@ -54,7 +54,7 @@ fn link_template(attr: Option<String>, default: Option<String>) -> Option<String
     }
 }
 
-pub(crate) use glassbox_app::host_events::{code_name, error as js_error};
+pub(crate) use glassbox_app::host_events::{code_name, error as js_error, from_js};
 
 /// Reads an optional JS object argument as `T` (undefined and null mean `None`).
 fn optional<T: serde::de::DeserializeOwned>(
@@ -64,9 +64,7 @@ fn optional<T: serde::de::DeserializeOwned>(
     if value.is_undefined() || value.is_null() {
         return Ok(None);
     }
-    serde_wasm_bindgen::from_value(value)
-        .map(Some)
-        .map_err(|e| js_error("invalid_frame", format!("{what}: {e}")))
+    from_js(value, what).map(Some)
 }
 
 /// The optional `attachments` and `context` arguments of `sendMessage` and `preview`.
@@ -143,16 +141,6 @@ fn context_args(
     })
 }
 
-/// Reads a JS object argument as `T` through JSON, so that `T`'s `deny_unknown_fields` holds
-/// (`serde_wasm_bindgen` looks up known fields only): a misspelt key is an error, not ignored.
-fn strict<T: serde::de::DeserializeOwned>(value: JsValue, what: &str) -> Result<T, JsValue> {
-    let json = js_sys::JSON::stringify(&value)
-        .ok()
-        .and_then(|s| s.as_string())
-        .ok_or_else(|| js_error("invalid_frame", format!("{what}: not a JSON object")))?;
-    serde_json::from_str(&json).map_err(|e| js_error("invalid_frame", format!("{what}: {e}")))
-}
-
 #[wasm_bindgen]
 impl GlassboxWidget {
     /// Mounts the chat into `container` (inside `host`'s shadow root).
@@ -163,8 +151,7 @@ impl GlassboxWidget {
         options: JsValue,
     ) -> Result<GlassboxWidget, JsValue> {
         console_error_panic_hook::set_once();
-        let options: Options = serde_wasm_bindgen::from_value(options)
-            .map_err(|e| js_error("invalid_frame", format!("options: {e}")))?;
+        let options: Options = from_js(options, "options")?;
         let defaults = FooterLinks::default();
         let capture = CaptureRule::parse(options.capture.as_deref()).unwrap_or_else(|e| {
             web_sys::console::warn_1(
@@ -350,7 +337,7 @@ impl GlassboxWidget {
         let overrides: SessionOverrides = if overrides.is_undefined() || overrides.is_null() {
             SessionOverrides::default()
         } else {
-            strict(overrides, "overrides")?
+            from_js(overrides, "overrides")?
         };
         let checked = client
             .items
@@ -422,6 +409,4 @@ impl GlassboxWidget {
 }
 
 mod headless;
-mod token_meter;
 pub use headless::GlassboxClient;
-pub use token_meter::GlassboxTokenMeter;

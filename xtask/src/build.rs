@@ -39,6 +39,17 @@ const WIDGET: WasmModule = WasmModule {
     own_target: None,
 };
 
+/// `<glassbox-token-meter>` alone: the meter without the chat, smallest download. It shares the
+/// widget's profile and dependencies, so only its own crate and the link are built again.
+const METER: WasmModule = WasmModule {
+    package: "glassbox-meter",
+    profile: "wasm-release",
+    out_name: "glassbox_meter",
+    opt_level: "-Oz",
+    opt_args: &["--one-caller-inline-max-function-size", "0"],
+    own_target: None,
+};
+
 /// The token-counting worker: fastest counting.
 const TOKEN_WORKER: WasmModule = WasmModule {
     package: "glassbox-token-worker",
@@ -65,7 +76,7 @@ const TOKEN_WORKER_HF: WasmModule = WasmModule {
 pub fn widget() -> Result<PathBuf> {
     let dist = dist_dir();
     std::fs::create_dir_all(&dist)?;
-    for module in [&WIDGET, &TOKEN_WORKER, &TOKEN_WORKER_HF] {
+    for module in [&WIDGET, &METER, &TOKEN_WORKER, &TOKEN_WORKER_HF] {
         wasm_module(module, &dist)?;
     }
     for (from, to) in [
@@ -78,6 +89,8 @@ pub fn widget() -> Result<PathBuf> {
         ("widget/js/shadow-shell.js", "shadow-shell.js"),
         ("widget/js/launcher.js", "launcher.js"),
         ("widget/js/glassbox-wasm.js", "glassbox-wasm.js"),
+        ("widget/js/meter-wasm.js", "meter-wasm.js"),
+        ("widget/js/token-worker-start.js", "token-worker-start.js"),
         ("style/glassbox.css", "glassbox.css"),
     ] {
         copy_if_changed(&root().join(from), &dist.join(to))?;
@@ -85,6 +98,8 @@ pub fn widget() -> Result<PathBuf> {
     for name in [
         "glassbox_widget_bg.wasm",
         "glassbox_widget.js",
+        "glassbox_meter_bg.wasm",
+        "glassbox_meter.js",
         "glassbox_token_worker_bg.wasm",
         "glassbox_token_worker.js",
         "glassbox_token_worker_hf_bg.wasm",
@@ -95,6 +110,8 @@ pub fn widget() -> Result<PathBuf> {
         "shadow-shell.js",
         "launcher.js",
         "glassbox-wasm.js",
+        "meter-wasm.js",
+        "token-worker-start.js",
         "glassbox.css",
     ] {
         precompress(&dist.join(name))?;

@@ -43,6 +43,7 @@ pub fn bench(dist: &Path) -> Result<()> {
     };
     let widget_core: &[&str] = &[
         "glassbox-wasm.js",
+        "token-worker-start.js",
         "glassbox_widget.js",
         "glassbox_widget_bg.wasm",
     ];
@@ -54,10 +55,15 @@ pub fn bench(dist: &Path) -> Result<()> {
     ];
     let element = files(&[element_shell, widget_core]);
     let launcher_closed = files(&[element_shell]);
-    let meter = files(&[
-        &["glassbox-token-meter.js", "shadow-shell.js", "glassbox.css"],
-        widget_core,
-    ]);
+    let meter = files(&[&[
+        "glassbox-token-meter.js",
+        "shadow-shell.js",
+        "glassbox.css",
+        "meter-wasm.js",
+        "token-worker-start.js",
+        "glassbox_meter.js",
+        "glassbox_meter_bg.wasm",
+    ]]);
     let worker = files(&[&[
         "token-worker.js",
         "glassbox_token_worker.js",
@@ -135,6 +141,7 @@ pub fn bench(dist: &Path) -> Result<()> {
     for name in [
         "glassbox_widget_bg.wasm",
         "glassbox_widget.js",
+        "glassbox_meter_bg.wasm",
         "glassbox.css",
     ] {
         let (raw, gz, br) = sizes(&dist.join(name))?;

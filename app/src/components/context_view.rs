@@ -11,6 +11,7 @@ use glassbox_core::context::receipt_view::{
     ItemCell, ItemSection, MessageRun, MissRow, ReceiptRow, ReceiptTotals, item_section,
     left_out_rows, part_rows, totals,
 };
+use glassbox_core::number::signed_fixed;
 use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, PageContext, Role};
 use leptos::html::{Dialog, Div};
@@ -481,10 +482,10 @@ fn Totals(
     );
     let reported = match (sums.reported, sums.drift_percent) {
         (Some((input, output)), Some(drift)) => format!(
-            "{} in · {} out (our count {:+.1} %)",
+            "{} in · {} out (our count {} %)",
             grouped(input),
             grouped(output),
-            drift
+            signed_fixed(drift, 1)
         ),
         (Some((input, output)), None) => format!("{} in · {} out", grouped(input), grouped(output)),
         (None, _) => "not reported".to_owned(),

@@ -7,10 +7,10 @@ use leptos::prelude::*;
 
 use super::chat_panel::InContext;
 use super::context_view::ContextViewer;
-use glassbox_core::context::MessageMark;
 use super::markdown_view::MarkdownView;
 use super::token_meter::grouped;
 use crate::client::ChatClient;
+use glassbox_core::context::MessageMark;
 
 /// A stored message; it re-renders only when its own signal changes.
 #[component]
@@ -169,7 +169,11 @@ pub fn MessageView(
 /// A message's mark as a badge, and a small menu to pin it (always sent), exclude it (never sent)
 /// or clear the mark.
 #[component]
-fn MarkMenu(client: ChatClient, id: String, #[prop(into)] mark: Signal<Option<MessageMark>>) -> impl IntoView {
+fn MarkMenu(
+    client: ChatClient,
+    id: String,
+    #[prop(into)] mark: Signal<Option<MessageMark>>,
+) -> impl IntoView {
     let set = move |id: &str, m: Option<MessageMark>| client.mark_message(id, m);
     let (pin_id, exclude_id, clear_id) = (id.clone(), id.clone(), id);
     view! {

@@ -2,6 +2,7 @@
 //! 90 % and critical above 98 %, a tooltip with the breakdown and compression, "~" on estimates.
 
 use glassbox_core::context::MeterState;
+use glassbox_core::number::fixed;
 use glassbox_core::wire::SessionBudget;
 use leptos::prelude::*;
 
@@ -131,7 +132,7 @@ pub fn TokenMeter(
             data-percent=move || percent().to_string()
             data-estimated=move || estimated().to_string()
             data-overflow=move || overflow().is_some().to_string()
-            data-update-ms=move || format!("{:.3}", update_ms.get())
+            data-update-ms=move || fixed(update_ms.get(), 3)
             role="meter"
             tabindex="0"
             aria-label="Context window"

@@ -11,6 +11,7 @@
 
 use glassbox_core::context::topics::STICKY_LABEL;
 use glassbox_core::context::{FilterView, SessionTopics, Topic};
+use glassbox_core::number::fixed;
 use leptos::prelude::*;
 
 use crate::client::ChatClient;
@@ -108,7 +109,7 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
                             selected.with(|s| s.contains(&pressed_label))
                         });
                         // Set through the CSSOM (not a style attribute), which strict CSPs allow.
-                        let side = format!("{size:.2}rem");
+                        let side = format!("{}rem", fixed(size, 2));
                         view! {
                             <button
                                 type="button"
@@ -197,7 +198,11 @@ fn bubbles(t: &SessionTopics) -> Vec<(Topic, f64)> {
         .iter()
         .map(|x| (x.clone(), diameter(x.count, largest)))
         .collect();
-    list.sort_by(|a, b| b.0.count.cmp(&a.0.count).then_with(|| a.0.label.cmp(&b.0.label)));
+    list.sort_by(|a, b| {
+        b.0.count
+            .cmp(&a.0.count)
+            .then_with(|| a.0.label.cmp(&b.0.label))
+    });
     list
 }
 

@@ -4,12 +4,13 @@
 //! misses, the knowledge cap's) and the search's note. Pure, so the wording is tested natively
 //! and the widget only lays the rows out (as text, never as HTML).
 
-use crate::attachments::FileKind;
 use super::items::{Included, ItemKind, ItemRef};
 use super::receipt::{
     ItemNote, ItemSearchNote, ItemSearchStatus, LeftOut, LeftOutWhy, Part, PartKind, Reason,
     Receipt, Score,
 };
+use crate::attachments::FileKind;
+use crate::number::fixed;
 use crate::wire::Usage;
 
 /// Messages a row stands for: `first..=last` (ids), `count` of them.
@@ -285,7 +286,7 @@ fn item_cell(note: &ItemNote, tokens: u32) -> ItemCell {
             Included::Agent => "Agent",
             Included::Expansion => "Expansion",
         },
-        score: note.score.map(|s| format!("{:.2}", s.value())),
+        score: note.score.map(|s| fixed(s.value().into(), 2)),
         description: note.description.clone(),
         tokens,
     }
@@ -335,7 +336,7 @@ pub fn item_misses(receipt: &Receipt) -> Vec<MissRow> {
     };
     let near = near.into_iter().map(|(note, tokens)| {
         let why = match note.score {
-            Some(s) => format!("{:.2}, below the threshold", s.value()),
+            Some(s) => format!("{}, below the threshold", fixed(s.value().into(), 2)),
             None => "below the threshold".to_owned(),
         };
         row(note, tokens, "below_threshold", why)
@@ -383,9 +384,13 @@ fn with_scores(why: &str, scores: &[Option<Score>]) -> String {
         return why.to_owned();
     };
     if known.len() == 1 || (hi - lo).abs() < 0.0005 {
-        format!("{why} (score {lo:.2})")
+        format!("{why} (score {})", fixed(lo.into(), 2))
     } else {
-        format!("{why} (scores {lo:.2}–{hi:.2})")
+        format!(
+            "{why} (scores {}–{})",
+            fixed(lo.into(), 2),
+            fixed(hi.into(), 2)
+        )
     }
 }
 

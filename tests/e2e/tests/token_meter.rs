@@ -201,3 +201,53 @@ async fn the_standalone_meter_counts_with_no_server() -> Result<()> {
     })
     .await
 }
+
+#[tokio::test]
+async fn a_missing_vocabulary_is_reported_and_the_last_of_quick_model_changes_counts() -> Result<()> {
+    let addr = static_server().await?;
+    let cl100k = tokenizer("cl100k_base");
+    in_browser(format!("http://{addr}/public/meter.html"), "meter-vocab-errors", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the element", "return !!customElements.get('glassbox-token-meter');").await?;
+        // The page downloads the vocabulary for the worker; a 404 is left to the worker, which
+        // fetches again and reports it: the meter says so and estimates.
+        client
+            .execute(
+                "const m = document.createElement('glassbox-token-meter');
+                 m.id = 'broken'; m.setAttribute('model', 'gpt-4o');
+                 m.setAttribute('vocab', '/dist/vocab/missing-{encoding}.gbv');
+                 document.body.append(m); m.setText('some words to count');",
+                vec![],
+            )
+            .await?;
+        let shown = wait_for(
+            &client,
+            "the failure to show",
+            "const t = document.getElementById('broken').shadowRoot.querySelector('.gb-meter-vocab')?.textContent || ''; return t.includes('failed') && t;",
+        )
+        .await?;
+        let shown = shown.as_str().unwrap_or_default();
+        assert!(shown.contains("o200k_base") && shown.contains("404") && shown.contains("estimates"), "{shown}");
+        let r = wait_for(&client, "an estimated reading", "const r = document.getElementById('broken').reading(); return r && r.used > 0 && r;").await?;
+        assert_eq!(r["estimated"], true, "{r}");
+
+        // Three models in one task: two downloads are overtaken; the count is the last model's.
+        let text = "Count this: naïve café, 東京, 🚀.";
+        client
+            .execute(
+                "const m = document.getElementById('meter'); m.setText(arguments[0]);
+                 for (const model of ['gpt-4', 'gpt-4o', 'gpt-4']) m.setAttribute('model', model);",
+                vec![json!(text)],
+            )
+            .await?;
+        let r = wait_for(
+            &client,
+            "the cl100k reading",
+            "return (r => r && !r.estimated && r.encoding === 'cl100k_base' ? r : null)(document.getElementById('meter').reading());",
+        )
+        .await?;
+        assert_eq!(r["used"], cl100k.count(text) + framing("cl100k_base"));
+        Ok(())
+    })
+    .await
+}

@@ -97,6 +97,7 @@ async fn main() -> Result<()> {
         "shadow-shell.js",
         "launcher.js",
         "glassbox-wasm.js",
+        "token-worker-start.js",
         "glassbox.css",
     ] {
         let (raw, gz, br) = sizes(&dist.join(name))?;

@@ -1,11 +1,12 @@
 //! What `glassbox-token-meter.js` (the `<glassbox-token-meter>` element) calls: the token meter
-//! alone, fed text by the page, with no server.
+//! alone, fed text by the page, with no server. Its own wasm module, so a page with only a meter
+//! loads no chat (no client, markdown or chat views), and the chat's wasm carries no meter host.
 
 use glassbox_app::standalone_meter::{MeterConfig, MeterHandle, mount_meter};
 use glassbox_core::context::{CompressionSettings, Strategy};
 use wasm_bindgen::prelude::*;
 
-use crate::js_error;
+use glassbox_app::host_events::{error as js_error, from_js};
 
 /// One mounted meter, owned by its custom element.
 #[wasm_bindgen]
@@ -77,8 +78,7 @@ impl GlassboxTokenMeter {
         options: JsValue,
     ) -> Result<GlassboxTokenMeter, JsValue> {
         console_error_panic_hook::set_once();
-        let options: Options = serde_wasm_bindgen::from_value(options)
-            .map_err(|e| js_error("invalid_frame", format!("options: {e}")))?;
+        let options: Options = from_js(options, "options")?;
         Ok(GlassboxTokenMeter {
             handle: Some(mount_meter(container, host, config(options)?)),
         })
@@ -113,8 +113,7 @@ impl GlassboxTokenMeter {
 
     /// Applies changed attributes (same shape as the constructor's options).
     pub fn configure(&self, options: JsValue) -> Result<(), JsValue> {
-        let options: Options = serde_wasm_bindgen::from_value(options)
-            .map_err(|e| js_error("invalid_frame", format!("options: {e}")))?;
+        let options: Options = from_js(options, "options")?;
         let next = config(options)?;
         self.live()?.update(|c| *c = next);
         Ok(())
