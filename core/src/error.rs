@@ -56,6 +56,9 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     /// The session's or the server's daily token budget is spent; the provider was not called.
     BudgetExhausted,
+    /// The server keeps as many bytes of attached files as it may; no file is stored until
+    /// sessions or files are deleted.
+    StorageFull,
     /// The provider answered with an error.
     ProviderError,
     /// The provider did not answer in time.
@@ -89,6 +92,7 @@ impl ErrorCode {
             ModelNotAllowed | OriginNotAllowed => 403,
             UnsupportedMediaType | FileTypeNotAllowed => 415,
             BudgetExhausted => 402,
+            StorageFull => 507,
             ProviderError => 502,
             ProviderUnavailable => 503,
             ProviderTimeout => 504,

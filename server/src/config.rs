@@ -95,6 +95,9 @@ pub struct Config {
     pub rate_limits: RateLimitConfig,
     /// Token spending caps per session and per day.
     pub budgets: BudgetConfig,
+    /// Bytes of attached files the whole server keeps (`GLASSBOX_FILES_MAX_BYTES`, default 4 GiB);
+    /// past it uploads are refused with `storage_full` until sessions or files are deleted.
+    pub files_max_bytes: u64,
     /// Sessions unused this long are deleted with everything in them (`GLASSBOX_SESSION_TTL`,
     /// default 30 days; `off` keeps them).
     pub session_ttl: Option<Duration>,
@@ -285,6 +288,11 @@ impl Config {
                     )?,
                 }
             },
+            files_max_bytes: parse(
+                &get,
+                "GLASSBOX_FILES_MAX_BYTES",
+                &DEFAULT_FILES_MAX_BYTES.to_string(),
+            )?,
             session_ttl: match get("GLASSBOX_SESSION_TTL").as_deref().map(str::trim) {
                 None => Some(Duration::from_secs(30 * 24 * 3600)),
                 Some("off") => None,
@@ -399,6 +407,10 @@ fn switch(
         }),
     }
 }
+
+/// Bytes of attached files the server keeps unless configured: 4 GiB, 128 sessions at their full
+/// 32 MiB each.
+pub const DEFAULT_FILES_MAX_BYTES: u64 = 4 << 30;
 
 fn parse<T: std::str::FromStr>(
     get: &impl Fn(&str) -> Option<String>,

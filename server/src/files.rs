@@ -25,6 +25,8 @@ pub enum FilesError {
     Unknown(String),
     #[error("too many files are being uploaded to this server; try again in a moment")]
     Busy,
+    #[error("{0} cannot be stored: this server keeps as many files as it may")]
+    ServerFull(String),
     #[error("storage failed")]
     Storage(#[from] StorageError),
 }
@@ -35,6 +37,7 @@ impl ToWire for FilesError {
             FilesError::Refused(e) => e.code(),
             FilesError::Unknown(_) => glassbox_core::ErrorCode::InvalidAttachment,
             FilesError::Busy => glassbox_core::ErrorCode::Overloaded,
+            FilesError::ServerFull(_) => glassbox_core::ErrorCode::StorageFull,
             FilesError::Storage(e) => e.code(),
         }
     }
@@ -50,13 +53,17 @@ const UNSENT_FILE_TTL_MS: i64 = 24 * 3_600 * 1_000;
 pub struct Files {
     store: Store,
     uploads: Arc<tokio::sync::Semaphore>,
+    /// Bytes of files the whole server keeps.
+    max_bytes: u64,
 }
 
 impl Files {
-    pub fn new(store: Store) -> Self {
+    /// The files of `store`, at most `max_bytes` of them server-wide.
+    pub fn new(store: Store, max_bytes: u64) -> Self {
         Self {
             store,
             uploads: Arc::new(tokio::sync::Semaphore::new(MAX_UPLOADS_AT_ONCE)),
+            max_bytes,
         }
     }
 
@@ -90,23 +97,37 @@ impl Files {
         let id = new_id();
         let stored = self
             .store
-            .insert_file(&NewFile {
-                id: &id,
-                session_id,
-                name,
-                mime_type: &mime,
-                kind,
-                dimensions,
-                bytes,
-                created_at: now_ms(),
-            })
+            .insert_file(
+                &NewFile {
+                    id: &id,
+                    session_id,
+                    name,
+                    mime_type: &mime,
+                    kind,
+                    dimensions,
+                    bytes,
+                    created_at: now_ms(),
+                },
+                self.max_bytes,
+            )
             .await?;
-        if let FileStored::SessionFull { used } = stored {
-            return Err(FileError::SessionFull {
-                name: name.to_owned(),
-                used,
+        match stored {
+            FileStored::Stored => {}
+            FileStored::SessionFull { used } => {
+                return Err(FileError::SessionFull {
+                    name: name.to_owned(),
+                    used,
+                }
+                .into());
             }
-            .into());
+            FileStored::ServerFull { used } => {
+                tracing::warn!(
+                    used,
+                    max = self.max_bytes,
+                    "file storage is full (GLASSBOX_FILES_MAX_BYTES): an upload was refused"
+                );
+                return Err(FilesError::ServerFull(name.to_owned()));
+            }
         }
         Ok(Attachment {
             id: Some(id),

@@ -119,7 +119,7 @@ impl AppState {
             tools.clone(),
             agents.clone(),
         );
-        let files = Files::new(store.clone());
+        let files = Files::new(store.clone(), config.files_max_bytes);
         let turns = TurnEngine {
             files: files.clone(),
             config: config.clone(),

@@ -36,6 +36,11 @@ async fn upload(
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
+/// The status and error code of an upload's answer.
+fn refused(r: &(u16, Value)) -> (u16, String) {
+    (r.0, r.1["error"]["code"].as_str().unwrap_or("").to_owned())
+}
+
 /// The chat requests the fake provider received (not summary or topic calls).
 fn chat_requests(server: &TestServer) -> Vec<Value> {
     server
@@ -238,7 +243,6 @@ async fn uploaded_files_reach_anthropic_as_image_and_text_blocks() {
 async fn bad_files_are_refused_with_typed_errors_and_nothing_is_sent() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["I ", "see."])).await;
     let (id, token, _) = server.new_session().await;
-    let refused = |r: &(u16, Value)| (r.0, r.1["error"]["code"].as_str().unwrap_or("").to_owned());
 
     let mut big = PNG.to_vec();
     big.resize(MAX_IMAGE_BYTES as usize + 1, 0);
@@ -388,4 +392,48 @@ async fn a_message_may_be_its_files_alone_named_by_id() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 400);
+}
+
+#[tokio::test]
+async fn the_server_keeps_at_most_its_files_limit_across_sessions() {
+    // Room for two 3,000-byte text files server-wide: the third, from another session, is
+    // refused until one is deleted.
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["ok"]),
+        &[("GLASSBOX_FILES_MAX_BYTES", "7000")],
+    )
+    .await;
+    let text = |c: char| c.to_string().repeat(3_000).into_bytes();
+    let (a, a_token, _) = server.new_session().await;
+    let (b, b_token, _) = server.new_session().await;
+    let first = upload(&server, &a, &a_token, "a.txt", "text/plain", text('a')).await;
+    assert_eq!(first.0, 201, "{}", first.1);
+    let second = upload(&server, &b, &b_token, "b.txt", "text/plain", text('b')).await;
+    assert_eq!(second.0, 201, "{}", second.1);
+    let third = upload(&server, &b, &b_token, "c.txt", "text/plain", text('c')).await;
+    assert_eq!(refused(&third), (507, "storage_full".into()), "{}", third.1);
+    assert!(
+        third.1["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("c.txt"),
+        "{}",
+        third.1
+    );
+
+    // Deleting a file makes room again.
+    let deleted = server
+        .http
+        .delete(server.url(&format!(
+            "/api/sessions/{a}/files/{}",
+            first.1["id"].as_str().unwrap()
+        )))
+        .bearer_auth(&a_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let again = upload(&server, &b, &b_token, "c.txt", "text/plain", text('c')).await;
+    assert_eq!(again.0, 201, "{}", again.1);
 }

@@ -7,7 +7,7 @@ export type ErrorCode =
   | 'context_too_large' | 'context_invalid' | 'context_overflow' | 'invalid_settings' | 'invalid_filter'
   | 'invalid_context_set' | 'invalid_attachment' | 'file_too_large' | 'file_type_not_allowed' | 'invalid_client_message_id' | 'hello_required'
   | 'unauthorized' | 'not_found' | 'conflict' | 'model_not_allowed' | 'unknown_agent'
-  | 'origin_not_allowed' | 'unsupported_media_type' | 'budget_exhausted' | 'provider_error'
+  | 'origin_not_allowed' | 'unsupported_media_type' | 'budget_exhausted' | 'storage_full' | 'provider_error'
   | 'provider_timeout' | 'provider_unavailable' | 'rate_limited' | 'cancelled'
   | 'embeddings_unavailable' | 'overloaded' | 'internal';
 

@@ -26,6 +26,10 @@ pub enum FileStored {
     SessionFull {
         used: u64,
     },
+    /// The server's files already take `used` bytes and this one would pass `max`.
+    ServerFull {
+        used: u64,
+    },
 }
 
 /// A stored file's description (no bytes).
@@ -67,7 +71,13 @@ const IDS_PER_QUERY: usize = 500;
 
 impl Store {
     /// Stores a file unless the session's files would then pass [`MAX_SESSION_FILE_BYTES`].
-    pub async fn insert_file(&self, f: &NewFile<'_>) -> Result<FileStored, StorageError> {
+    /// Stores `f` unless it would take its session past `MAX_SESSION_FILE_BYTES` or the server
+    /// past `server_max` bytes of files.
+    pub async fn insert_file(
+        &self,
+        f: &NewFile<'_>,
+        server_max: u64,
+    ) -> Result<FileStored, StorageError> {
         let mut tx = self.writer.begin().await?;
         let used: i64 =
             sqlx::query_scalar("SELECT COALESCE(SUM(size), 0) FROM files WHERE session_id = ?")
@@ -77,6 +87,14 @@ impl Store {
         let used = u64::try_from(used).unwrap_or(0);
         if used + f.bytes.len() as u64 > MAX_SESSION_FILE_BYTES {
             return Ok(FileStored::SessionFull { used });
+        }
+        // Read from the `files_by_size` index alone, not the rows with their bytes.
+        let all: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(size), 0) FROM files")
+            .fetch_one(&mut *tx)
+            .await?;
+        let all = u64::try_from(all).unwrap_or(0);
+        if all + f.bytes.len() as u64 > server_max {
+            return Ok(FileStored::ServerFull { used: all });
         }
         sqlx::query(
             "INSERT INTO files (id, session_id, name, mime_type, kind, size, width, height, bytes, \
