@@ -1,8 +1,9 @@
 //! Token counts from the counting Web Worker, cached by content, so the meter only ever waits for
 //! texts it has not seen: a keystroke sends the composer's text alone, a finished reply its own.
 //!
-//! The worker (`token-worker.js`, wasm from `glassbox-token-worker`) fetches the vocabulary after
-//! first paint; until it is ready, counts are estimates and the meter marks them with "~".
+//! The worker (`token-worker.js`, wasm from `glassbox-token-worker`) builds the tokenizer from a
+//! vocabulary the page downloads while the worker starts (`load`); until it is ready, counts are
+//! estimates and the meter marks them with "~".
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -221,7 +222,7 @@ impl EarlyWorker {
 }
 
 /// The worker for `url` the page's script started while the wasm loaded (`startTokenWorker` in
-/// `glassbox-wasm.js`: `globalThis[Symbol.for('glassbox.tokenWorkers')]`, a `Map` from the
+/// `token-worker-start.js`: `globalThis[Symbol.for('glassbox.tokenWorkers')]`, a `Map` from the
 /// worker's URL to `{worker, vocabUrl, messages}`), taken out of the map.
 fn take_early_worker(url: &str) -> Option<EarlyWorker> {
     let key = js_sys::Symbol::for_("glassbox.tokenWorkers");
@@ -334,6 +335,7 @@ impl Inner {
         self.loads.set(asked);
         let loads = self.loads.clone();
         // Asked now, not when the task first runs (after the view mounts).
+        let started = now_ms();
         let fetching = web_sys::window().map(|w| w.fetch_with_str(&url));
         leptos::task::spawn_local(async move {
             let downloaded = match fetching {
@@ -343,14 +345,25 @@ impl Inner {
             if loads.get() != asked {
                 return;
             }
-            let mut fields = vec![("type", "load".into()), ("url", JsValue::from_str(&url))];
-            let transfer = js_sys::Array::new();
-            if let Some((bytes, transfer_bytes)) = downloaded {
-                transfer.push(&bytes);
-                fields.push(("bytes", bytes));
-                fields.push(("transferBytes", transfer_bytes));
+            let plain = js_object(&[("type", "load".into()), ("url", JsValue::from_str(&url))]);
+            let Some((bytes, transfer_bytes)) = downloaded else {
+                // The worker fetches it and reports why it cannot.
+                let _ = worker.post_message(&plain);
+                return;
+            };
+            let message = js_object(&[
+                ("type", "load".into()),
+                ("url", JsValue::from_str(&url)),
+                ("bytes", bytes.clone()),
+                ("transferBytes", transfer_bytes),
+                ("fetchMs", (now_ms() - started).into()),
+            ]);
+            if worker
+                .post_message_with_transfer(&message, &js_sys::Array::of1(&bytes))
+                .is_err()
+            {
+                let _ = worker.post_message(&plain);
             }
-            let _ = worker.post_message_with_transfer(&js_object(&fields), &transfer);
         });
     }
 

@@ -8,6 +8,7 @@ const chat = fileURLToPath(new URL('../../dist/npm/glassbox-chat/', import.meta.
 
 export const glassboxAlias = [
   { find: /^glassbox-chat\/wasm$/, replacement: `${chat}glassbox-wasm.js` },
+  { find: /^glassbox-chat\/chat$/, replacement: `${chat}glassbox-chat.js` },
   { find: /^glassbox-chat$/, replacement: `${chat}index.js` },
 ];
 

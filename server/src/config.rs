@@ -95,8 +95,9 @@ pub struct Config {
     pub rate_limits: RateLimitConfig,
     /// Token spending caps per session and per day.
     pub budgets: BudgetConfig,
-    /// Bytes of attached files the whole server keeps (`GLASSBOX_FILES_MAX_BYTES`, default 4 GiB);
-    /// past it uploads are refused with `storage_full` until sessions or files are deleted.
+    /// Bytes of attached files the whole server keeps (`GLASSBOX_FILES_MAX_BYTES`, default 4 GiB;
+    /// 0: no limit); past it uploads are refused with `storage_full` until sessions or files are
+    /// deleted.
     pub files_max_bytes: u64,
     /// Sessions unused this long are deleted with everything in them (`GLASSBOX_SESSION_TTL`,
     /// default 30 days; `off` keeps them).

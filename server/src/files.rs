@@ -53,12 +53,12 @@ const UNSENT_FILE_TTL_MS: i64 = 24 * 3_600 * 1_000;
 pub struct Files {
     store: Store,
     uploads: Arc<tokio::sync::Semaphore>,
-    /// Bytes of files the whole server keeps.
+    /// Bytes of files the whole server keeps (0: no limit).
     max_bytes: u64,
 }
 
 impl Files {
-    /// The files of `store`, at most `max_bytes` of them server-wide.
+    /// The files of `store`, at most `max_bytes` of them server-wide (0: no limit).
     pub fn new(store: Store, max_bytes: u64) -> Self {
         Self {
             store,

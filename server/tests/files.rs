@@ -437,3 +437,81 @@ async fn the_server_keeps_at_most_its_files_limit_across_sessions() {
     let again = upload(&server, &b, &b_token, "c.txt", "text/plain", text('c')).await;
     assert_eq!(again.0, 201, "{}", again.1);
 }
+
+#[tokio::test]
+async fn a_reply_cut_mid_stream_is_retried_with_the_same_files() {
+    // Anthropic breaks off after the first piece; the retry asks again with the image and the
+    // text file, and the stored message keeps its files (one user message, no duplicate).
+    let server = TestServer::start(
+        Api::Anthropic,
+        Behaviour::Cut {
+            chunks: vec!["A red ".into(), "pixel.".into()],
+            after: 1,
+        },
+    )
+    .await;
+    let mut ws = server.ws().await;
+    let (session, token) = ws.hello_new().await;
+    let image = upload(
+        &server,
+        &session,
+        &token,
+        "red.png",
+        "image/png",
+        PNG.to_vec(),
+    )
+    .await;
+    assert_eq!(image.0, 201, "{}", image.1);
+    let notes = upload(
+        &server,
+        &session,
+        &token,
+        "notes.md",
+        "text/markdown",
+        b"# Notes\nred".to_vec(),
+    )
+    .await;
+    assert_eq!(notes.0, 201, "{}", notes.1);
+    ws.send(json!({"type": "chat", "data": {"message": "what is this?", "attachments": [{"id": image.1["id"]}, {"id": notes.1["id"]}]}}))
+        .await;
+    let frames = ws.until_reply_ends().await;
+    let glassbox_core::wire::ServerEvent::Error(err) = &frames.last().expect("frames").event else {
+        panic!("expected an error, got {frames:?}")
+    };
+    assert_eq!(err.code, glassbox_core::ErrorCode::ProviderError);
+    assert!(err.retryable);
+    let reply_id = err.message_id.clone().expect("the failed reply's id");
+
+    server.fake.set(Behaviour::reply(&["A red ", "pixel."]));
+    ws.send(json!({"type": "retry", "data": {"messageId": reply_id}}))
+        .await;
+    let frames = ws.until_reply_ends().await;
+    assert!(
+        matches!(
+            &frames.last().expect("frames").event,
+            glassbox_core::wire::ServerEvent::Done(_)
+        ),
+        "{frames:?}"
+    );
+    let requests = chat_requests(&server);
+    assert_eq!(requests.len(), 2, "the first try and the retry");
+    for body in &requests {
+        let parts = last_user_parts(body);
+        assert!(parts.iter().any(|p| p["type"] == "image"), "{parts:?}");
+        assert!(
+            parts.iter().any(|p| p["type"] == "text"
+                && p["text"].as_str().is_some_and(|t| t.contains("# Notes"))),
+            "{parts:?}"
+        );
+    }
+    let stored = server.messages(&session, &token).await;
+    assert_eq!(stored.len(), 2, "{stored:?}");
+    assert_eq!(
+        stored[0]["attachments"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        stored[0]
+    );
+    assert_eq!(stored[1]["status"], "complete");
+    assert_eq!(stored[1]["content"], "A red pixel.");
+}

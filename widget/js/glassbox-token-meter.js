@@ -14,9 +14,6 @@
 // Events: "glassbox:meter" (detail: {used, limit, percent, state, estimated, originalPercent, ...}).
 // Counting runs in a Web Worker, started while the wasm loads; the vocabulary is cached by the browser.
 import { shadowContainer } from './shadow-shell.js';
-import { loadMeter } from './meter-wasm.js';
-// meter-wasm.js imports it too: named here, it downloads beside meter-wasm.js, not after it.
-import './glassbox_meter.js';
 import { startTokenWorker, tokenAssets } from './token-worker-start.js';
 
 const here = new URL('.', import.meta.url);
@@ -99,12 +96,17 @@ class TokenMeterElement extends Base {
     const options = this.#options();
     const urls = tokenAssets(options.assets, options.vocab, options.model ? null : 'o200k_base');
     startTokenWorker(urls.worker, urls.vocab);
-    this.#mounting = loadMeter().then(({ GlassboxTokenMeter }) => {
-      if (this.#meter || !this.isConnected) return;
-      this.#meter = new GlassboxTokenMeter(this, this.#container, this.#options());
-      for (const f of this.#pending.splice(0)) f(this.#meter);
-      this.#watch(this.getAttribute('for'));
-    }).finally(() => { this.#mounting = null; });
+    // Imported when a meter mounts, so a page that defines the element and shows no meter loads
+    // none of it; the glue is named too, so it downloads beside meter-wasm.js, not after it.
+    this.#mounting = Promise.all([import('./meter-wasm.js'), import('./glassbox_meter.js')])
+      .then(([m]) => m.loadMeter())
+      .then(({ GlassboxTokenMeter }) => {
+        if (this.#meter || !this.isConnected) return;
+        this.#meter = new GlassboxTokenMeter(this, this.#container, this.#options());
+        for (const f of this.#pending.splice(0)) f(this.#meter);
+        this.#watch(this.getAttribute('for'));
+      })
+      .finally(() => { this.#mounting = null; });
     return this.#mounting;
   }
 }

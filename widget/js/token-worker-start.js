@@ -39,6 +39,8 @@ export function startTokenWorker(workerUrl, vocabUrl) {
  * download is left to the worker, which fetches again and reports the error.
  */
 function loadVocabulary(worker, url) {
+  const started = performance.now();
+  // `early`: the worker drops it if the widget has asked for a vocabulary meanwhile.
   fetch(url)
     .then(async (response) => {
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
@@ -46,9 +48,10 @@ function loadVocabulary(worker, url) {
       // 0 when the browser cache answered.
       const timing = performance.getEntriesByName(response.url, 'resource').pop();
       const transferBytes = timing ? timing.transferSize : null;
-      worker.postMessage({ type: 'load', url, bytes, transferBytes }, [bytes]);
+      const fetchMs = performance.now() - started;
+      worker.postMessage({ type: 'load', url, bytes, transferBytes, fetchMs, early: true }, [bytes]);
     })
-    .catch(() => worker.postMessage({ type: 'load', url }));
+    .catch(() => worker.postMessage({ type: 'load', url, early: true }));
 }
 
 /** The token worker's URL and the vocabulary URL of `encoding` for an element's `assets` and
@@ -57,8 +60,11 @@ function loadVocabulary(worker, url) {
 export function tokenAssets(assets, vocab, encoding) {
   const base = assets.replace(/\/+$/, '');
   const url = encoding && (vocab || `${base}/vocab/{encoding}.gbv`).replaceAll('{encoding}', encoding);
-  return {
-    worker: `${base}/token-worker.js`,
-    vocab: url ? new URL(url, document.baseURI).href : null,
-  };
+  let absolute = null;
+  try {
+    absolute = url ? new URL(url, document.baseURI).href : null;
+  } catch {
+    // Not a URL: the wasm tries it and reports the failure.
+  }
+  return { worker: `${base}/token-worker.js`, vocab: absolute };
 }

@@ -1,9 +1,10 @@
 // The token-counting Web Worker. Messages in:
-//   {type: 'load', url, bytes?, transferBytes?}
+//   {type: 'load', url, bytes?, transferBytes?, fetchMs?, early?}
 //                                          build the tokenizer from the .gbv vocabulary at `url`: from
-//                                          `bytes` (an ArrayBuffer the page fetched while this worker
+//                                          `bytes` (an ArrayBuffer the page downloaded while this worker
 //                                          started) or fetched here (HTTP-cached); the URL being loaded
-//                                          or loaded last is not loaded again
+//                                          or loaded last is not loaded again; an `early` load (the
+//                                          page's guess) is ignored once the widget has asked for one
 //   {type: 'count', id, keys, texts}       count texts; answers {type: 'counts', id, keys, counts}
 // Messages out: {type: 'ready', encoding, size, fetchMs, buildMs, transferBytes} | {type: 'error', message}
 // tiktoken vocabularies run in the small module; Hugging Face tokenizers (kind byte 2 of the .gbv
@@ -27,8 +28,14 @@ let counter = null;
 let latest = 0;
 // The URL of the latest load, and its `ready` once sent.
 let current = { url: null, ready: null };
+// The page's guess (a load marked `early`, sent when its download ends) counts only until the
+// widget asks for a vocabulary itself: arriving later, it would replace the one the widget wants.
+let widgetAsked = false;
 
-async function load(url, given, givenTransferBytes) {
+async function load(message) {
+  const { url, early } = message;
+  if (early && widgetAsked) return;
+  if (!early) widgetAsked = true;
   if (url === current.url) {
     // Asked again (the widget takes over a worker the page started): answered once it is built.
     if (current.ready) postMessage(current.ready);
@@ -36,51 +43,53 @@ async function load(url, given, givenTransferBytes) {
   }
   const mine = ++latest;
   current = { url, ready: null };
-  const started = performance.now();
-  let bytes;
-  let transferBytes = givenTransferBytes ?? null;
-  if (given) {
-    bytes = new Uint8Array(given);
-  } else {
-    const response = await fetch(url);
-    if (!response.ok) throw new Error(`vocabulary ${url}: HTTP ${response.status}`);
-    bytes = new Uint8Array(await response.arrayBuffer());
-    // transferSize is 0 when the browser cache answered: the second load costs no bytes.
-    const timing = performance.getEntriesByName(response.url, 'resource').pop();
-    transferBytes = timing ? timing.transferSize : null;
+  try {
+    const started = performance.now();
+    let bytes;
+    let transferBytes = message.transferBytes ?? null;
+    if (message.bytes) {
+      bytes = new Uint8Array(message.bytes);
+    } else {
+      const response = await fetch(url);
+      if (!response.ok) throw new Error(`vocabulary ${url}: HTTP ${response.status}`);
+      bytes = new Uint8Array(await response.arrayBuffer());
+      // transferSize is 0 when the browser cache answered: the second load costs no bytes.
+      const timing = performance.getEntriesByName(response.url, 'resource').pop();
+      transferBytes = timing ? timing.transferSize : null;
+    }
+    const fetched = performance.now();
+    const mod = await counterModule(bytes[4] === 2);
+    const next = new mod.Counter(bytes);
+    const built = performance.now();
+    if (mine !== latest) {
+      next.free();
+      return;
+    }
+    if (counter) counter.free();
+    counter = next;
+    current.ready = {
+      type: 'ready',
+      url,
+      encoding: counter.encoding(),
+      size: counter.size(),
+      // The page's download when it sent the bytes.
+      fetchMs: message.fetchMs ?? fetched - started,
+      buildMs: built - fetched,
+      transferBytes,
+    };
+    postMessage(current.ready);
+  } catch (err) {
+    // A load overtaken by another is not reported; asked again, the URL is loaded again.
+    if (mine !== latest) return;
+    current = { url: null, ready: null };
+    postMessage({ type: 'error', url, message: String((err && err.message) || err) });
   }
-  const fetched = performance.now();
-  const mod = await counterModule(bytes[4] === 2);
-  const next = new mod.Counter(bytes);
-  const built = performance.now();
-  if (mine !== latest) {
-    next.free();
-    return;
-  }
-  if (counter) counter.free();
-  counter = next;
-  current.ready = {
-    type: 'ready',
-    url,
-    encoding: counter.encoding(),
-    size: counter.size(),
-    fetchMs: fetched - started,
-    buildMs: built - fetched,
-    transferBytes,
-  };
-  postMessage(current.ready);
-}
-
-/** Reports a failed load; asked again, the URL is fetched again. */
-function failed(err, url) {
-  if (current.url === url && !current.ready) current = { url: null, ready: null };
-  postMessage({ type: 'error', url, message: String((err && err.message) || err) });
 }
 
 self.onmessage = (event) => {
   const message = event.data;
   if (message.type === 'load') {
-    load(message.url, message.bytes, message.transferBytes).catch((err) => failed(err, message.url));
+    load(message);
   } else if (message.type === 'count') {
     if (!counter) {
       postMessage({ type: 'error', message: 'count before the vocabulary was loaded' });

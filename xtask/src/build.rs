@@ -25,6 +25,8 @@ struct WasmModule {
     /// directory: a `cdylib`'s file name has no feature hash, so in one directory each build would
     /// overwrite the other's and both would rebuild every time.
     own_target: Option<&'static str>,
+    /// Minify wasm-bindgen's JS (pages wait for it before the first paint; workers do not).
+    minify_js: bool,
 }
 
 /// The chat widget: smallest download. wasm-opt's default of inlining every function with one
@@ -37,6 +39,7 @@ const WIDGET: WasmModule = WasmModule {
     opt_level: "-Oz",
     opt_args: &["--one-caller-inline-max-function-size", "0"],
     own_target: None,
+    minify_js: true,
 };
 
 /// `<glassbox-token-meter>` alone: the meter without the chat, smallest download. It shares the
@@ -48,6 +51,7 @@ const METER: WasmModule = WasmModule {
     opt_level: "-Oz",
     opt_args: &["--one-caller-inline-max-function-size", "0"],
     own_target: None,
+    minify_js: true,
 };
 
 /// The token-counting worker: fastest counting.
@@ -58,6 +62,7 @@ const TOKEN_WORKER: WasmModule = WasmModule {
     opt_level: "-O3",
     opt_args: &[],
     own_target: None,
+    minify_js: false,
 };
 
 /// The token worker with Hugging Face tokenizers, loaded only for the models that need them.
@@ -69,6 +74,7 @@ const TOKEN_WORKER_HF: WasmModule = WasmModule {
     opt_args: &[],
     // It builds `glassbox-token-worker` with the `hf` feature.
     own_target: Some("wasm-worker-hf"),
+    minify_js: false,
 };
 
 /// Builds the widget, the token worker and the vocabularies into `dist/` and returns that folder.
@@ -76,8 +82,10 @@ const TOKEN_WORKER_HF: WasmModule = WasmModule {
 pub fn widget() -> Result<PathBuf> {
     let dist = dist_dir();
     std::fs::create_dir_all(&dist)?;
+    // Node tools (the React package's, pinned): Vite for the demo, and its minifier for the glue.
+    let node_modules = crate::react::node_modules()?;
     for module in [&WIDGET, &METER, &TOKEN_WORKER, &TOKEN_WORKER_HF] {
-        wasm_module(module, &dist)?;
+        wasm_module(module, &dist, &node_modules)?;
     }
     for (from, to) in [
         ("widget/js/glassbox-chat.js", "glassbox-chat.js"),
@@ -198,8 +206,26 @@ impl Drop for ServerBuild {
     }
 }
 
-/// cargo build (wasm32) → wasm-bindgen (`--target web`) → wasm-opt, into `dist`.
-fn wasm_module(module: &WasmModule, dist: &std::path::Path) -> Result<()> {
+/// Minifies an ES module in place with Rolldown's minifier (oxc), a dependency of the pinned Vite.
+const MINIFY_JS: &str = "
+import { readFileSync, writeFileSync } from 'node:fs';
+import { minifySync } from 'rolldown/experimental';
+const file = process.argv[1];
+const result = minifySync(file, readFileSync(file, 'utf8'), { module: true, compress: true, mangle: true });
+if (result.errors?.length) {
+  console.error(result.errors);
+  process.exit(1);
+}
+writeFileSync(file, result.code);
+";
+
+/// cargo build (wasm32) → wasm-bindgen (`--target web`) → wasm-opt, into `dist`; the JS minified
+/// when the module says so, with the minifier in `node_modules`.
+fn wasm_module(
+    module: &WasmModule,
+    dist: &std::path::Path,
+    node_modules: &std::path::Path,
+) -> Result<()> {
     let (wasm_bindgen, wasm_opt) = wasm_toolchain()?;
     say(format!(
         "building {} (wasm32-unknown-unknown, profile {})",
@@ -265,6 +291,19 @@ fn wasm_module(module: &WasmModule, dist: &std::path::Path) -> Result<()> {
         .arg(&out_wasm)
         .arg("-o")
         .arg(&out_wasm))?;
+    if module.minify_js {
+        say(format!("minifying {}.js", module.out_name));
+        // Evaluated from the tools' folder, so `rolldown` resolves from its node_modules.
+        let tools = node_modules
+            .canonicalize()
+            .ok()
+            .and_then(|m| m.parent().map(std::path::Path::to_path_buf))
+            .context("the Node tools' folder")?;
+        run(Command::new("node")
+            .args(["--input-type=module", "-e", MINIFY_JS])
+            .arg(dist.join(format!("{}.js", module.out_name)))
+            .current_dir(tools))?;
+    }
     Ok(())
 }
 

@@ -93,7 +93,7 @@ pub fn bench(dist: &Path) -> Result<()> {
         Entry {
             name: "<glassbox-token-meter> alone",
             files: meter,
-            note: "its worker and vocabulary load beside the wasm (next row)",
+            note: "its own wasm; the worker (next row) starts beside it, the vocabulary too unless a model is named",
         },
         Entry {
             name: "token worker + o200k vocabulary",

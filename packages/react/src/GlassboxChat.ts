@@ -1,6 +1,7 @@
 import { createElement, useEffect, useRef } from 'react';
 import type { CSSProperties } from 'react';
-import 'glassbox-chat';
+// The chat element alone: the meter's element and wasm stay out of the app's bundle.
+import 'glassbox-chat/chat';
 import type {
   ChatMessage,
   GlassboxChatAttributes,

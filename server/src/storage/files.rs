@@ -70,9 +70,8 @@ const FILE_COLUMNS: &str = "id, name, mime_type, kind, size, width, height";
 const IDS_PER_QUERY: usize = 500;
 
 impl Store {
-    /// Stores a file unless the session's files would then pass [`MAX_SESSION_FILE_BYTES`].
-    /// Stores `f` unless it would take its session past `MAX_SESSION_FILE_BYTES` or the server
-    /// past `server_max` bytes of files.
+    /// Stores `f` unless it would take its session past [`MAX_SESSION_FILE_BYTES`] or the server
+    /// past `server_max` bytes of files (0: no server-wide limit).
     pub async fn insert_file(
         &self,
         f: &NewFile<'_>,
@@ -88,13 +87,15 @@ impl Store {
         if used + f.bytes.len() as u64 > MAX_SESSION_FILE_BYTES {
             return Ok(FileStored::SessionFull { used });
         }
-        // Read from the `files_by_size` index alone, not the rows with their bytes.
-        let all: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(size), 0) FROM files")
-            .fetch_one(&mut *tx)
-            .await?;
-        let all = u64::try_from(all).unwrap_or(0);
-        if all + f.bytes.len() as u64 > server_max {
-            return Ok(FileStored::ServerFull { used: all });
+        if server_max > 0 {
+            // Read from the `files_by_size` index alone, not the rows with their bytes.
+            let all: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(size), 0) FROM files")
+                .fetch_one(&mut *tx)
+                .await?;
+            let all = u64::try_from(all).unwrap_or(0);
+            if all + f.bytes.len() as u64 > server_max {
+                return Ok(FileStored::ServerFull { used: all });
+            }
         }
         sqlx::query(
             "INSERT INTO files (id, session_id, name, mime_type, kind, size, width, height, bytes, \

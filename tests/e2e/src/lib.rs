@@ -51,7 +51,10 @@ pub struct Server {
 /// Starts the server with `vars` as its environment (plus a temp data dir and the built widget).
 pub async fn start_server(vars: &[(&str, &str)]) -> Result<Server> {
     let widget_dir = widget_dir();
-    if !widget_dir.join("glassbox_widget_bg.wasm").exists() {
+    if !["glassbox_widget_bg.wasm", "glassbox_meter_bg.wasm"]
+        .iter()
+        .all(|f| widget_dir.join(f).exists())
+    {
         bail!(
             "the widget is not built in {}; run `cargo xtask test`",
             widget_dir.display()

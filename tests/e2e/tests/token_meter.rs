@@ -203,7 +203,8 @@ async fn the_standalone_meter_counts_with_no_server() -> Result<()> {
 }
 
 #[tokio::test]
-async fn a_missing_vocabulary_is_reported_and_the_last_of_quick_model_changes_counts() -> Result<()> {
+async fn a_missing_vocabulary_is_reported_and_the_last_of_quick_model_changes_counts() -> Result<()>
+{
     let addr = static_server().await?;
     let cl100k = tokenizer("cl100k_base");
     in_browser(format!("http://{addr}/public/meter.html"), "meter-vocab-errors", |client, url| async move {
@@ -231,12 +232,19 @@ async fn a_missing_vocabulary_is_reported_and_the_last_of_quick_model_changes_co
         let r = wait_for(&client, "an estimated reading", "const r = document.getElementById('broken').reading(); return r && r.used > 0 && r;").await?;
         assert_eq!(r["estimated"], true, "{r}");
 
-        // Three models in one task: two downloads are overtaken; the count is the last model's.
+        // Three models in quick succession, each applied (a task apart) while the last download
+        // is in flight: the overtaken downloads are dropped; the count is the last model's.
         let text = "Count this: naïve café, 東京, 🚀.";
         client
-            .execute(
-                "const m = document.getElementById('meter'); m.setText(arguments[0]);
-                 for (const model of ['gpt-4', 'gpt-4o', 'gpt-4']) m.setAttribute('model', model);",
+            .execute_async(
+                "const [text, done] = arguments; const m = document.getElementById('meter'); m.setText(text);
+                 (async () => {
+                   for (const model of ['llama-3.1-8b', 'gpt-4o', 'gpt-4']) {
+                     m.setAttribute('model', model);
+                     await new Promise((r) => setTimeout(r, 0));
+                   }
+                   done();
+                 })();",
                 vec![json!(text)],
             )
             .await?;
