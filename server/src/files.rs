@@ -45,6 +45,9 @@ impl ToWire for FilesError {
 
 /// Most uploads read at once, server-wide (each holds up to `MAX_IMAGE_BYTES` in memory).
 const MAX_UPLOADS_AT_ONCE: usize = 16;
+/// How long an upload waits for a place among those being read (its body still unread) before
+/// it is refused with `overloaded`.
+const UPLOAD_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 /// How long an uploaded file no message carries is kept.
 const UNSENT_FILE_TTL_MS: i64 = 24 * 3_600 * 1_000;
 
@@ -67,11 +70,12 @@ impl Files {
         }
     }
 
-    /// A place among the uploads being read; refused (`overloaded`) when all are taken.
-    pub fn upload_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, FilesError> {
-        self.uploads
-            .clone()
-            .try_acquire_owned()
+    /// A place among the uploads being read, waited for in turn; refused (`overloaded`) when
+    /// none frees up within `UPLOAD_QUEUE_WAIT`.
+    pub async fn upload_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, FilesError> {
+        tokio::time::timeout(UPLOAD_QUEUE_WAIT, self.uploads.clone().acquire_owned())
+            .await
+            .map_err(|_| FilesError::Busy)?
             .map_err(|_| FilesError::Busy)
     }
 

@@ -8,6 +8,7 @@ use base64::Engine as _;
 use glassbox_core::attachments::{
     FILE_CLOSE, MAX_IMAGE_BYTES, MAX_SESSION_FILE_BYTES, image_tokens,
 };
+use glassbox_core::limits::MAX_ATTACHMENTS;
 use glassbox_fake_provider::Behaviour;
 use serde_json::{Value, json};
 use support::{Api, TestServer};
@@ -514,4 +515,78 @@ async fn a_reply_cut_mid_stream_is_retried_with_the_same_files() {
     );
     assert_eq!(stored[1]["status"], "complete");
     assert_eq!(stored[1]["content"], "A red pixel.");
+}
+
+#[tokio::test]
+async fn two_hundred_uploads_at_once_from_twenty_sessions_are_all_stored() {
+    // The server reads 16 uploads at a time; the others wait their turn instead of being refused.
+    let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["Seen."])).await;
+    let mut image = PNG.to_vec();
+    image.resize(256 * 1024, 0);
+    let mut sessions = Vec::new();
+    for _ in 0..20 {
+        let (id, token, _) = server.new_session().await;
+        sessions.push((id, token));
+    }
+    let uploads = sessions.iter().flat_map(|(id, token)| {
+        let image = &image;
+        let server = &server;
+        (0..10).map(move |i| async move {
+            upload(
+                server,
+                id,
+                token,
+                &format!("{i}.png"),
+                "image/png",
+                image.clone(),
+            )
+            .await
+        })
+    });
+    let answers = futures::future::join_all(uploads).await;
+    let failed: Vec<_> = answers
+        .iter()
+        .filter(|(status, _)| *status != 201)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of 200 refused, e.g. {:?}",
+        failed.len(),
+        failed.first()
+    );
+    let ids: std::collections::HashSet<&str> = answers
+        .iter()
+        .filter_map(|(_, a)| a["id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 200);
+
+    // A session's files are its own: a message carries as many as a message may (8).
+    let (id, token) = &sessions[7];
+    let mine: Vec<Value> = answers[70..70 + MAX_ATTACHMENTS]
+        .iter()
+        .map(|(_, a)| json!({"id": a["id"]}))
+        .collect();
+    let resp = server
+        .http
+        .post(server.url("/api/chat"))
+        .bearer_auth(token)
+        .json(&json!({"sessionId": id, "message": "all of them", "attachments": mine}))
+        .send()
+        .await
+        .expect("POST /api/chat");
+    assert_eq!(resp.status(), 200);
+    let reply: Value = resp.json().await.unwrap_or(Value::Null);
+    assert_eq!(reply["reply"]["status"], "complete", "{reply}");
+    assert_eq!(
+        reply["message"]["attachments"].as_array().map(Vec::len),
+        Some(MAX_ATTACHMENTS),
+        "{reply}"
+    );
+    // The model saw the ten images.
+    let sent = chat_requests(&server);
+    let parts = last_user_parts(sent.last().expect("a chat request"));
+    assert_eq!(
+        parts.iter().filter(|p| p["type"] == "image_url").count(),
+        MAX_ATTACHMENTS
+    );
 }

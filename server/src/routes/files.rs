@@ -54,7 +54,7 @@ pub async fn upload(
     if let Some(length) = length {
         check_size(&name, kind, length).map_err(FilesError::from)?;
     }
-    let _slot = state.files.upload_slot()?;
+    let _slot = state.files.upload_slot().await?;
     let too_large = || {
         FilesError::from(FileError::TooLarge {
             name: name.clone(),

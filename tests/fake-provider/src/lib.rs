@@ -285,6 +285,9 @@ impl FakeProvider {
         let app = Router::new()
             .route("/v1/chat/completions", post(openai))
             .route("/v1/messages", post(anthropic))
+            // As the real APIs (Anthropic takes 32 MB requests): images in base64 pass axum's
+            // default of 2 MB.
+            .layer(axum::extract::DefaultBodyLimit::max(32 << 20))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
