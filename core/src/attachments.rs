@@ -19,6 +19,10 @@ pub const MAX_IMAGE_SIDE: u32 = 8000;
 /// Most images one request carries: the newest; older ones go as their metadata only (Anthropic
 /// shrinks the largest side it accepts once a request has more).
 pub const MAX_IMAGES_PER_REQUEST: usize = 20;
+/// Most bytes of file contents one request carries (images before base64): Anthropic refuses
+/// requests over 32 MB and base64 makes images a third larger, so 20 MiB leaves room for the
+/// conversation. Older files past it go as their metadata only.
+pub const MAX_REQUEST_FILE_BYTES: u64 = 20 << 20;
 /// Largest text file, in bytes (about 64k tokens).
 pub const MAX_TEXT_FILE_BYTES: u64 = 256 * 1024;
 /// Most bytes of files one session may keep.
@@ -360,25 +364,29 @@ pub fn file_tokens(
 }
 
 /// The uploaded files of a history (each message's attachments, oldest message first) whose
-/// contents go with their messages: every text file and the newest [`MAX_IMAGES_PER_REQUEST`]
-/// images, each once, newest first. The others go as their metadata only.
+/// contents go with their messages, each once, newest first: text files and images, at most
+/// [`MAX_IMAGES_PER_REQUEST`] images and [`MAX_REQUEST_FILE_BYTES`] in all. The others go as their
+/// metadata only.
 pub fn files_to_send<'a>(
     history: impl DoubleEndedIterator<Item = &'a [crate::wire::Attachment]>,
 ) -> Vec<&'a crate::wire::Attachment> {
     let mut out: Vec<&crate::wire::Attachment> = Vec::new();
-    let mut images = 0;
+    let (mut images, mut bytes) = (0, 0u64);
     for a in history.rev().flat_map(|list| list.iter().rev()) {
         let Some(id) = a.id.as_deref() else { continue };
         let image = a
             .mime_type
             .as_deref()
             .is_some_and(|m| IMAGE_TYPES.contains(&m));
+        let size = a.size.unwrap_or(0);
         if out.iter().any(|b| b.id.as_deref() == Some(id))
             || (image && images == MAX_IMAGES_PER_REQUEST)
+            || bytes + size > MAX_REQUEST_FILE_BYTES
         {
             continue;
         }
         images += usize::from(image);
+        bytes += size;
         out.push(a);
     }
     out
@@ -418,6 +426,45 @@ pub fn prompt_files(list: &[crate::wire::Attachment], files: &FileContents) -> V
 
 #[cfg(test)]
 mod tests {
+
+    fn uploaded(id: &str, mime: &str, size: u64) -> crate::wire::Attachment {
+        crate::wire::Attachment {
+            id: Some(id.into()),
+            name: format!("{id}.bin"),
+            mime_type: Some(mime.into()),
+            size: Some(size),
+            url: None,
+            width: Some(100),
+            height: Some(100),
+        }
+    }
+
+    #[test]
+    fn a_request_carries_the_newest_files_within_the_image_and_byte_limits() {
+        // 30 small images: the newest 20.
+        let small: Vec<Vec<crate::wire::Attachment>> = (0..30)
+            .map(|i| vec![uploaded(&format!("s{i}"), "image/png", 1_000)])
+            .collect();
+        let sent = files_to_send(small.iter().map(|m| &m[..]));
+        let ids: Vec<&str> = sent.iter().filter_map(|a| a.id.as_deref()).collect();
+        assert_eq!(ids.len(), MAX_IMAGES_PER_REQUEST);
+        assert_eq!((ids[0], ids[19]), ("s29", "s10"));
+
+        // Ten of the largest images (3.75 MB) and a text file between them: as many as fit in
+        // MAX_REQUEST_FILE_BYTES, newest first; the text file still fits, an older image not.
+        let mut big: Vec<Vec<crate::wire::Attachment>> = (0..10)
+            .map(|i| vec![uploaded(&format!("b{i}"), "image/jpeg", MAX_IMAGE_BYTES)])
+            .collect();
+        big.insert(
+            8,
+            vec![uploaded("notes", "text/plain", MAX_TEXT_FILE_BYTES)],
+        );
+        let sent = files_to_send(big.iter().map(|m| &m[..]));
+        let ids: Vec<&str> = sent.iter().filter_map(|a| a.id.as_deref()).collect();
+        assert_eq!(ids, ["b9", "b8", "notes", "b7", "b6", "b5"]);
+        let total: u64 = sent.iter().filter_map(|a| a.size).sum();
+        assert!(total <= MAX_REQUEST_FILE_BYTES, "{total}");
+    }
     use super::*;
 
     #[test]
