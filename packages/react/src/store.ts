@@ -4,7 +4,6 @@
 // closed opens again for its next subscriber. Calls made before the wasm has loaded wait for it, in
 // order: nothing sent early is lost.
 
-import { loadGlassbox } from 'glassbox-chat/wasm';
 import type { ClientSnapshot, GlassboxClient } from 'glassbox-chat/wasm';
 import type {
   Attachment,
@@ -146,7 +145,11 @@ export class ChatStore {
   /** The client, made once the wasm has loaded. A failure is shown as `status: 'failed'` and
    * forgotten, so the next call tries again. */
   #open(): Promise<GlassboxClient> {
-    this.#loading ??= loadGlassbox(wasmSource)
+    // Imported here, as <glassbox-chat> imports it: a bundler makes one lazily loaded chunk of the
+    // wasm's glue, fetched when the first chat opens, instead of warning that the element's lazy
+    // import is made eager by this one.
+    this.#loading ??= import('glassbox-chat/wasm')
+      .then(({ loadGlassbox }) => loadGlassbox(wasmSource))
       .then(({ GlassboxClient }) => {
         const { server, session, agent, model } = this.#options;
         const client = new GlassboxClient({ server, session, agent, model }, () => this.#update(client));
