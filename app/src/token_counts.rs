@@ -106,6 +106,9 @@ impl TokenCounts {
             ready: Cell::new(false),
             loads: Rc::new(Cell::new(0)),
         });
+        // Absolute, as the page's script makes it: the pool's key, and a blob module cannot
+        // import a path relative to the page.
+        let worker_url = &absolute(worker_url);
         if let Some(early) = take_early_worker(worker_url) {
             // The page's script started it while the wasm loaded: taken over at once.
             Inner::start_worker(&inner, Ok(early), revision, vocab);
@@ -313,14 +316,11 @@ impl Inner {
     /// The URL of the vocabulary of the current encoding, absolute: the worker (a blob module)
     /// cannot resolve a path relative to the page.
     fn wanted_vocab(&self) -> String {
-        let url = self
-            .vocab_url
-            .replace("{encoding}", &self.encoding.borrow());
-        web_sys::window()
-            .and_then(|w| w.document())
-            .and_then(|d| d.base_uri().ok().flatten())
-            .and_then(|base| web_sys::Url::new_with_base(&url, &base).ok())
-            .map_or(url, |u| u.href())
+        absolute(
+            &self
+                .vocab_url
+                .replace("{encoding}", &self.encoding.borrow()),
+        )
     }
 
     /// Has the worker load the current encoding's vocabulary, downloaded here meanwhile (a worker
@@ -475,6 +475,15 @@ impl Inner {
             _ => {}
         }
     }
+}
+
+/// `url` resolved against the page's base URL (unchanged when it cannot be).
+fn absolute(url: &str) -> String {
+    web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.base_uri().ok().flatten())
+        .and_then(|base| web_sys::Url::new_with_base(url, &base).ok())
+        .map_or_else(|| url.to_owned(), |u| u.href())
 }
 
 /// The bytes of a `fetch` and the bytes the network moved for them (0 from the browser cache).

@@ -378,7 +378,8 @@ pub fn files_to_send<'a>(
             .mime_type
             .as_deref()
             .is_some_and(|m| IMAGE_TYPES.contains(&m));
-        let size = a.size.unwrap_or(0);
+        // A file of unknown size (none the server describes) counts as the largest image.
+        let size = a.size.unwrap_or(MAX_IMAGE_BYTES);
         if out.iter().any(|b| b.id.as_deref() == Some(id))
             || (image && images == MAX_IMAGES_PER_REQUEST)
             || bytes + size > MAX_REQUEST_FILE_BYTES
@@ -426,6 +427,7 @@ pub fn prompt_files(list: &[crate::wire::Attachment], files: &FileContents) -> V
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     fn uploaded(id: &str, mime: &str, size: u64) -> crate::wire::Attachment {
         crate::wire::Attachment {
@@ -465,7 +467,6 @@ mod tests {
         let total: u64 = sent.iter().filter_map(|a| a.size).sum();
         assert!(total <= MAX_REQUEST_FILE_BYTES, "{total}");
     }
-    use super::*;
 
     #[test]
     fn images_and_text_are_accepted_by_type_or_by_extension() {

@@ -582,7 +582,7 @@ async fn two_hundred_uploads_at_once_from_twenty_sessions_are_all_stored() {
         Some(MAX_ATTACHMENTS),
         "{reply}"
     );
-    // The model saw the ten images.
+    // The model saw them all.
     let sent = chat_requests(&server);
     let parts = last_user_parts(sent.last().expect("a chat request"));
     assert_eq!(

@@ -55,16 +55,20 @@ function loadVocabulary(worker, url) {
 }
 
 /** The token worker's URL and the vocabulary URL of `encoding` for an element's `assets` and
- * `vocab` attributes, as the wasm makes them (app/src/config.rs, app/src/token_counts.rs): the
- * vocabulary's absolute, as the worker cannot resolve a path relative to the page. */
+ * `vocab` attributes, as the wasm makes them (app/src/config.rs, app/src/token_counts.rs):
+ * absolute, as a blob worker cannot resolve a path relative to the page. */
 export function tokenAssets(assets, vocab, encoding) {
   const base = assets.replace(/\/+$/, '');
-  const url = encoding && (vocab || `${base}/vocab/{encoding}.gbv`).replaceAll('{encoding}', encoding);
-  let absolute = null;
+  const vocabUrl = encoding && (vocab || `${base}/vocab/{encoding}.gbv`).replaceAll('{encoding}', encoding);
+  return { worker: absolute(`${base}/token-worker.js`), vocab: vocabUrl ? absolute(vocabUrl) : null };
+}
+
+/** `url` resolved against the page's base URL; as given when it is not a URL (the wasm tries it
+ * and reports the failure). */
+function absolute(url) {
   try {
-    absolute = url ? new URL(url, document.baseURI).href : null;
+    return new URL(url, document.baseURI).href;
   } catch {
-    // Not a URL: the wasm tries it and reports the failure.
+    return url;
   }
-  return { worker: `${base}/token-worker.js`, vocab: absolute };
 }

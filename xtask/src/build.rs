@@ -261,6 +261,9 @@ fn wasm_module(
         ));
         return Ok(());
     }
+    // Made in a staging folder; `dist` gets the JS, then the wasm last: a step that fails leaves
+    // the wasm older than the build, so the next run does every step again.
+    let staging = target.join("wasm-bindgen").join(module.out_name);
     say(format!("running wasm-bindgen for {}", module.out_name));
     run(Command::new(&wasm_bindgen)
         .args([
@@ -271,8 +274,23 @@ fn wasm_module(
             module.out_name,
             "--out-dir",
         ])
-        .arg(dist)
+        .arg(&staging)
         .arg(&raw))?;
+    let js = staging.join(format!("{}.js", module.out_name));
+    if module.minify_js {
+        say(format!("minifying {}.js", module.out_name));
+        // Evaluated from the tools' folder, so `rolldown` resolves from its node_modules.
+        let tools = node_modules
+            .canonicalize()
+            .ok()
+            .and_then(|m| m.parent().map(std::path::Path::to_path_buf))
+            .context("the Node tools' folder")?;
+        run(Command::new("node")
+            .args(["--input-type=module", "-e", MINIFY_JS])
+            .arg(&js)
+            .current_dir(tools))?;
+    }
+    copy_if_changed(&js, &dist.join(format!("{}.js", module.out_name)))?;
     say(format!(
         "running wasm-opt {} on {}",
         module.opt_level, module.out_name
@@ -288,22 +306,9 @@ fn wasm_module(
             "--enable-reference-types",
             "--enable-multivalue",
         ])
-        .arg(&out_wasm)
+        .arg(staging.join(format!("{}_bg.wasm", module.out_name)))
         .arg("-o")
         .arg(&out_wasm))?;
-    if module.minify_js {
-        say(format!("minifying {}.js", module.out_name));
-        // Evaluated from the tools' folder, so `rolldown` resolves from its node_modules.
-        let tools = node_modules
-            .canonicalize()
-            .ok()
-            .and_then(|m| m.parent().map(std::path::Path::to_path_buf))
-            .context("the Node tools' folder")?;
-        run(Command::new("node")
-            .args(["--input-type=module", "-e", MINIFY_JS])
-            .arg(dist.join(format!("{}.js", module.out_name)))
-            .current_dir(tools))?;
-    }
     Ok(())
 }
 

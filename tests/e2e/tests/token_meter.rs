@@ -135,11 +135,16 @@ async fn the_vocabulary_is_fetched_once_then_served_by_the_browser_cache() -> Re
 
 /// A plain static file server over the repository (no Glassbox), as any host could use.
 async fn static_server() -> Result<std::net::SocketAddr> {
+    static_server_with(axum::Router::new()).await
+}
+
+/// [`static_server`] with `routes` answered first.
+async fn static_server_with(routes: axum::Router) -> Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let dir: PathBuf = root();
     let widget = widget_dir();
-    let app = axum::Router::new()
+    let app = routes
         .nest_service("/dist", tower_http::services::ServeDir::new(widget))
         .fallback_service(tower_http::services::ServeDir::new(dir));
     tokio::spawn(async move {
@@ -255,6 +260,71 @@ async fn a_missing_vocabulary_is_reported_and_the_last_of_quick_model_changes_co
         )
         .await?;
         assert_eq!(r["used"], cl100k.count(text) + framing("cl100k_base"));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_pages_early_vocabulary_arriving_late_does_not_replace_the_models() -> Result<()> {
+    // The page starts downloading o200k (the default model's) before the wasm loads; the model is
+    // then set to gpt-4 (cl100k), whose vocabulary arrives first. o200k, held back 2 s, must not
+    // become the worker's tokenizer: later counts are still cl100k's.
+    // The element's vocabularies come from /slow/vocab/, where o200k waits 2 s.
+    // A page with this meter alone (no other meter's worker to share): no model at first, so the
+    // page starts the default model's o200k; then gpt-4. Its `assets` and `vocab` are relative.
+    let page = "<!doctype html><meta charset=utf-8><body><script type=module>
+        await import('/dist/glassbox-token-meter.js');
+        const m = document.createElement('glassbox-token-meter');
+        m.id = 'late';
+        m.setAttribute('vocab', '/slow/vocab/{encoding}.gbv');
+        m.setAttribute('assets', '/dist/'); // relative: the blob worker needs it made absolute
+        document.body.append(m);
+        m.setAttribute('model', 'gpt-4');
+        m.setText('first words');
+        </script>";
+    let slow = axum::Router::new()
+        .route(
+            "/late.html",
+            axum::routing::get(move || async move { axum::response::Html(page) }),
+        )
+        .route(
+            "/slow/vocab/{file}",
+            axum::routing::get(
+                |axum::extract::Path(file): axum::extract::Path<String>| async move {
+                    if file == "o200k_base.gbv" {
+                        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                    }
+                    let name = std::path::Path::new(&file)
+                        .file_name()
+                        .map(ToOwned::to_owned);
+                    name.and_then(|n| std::fs::read(widget_dir().join("vocab").join(n)).ok())
+                        .unwrap_or_default()
+                },
+            ),
+        );
+    let addr = static_server_with(slow).await?;
+    let cl100k = tokenizer("cl100k_base");
+    in_browser(format!("http://{addr}/late.html"), "meter-early-late", |client, url| async move {
+        client.goto(&url).await?;
+        let exact = "const m = document.getElementById('late'); const r = m && m.reading && m.reading(); return r && !r.estimated && r.encoding === 'cl100k_base' ? r : null;";
+        wait_for(&client, "an exact cl100k reading", exact).await?;
+        // Past the held-back o200k's arrival, a new text is counted by cl100k still.
+        tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+        let text = "Ünïcödé 東京 and emoji 🚀🚀 count differently in o200k and cl100k.";
+        client
+            .execute("document.getElementById('late').setText(arguments[0]);", vec![json!(text)])
+            .await?;
+        let want = cl100k.count(text) + framing("cl100k_base");
+        let o200k_would_say = tokenizer("o200k_base").count(text) + framing("o200k_base");
+        assert_ne!(want, o200k_would_say, "the text must tell the two vocabularies apart");
+        let r = wait_for(
+            &client,
+            "the new text's cl100k count",
+            &format!("const r = document.getElementById('late').reading(); return r && !r.estimated && r.used === {want} && r;"),
+        )
+        .await?;
+        assert_eq!(r["encoding"], "cl100k_base", "{r}");
         Ok(())
     })
     .await

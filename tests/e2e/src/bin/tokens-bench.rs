@@ -175,8 +175,9 @@ fn download_bytes(resources: &Value, modules: &Path) -> u64 {
         .sum()
 }
 
-/// Fresh-browser page loads for the first exact count (besides the full run's own).
-const LOAD_ROUNDS: usize = 6;
+/// Fresh-browser page loads for the first exact count: a multiple of the contenders' number, so
+/// each loads first, second and third equally often.
+const LOAD_ROUNDS: usize = 9;
 
 /// Opens `url` in a fresh headless Chromium (its own empty profile) and waits for the page's
 /// `window.benchResult`.
@@ -204,9 +205,14 @@ async fn run_page(driver: &glassbox_e2e::Driver, url: &str) -> Result<Value> {
     Ok(result)
 }
 
+/// The median (the mean of the middle two for an even count); 0 for none.
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
+    match xs.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => xs[n / 2],
+        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+    }
 }
 
 #[tokio::main]
@@ -361,20 +367,13 @@ async fn main() -> Result<()> {
         "—".into(),
         "≤ 800",
     );
-    // The full run's loads join the fresh ones: LOAD_ROUNDS + 1 cold loads each.
-    for (i, c) in CONTENDERS.iter().enumerate() {
-        if let Some(ms) = by(&main, c)["readyMs"].as_f64() {
-            first_counts[i].push(ms);
-        }
+    if first_counts.iter().any(|xs| xs.len() != LOAD_ROUNDS) {
+        bail!("a cold load gave no first exact count: {first_counts:?}");
     }
-    let main_ready: Vec<f64> = first_counts
-        .iter_mut()
-        .map(|xs| if xs.is_empty() { 0.0 } else { median(xs) })
-        .collect();
+    let main_ready: Vec<f64> = first_counts.iter_mut().map(|xs| median(xs)).collect();
     row(
         &format!(
-            "first exact count, loaded from the page (ms, median of {} cold loads in fresh browsers)",
-            LOAD_ROUNDS + 1
+            "first exact count, loaded from the page (ms, median of {LOAD_ROUNDS} cold loads in fresh browsers)"
         ),
         main_ready.map_fmt(0),
         format!("{:.2}×", main_ready[1] / main_ready[0]),
