@@ -53,13 +53,19 @@ const MAX_UPLOADS_WAITING: usize = 256;
 /// How long an uploaded file no message carries is kept.
 const UNSENT_FILE_TTL_MS: i64 = 24 * 3_600 * 1_000;
 
+/// A place among the uploads being read, held until the upload is stored or refused.
+pub struct UploadSlot {
+    _admitted: tokio::sync::OwnedSemaphorePermit,
+    _reading: tokio::sync::OwnedSemaphorePermit,
+}
+
 /// The session's files.
 #[derive(Debug, Clone)]
 pub struct Files {
     store: Store,
     uploads: Arc<tokio::sync::Semaphore>,
-    /// Uploads waiting for a place among those being read.
-    waiting: Arc<std::sync::atomic::AtomicUsize>,
+    /// Places for uploads being read or waiting to be; past them an upload is refused at once.
+    admitted: Arc<tokio::sync::Semaphore>,
     /// Bytes of files the whole server keeps (0: no limit).
     max_bytes: u64,
 }
@@ -70,34 +76,29 @@ impl Files {
         Self {
             store,
             uploads: Arc::new(tokio::sync::Semaphore::new(MAX_UPLOADS_AT_ONCE)),
-            waiting: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            admitted: Arc::new(tokio::sync::Semaphore::new(
+                MAX_UPLOADS_AT_ONCE + MAX_UPLOADS_WAITING,
+            )),
             max_bytes,
         }
     }
 
     /// A place among the uploads being read, waited for in turn; refused (`overloaded`) when
     /// none frees up within `UPLOAD_QUEUE_WAIT`, or at once when `MAX_UPLOADS_WAITING` wait.
-    pub async fn upload_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, FilesError> {
-        use std::sync::atomic::Ordering;
-        if let Ok(slot) = self.uploads.clone().try_acquire_owned() {
-            return Ok(slot);
-        }
-        if self.waiting.fetch_add(1, Ordering::SeqCst) >= MAX_UPLOADS_WAITING {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-            return Err(FilesError::Busy);
-        }
-        // Counted out however the wait ends (the request may be dropped while it waits).
-        struct Waiting(Arc<std::sync::atomic::AtomicUsize>);
-        impl Drop for Waiting {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        let _waiting = Waiting(self.waiting.clone());
-        tokio::time::timeout(UPLOAD_QUEUE_WAIT, self.uploads.clone().acquire_owned())
+    pub async fn upload_slot(&self) -> Result<UploadSlot, FilesError> {
+        let admitted = self
+            .admitted
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| FilesError::Busy)?;
+        let reading = tokio::time::timeout(UPLOAD_QUEUE_WAIT, self.uploads.clone().acquire_owned())
             .await
             .map_err(|_| FilesError::Busy)?
-            .map_err(|_| FilesError::Busy)
+            .map_err(|_| FilesError::Busy)?;
+        Ok(UploadSlot {
+            _admitted: admitted,
+            _reading: reading,
+        })
     }
 
     /// Deletes files uploaded over a day ago that no message carries (removed from the
