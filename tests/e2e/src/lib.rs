@@ -215,8 +215,38 @@ pub async fn start_driver() -> Result<Driver> {
     bail!("chromedriver did not start listening on port {port}")
 }
 
-/// A headless Chromium session with a fresh profile.
+/// How many times a browser session is asked for before giving up.
+const SESSION_ATTEMPTS: usize = 3;
+
+/// A headless Chromium session with a fresh profile under `profile`.
+///
+/// On a loaded machine chromedriver now and then fails to start Chromium and answers the new
+/// session request with an empty body; that attempt is retried with a profile of its own (the
+/// failed one may still be locked). Failures after the session exists are never retried.
 pub async fn browser(driver: &Driver, profile: &Path) -> Result<fantoccini::Client> {
+    let mut last = None;
+    for attempt in 1..=SESSION_ATTEMPTS {
+        match new_session(driver, &profile.join(format!("attempt-{attempt}"))).await {
+            Ok(client) => return Ok(client),
+            Err(error) => {
+                eprintln!(
+                    "browser session attempt {attempt} of {SESSION_ATTEMPTS} failed: {error}"
+                );
+                last = Some(error);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+    Err(last.map_or_else(
+        || anyhow::anyhow!("no browser session"),
+        |error| error.into(),
+    ))
+}
+
+async fn new_session(
+    driver: &Driver,
+    profile: &Path,
+) -> Result<fantoccini::Client, fantoccini::error::NewSessionError> {
     let chromium = env_path("GLASSBOX_E2E_CHROMIUM", PathBuf::from("/usr/bin/chromium"));
     let mut caps = serde_json::Map::new();
     caps.insert(
@@ -233,10 +263,10 @@ pub async fn browser(driver: &Driver, profile: &Path) -> Result<fantoccini::Clie
     );
     // chromedriver listens on plain HTTP on loopback: no TLS stack needed.
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    Ok(fantoccini::ClientBuilder::new(connector)
+    fantoccini::ClientBuilder::new(connector)
         .capabilities(caps)
         .connect(&driver.url)
-        .await?)
+        .await
 }
 
 /// A TCP proxy on loopback in front of the server whose open connections can be cut at will, as a
