@@ -27,6 +27,9 @@ struct WasmModule {
     own_target: Option<&'static str>,
     /// Minify wasm-bindgen's JS (pages wait for it before the first paint; workers do not).
     minify_js: bool,
+    /// Cut the crate's `wasm_split` functions out into chunks loaded on first use, in
+    /// `dist/<out_name>_lazy/` ([`crate::wasm_split`]).
+    split: bool,
 }
 
 /// The chat widget: smallest download. wasm-opt's default of inlining every function with one
@@ -40,6 +43,7 @@ const WIDGET: WasmModule = WasmModule {
     opt_args: &["--one-caller-inline-max-function-size", "0"],
     own_target: None,
     minify_js: true,
+    split: true,
 };
 
 /// `<glassbox-token-meter>` alone: the meter without the chat, smallest download. It shares the
@@ -52,6 +56,7 @@ const METER: WasmModule = WasmModule {
     opt_args: &["--one-caller-inline-max-function-size", "0"],
     own_target: None,
     minify_js: true,
+    split: false,
 };
 
 /// The token-counting worker: fastest counting.
@@ -63,6 +68,7 @@ const TOKEN_WORKER: WasmModule = WasmModule {
     opt_args: &[],
     own_target: None,
     minify_js: false,
+    split: false,
 };
 
 /// The token worker with Hugging Face tokenizers, loaded only for the models that need them.
@@ -75,6 +81,7 @@ const TOKEN_WORKER_HF: WasmModule = WasmModule {
     // It builds `glassbox-token-worker` with the `hf` feature.
     own_target: Some("wasm-worker-hf"),
     minify_js: false,
+    split: false,
 };
 
 /// Builds the widget, the token worker and the vocabularies into `dist/` and returns that folder.
@@ -235,10 +242,11 @@ fn wasm_module(
         Some(dir) => target_dir().join(dir),
         None => target_dir(),
     };
-    run(Command::new("cargo")
+    let mut cargo = Command::new("cargo");
+    cargo
         .current_dir(root())
         .args([
-            "build",
+            if module.split { "rustc" } else { "build" },
             "--package",
             module.package,
             "--target",
@@ -247,7 +255,13 @@ fn wasm_module(
             module.profile,
             "--target-dir",
         ])
-        .arg(&target))?;
+        .arg(&target);
+    if module.split {
+        // The splitter needs the linker's relocations; given to this crate's link only, so the
+        // dependencies (and the config's rustflags) are shared with the other builds.
+        cargo.args(["--lib", "--", "-C", "link-arg=--emit-relocs"]);
+    }
+    run(&mut cargo)?;
     let raw = target.join(format!(
         "wasm32-unknown-unknown/{}/{}.wasm",
         module.profile,
@@ -264,21 +278,46 @@ fn wasm_module(
     // Made in a staging folder; `dist` gets the JS, then the wasm last: a step that fails leaves
     // the wasm older than the build, so the next run does every step again.
     let staging = target.join("wasm-bindgen").join(module.out_name);
-    say(format!("running wasm-bindgen for {}", module.out_name));
-    run(Command::new(&wasm_bindgen)
-        .args([
-            "--target",
-            "web",
-            "--no-typescript",
-            "--out-name",
+    let split = if module.split {
+        say(format!(
+            "splitting {} at its lazy functions",
+            module.out_name
+        ));
+        Some(crate::wasm_split::split(
+            &raw,
+            &target.join("wasm-split").join(module.out_name),
             module.out_name,
-            "--out-dir",
-        ])
-        .arg(&staging)
-        .arg(&raw))?;
+        )?)
+    } else {
+        None
+    };
+    say(format!("running wasm-bindgen for {}", module.out_name));
+    let mut bindgen = Command::new(&wasm_bindgen);
+    bindgen.args([
+        "--target",
+        "web",
+        "--no-typescript",
+        "--out-name",
+        module.out_name,
+        "--out-dir",
+    ]);
+    bindgen.arg(&staging);
+    match &split {
+        // The chunks' loader needs the function table and memory layout exports.
+        Some(split) => bindgen.arg("--keep-lld-exports").arg(&split.main),
+        None => bindgen.arg(&raw),
+    };
+    run(&mut bindgen)?;
     let js = staging.join(format!("{}.js", module.out_name));
-    if module.minify_js {
-        say(format!("minifying {}.js", module.out_name));
+    let glue = std::fs::read_to_string(&js).with_context(|| format!("reading {}", js.display()))?;
+    if glue.contains(crate::wasm_split::PLACEHOLDER) {
+        bail!(
+            "{} calls a lazily loaded function but is not split (set `split` in xtask/src/build.rs)",
+            module.package
+        );
+    }
+    let minify = |file: &std::path::Path| -> Result<()> {
+        say(format!("minifying {}", file.display()));
         // Evaluated from the tools' folder, so `rolldown` resolves from its node_modules.
         let tools = node_modules
             .canonicalize()
@@ -287,28 +326,61 @@ fn wasm_module(
             .context("the Node tools' folder")?;
         run(Command::new("node")
             .args(["--input-type=module", "-e", MINIFY_JS])
-            .arg(&js)
-            .current_dir(tools))?;
+            .arg(file)
+            .current_dir(tools))
+    };
+    if module.minify_js {
+        minify(&js)?;
     }
     copy_if_changed(&js, &dist.join(format!("{}.js", module.out_name)))?;
-    say(format!(
-        "running wasm-opt {} on {}",
-        module.opt_level, module.out_name
-    ));
-    run(Command::new(&wasm_opt)
-        .args([module.opt_level, "--strip-debug", "--strip-producers"])
-        .args(module.opt_args)
-        .args([
-            "--enable-bulk-memory",
-            "--enable-nontrapping-float-to-int",
-            "--enable-sign-ext",
-            "--enable-mutable-globals",
-            "--enable-reference-types",
-            "--enable-multivalue",
-        ])
-        .arg(staging.join(format!("{}_bg.wasm", module.out_name)))
-        .arg("-o")
-        .arg(&out_wasm))?;
+    let wasm_opt_to = |from: &std::path::Path, to: &std::path::Path| -> Result<()> {
+        say(format!(
+            "running wasm-opt {} on {}",
+            module.opt_level,
+            from.display()
+        ));
+        run(Command::new(&wasm_opt)
+            .args([module.opt_level, "--strip-debug", "--strip-producers"])
+            .args(module.opt_args)
+            .args([
+                "--enable-bulk-memory",
+                "--enable-nontrapping-float-to-int",
+                "--enable-sign-ext",
+                "--enable-mutable-globals",
+                "--enable-reference-types",
+                "--enable-multivalue",
+            ])
+            .arg(from)
+            .arg("-o")
+            .arg(to))
+    };
+    if let Some(split) = &split {
+        // The chunks are one set with the main module: the folder is replaced whole.
+        let lazy = dist.join(crate::wasm_split::lazy_dir(module.out_name));
+        if lazy.exists() {
+            std::fs::remove_dir_all(&lazy)
+                .with_context(|| format!("removing {}", lazy.display()))?;
+        }
+        std::fs::create_dir_all(&lazy)?;
+        if module.minify_js {
+            minify(&split.loader)?;
+        }
+        copy_if_changed(&split.loader, &lazy.join(crate::wasm_split::LOADER))?;
+        for chunk in &split.chunks {
+            let name = chunk.file_name().context("a chunk's file name")?;
+            wasm_opt_to(chunk, &lazy.join(name))?;
+        }
+        let files: Vec<_> = std::fs::read_dir(&lazy)?
+            .map(|entry| entry.map(|e| e.path()))
+            .collect::<std::io::Result<_>>()?;
+        for file in files {
+            precompress(&file)?;
+        }
+    }
+    wasm_opt_to(
+        &staging.join(format!("{}_bg.wasm", module.out_name)),
+        &out_wasm,
+    )?;
     Ok(())
 }
 

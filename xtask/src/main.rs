@@ -11,6 +11,7 @@ mod size;
 mod sticky;
 mod tools;
 mod vocab;
+mod wasm_split;
 
 use anyhow::{Result, bail};
 

@@ -89,6 +89,25 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
         )?;
         files.push(format!("vocab/{name}"));
     }
+    // The chat's lazily loaded chunks and their loader: one set with its wasm, replaced whole.
+    let lazy = crate::wasm_split::lazy_dir("glassbox_widget");
+    let package_lazy = dir.join(&lazy);
+    if package_lazy.exists() {
+        std::fs::remove_dir_all(&package_lazy)
+            .with_context(|| format!("removing {}", package_lazy.display()))?;
+    }
+    std::fs::create_dir_all(&package_lazy)?;
+    let mut chunks: Vec<String> = std::fs::read_dir(dist.join(&lazy))
+        .with_context(|| format!("reading dist/{lazy}"))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".wasm") || name.ends_with(".js"))
+        .collect();
+    chunks.sort();
+    for name in &chunks {
+        copy_if_changed(&dist.join(&lazy).join(name), &package_lazy.join(name))?;
+        files.push(format!("{lazy}/{name}"));
+    }
     for types in ["glassbox-chat.d.ts", "glassbox-wasm.d.ts"] {
         copy_if_changed(&root().join("widget/js").join(types), &dir.join(types))?;
     }

@@ -45,6 +45,7 @@ pub fn bench(dist: &Path) -> Result<()> {
         "glassbox-wasm.js",
         "token-worker-start.js",
         "glassbox_widget.js",
+        "glassbox_widget_lazy/load.js",
         "glassbox_widget_bg.wasm",
     ];
     let element_shell: &[&str] = &[
@@ -70,6 +71,13 @@ pub fn bench(dist: &Path) -> Result<()> {
         "glassbox_token_worker_bg.wasm",
         "vocab/o200k_base.gbv",
     ]]);
+    let lazy = crate::wasm_split::lazy_dir("glassbox_widget");
+    let mut panels: Vec<PathBuf> = std::fs::read_dir(dist.join(&lazy))
+        .with_context(|| format!("dist/{lazy} is missing: run `cargo xtask build`"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    panels.sort();
     let react_package: Vec<PathBuf> = std::fs::read_dir(dist.join("npm/glassbox-react"))
         .context("dist/npm/glassbox-react is missing: run `cargo xtask build`")?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -84,6 +92,11 @@ pub fn bench(dist: &Path) -> Result<()> {
             name: "<glassbox-chat> inline: first load",
             files: element,
             note: "what the first paint of the chat waits for",
+        },
+        Entry {
+            name: "<glassbox-chat>'s lazy panels, all",
+            files: panels,
+            note: "View context, the session drawer, topics, settings: each fetched when first opened or neared",
         },
         Entry {
             name: "<glassbox-chat mode=launcher>, closed",
@@ -108,7 +121,7 @@ pub fn bench(dist: &Path) -> Result<()> {
         Entry {
             name: "the React demo's bundle (Vite)",
             files: react_demo,
-            note: "React 19 + glassbox-react + the element, wasm and CSS",
+            note: "React 19 + glassbox-react + the element, wasm, lazy panels and CSS",
         },
     ];
     let mut out = std::io::stdout().lock();

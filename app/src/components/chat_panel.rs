@@ -7,15 +7,16 @@ use super::history_window::HistoryWindow;
 use super::message_list_follow::Follow;
 
 use super::composer::Composer;
-use super::compression_settings::CompressionSettingsPanel;
 use super::connection_status::ConnectionBadge;
 use super::context_footer::ContextFooter;
 use super::context_view::{ContextDialog, ContextViewer};
 use super::draft_preview::DraftPreviewStrip;
+use super::lazy_panel::{
+    compression_settings, lazy_panel, prefetch, preload_compression_settings,
+    preload_session_drawer, preload_topic_panel, session_drawer, topic_panel,
+};
 use super::message_view::{MessageView, PendingView};
-use super::session_drawer::SessionDrawer;
 use super::token_meter::TokenMeter;
-use super::topic_panel::TopicPanel;
 use crate::attach::Attaching;
 use crate::client::ChatClient;
 use crate::config::Theme;
@@ -148,6 +149,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     title="Topics: choose which history reaches the model"
                     aria-expanded=move || topics_open.get().to_string()
                     on:click=move |_| topics_open.update(|o| *o = !*o)
+                    on:pointerenter=move |_| prefetch(preload_topic_panel)
+                    on:focus=move |_| prefetch(preload_topic_panel)
                 >
                     "◎"
                 </button>
@@ -158,6 +161,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     title="Rules, references and settings of this conversation"
                     aria-expanded=move || drawer_open.get().to_string()
                     on:click=move |_| drawer_open.update(|o| *o = !*o)
+                    on:pointerenter=move |_| prefetch(preload_session_drawer)
+                    on:focus=move |_| prefetch(preload_session_drawer)
                 >
                     "☰"
                 </button>
@@ -167,19 +172,21 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     aria-label="Context settings"
                     aria-expanded=move || settings_open.get().to_string()
                     on:click=move |_| settings_open.update(|o| *o = !*o)
+                    on:pointerenter=move |_| prefetch(preload_compression_settings)
+                    on:focus=move |_| prefetch(preload_compression_settings)
                 >
                     "⚙"
                 </button>
                 <ConnectionBadge client=client />
             </header>
             <Show when=move || settings_open.get()>
-                <CompressionSettingsPanel settings=settings on_change=on_settings />
+                {lazy_panel("settings", move || compression_settings(settings, on_settings))}
             </Show>
             <Show when=move || topics_open.get()>
-                <TopicPanel client=client />
+                {lazy_panel("topics", move || topic_panel(client))}
             </Show>
             <Show when=move || drawer_open.get()>
-                <SessionDrawer client=client />
+                {lazy_panel("session", move || session_drawer(client))}
             </Show>
             {move || {
                 notice()

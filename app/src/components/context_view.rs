@@ -18,6 +18,7 @@ use leptos::html::{Dialog, Div};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
+use super::lazy_panel::{lazy_panel, receipt_view};
 use super::token_meter::grouped;
 use crate::client::ChatClient;
 use crate::frame::next_frame;
@@ -119,7 +120,12 @@ pub fn ContextDialog(
                 viewer
                     .showing
                     .get()
-                    .map(|id| view! { <ReceiptView client=client viewer=viewer id=id show_values=show_values /> })
+                    .map(|id| {
+                        lazy_panel(
+                            "context",
+                            move || receipt_view(client, viewer, id.clone(), show_values),
+                        )
+                    })
             }}
         </dialog>
     }
@@ -127,7 +133,7 @@ pub fn ContextDialog(
 
 /// The receipt of reply `id`.
 #[component]
-fn ReceiptView(
+pub(crate) fn ReceiptView(
     client: ChatClient,
     viewer: ContextViewer,
     id: String,

@@ -7,6 +7,7 @@ use leptos::prelude::*;
 
 use super::chat_panel::InContext;
 use super::context_view::ContextViewer;
+use super::lazy_panel::{prefetch, preload_receipt_view};
 use super::markdown_view::MarkdownView;
 use super::token_meter::grouped;
 use crate::client::ChatClient;
@@ -148,6 +149,8 @@ pub fn MessageView(
                                 class="gb-link-button gb-view-context"
                                 type="button"
                                 aria-haspopup="dialog"
+                                on:pointerenter=move |_| prefetch(preload_receipt_view)
+                                on:focus=move |_| prefetch(preload_receipt_view)
                                 on:click=move |ev: leptos::ev::MouseEvent| {
                                     let opener = ev
                                         .current_target()

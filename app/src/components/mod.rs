@@ -8,6 +8,7 @@ pub mod context_footer;
 pub mod context_view;
 pub mod draft_preview;
 mod history_window;
+mod lazy_panel;
 pub mod markdown_view;
 mod message_list_follow;
 pub mod message_view;

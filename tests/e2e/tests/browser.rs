@@ -832,3 +832,82 @@ async fn the_host_page_styles_the_widget_through_its_parts_only() -> Result<()> 
     })
     .await
 }
+
+/// A panel whose code cannot be fetched (the server is mid-update, the network dropped) shows a
+/// clear error with a retry; the chat itself keeps working, and the retry loads the panel.
+#[tokio::test]
+async fn a_panel_whose_code_cannot_be_fetched_says_so_and_retry_loads_it() -> Result<()> {
+    const CHUNK: &str = "split_compression_settings.wasm";
+    // The built widget, linked file by file, with the settings panel's chunk missing.
+    let dist = glassbox_e2e::widget_dir();
+    let served = tempfile::tempdir()?;
+    for entry in std::fs::read_dir(&dist)? {
+        let entry = entry?;
+        if entry.file_name() != "glassbox_widget_lazy" {
+            std::os::unix::fs::symlink(entry.path(), served.path().join(entry.file_name()))?;
+        }
+    }
+    let lazy = served.path().join("glassbox_widget_lazy");
+    std::fs::create_dir(&lazy)?;
+    let mut held_back = Vec::new();
+    for entry in std::fs::read_dir(dist.join("glassbox_widget_lazy"))? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().starts_with(CHUNK) {
+            held_back.push(entry.path());
+        } else {
+            std::os::unix::fs::symlink(entry.path(), lazy.join(entry.file_name()))?;
+        }
+    }
+    assert!(!held_back.is_empty(), "{CHUNK} is built");
+    let widget_dir = served.path().display().to_string();
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "2"),
+        ("GLASSBOX_WIDGET_DIR", &widget_dir),
+    ])
+    .await?;
+    let url = format!("http://{}/", server.addr);
+    in_browser(url, "panel-chunk-missing", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        client
+            .execute(&format!("{ROOT} r.querySelector('.gb-settings-toggle').click();"), vec![])
+            .await?;
+        let error = wait_for(
+            &client,
+            "the panel's load error",
+            &format!("{ROOT} const e = r.querySelector('.gb-panel-error[role=alert]'); return e && e.textContent;"),
+        )
+        .await?;
+        let error = error.as_str().unwrap_or_default().to_owned();
+        assert!(
+            error.contains("The settings panel could not be loaded") && error.contains("Retry"),
+            "{error}"
+        );
+        // The chat is not taken down with the panel.
+        send_from_composer(&client, "Still there?").await?;
+        wait_for(
+            &client,
+            "a reply while the panel is missing",
+            &format!("{ROOT} return !!r.querySelector('.gb-message[data-role=assistant][data-status=complete]');"),
+        )
+        .await?;
+        // The chunk is back (the update finished): Retry loads it.
+        for path in &held_back {
+            if let Some(name) = path.file_name() {
+                std::os::unix::fs::symlink(path, lazy.join(name))?;
+            }
+        }
+        client
+            .execute(&format!("{ROOT} r.querySelector('.gb-panel-error button').click();"), vec![])
+            .await?;
+        wait_for(
+            &client,
+            "the settings panel after retrying",
+            &format!("{ROOT} return !!r.querySelector('fieldset.gb-settings') && !r.querySelector('.gb-panel-error');"),
+        )
+        .await?;
+        Ok(())
+    })
+    .await
+}

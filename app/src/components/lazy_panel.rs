@@ -1,0 +1,146 @@
+//! Panels whose code is loaded on first use: "View context", the session drawer, the topic
+//! panel and the compression settings. The first paint does not need them, so the chat's first
+//! download leaves them out.
+//!
+//! Each is a function marked `wasm_split(…, fallible)` (with the `split` feature): on wasm32,
+//! `cargo xtask build` cuts its code (and whatever only it uses) out of the main module into a
+//! chunk fetched the first time the function is called; natively it is called directly. A chunk
+//! that cannot be fetched is a visible error with a retry, never a dead widget.
+
+use leptos::prelude::*;
+use leptos::wasm_split::SplitLoaderError;
+#[cfg(feature = "split")]
+use leptos::wasm_split::wasm_split;
+
+use super::compression_settings::CompressionSettingsPanel;
+use super::context_view::{ContextViewer, ReceiptView};
+use super::session_drawer::SessionDrawer;
+use super::topic_panel::TopicPanel;
+use crate::client::ChatClient;
+use glassbox_core::context::CompressionSettings;
+
+/// A panel's code could not be fetched (offline, or the server was updated meanwhile).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("this panel could not be loaded")]
+pub struct PanelLoadError;
+
+impl From<SplitLoaderError> for PanelLoadError {
+    fn from(_: SplitLoaderError) -> Self {
+        Self
+    }
+}
+
+/// The result of loading a panel: its view, or why it is missing.
+pub type Loaded = Result<AnyView, PanelLoadError>;
+
+/// Shows what `load` resolves to, with a quiet placeholder while the code arrives and, if it
+/// cannot, an error with a retry. Once loaded, later mounts render at once.
+pub fn lazy_panel<F, Fut>(label: &'static str, load: F) -> impl IntoView
+where
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Loaded> + Send + 'static,
+{
+    let attempt = RwSignal::new(0u32);
+    view! {
+        <Suspense fallback=move || {
+            view! {
+                <p class="gb-panel-loading" role="status">
+                    "Loading " {label} "…"
+                </p>
+            }
+        }>
+            {move || {
+                attempt.track();
+                let load = load.clone();
+                Suspend::new(async move {
+                    match load().await {
+                        Ok(panel) => panel,
+                        Err(error) => {
+                            view! {
+                                <div class="gb-panel-error" role="alert">
+                                    <span>{format!("The {label} panel could not be loaded ({error}); check the connection.")}</span>
+                                    <button
+                                        class="gb-link-button"
+                                        type="button"
+                                        on:click=move |_| attempt.update(|n| *n += 1)
+                                    >
+                                        "Retry"
+                                    </button>
+                                </div>
+                            }
+                                .into_any()
+                        }
+                    }
+                })
+            }}
+        </Suspense>
+    }
+}
+
+/// Declares `pub async fn $name(args) -> Loaded` rendering `$view`, and `pub async fn
+/// $preload()` that only fetches its code. With the crate's `split` feature (the chat's wasm)
+/// `$name` is a `wasm_split` function, its code cut into a chunk; without it (the meter's wasm,
+/// native builds) it renders directly, so a module that never opens a panel does not carry the
+/// panels' chunk exports and everything they reach.
+macro_rules! lazy_panel_fn {
+    (
+        $(#[$doc:meta])*
+        $name:ident / $preload:ident ($($arg:ident: $ty:ty),* $(,)?) => $view:expr
+    ) => {
+        $(#[$doc])*
+        #[cfg(feature = "split")]
+        #[wasm_split($name, wasm_split_path = ::leptos::wasm_split, fallible, preload($preload))]
+        pub fn $name($($arg: $ty),*) -> Loaded {
+            Ok($view.into_any())
+        }
+
+        $(#[$doc])*
+        #[cfg(not(feature = "split"))]
+        pub async fn $name($($arg: $ty),*) -> Loaded {
+            Ok($view.into_any())
+        }
+
+        /// Fetches the panel's code (nothing to fetch when the module is not split).
+        #[cfg(not(feature = "split"))]
+        pub async fn $preload() -> Result<(), SplitLoaderError> {
+            Ok(())
+        }
+    };
+}
+
+/// Starts fetching a panel's code when the user shows they may open it (pointer over, or focus
+/// on, its button), so it is usually there by the click. A failure is left to the opening, which
+/// tries again and shows it.
+pub fn prefetch<F>(preload: impl FnOnce() -> F)
+where
+    F: Future<Output = Result<(), SplitLoaderError>> + 'static,
+{
+    let load = preload();
+    leptos::task::spawn_local(async move {
+        let _ = load.await;
+    });
+}
+
+lazy_panel_fn! {
+    /// "View context" for reply `id`.
+    receipt_view / preload_receipt_view (client: ChatClient, viewer: ContextViewer, id: String, show_values: bool) =>
+        view! { <ReceiptView client=client viewer=viewer id=id show_values=show_values /> }
+}
+
+lazy_panel_fn! {
+    /// The drawer of the conversation's rules, references and settings.
+    session_drawer / preload_session_drawer (client: ChatClient) => view! { <SessionDrawer client=client /> }
+}
+
+lazy_panel_fn! {
+    /// The topic bubbles and their filter.
+    topic_panel / preload_topic_panel (client: ChatClient) => view! { <TopicPanel client=client /> }
+}
+
+lazy_panel_fn! {
+    /// The compression settings.
+    compression_settings / preload_compression_settings (
+        settings: Signal<Option<CompressionSettings>>,
+        on_change: Callback<CompressionSettings>,
+    ) => view! { <CompressionSettingsPanel settings=settings on_change=on_change /> }
+}
