@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// A stable, machine-readable error code. Each maps to one HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The frame or body is not valid JSON.
@@ -113,8 +114,45 @@ impl ErrorCode {
                 | ProviderTimeout
                 | ProviderUnavailable
                 | RateLimited
+                | Overloaded
+                | EmbeddingsUnavailable
                 | Cancelled
                 | Internal
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorCode;
+    use strum::IntoEnumIterator;
+
+    /// The codes docs/protocol.md lists as retryable, and only those.
+    #[test]
+    fn retryable_codes_are_the_documented_ones() {
+        let retryable: Vec<String> = ErrorCode::iter()
+            .filter(|c| c.retryable())
+            .map(|c| {
+                serde_json::to_value(c)
+                    .unwrap()
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            retryable,
+            [
+                "context_overflow",
+                "provider_error",
+                "provider_timeout",
+                "provider_unavailable",
+                "rate_limited",
+                "cancelled",
+                "embeddings_unavailable",
+                "overloaded",
+                "internal",
+            ]
+        );
     }
 }

@@ -13,7 +13,7 @@ use crate::background::TurnStarting;
 use crate::budgets::{BudgetError, Budgets};
 use crate::hub::Hub;
 use crate::ids::{new_id, now_ms};
-use crate::rate_limits::{RateLimited, RateLimits, StreamPermit};
+use crate::rate_limits::{AddressPermit, RateLimited, RateLimits};
 use crate::storage::{NewUserMessage, StorageError, Store};
 use crate::turn::TurnEngine;
 use crate::wire_error::ToWire;
@@ -211,7 +211,7 @@ impl Chat {
         model: String,
         user_message_id: String,
         reply_id: String,
-        permit: StreamPermit,
+        permit: AddressPermit,
         starting: TurnStarting,
     ) {
         let turns = self.turns.clone();

@@ -112,11 +112,12 @@ pub struct Config {
 
 /// The variables of the rate limits and spending caps (`0` turns each off; test and benchmark
 /// harnesses, which send many messages from one address, switch them all off).
-pub const LIMIT_VARS: [&str; 9] = [
+pub const LIMIT_VARS: [&str; 10] = [
     "GLASSBOX_LIMIT_SESSIONS_PER_HOUR",
     "GLASSBOX_LIMIT_MESSAGES_PER_MINUTE",
     "GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE",
     "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
+    "GLASSBOX_LIMIT_UPLOADS_PER_ADDRESS",
     "GLASSBOX_LIMIT_COMMANDS_PER_MINUTE",
     "GLASSBOX_LIMIT_JOINS_PER_MINUTE",
     "GLASSBOX_LIMIT_PREVIEWS_PER_MINUTE",
@@ -331,6 +332,10 @@ impl Config {
                     streams_per_address: n(
                         "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
                         d.streams_per_address,
+                    )?,
+                    uploads_per_address: n(
+                        "GLASSBOX_LIMIT_UPLOADS_PER_ADDRESS",
+                        d.uploads_per_address,
                     )?,
                     commands_per_minute: n(
                         "GLASSBOX_LIMIT_COMMANDS_PER_MINUTE",

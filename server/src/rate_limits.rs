@@ -1,6 +1,7 @@
 //! Rate limits per client address and per session (`governor`'s keyed GCRA limiters): sessions
 //! created per hour and messages per minute for each address, messages and commands (settings, context
-//! and topic commands) per minute for each session, and streaming replies at once for each address. Each refusal says when to try again. A limit set
+//! and topic commands) per minute for each session, and streaming replies and uploads at once for each
+//! address. Each refusal says when to try again. A limit set
 //! to 0 is off. Keys not seen for a while are forgotten by `sweep`, so memory stays bounded by the
 //! addresses active in the last hour.
 
@@ -27,6 +28,10 @@ pub struct RateLimitConfig {
     pub address_messages_per_minute: u32,
     /// Replies streaming at once for one address (`GLASSBOX_LIMIT_STREAMS_PER_ADDRESS`).
     pub streams_per_address: u32,
+    /// Uploads being read or waiting their turn at once for one address
+    /// (`GLASSBOX_LIMIT_UPLOADS_PER_ADDRESS`): the server reads 16 at a time, so one client
+    /// sending slowly cannot hold them all.
+    pub uploads_per_address: u32,
     /// Commands one session may send per minute: compression settings, context-set changes, and
     /// the topic commands (filter, similarity, marks, topic reads), each of which reads the
     /// session's history or writes its record (`GLASSBOX_LIMIT_COMMANDS_PER_MINUTE`).
@@ -46,6 +51,7 @@ impl Default for RateLimitConfig {
             messages_per_minute: 20,
             address_messages_per_minute: 60,
             streams_per_address: 4,
+            uploads_per_address: 4,
             commands_per_minute: 120,
             joins_per_minute: 30,
             previews_per_minute: 240,
@@ -76,30 +82,59 @@ pub struct RateLimits<C: Clock = DefaultClock> {
     session_joins: Option<Keyed<String, C>>,
     session_previews: Option<Keyed<String, C>>,
     streams: Arc<Mutex<HashMap<IpAddr, u32>>>,
+    uploads: Arc<Mutex<HashMap<IpAddr, u32>>>,
 }
 
-/// Held while a reply streams; dropping it frees the address's slot.
-pub struct StreamPermit {
-    streams: Arc<Mutex<HashMap<IpAddr, u32>>>,
+/// Held while something an address may do only so many times at once (a streaming reply, an
+/// upload) goes on; dropping it frees the address's place.
+#[derive(Debug)]
+pub struct AddressPermit {
+    held: Arc<Mutex<HashMap<IpAddr, u32>>>,
     address: Option<IpAddr>,
 }
 
-impl Drop for StreamPermit {
+impl Drop for AddressPermit {
     fn drop(&mut self) {
         let Some(address) = self.address else { return };
-        if let Ok(mut streams) = self.streams.lock()
-            && let Some(n) = streams.get_mut(&address)
+        if let Ok(mut held) = self.held.lock()
+            && let Some(n) = held.get_mut(&address)
         {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                streams.remove(&address);
+                held.remove(&address);
             }
         }
     }
 }
 
+/// Takes one of `max` places of `address` in `held` (`None`, or a `max` of 0: not limited).
+fn hold(
+    held: &Arc<Mutex<HashMap<IpAddr, u32>>>,
+    address: Option<IpAddr>,
+    max: u32,
+    refused: RateLimited,
+) -> Result<AddressPermit, RateLimited> {
+    let permit = |address| AddressPermit {
+        held: held.clone(),
+        address,
+    };
+    let (Some(address), Some(max)) = (address.map(address_key), NonZeroU32::new(max)) else {
+        return Ok(permit(None));
+    };
+    let mut counts = held.lock().map_err(|_| refused)?;
+    let n = counts.entry(address).or_insert(0);
+    if *n >= max.get() {
+        return Err(refused);
+    }
+    *n += 1;
+    drop(counts);
+    Ok(permit(Some(address)))
+}
+
 /// How long a refused stream should wait before trying again (replies take seconds).
 const STREAM_RETRY: Duration = Duration::from_secs(5);
+/// How long a refused upload should wait (an upload takes a moment).
+const UPLOAD_RETRY: Duration = Duration::from_secs(2);
 
 /// The key an address is limited under: IPv6 addresses by their /64 (one customer's usual
 /// allocation), so a client cannot step around the limits by changing the low bits.
@@ -145,6 +180,7 @@ impl<C: Clock + Clone> RateLimits<C> {
             config,
             clock,
             streams: Arc::default(),
+            uploads: Arc::default(),
         }
     }
 
@@ -237,31 +273,30 @@ impl<C: Clock + Clone> RateLimits<C> {
     }
 
     /// A streaming reply for `address`; the permit frees the slot when the reply ends.
-    pub fn stream(&self, address: Option<IpAddr>) -> Result<StreamPermit, RateLimited> {
-        let permit = |address| StreamPermit {
-            streams: self.streams.clone(),
+    pub fn stream(&self, address: Option<IpAddr>) -> Result<AddressPermit, RateLimited> {
+        hold(
+            &self.streams,
             address,
-        };
-        let (Some(address), Some(max)) = (
-            address.map(address_key),
-            NonZeroU32::new(self.config.streams_per_address),
-        ) else {
-            return Ok(permit(None));
-        };
-        let mut streams = self.streams.lock().map_err(|_| RateLimited {
-            what: "too many replies streaming for this address",
-            retry_after: STREAM_RETRY,
-        })?;
-        let n = streams.entry(address).or_insert(0);
-        if *n >= max.get() {
-            return Err(RateLimited {
+            self.config.streams_per_address,
+            RateLimited {
                 what: "too many replies streaming for this address",
                 retry_after: STREAM_RETRY,
-            });
-        }
-        *n += 1;
-        drop(streams);
-        Ok(permit(Some(address)))
+            },
+        )
+    }
+
+    /// An upload from `address`, read or waiting; the permit frees the place when it is stored
+    /// or refused.
+    pub fn upload(&self, address: Option<IpAddr>) -> Result<AddressPermit, RateLimited> {
+        hold(
+            &self.uploads,
+            address,
+            self.config.uploads_per_address,
+            RateLimited {
+                what: "too many uploads at once from this address",
+                retry_after: UPLOAD_RETRY,
+            },
+        )
     }
 
     /// Forgets keys whose limits are back to full (call now and then).
@@ -303,6 +338,7 @@ mod tests {
             messages_per_minute: 3,
             address_messages_per_minute: 4,
             streams_per_address: 1,
+            uploads_per_address: 2,
             commands_per_minute: 2,
             joins_per_minute: 1,
             previews_per_minute: 2,
@@ -332,6 +368,14 @@ mod tests {
         assert!(limits.stream(ip(2)).is_ok());
         drop(first);
         assert!(limits.stream(ip(1)).is_ok(), "the slot is free again");
+
+        let uploads = [limits.upload(ip(1)).unwrap(), limits.upload(ip(1)).unwrap()];
+        let refused = limits.upload(ip(1)).unwrap_err();
+        assert_eq!(refused.what, "too many uploads at once from this address");
+        assert!(limits.upload(ip(2)).is_ok(), "another address");
+        let _streaming = limits.stream(ip(1)).unwrap();
+        drop(uploads);
+        assert!(limits.upload(ip(1)).is_ok(), "the places are free again");
 
         assert!(limits.command("s1").is_ok());
         assert!(limits.command("s1").is_ok());
@@ -412,6 +456,7 @@ mod tests {
             messages_per_minute: 0,
             address_messages_per_minute: 0,
             streams_per_address: 0,
+            uploads_per_address: 0,
             commands_per_minute: 0,
             joins_per_minute: 0,
             previews_per_minute: 0,
@@ -423,6 +468,7 @@ mod tests {
             assert!(limits.join("s").is_ok());
             assert!(limits.preview("s").is_ok());
             std::mem::forget(limits.stream(ip(1)).unwrap());
+            std::mem::forget(limits.upload(ip(1)).unwrap());
         }
     }
 }

@@ -188,7 +188,10 @@ async fn joining_a_session_too_often_is_refused_and_the_connection_closed() {
     assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
     let ms = raw["data"]["retryAfterMs"].as_u64().unwrap();
     assert!(ms > 0 && ms <= 30_000, "{ms}");
-    assert!(looping.closed_within(Duration::from_secs(2)).await, "the connection stays open");
+    assert!(
+        looping.closed_within(Duration::from_secs(2)).await,
+        "the connection stays open"
+    );
     // Wrong tokens are told unauthorized (nothing more) and do not spend a session's joins:
     // after three of them, another session is still joined twice.
     let (other, other_token, _) = server.new_session().await;
@@ -205,4 +208,65 @@ async fn joining_a_session_too_often_is_refused_and_the_connection_closed() {
     }
     // And a new session as usual.
     server.ws().await.hello_new().await;
+}
+
+#[tokio::test]
+async fn uploads_at_once_per_address_are_limited_and_free_again_when_one_ends() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = start(&[("GLASSBOX_LIMIT_UPLOADS_PER_ADDRESS", "1")]).await;
+    let (a, a_token, _) = server.new_session().await;
+    let (b, b_token, _) = server.new_session().await;
+    // A slow client: the upload's headers and half its body sent, the rest held back.
+    let text = "a line of notes\n".repeat(64);
+    let (head, tail) = text.split_at(text.len() / 2);
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(
+        format!(
+            "POST /api/sessions/{a}/files?name=notes.txt HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {a_token}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{head}",
+            server.addr,
+            text.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let upload = |session: String, token: String| {
+        server
+            .http
+            .post(server.url(&format!("/api/sessions/{session}/files")))
+            .query(&[("name", "other.txt")])
+            .bearer_auth(token)
+            .header("content-type", "text/plain")
+            .body("other notes")
+            .send()
+    };
+    // The slow upload holds the address's one place (another session changes nothing).
+    let mut refused = None;
+    for _ in 0..100 {
+        let resp = upload(b.clone(), b_token.clone()).await.unwrap();
+        if resp.status() == 429 {
+            refused = Some(resp);
+            break;
+        }
+        // Not yet read by the server: this one went through; try until the slow one is held.
+        assert_eq!(resp.status(), 201);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = refused.expect("an upload is refused while the slow one is read");
+    retry_after(&refused);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("too many uploads at once from this address"),
+        "{body}"
+    );
+    // The slow upload ends and is stored: the place is free again.
+    slow.write_all(tail.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    slow.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert_eq!(upload(b, b_token).await.unwrap().status(), 201);
 }

@@ -12,6 +12,7 @@ use glassbox_core::attachments::{FileError, check_size, classify};
 use glassbox_core::wire::Attachment;
 use serde::Deserialize;
 
+use super::client_addr::ClientAddr;
 use super::extract::BearerToken;
 use crate::error::AppError;
 use crate::files::FilesError;
@@ -33,6 +34,7 @@ pub async fn upload(
     State(state): State<AppState>,
     Path(id): Path<String>,
     BearerToken(token): BearerToken,
+    ClientAddr(address): ClientAddr,
     query: Result<Query<Upload>, QueryRejection>,
     headers: HeaderMap,
     body: Body,
@@ -54,6 +56,8 @@ pub async fn upload(
     if let Some(length) = length {
         check_size(&name, kind, length).map_err(FilesError::from)?;
     }
+    // One client cannot hold every place among the uploads being read.
+    let _held = state.limits.upload(address)?;
     let _slot = state.files.upload_slot().await?;
     let too_large = || {
         FilesError::from(FileError::TooLarge {
