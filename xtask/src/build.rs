@@ -366,6 +366,10 @@ fn wasm_module(
             minify(&split.loader)?;
         }
         copy_if_changed(&split.loader, &lazy.join(crate::wasm_split::LOADER))?;
+        write_if_changed(
+            &lazy.join(crate::wasm_split::MANIFEST),
+            (serde_json::to_string_pretty(&split.fetches)? + "\n").as_bytes(),
+        )?;
         for chunk in &split.chunks {
             let name = chunk.file_name().context("a chunk's file name")?;
             wasm_opt_to(chunk, &lazy.join(name))?;

@@ -71,13 +71,32 @@ pub fn bench(dist: &Path) -> Result<()> {
         "glassbox_token_worker_bg.wasm",
         "vocab/o200k_base.gbv",
     ]]);
-    let lazy = crate::wasm_split::lazy_dir("glassbox_widget");
-    let mut panels: Vec<PathBuf> = std::fs::read_dir(dist.join(&lazy))
-        .with_context(|| format!("dist/{lazy} is missing: run `cargo xtask build`"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+    // The chat's chunks: those the chat fetches as it mounts (the markdown renderer and the
+    // meter's arithmetic), and the panels' (fetched when first opened or neared).
+    let lazy = dist.join(crate::wasm_split::lazy_dir("glassbox_widget"));
+    let manifest = lazy.join(crate::wasm_split::MANIFEST);
+    let fetches: std::collections::BTreeMap<String, Vec<String>> =
+        serde_json::from_slice(&std::fs::read(&manifest).with_context(|| {
+            format!("{} is missing: run `cargo xtask build`", manifest.display())
+        })?)?;
+    let at_mount: std::collections::BTreeSet<&String> = ["load_renderer", "load_meter_reader"]
+        .iter()
+        .filter_map(|split| fetches.get(*split))
+        .flatten()
         .collect();
-    panels.sort();
+    let chunk_files = |mounting: bool| -> Vec<PathBuf> {
+        let names: std::collections::BTreeSet<&String> = fetches
+            .values()
+            .flatten()
+            .filter(|stem| at_mount.contains(stem) == mounting)
+            .collect();
+        names
+            .into_iter()
+            .map(|stem| lazy.join(format!("{stem}.wasm")))
+            .collect()
+    };
+    let after_paint = chunk_files(true);
+    let panels = chunk_files(false);
     let react_package: Vec<PathBuf> = std::fs::read_dir(dist.join("npm/glassbox-react"))
         .context("dist/npm/glassbox-react is missing: run `cargo xtask build`")?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -94,9 +113,14 @@ pub fn bench(dist: &Path) -> Result<()> {
             note: "what the first paint of the chat waits for",
         },
         Entry {
+            name: "<glassbox-chat>: fetched as it mounts",
+            files: after_paint,
+            note: "the markdown renderer and the meter's arithmetic, after the first paint (replies show plain text until then)",
+        },
+        Entry {
             name: "<glassbox-chat>'s lazy panels, all",
             files: panels,
-            note: "View context, the session drawer, topics, settings: each fetched when first opened or neared",
+            note: "View context, the session drawer, topics, settings, the draft's preview: each fetched when first opened or neared",
         },
         Entry {
             name: "<glassbox-chat mode=launcher>, closed",

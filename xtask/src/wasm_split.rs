@@ -30,7 +30,13 @@ pub struct Split {
     pub chunks: Vec<PathBuf>,
     /// The loader the main module imports.
     pub loader: PathBuf,
+    /// For each lazy function, the chunk files (without `.wasm`) its first call fetches.
+    pub fetches: std::collections::BTreeMap<String, Vec<String>>,
 }
+
+/// The file in the chunks' folder that lists what each lazy function's first call fetches
+/// ([`Split::fetches`]), for `bench size` and for operators who preload.
+pub const MANIFEST: &str = "chunks.json";
 
 /// Splits `raw` (linked with `--emit-relocs`) into `work` (emptied first).
 pub fn split(raw: &Path, work: &Path, out_name: &str) -> Result<Split> {
@@ -61,9 +67,18 @@ pub fn split(raw: &Path, work: &Path, out_name: &str) -> Result<Split> {
             .with_context(|| format!("moving {} into {}", chunk.display(), lazy))?;
         chunks.push(to);
     }
+    let fetches = written
+        .prefetch_map
+        .into_iter()
+        .map(|(split, mut files)| {
+            files.sort();
+            (split, files)
+        })
+        .collect();
     Ok(Split {
         main,
         chunks,
         loader: chunks_dir.join(LOADER),
+        fetches,
     })
 }

@@ -12,9 +12,10 @@ use super::context_footer::ContextFooter;
 use super::context_view::{ContextDialog, ContextViewer};
 use super::draft_preview::DraftPreviewStrip;
 use super::lazy_panel::{
-    compression_settings, lazy_panel, prefetch, preload_compression_settings,
-    preload_session_drawer, preload_topic_panel, session_drawer, topic_panel,
+    compression_settings, lazy_panel, load_in_background, prefetch, preload_compression_settings,
+    preload_session_drawer, preload_topic_panel, session_drawer, split_fn, topic_panel,
 };
+use super::markdown_view::MarkdownLoader;
 use super::message_view::{MessageView, PendingView};
 use super::token_meter::TokenMeter;
 use crate::attach::Attaching;
@@ -94,6 +95,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
     let topics_open = RwSignal::new(false);
     let drawer_open = RwSignal::new(false);
     provide_context(InContext::new(transcript));
+    provide_context(MarkdownLoader::start());
     // Files dropped anywhere on the chat are attached to the message being written.
     let attaching = Attaching::new(client);
     let dragging = RwSignal::new(0i32);
@@ -282,11 +284,29 @@ fn changed_page_keys(t: &glassbox_core::transcript::Transcript) -> Vec<String> {
     )
 }
 
+/// [`meter_reading::read`] as a function value.
+type ReadMeter = fn(
+    &TokenCounts,
+    &glassbox_core::context::meter::ContextInfo,
+    &[TurnMessage<'_>],
+    Option<&glassbox_core::wire::PageContext>,
+    Option<&[glassbox_core::context::selection::Choice]>,
+    Option<&glassbox_core::context::receipt::Receipt>,
+    Option<&glassbox_core::attachments::FileContents>,
+) -> MeterView;
+
+split_fn! {
+    /// The meter's arithmetic (what each part of the next request costs): a chunk of its own with
+    /// the `split` feature, fetched as the chat mounts; the meter has no reading until it comes.
+    load_meter_reader / preload_meter_reader () -> ReadMeter => meter_reading::read
+}
+
 /// The meter's reading for the chat: every message that reaches the model, the pending ones, and
 /// the draft being written, plus page context; re-read when counts arrive.
 fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>> {
     let transcript = client.transcript;
     let file_texts = crate::file_texts::FileTexts::new(client);
+    let read = load_in_background(load_meter_reader);
     // A different model may count with another vocabulary.
     Effect::new(move |_| {
         if let Some(encoding) = transcript.with(|t| t.context.as_ref().map(|c| c.encoding.clone()))
@@ -301,6 +321,7 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
         let draft_files = client.draft_files.get();
         let page_context = client.page_context.get();
         let preview = client.previews.current.get();
+        let read = read.get()?;
         transcript.with(|t| {
             let info = t.context.as_ref()?;
             let stored: Vec<&ChatMessage> =
@@ -330,7 +351,7 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
                     .find(|m| m.role == glassbox_core::wire::Role::Assistant)
                     .and_then(|m| m.receipt.as_ref())
             });
-            Some(meter_reading::read(
+            Some(read(
                 &counts,
                 info,
                 &texts,

@@ -6,6 +6,7 @@ use glassbox_core::attachments::{FileKind, human_bytes};
 use leptos::html::{Input, Textarea};
 use leptos::prelude::*;
 
+use super::lazy_panel::{prefetch, preload_preview_body};
 use crate::attach::{Attaching, PendingFile, Upload};
 use crate::client::ChatClient;
 
@@ -67,6 +68,7 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
                 aria-label="Message"
                 prop:value=move || text.get()
                 on:input=move |ev| client.set_draft(event_target_value(&ev))
+                on:focus=move |_| prefetch(preload_preview_body)
                 on:paste=move |ev: leptos::ev::ClipboardEvent| {
                     // Text copied from an office program comes with a picture of itself: the
                     // text is pasted, the picture is not attached.

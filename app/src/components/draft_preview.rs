@@ -10,6 +10,7 @@ use glassbox_core::context::receipt_view::{ItemCell, ItemSection, item_section};
 use leptos::prelude::*;
 
 use super::context_view::Badge;
+use super::lazy_panel::{lazy_panel, preview_body};
 use super::token_meter::grouped;
 use crate::client::{ChatClient, ConnectionStatus};
 use crate::preview::{DEBOUNCE_MS, DraftPreview};
@@ -37,7 +38,7 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
                         {format!("No preview: {}", p.message)}
                     </p>
                 })}
-                {move || previews.current.get().map(|p| view! { <PreviewBody client=client preview=p /> })}
+                {move || previews.current.get().map(|p| lazy_panel("preview", move || preview_body(client, p.clone())))}
                 // The first search of a new server indexes the agent's items first: say so.
                 <Show when=move || previews.waiting.get() && previews.current.with(Option::is_none) && previews.problem.with(Option::is_none)>
                     <p class="gb-preview-waiting">"Working out what this message would carry…"</p>
@@ -50,7 +51,7 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
 /// The total (and the last change's delta), the items that would go, what would be cut, the near
 /// misses.
 #[component]
-fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl IntoView {
+pub(crate) fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl IntoView {
     let section = item_section(&preview.receipt);
     // The knowledge budget's cuts (all: the user should know before sending), then the best near
     // misses.

@@ -1,6 +1,7 @@
 //! Panels whose code is loaded on first use: "View context", the session drawer, the topic
-//! panel and the compression settings. The first paint does not need them, so the chat's first
-//! download leaves them out.
+//! panel, the compression settings and the draft's preview. The first paint does not need them,
+//! so the chat's first download leaves them out (as it does the markdown renderer, see
+//! `markdown_view`).
 //!
 //! Each is a function marked `wasm_split(…, fallible)` (with the `split` feature): on wasm32,
 //! `cargo xtask build` cuts its code (and whatever only it uses) out of the main module into a
@@ -9,14 +10,14 @@
 
 use leptos::prelude::*;
 use leptos::wasm_split::SplitLoaderError;
-#[cfg(feature = "split")]
-use leptos::wasm_split::wasm_split;
 
 use super::compression_settings::CompressionSettingsPanel;
 use super::context_view::{ContextViewer, ReceiptView};
+use super::draft_preview::PreviewBody;
 use super::session_drawer::SessionDrawer;
 use super::topic_panel::TopicPanel;
 use crate::client::ChatClient;
+use crate::preview::DraftPreview;
 use glassbox_core::context::CompressionSettings;
 
 /// A panel's code could not be fetched (offline, or the server was updated meanwhile).
@@ -32,6 +33,41 @@ impl From<SplitLoaderError> for PanelLoadError {
 
 /// The result of loading a panel: its view, or why it is missing.
 pub type Loaded = Result<AnyView, PanelLoadError>;
+
+/// First pause before fetching a chunk again after a failure; doubled each time.
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(2);
+/// Longest pause between attempts.
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What `load` resolves to (a function in a chunk, say), fetched now in the background: `None`
+/// until it has come; a failure is tried again after a pause that grows to a minute.
+pub fn load_in_background<T, F, Fut>(load: F) -> RwSignal<Option<T>>
+where
+    T: Send + Sync + 'static,
+    F: Fn() -> Fut + Copy + 'static,
+    Fut: Future<Output = Result<T, PanelLoadError>> + 'static,
+{
+    let loaded = RwSignal::new(None);
+    attempt(load, loaded, RETRY_FIRST);
+    loaded
+}
+
+fn attempt<T, F, Fut>(load: F, loaded: RwSignal<Option<T>>, pause: std::time::Duration)
+where
+    T: Send + Sync + 'static,
+    F: Fn() -> Fut + Copy + 'static,
+    Fut: Future<Output = Result<T, PanelLoadError>> + 'static,
+{
+    leptos::task::spawn_local(async move {
+        match load().await {
+            Ok(value) => loaded.set(Some(value)),
+            Err(_) => set_timeout(
+                move || attempt(load, loaded, (pause * 2).min(RETRY_MAX)),
+                pause,
+            ),
+        }
+    });
+}
 
 /// Shows what `load` resolves to, with a quiet placeholder while the code arrives and, if it
 /// cannot, an error with a retry. Once loaded, later mounts render at once.
@@ -77,33 +113,53 @@ where
     }
 }
 
-/// Declares `pub async fn $name(args) -> Loaded` rendering `$view`, and `pub async fn
-/// $preload()` that only fetches its code. With the crate's `split` feature (the chat's wasm)
-/// `$name` is a `wasm_split` function, its code cut into a chunk; without it (the meter's wasm,
-/// native builds) it renders directly, so a module that never opens a panel does not carry the
-/// panels' chunk exports and everything they reach.
+/// Declares `pub async fn $name(args) -> Result<$out, PanelLoadError>` answering `$body`, and
+/// `pub async fn $preload()` that only fetches its code. With the crate's `split` feature (the
+/// chat's wasm) `$name` is a `wasm_split` function, its code and what only it reaches cut into a
+/// chunk; without it (the meter's wasm, native builds) it runs directly, so a module that never
+/// calls it does not carry the chunk's exports and everything they reach.
+macro_rules! split_fn {
+    (
+        $(#[$doc:meta])*
+        $name:ident / $preload:ident ($($arg:ident: $ty:ty),* $(,)?) -> $out:ty => $body:expr
+    ) => {
+        $(#[$doc])*
+        #[cfg(feature = "split")]
+        #[::leptos::wasm_split::wasm_split(
+            $name,
+            wasm_split_path = ::leptos::wasm_split,
+            fallible,
+            preload($preload)
+        )]
+        pub fn $name($($arg: $ty),*) -> Result<$out, $crate::components::lazy_panel::PanelLoadError> {
+            Ok($body)
+        }
+
+        $(#[$doc])*
+        #[cfg(not(feature = "split"))]
+        pub async fn $name($($arg: $ty),*) -> Result<$out, $crate::components::lazy_panel::PanelLoadError> {
+            Ok($body)
+        }
+
+        /// Fetches the code (nothing to fetch when the module is not split).
+        #[cfg(not(feature = "split"))]
+        #[allow(dead_code)]
+        pub async fn $preload() -> Result<(), ::leptos::wasm_split::SplitLoaderError> {
+            Ok(())
+        }
+    };
+}
+pub(crate) use split_fn;
+
+/// A panel rendering `$view`, loaded by [`split_fn`].
 macro_rules! lazy_panel_fn {
     (
         $(#[$doc:meta])*
         $name:ident / $preload:ident ($($arg:ident: $ty:ty),* $(,)?) => $view:expr
     ) => {
-        $(#[$doc])*
-        #[cfg(feature = "split")]
-        #[wasm_split($name, wasm_split_path = ::leptos::wasm_split, fallible, preload($preload))]
-        pub fn $name($($arg: $ty),*) -> Loaded {
-            Ok($view.into_any())
-        }
-
-        $(#[$doc])*
-        #[cfg(not(feature = "split"))]
-        pub async fn $name($($arg: $ty),*) -> Loaded {
-            Ok($view.into_any())
-        }
-
-        /// Fetches the panel's code (nothing to fetch when the module is not split).
-        #[cfg(not(feature = "split"))]
-        pub async fn $preload() -> Result<(), SplitLoaderError> {
-            Ok(())
+        split_fn! {
+            $(#[$doc])*
+            $name / $preload ($($arg: $ty),*) -> AnyView => $view.into_any()
         }
     };
 }
@@ -135,6 +191,12 @@ lazy_panel_fn! {
 lazy_panel_fn! {
     /// The topic bubbles and their filter.
     topic_panel / preload_topic_panel (client: ChatClient) => view! { <TopicPanel client=client /> }
+}
+
+lazy_panel_fn! {
+    /// What the draft would carry (prefetched when the composer takes focus).
+    preview_body / preload_preview_body (client: ChatClient, preview: DraftPreview) =>
+        view! { <PreviewBody client=client preview=preview /> }
 }
 
 lazy_panel_fn! {

@@ -1,6 +1,10 @@
 //! Renders a message's markdown by building DOM nodes (see `dom`). A streaming reply goes through a
 //! [`MarkdownStream`]: its finished blocks are built once and never touched again, only the open end
 //! is patched, once per animation frame at most; a stored message is parsed and built once.
+//!
+//! The renderer (with the markdown parser) is not in the chat's first download: with the app's
+//! `split` feature it is a wasm chunk that [`MarkdownLoader`] fetches as the chat mounts. Until it
+//! is there, or if it cannot be fetched (tried again with a growing pause), text shows plain.
 
 use std::collections::VecDeque;
 
@@ -11,31 +15,76 @@ use leptos::prelude::*;
 use wasm_bindgen::JsValue;
 use web_sys::{Document, Node};
 
+use super::lazy_panel::{load_in_background, split_fn};
 use crate::dom::{append_markdown, create_node};
 
-/// A message's text shown as formatted content.
+/// Shows a message's text in an element, keeping what it built between calls.
+pub trait Render {
+    /// Shows `text` (still `streaming`, or final) in `el`.
+    fn show(&mut self, document: &Document, el: &Node, text: &str, streaming: bool);
+}
+
+/// Makes a renderer for one message.
+pub type NewRenderer = fn() -> Box<dyn Render>;
+
+fn new_renderer() -> Box<dyn Render> {
+    Box::new(Shown::default())
+}
+
+split_fn! {
+    /// The renderer's code: a chunk of its own with the `split` feature.
+    load_renderer / preload_renderer () -> NewRenderer => new_renderer
+}
+
+/// The markdown renderer once its code is loaded (provided by the chat to its messages).
+#[derive(Clone, Copy)]
+pub struct MarkdownLoader(RwSignal<Option<NewRenderer>>);
+
+impl MarkdownLoader {
+    /// Starts fetching the renderer's code; failures are tried again until it comes.
+    pub fn start() -> Self {
+        Self(load_in_background(load_renderer))
+    }
+}
+
+/// A message's text shown as formatted content (plain until the renderer is loaded).
 #[component]
 pub fn MarkdownView(message: RwSignal<ChatMessage>) -> impl IntoView {
     let target: NodeRef<Div> = NodeRef::new();
-    let shown = StoredValue::new_local(Shown::default());
+    let loader = use_context::<MarkdownLoader>();
+    let renderer = StoredValue::new_local(None::<Box<dyn Render>>);
     Effect::new(move |_| {
         let (Some(el), Some(document)) =
             (target.get(), web_sys::window().and_then(|w| w.document()))
         else {
             return;
         };
-        message.with(|m| {
-            shown.update_value(|s| {
-                s.show(
-                    &document,
-                    &el,
-                    &m.content,
-                    m.status == MessageStatus::Streaming,
-                )
-            })
+        let new = loader.and_then(|l| l.0.get());
+        message.with(|m| match new {
+            Some(new) => {
+                let _ = el.remove_attribute("data-plain");
+                renderer.update_value(|r| {
+                    r.get_or_insert_with(new).show(
+                        &document,
+                        &el,
+                        &m.content,
+                        m.status == MessageStatus::Streaming,
+                    )
+                });
+            }
+            None => {
+                let _ = el.set_attribute("data-plain", "");
+                el.set_text_content(Some(&m.content));
+            }
         });
     });
     view! { <div class="gb-markdown" node_ref=target></div> }
+}
+
+impl Render for Shown {
+    fn show(&mut self, document: &Document, el: &Node, text: &str, streaming: bool) {
+        Shown::show(self, document, el, text, streaming);
+    }
 }
 
 /// What one view has built.

@@ -833,12 +833,16 @@ async fn the_host_page_styles_the_widget_through_its_parts_only() -> Result<()> 
     .await
 }
 
-/// A panel whose code cannot be fetched (the server is mid-update, the network dropped) shows a
-/// clear error with a retry; the chat itself keeps working, and the retry loads the panel.
-#[tokio::test]
-async fn a_panel_whose_code_cannot_be_fetched_says_so_and_retry_loads_it() -> Result<()> {
-    const CHUNK: &str = "split_compression_settings.wasm";
-    // The built widget, linked file by file, with the settings panel's chunk missing.
+/// The built widget, linked file by file into a folder of its own, with the lazily loaded chunk
+/// files whose names start with `held_back` left out; answers the folder, the chunks' folder in
+/// it, and the files left out (link them in to make them appear).
+fn widget_without(
+    held_back: &str,
+) -> Result<(
+    tempfile::TempDir,
+    std::path::PathBuf,
+    Vec<std::path::PathBuf>,
+)> {
     let dist = glassbox_e2e::widget_dir();
     let served = tempfile::tempdir()?;
     for entry in std::fs::read_dir(&dist)? {
@@ -849,16 +853,34 @@ async fn a_panel_whose_code_cannot_be_fetched_says_so_and_retry_loads_it() -> Re
     }
     let lazy = served.path().join("glassbox_widget_lazy");
     std::fs::create_dir(&lazy)?;
-    let mut held_back = Vec::new();
+    let mut left_out = Vec::new();
     for entry in std::fs::read_dir(dist.join("glassbox_widget_lazy"))? {
         let entry = entry?;
-        if entry.file_name().to_string_lossy().starts_with(CHUNK) {
-            held_back.push(entry.path());
+        if entry.file_name().to_string_lossy().starts_with(held_back) {
+            left_out.push(entry.path());
         } else {
             std::os::unix::fs::symlink(entry.path(), lazy.join(entry.file_name()))?;
         }
     }
-    assert!(!held_back.is_empty(), "{CHUNK} is built");
+    assert!(!left_out.is_empty(), "{held_back} is built");
+    Ok((served, lazy, left_out))
+}
+
+/// Links the files `widget_without` left out into `lazy`.
+fn bring_back(lazy: &std::path::Path, left_out: &[std::path::PathBuf]) -> Result<()> {
+    for path in left_out {
+        if let Some(name) = path.file_name() {
+            std::os::unix::fs::symlink(path, lazy.join(name))?;
+        }
+    }
+    Ok(())
+}
+
+/// A panel whose code cannot be fetched (the server is mid-update, the network dropped) shows a
+/// clear error with a retry; the chat itself keeps working, and the retry loads the panel.
+#[tokio::test]
+async fn a_panel_whose_code_cannot_be_fetched_says_so_and_retry_loads_it() -> Result<()> {
+    let (served, lazy, held_back) = widget_without("split_compression_settings.wasm")?;
     let widget_dir = served.path().display().to_string();
     let server = start_server(&[
         ("GLASSBOX_PROVIDER", "offline"),
@@ -893,11 +915,7 @@ async fn a_panel_whose_code_cannot_be_fetched_says_so_and_retry_loads_it() -> Re
         )
         .await?;
         // The chunk is back (the update finished): Retry loads it.
-        for path in &held_back {
-            if let Some(name) = path.file_name() {
-                std::os::unix::fs::symlink(path, lazy.join(name))?;
-            }
-        }
+        bring_back(&lazy, &held_back)?;
         client
             .execute(&format!("{ROOT} r.querySelector('.gb-panel-error button').click();"), vec![])
             .await?;
@@ -907,6 +925,47 @@ async fn a_panel_whose_code_cannot_be_fetched_says_so_and_retry_loads_it() -> Re
             &format!("{ROOT} return !!r.querySelector('fieldset.gb-settings') && !r.querySelector('.gb-panel-error');"),
         )
         .await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Without the markdown renderer's chunk a reply shows as plain text, whole; the chunk is fetched
+/// again after a pause, and once it comes the reply is shown formatted.
+#[tokio::test]
+async fn replies_show_plain_until_the_markdown_renderer_can_be_fetched() -> Result<()> {
+    let (served, lazy, held_back) = widget_without("split_load_renderer.wasm")?;
+    let widget_dir = served.path().display().to_string();
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "2"),
+        ("GLASSBOX_WIDGET_DIR", &widget_dir),
+    ])
+    .await?;
+    let url = format!("http://{}/", server.addr);
+    in_browser(url, "markdown-chunk-missing", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        send_from_composer(&client, "Hello there").await?;
+        let reply = format!("{ROOT} const m = r.querySelector('.gb-message[data-role=assistant][data-status=complete] .gb-markdown');");
+        let plain = wait_for(
+            &client,
+            "the reply, plain",
+            &format!("{reply} return m && m.hasAttribute('data-plain') && [m.textContent, m.children.length];"),
+        )
+        .await?;
+        let text = plain[0].as_str().unwrap_or_default();
+        assert!(text.starts_with("**Offline reply**"), "the markdown source, whole: {text}");
+        assert_eq!(plain[1], json!(0), "no markup built from it");
+        // The chunk is back; the next attempt (2 s after the first) renders it.
+        bring_back(&lazy, &held_back)?;
+        let formatted = wait_for(
+            &client,
+            "the reply, formatted",
+            &format!("{reply} return m && !m.hasAttribute('data-plain') && m.querySelector('strong')?.textContent;"),
+        )
+        .await?;
+        assert_eq!(formatted, json!("Offline reply"));
         Ok(())
     })
     .await
