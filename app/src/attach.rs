@@ -353,7 +353,12 @@ async fn upload(
         error: WireError,
     }
     Err(match serde_json::from_str::<Refusal>(&text) {
-        Ok(r) => r.error,
+        // Named, unless the server's words name it already.
+        Ok(r) if r.error.message.contains(name) => r.error,
+        Ok(r) => WireError {
+            message: format!("{name}: {}", r.error.message),
+            ..r.error
+        },
         Err(_) => WireError::new(
             ErrorCode::Internal,
             format!("{name}: the server answered {}", response.status()),

@@ -115,7 +115,6 @@ impl ErrorCode {
                 | ProviderUnavailable
                 | RateLimited
                 | Overloaded
-                | EmbeddingsUnavailable
                 | Cancelled
                 | Internal
         )
@@ -127,9 +126,9 @@ mod tests {
     use super::ErrorCode;
     use strum::IntoEnumIterator;
 
-    /// The codes docs/protocol.md lists as retryable, and only those.
+    /// The retryable codes (docs/protocol.md lists the same).
     #[test]
-    fn retryable_codes_are_the_documented_ones() {
+    fn retryable_codes() {
         let retryable: Vec<String> = ErrorCode::iter()
             .filter(|c| c.retryable())
             .map(|c| {
@@ -149,7 +148,6 @@ mod tests {
                 "provider_unavailable",
                 "rate_limited",
                 "cancelled",
-                "embeddings_unavailable",
                 "overloaded",
                 "internal",
             ]

@@ -9,6 +9,7 @@ pub mod limits;
 pub mod markdown;
 pub mod number;
 pub mod prompt;
+mod server_frame;
 pub mod sync;
 pub mod tokens;
 pub mod transcript;

@@ -389,8 +389,9 @@ impl WireError {
     }
 }
 
-/// A frame sent by the server. `sync_id` increases monotonically within a session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A frame sent by the server. `sync_id` increases monotonically within a session. Read by the
+/// hand-written reader in `server_frame` (no buffered copy of the payload).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerFrame {
     pub sync_id: u64,
@@ -399,7 +400,7 @@ pub struct ServerFrame {
 }
 
 /// What a server frame says. Its name (`&'static str` from `&ServerEvent`) is the frame's `type`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, strum::IntoStaticStr)]
+#[derive(Debug, Clone, PartialEq, Serialize, strum::IntoStaticStr, strum::VariantNames)]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum ServerEvent {

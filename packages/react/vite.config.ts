@@ -20,5 +20,8 @@ export default defineConfig({
   build: {
     outDir: fileURLToPath(new URL('../../public/react/', import.meta.url)),
     emptyOutDir: true,
+    // The chat's small wasm chunks stay files: inlined as data: URLs, their fetch would need
+    // `connect-src data:` in the page's Content-Security-Policy.
+    assetsInlineLimit: (file) => (file.endsWith('.wasm') ? false : undefined),
   },
 });

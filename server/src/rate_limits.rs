@@ -30,7 +30,8 @@ pub struct RateLimitConfig {
     pub streams_per_address: u32,
     /// Uploads being read or waiting their turn at once for one address
     /// (`GLASSBOX_LIMIT_UPLOADS_PER_ADDRESS`): the server reads 16 at a time, so one client
-    /// sending slowly cannot hold them all.
+    /// sending slowly cannot hold them all. The default lets one drop of the most files a message
+    /// carries upload at once.
     pub uploads_per_address: u32,
     /// Commands one session may send per minute: compression settings, context-set changes, and
     /// the topic commands (filter, similarity, marks, topic reads), each of which reads the
@@ -51,7 +52,7 @@ impl Default for RateLimitConfig {
             messages_per_minute: 20,
             address_messages_per_minute: 60,
             streams_per_address: 4,
-            uploads_per_address: 4,
+            uploads_per_address: glassbox_core::limits::MAX_ATTACHMENTS as u32,
             commands_per_minute: 120,
             joins_per_minute: 30,
             previews_per_minute: 240,
@@ -401,6 +402,17 @@ mod tests {
             limits.command("s3").is_ok(),
             "joins are counted apart from commands"
         );
+    }
+
+    /// A drop of the most files a message carries uploads at once under the default limit.
+    #[test]
+    fn the_default_lets_one_message_upload_all_its_files_at_once() {
+        let limits = RateLimits::new(RateLimitConfig::default());
+        let held: Vec<_> = (0..glassbox_core::limits::MAX_ATTACHMENTS)
+            .map(|_| limits.upload(ip(1)).unwrap())
+            .collect();
+        assert!(limits.upload(ip(1)).is_err(), "one more waits its turn");
+        drop(held);
     }
 
     #[test]

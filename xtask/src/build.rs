@@ -268,7 +268,15 @@ fn wasm_module(
         module.package.replace('-', "_")
     ));
     let out_wasm = dist.join(format!("{}_bg.wasm", module.out_name));
-    if is_newer(&out_wasm, &raw) {
+    // The last file a build writes: the main wasm, or for a split module the chunks' manifest
+    // (which also names a folder that must be there).
+    let done = if module.split {
+        crate::wasm_split::manifest_path(dist, module.out_name)
+    } else {
+        out_wasm.clone()
+    };
+    let whole = !module.split || crate::wasm_split::read_manifest(dist, module.out_name).is_ok();
+    if is_newer(&done, &raw) && whole {
         say(format!(
             "{} is up to date; skipping wasm-bindgen and wasm-opt",
             module.out_name
@@ -276,7 +284,9 @@ fn wasm_module(
         return Ok(());
     }
     // Made in a staging folder; `dist` gets the JS, then the wasm last: a step that fails leaves
-    // the wasm older than the build, so the next run does every step again.
+    // the wasm older than the build, so the next run does every step again. A split module gets its
+    // chunks' folder first, then its wasm, then its JS (which imports the chunks' loader), then the
+    // manifest.
     let staging = target.join("wasm-bindgen").join(module.out_name);
     let split = if module.split {
         say(format!(
@@ -332,7 +342,10 @@ fn wasm_module(
     if module.minify_js {
         minify(&js)?;
     }
-    copy_if_changed(&js, &dist.join(format!("{}.js", module.out_name)))?;
+    let dist_js = dist.join(format!("{}.js", module.out_name));
+    if split.is_none() {
+        copy_if_changed(&js, &dist_js)?;
+    }
     let wasm_opt_to = |from: &std::path::Path, to: &std::path::Path| -> Result<()> {
         say(format!(
             "running wasm-opt {} on {}",
@@ -355,21 +368,13 @@ fn wasm_module(
             .arg(to))
     };
     if let Some(split) = &split {
-        // The chunks are one set with the main module: the folder is replaced whole.
-        let lazy = dist.join(crate::wasm_split::lazy_dir(module.out_name));
-        if lazy.exists() {
-            std::fs::remove_dir_all(&lazy)
-                .with_context(|| format!("removing {}", lazy.display()))?;
-        }
+        // This build's chunks, in a folder of their own (named for the build).
+        let lazy = dist.join(&split.folder);
         std::fs::create_dir_all(&lazy)?;
         if module.minify_js {
             minify(&split.loader)?;
         }
         copy_if_changed(&split.loader, &lazy.join(crate::wasm_split::LOADER))?;
-        write_if_changed(
-            &lazy.join(crate::wasm_split::MANIFEST),
-            (serde_json::to_string_pretty(&split.fetches)? + "\n").as_bytes(),
-        )?;
         for chunk in &split.chunks {
             let name = chunk.file_name().context("a chunk's file name")?;
             wasm_opt_to(chunk, &lazy.join(name))?;
@@ -377,15 +382,26 @@ fn wasm_module(
         let files: Vec<_> = std::fs::read_dir(&lazy)?
             .map(|entry| entry.map(|e| e.path()))
             .collect::<std::io::Result<_>>()?;
-        for file in files {
-            precompress(&file)?;
+        for file in files.iter().filter(|f| !is_precompressed(f)) {
+            precompress(file)?;
         }
     }
     wasm_opt_to(
         &staging.join(format!("{}_bg.wasm", module.out_name)),
         &out_wasm,
     )?;
+    if let Some(split) = &split {
+        copy_if_changed(&js, &dist_js)?;
+        crate::wasm_split::write_manifest(dist, module.out_name, split)?;
+        // Pages opened before this build keep the previous build's chunks.
+        crate::wasm_split::prune(dist, module.out_name, &split.folder, true)?;
+    }
     Ok(())
+}
+
+/// Whether `file` is a `.br` or `.gz` written by [`precompress`].
+fn is_precompressed(file: &std::path::Path) -> bool {
+    file.extension().is_some_and(|x| x == "br" || x == "gz")
 }
 
 /// Writes `file.br` (brotli, quality 11, 9 past 4 MiB) and `file.gz` (gzip -9) beside `file`, which the server sends

@@ -89,25 +89,32 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
         )?;
         files.push(format!("vocab/{name}"));
     }
-    // The chat's lazily loaded chunks and their loader: one set with its wasm, replaced whole.
-    let lazy = crate::wasm_split::lazy_dir("glassbox_widget");
-    let package_lazy = dir.join(&lazy);
-    if package_lazy.exists() {
-        std::fs::remove_dir_all(&package_lazy)
-            .with_context(|| format!("removing {}", package_lazy.display()))?;
-    }
-    std::fs::create_dir_all(&package_lazy)?;
-    let mut chunks: Vec<String> = std::fs::read_dir(dist.join(&lazy))
-        .with_context(|| format!("reading dist/{lazy}"))?
+    // The chat's chunks and their loader, this build's folder only (synced: unchanged files are
+    // not written again, so what reads the package is not rebuilt for nothing).
+    let chunks = crate::wasm_split::read_manifest(dist, "glassbox_widget")?;
+    let package_chunks = dir.join(&chunks.folder);
+    std::fs::create_dir_all(&package_chunks)?;
+    let mut wanted: Vec<String> = std::fs::read_dir(dist.join(&chunks.folder))
+        .with_context(|| format!("reading dist/{}", chunks.folder))?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|name| name.ends_with(".wasm") || name.ends_with(".js"))
         .collect();
-    chunks.sort();
-    for name in &chunks {
-        copy_if_changed(&dist.join(&lazy).join(name), &package_lazy.join(name))?;
-        files.push(format!("{lazy}/{name}"));
+    wanted.sort();
+    for name in &wanted {
+        copy_if_changed(
+            &dist.join(&chunks.folder).join(name),
+            &package_chunks.join(name),
+        )?;
+        files.push(format!("{}/{name}", chunks.folder));
     }
+    for entry in std::fs::read_dir(&package_chunks)? {
+        let entry = entry?;
+        if !wanted.contains(&entry.file_name().to_string_lossy().into_owned()) {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    crate::wasm_split::prune(&dir, "glassbox_widget", &chunks.folder, false)?;
     for types in ["glassbox-chat.d.ts", "glassbox-wasm.d.ts"] {
         copy_if_changed(&root().join("widget/js").join(types), &dir.join(types))?;
     }

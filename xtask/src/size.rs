@@ -41,11 +41,16 @@ pub fn bench(dist: &Path) -> Result<()> {
             .map(|f| dist.join(f))
             .collect()
     };
+    let loader = format!(
+        "{}/{}",
+        crate::wasm_split::read_manifest(dist, "glassbox_widget")?.folder,
+        crate::wasm_split::LOADER
+    );
     let widget_core: &[&str] = &[
         "glassbox-wasm.js",
         "token-worker-start.js",
         "glassbox_widget.js",
-        "glassbox_widget_lazy/load.js",
+        &loader,
         "glassbox_widget_bg.wasm",
     ];
     let element_shell: &[&str] = &[
@@ -73,17 +78,17 @@ pub fn bench(dist: &Path) -> Result<()> {
     ]]);
     // The chat's chunks: those the chat fetches as it mounts (the markdown renderer and the
     // meter's arithmetic), and the panels' (fetched when first opened or neared).
-    let lazy = dist.join(crate::wasm_split::lazy_dir("glassbox_widget"));
-    let manifest = lazy.join(crate::wasm_split::MANIFEST);
-    let fetches: std::collections::BTreeMap<String, Vec<String>> =
-        serde_json::from_slice(&std::fs::read(&manifest).with_context(|| {
-            format!("{} is missing: run `cargo xtask build`", manifest.display())
-        })?)?;
-    let at_mount: std::collections::BTreeSet<&String> = ["load_renderer", "load_meter_reader"]
-        .iter()
-        .filter_map(|split| fetches.get(*split))
-        .flatten()
-        .collect();
+    let manifest = crate::wasm_split::read_manifest(dist, "glassbox_widget")?;
+    let lazy = dist.join(&manifest.folder);
+    let fetches = &manifest.fetches;
+    let mut at_mount = std::collections::BTreeSet::new();
+    for split in ["load_renderer", "load_meter_reader"] {
+        at_mount.extend(
+            fetches
+                .get(split)
+                .with_context(|| format!("the chat has no chunk function {split}"))?,
+        );
+    }
     let chunk_files = |mounting: bool| -> Vec<PathBuf> {
         let names: std::collections::BTreeSet<&String> = fetches
             .values()

@@ -2,14 +2,19 @@
 //! the main module keeps what the first paint needs; each lazy function's code, and code shared
 //! only among lazy functions, becomes a chunk that a small loader fetches on first call.
 //!
-//! The main module's glue imports the loader from `./<name>_lazy/load.js`; the loader finds the
-//! chunks beside itself (`new URL(…, import.meta.url)`, which bundlers follow) and the main
-//! module's exports through `../<name>.js`. So `dist/<name>.js` and `dist/<name>_lazy/` are one
-//! set, replaced together.
+//! The chunks of one build only fit that build's main module, so each build's go in a folder named
+//! for it, `<name>_lazy-<hash of the linked wasm>/`: a page opened before a deploy keeps fetching
+//! its own chunks (the build keeps the previous folder) instead of the new build's. The main
+//! module's glue imports the loader from `./<folder>/load.js`; the loader finds the chunks beside
+//! itself (`new URL(…, import.meta.url)`, which bundlers follow) and the main module's exports
+//! through `../<name>.js`. `<name>_chunks.json` in `dist/` names the current folder and what each
+//! lazy function's first call fetches.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
+use sha2::{Digest, Sha256};
 
 /// The import module the lazy functions use until the splitter links them to the loader.
 pub const PLACEHOLDER: &str = "__wasm_split_placeholder__";
@@ -17,26 +22,64 @@ pub const PLACEHOLDER: &str = "__wasm_split_placeholder__";
 /// The loader's file name inside the chunks' folder.
 pub const LOADER: &str = "load.js";
 
-/// The chunks' folder of module `out_name`, relative to `dist/`.
-pub fn lazy_dir(out_name: &str) -> String {
-    format!("{out_name}_lazy")
-}
-
 /// What [`split`] wrote.
 pub struct Split {
     /// The main module, for wasm-bindgen (with `--keep-lld-exports`).
     pub main: PathBuf,
+    /// The chunks' folder name (relative to `dist/`).
+    pub folder: String,
     /// The chunks, for wasm-opt.
     pub chunks: Vec<PathBuf>,
     /// The loader the main module imports.
     pub loader: PathBuf,
     /// For each lazy function, the chunk files (without `.wasm`) its first call fetches.
-    pub fetches: std::collections::BTreeMap<String, Vec<String>>,
+    pub fetches: BTreeMap<String, Vec<String>>,
 }
 
-/// The file in the chunks' folder that lists what each lazy function's first call fetches
-/// ([`Split::fetches`]), for `bench size` and for operators who preload.
-pub const MANIFEST: &str = "chunks.json";
+/// What `dist/<name>_chunks.json` says: the current chunks' folder and what each lazy function
+/// fetches.
+pub struct Manifest {
+    pub folder: String,
+    pub fetches: BTreeMap<String, Vec<String>>,
+}
+
+/// `dist/<out_name>_chunks.json`.
+pub fn manifest_path(dist: &Path, out_name: &str) -> PathBuf {
+    dist.join(format!("{out_name}_chunks.json"))
+}
+
+/// The prefix of every chunks' folder of module `out_name`.
+pub fn folder_prefix(out_name: &str) -> String {
+    format!("{out_name}_lazy")
+}
+
+/// Writes the manifest (the last step of a build: its presence says the rest is there).
+pub fn write_manifest(dist: &Path, out_name: &str, split: &Split) -> Result<()> {
+    let json = serde_json::json!({ "folder": split.folder, "fetches": split.fetches });
+    crate::build::write_if_changed(
+        &manifest_path(dist, out_name),
+        (serde_json::to_string_pretty(&json)? + "\n").as_bytes(),
+    )
+}
+
+/// Reads the manifest `cargo xtask build` wrote.
+pub fn read_manifest(dist: &Path, out_name: &str) -> Result<Manifest> {
+    let path = manifest_path(dist, out_name);
+    let json: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&path)
+            .with_context(|| format!("{} is missing: run `cargo xtask build`", path.display()))?,
+    )?;
+    let folder = json["folder"]
+        .as_str()
+        .context("the chunks manifest names no folder")?
+        .to_owned();
+    let fetches = serde_json::from_value(json["fetches"].clone())
+        .context("the chunks manifest's `fetches`")?;
+    if !dist.join(&folder).is_dir() {
+        bail!("{} names {folder}, which is missing", path.display());
+    }
+    Ok(Manifest { folder, fetches })
+}
 
 /// Splits `raw` (linked with `--emit-relocs`) into `work` (emptied first).
 pub fn split(raw: &Path, work: &Path, out_name: &str) -> Result<Split> {
@@ -44,11 +87,19 @@ pub fn split(raw: &Path, work: &Path, out_name: &str) -> Result<Split> {
     if work.exists() {
         std::fs::remove_dir_all(work).with_context(|| format!("removing {}", work.display()))?;
     }
-    let lazy = lazy_dir(out_name);
-    let chunks_dir = work.join(&lazy);
+    let hash = Sha256::digest(&input);
+    let folder = format!(
+        "{}-{}",
+        folder_prefix(out_name),
+        hash[..4]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+    let chunks_dir = work.join(&folder);
     std::fs::create_dir_all(&chunks_dir)?;
     let main = work.join(format!("{out_name}.wasm"));
-    let link_name = format!("./{lazy}/{LOADER}");
+    let link_name = format!("./{folder}/{LOADER}");
     let main_module = format!("../{out_name}.js");
     let mut options = wasm_split_cli_support::Options::new(&input);
     options.output_dir = work;
@@ -64,7 +115,7 @@ pub fn split(raw: &Path, work: &Path, out_name: &str) -> Result<Split> {
         let name = chunk.file_name().context("a chunk's file name")?;
         let to = chunks_dir.join(name);
         std::fs::rename(&chunk, &to)
-            .with_context(|| format!("moving {} into {}", chunk.display(), lazy))?;
+            .with_context(|| format!("moving {} into {folder}", chunk.display()))?;
         chunks.push(to);
     }
     let fetches = written
@@ -77,8 +128,37 @@ pub fn split(raw: &Path, work: &Path, out_name: &str) -> Result<Split> {
         .collect();
     Ok(Split {
         main,
+        folder,
         chunks,
         loader: chunks_dir.join(LOADER),
         fetches,
     })
+}
+
+/// Removes the chunks' folders of module `out_name` in `dir` but `current` and the newest other
+/// one (pages opened before the last build still use it).
+pub fn prune(dir: &Path, out_name: &str, current: &str, keep_previous: bool) -> Result<()> {
+    let prefix = folder_prefix(out_name);
+    let mut others: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with(&prefix) && name != current && e.path().is_dir()
+        })
+        .map(|e| {
+            let modified = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::UNIX_EPOCH);
+            (modified, e.path())
+        })
+        .collect();
+    others.sort();
+    if keep_previous {
+        others.pop();
+    }
+    for (_, path) in others {
+        std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
+    }
+    Ok(())
 }

@@ -6,7 +6,7 @@
 //! Each is a function marked `wasm_split(…, fallible)` (with the `split` feature): on wasm32,
 //! `cargo xtask build` cuts its code (and whatever only it uses) out of the main module into a
 //! chunk fetched the first time the function is called; natively it is called directly. A chunk
-//! that cannot be fetched is a visible error with a retry, never a dead widget.
+//! that cannot be fetched is a visible error with a retry in the panel's place; the chat goes on.
 
 use leptos::prelude::*;
 use leptos::wasm_split::SplitLoaderError;
@@ -20,19 +20,20 @@ use crate::client::ChatClient;
 use crate::preview::DraftPreview;
 use glassbox_core::context::CompressionSettings;
 
-/// A panel's code could not be fetched (offline, or the server was updated meanwhile).
+/// A chunk's code could not be fetched: offline, or the server was updated twice since the page
+/// loaded (each build keeps the chunks of the one before it).
 #[derive(Debug, Clone, Copy, thiserror::Error)]
-#[error("this panel could not be loaded")]
-pub struct PanelLoadError;
+#[error("this part of the chat could not be loaded")]
+pub struct ChunkLoadError;
 
-impl From<SplitLoaderError> for PanelLoadError {
+impl From<SplitLoaderError> for ChunkLoadError {
     fn from(_: SplitLoaderError) -> Self {
         Self
     }
 }
 
 /// The result of loading a panel: its view, or why it is missing.
-pub type Loaded = Result<AnyView, PanelLoadError>;
+pub type Loaded = Result<AnyView, ChunkLoadError>;
 
 /// First pause before fetching a chunk again after a failure; doubled each time.
 const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(2);
@@ -45,7 +46,7 @@ pub fn load_in_background<T, F, Fut>(load: F) -> RwSignal<Option<T>>
 where
     T: Send + Sync + 'static,
     F: Fn() -> Fut + Copy + 'static,
-    Fut: Future<Output = Result<T, PanelLoadError>> + 'static,
+    Fut: Future<Output = Result<T, ChunkLoadError>> + 'static,
 {
     let loaded = RwSignal::new(None);
     attempt(load, loaded, RETRY_FIRST);
@@ -56,12 +57,16 @@ fn attempt<T, F, Fut>(load: F, loaded: RwSignal<Option<T>>, pause: std::time::Du
 where
     T: Send + Sync + 'static,
     F: Fn() -> Fut + Copy + 'static,
-    Fut: Future<Output = Result<T, PanelLoadError>> + 'static,
+    Fut: Future<Output = Result<T, ChunkLoadError>> + 'static,
 {
     leptos::task::spawn_local(async move {
+        // The chat that wanted it is gone: stop.
+        if loaded.is_disposed() {
+            return;
+        }
         match load().await {
             Ok(value) => loaded.set(Some(value)),
-            Err(_) => set_timeout(
+            Err(ChunkLoadError) => set_timeout(
                 move || attempt(load, loaded, (pause * 2).min(RETRY_MAX)),
                 pause,
             ),
@@ -91,10 +96,10 @@ where
                 Suspend::new(async move {
                     match load().await {
                         Ok(panel) => panel,
-                        Err(error) => {
+                        Err(ChunkLoadError) => {
                             view! {
                                 <div class="gb-panel-error" role="alert">
-                                    <span>{format!("The {label} panel could not be loaded ({error}); check the connection.")}</span>
+                                    <span>{format!("The {label} panel could not be loaded; check the connection.")}</span>
                                     <button
                                         class="gb-link-button"
                                         type="button"
@@ -113,7 +118,7 @@ where
     }
 }
 
-/// Declares `pub async fn $name(args) -> Result<$out, PanelLoadError>` answering `$body`, and
+/// Declares `pub async fn $name(args) -> Result<$out, ChunkLoadError>` answering `$body`, and
 /// `pub async fn $preload()` that only fetches its code. With the crate's `split` feature (the
 /// chat's wasm) `$name` is a `wasm_split` function, its code and what only it reaches cut into a
 /// chunk; without it (the meter's wasm, native builds) it runs directly, so a module that never
@@ -131,13 +136,13 @@ macro_rules! split_fn {
             fallible,
             preload($preload)
         )]
-        pub fn $name($($arg: $ty),*) -> Result<$out, $crate::components::lazy_panel::PanelLoadError> {
+        pub fn $name($($arg: $ty),*) -> Result<$out, $crate::components::lazy_panel::ChunkLoadError> {
             Ok($body)
         }
 
         $(#[$doc])*
         #[cfg(not(feature = "split"))]
-        pub async fn $name($($arg: $ty),*) -> Result<$out, $crate::components::lazy_panel::PanelLoadError> {
+        pub async fn $name($($arg: $ty),*) -> Result<$out, $crate::components::lazy_panel::ChunkLoadError> {
             Ok($body)
         }
 

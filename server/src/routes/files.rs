@@ -40,6 +40,9 @@ pub async fn upload(
     body: Body,
 ) -> Result<(StatusCode, Json<Attachment>), AppError> {
     let session = state.sessions.existing(&id, token.as_deref()).await?;
+    // One client cannot hold every place among the uploads being read (checked first: a refused
+    // upload costs none of the session's commands).
+    let _held = state.limits.upload(address)?;
     // Uploads count as the session's commands: bounded per minute.
     state.limits.command(&session.info.session_id)?;
     let Query(Upload { name }) =
@@ -56,8 +59,6 @@ pub async fn upload(
     if let Some(length) = length {
         check_size(&name, kind, length).map_err(FilesError::from)?;
     }
-    // One client cannot hold every place among the uploads being read.
-    let _held = state.limits.upload(address)?;
     let _slot = state.files.upload_slot().await?;
     let too_large = || {
         FilesError::from(FileError::TooLarge {

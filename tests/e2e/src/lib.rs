@@ -30,6 +30,26 @@ pub fn widget_dir() -> PathBuf {
     env_path("GLASSBOX_E2E_WIDGET_DIR", root().join("dist"))
 }
 
+/// Where the built chat's wasm chunks are (`glassbox_widget_chunks.json`, which `cargo xtask
+/// build` writes beside them).
+pub struct WidgetChunks {
+    /// The chunks' folder, relative to [`widget_dir`].
+    pub folder: String,
+}
+
+/// The built chat's chunks.
+pub fn widget_chunks() -> Result<WidgetChunks> {
+    let path = widget_dir().join("glassbox_widget_chunks.json");
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+    )?;
+    let folder = manifest["folder"]
+        .as_str()
+        .context("the chunks manifest names no folder")?
+        .to_owned();
+    Ok(WidgetChunks { folder })
+}
+
 /// The `node_modules` folder xtask installed (reference tokenizers, wasm-opt).
 pub fn node_modules() -> PathBuf {
     env_path("GLASSBOX_E2E_NODE_MODULES", {

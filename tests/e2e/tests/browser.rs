@@ -844,17 +844,18 @@ fn widget_without(
     Vec<std::path::PathBuf>,
 )> {
     let dist = glassbox_e2e::widget_dir();
+    let chunks = glassbox_e2e::widget_chunks()?.folder;
     let served = tempfile::tempdir()?;
     for entry in std::fs::read_dir(&dist)? {
         let entry = entry?;
-        if entry.file_name() != "glassbox_widget_lazy" {
+        if entry.file_name().to_string_lossy() != chunks {
             std::os::unix::fs::symlink(entry.path(), served.path().join(entry.file_name()))?;
         }
     }
-    let lazy = served.path().join("glassbox_widget_lazy");
+    let lazy = served.path().join(&chunks);
     std::fs::create_dir(&lazy)?;
     let mut left_out = Vec::new();
-    for entry in std::fs::read_dir(dist.join("glassbox_widget_lazy"))? {
+    for entry in std::fs::read_dir(dist.join(&chunks))? {
         let entry = entry?;
         if entry.file_name().to_string_lossy().starts_with(held_back) {
             left_out.push(entry.path());
@@ -957,7 +958,7 @@ async fn replies_show_plain_until_the_markdown_renderer_can_be_fetched() -> Resu
         let text = plain[0].as_str().unwrap_or_default();
         assert!(text.starts_with("**Offline reply**"), "the markdown source, whole: {text}");
         assert_eq!(plain[1], json!(0), "no markup built from it");
-        // The chunk is back; the next attempt (2 s after the first) renders it.
+        // The chunk is back: a later attempt (2, 6, 14 s after the first) renders it.
         bring_back(&lazy, &held_back)?;
         let formatted = wait_for(
             &client,

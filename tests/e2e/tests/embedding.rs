@@ -271,6 +271,12 @@ fn npm_pack_accepts_the_package_folder() -> Result<()> {
     ] {
         assert!(files.contains(&wanted), "{wanted} is not packed: {files:?}");
     }
+    // The chat cannot start without its chunks' loader; the chunks go with it.
+    let chunks = glassbox_e2e::widget_chunks()?;
+    let loader = format!("{}/load.js", chunks.folder);
+    assert!(files.contains(&loader.as_str()), "{loader} is not packed");
+    let split = format!("{}/split_load_renderer.wasm", chunks.folder);
+    assert!(files.contains(&split.as_str()), "{split} is not packed");
     assert_eq!(packed[0]["name"], json!("glassbox-chat"));
     let manifest: Value = serde_json::from_slice(&std::fs::read(dir.join("package.json"))?)?;
     assert_eq!(manifest["exports"]["."]["default"], json!("./index.js"));

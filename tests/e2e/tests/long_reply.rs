@@ -306,7 +306,10 @@ async fn scrolling_up_mid_reply_stops_following_until_jump_to_latest() -> Result
     let fake = FakeProvider::start(Behaviour::Hold {
         chunks: pieces(&doc.text, PIECE_CHARS),
         delay: Duration::from_millis(2),
-        holds: vec![(SCROLLED_UP_AT, scrolled_up.clone()), (JUMP_AT, jumped.clone())],
+        holds: vec![
+            (SCROLLED_UP_AT, scrolled_up.clone()),
+            (JUMP_AT, jumped.clone()),
+        ],
     })
     .await?;
     let server = openai_server(&fake).await?;
@@ -504,9 +507,7 @@ async fn still_streaming(client: &Client, check: &str) -> Result<()> {
         )
         .await?;
     if status != json!("streaming") {
-        bail!(
-            "the reply, held by the provider, was no longer streaming ({status}) when {check}"
-        );
+        bail!("the reply, held by the provider, was no longer streaming ({status}) when {check}");
     }
     Ok(())
 }

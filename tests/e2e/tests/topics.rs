@@ -295,7 +295,6 @@ const SPACE: [(&str, &str); 3] = [
     ),
 ];
 
-
 /// The topics the element last heard, once an extraction read `messages` messages.
 async fn topics_of(client: &Client, messages: usize) -> Result<Value> {
     wait_for(
@@ -487,7 +486,11 @@ async fn agrees(client: &Client, panel: &Value, sticky: &str, total: usize) -> R
         )
         .await?;
     let ids = |v: &Value| -> Vec<String> {
-        v.as_array().into_iter().flatten().filter_map(|x| x.as_str().map(str::to_owned)).collect()
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str().map(str::to_owned))
+            .collect()
     };
     let (members, shown) = (ids(&got["members"]), ids(&got["shown"]));
     assert_eq!(members.len(), count, "the bubble counts its members: {got}");
@@ -529,7 +532,14 @@ fn last_texts(fake: &FakeProvider) -> Vec<String> {
 #[tokio::test]
 async fn the_demo_walk_keeps_its_filter_with_offline_topics() -> Result<()> {
     let fake = FakeProvider::start(Behaviour::reply(&["ok"])).await?;
-    let server = topics_server(&fake, &[("GLASSBOX_TOPIC_MODEL", "offline"), ("GLASSBOX_TOPICS_SETTLE_MS", "300")]).await?;
+    let server = topics_server(
+        &fake,
+        &[
+            ("GLASSBOX_TOPIC_MODEL", "offline"),
+            ("GLASSBOX_TOPICS_SETTLE_MS", "300"),
+        ],
+    )
+    .await?;
     let url = format!("http://{}/", server.addr);
     let fake = &fake;
     in_browser(url, "topics-demo-walk", |client, url| async move {
