@@ -354,7 +354,7 @@ async fn upload(
     }
     Err(match serde_json::from_str::<Refusal>(&text) {
         // Named, unless the server's words name it already.
-        Ok(r) if r.error.message.contains(name) => r.error,
+        Ok(r) if r.error.message.starts_with(name) => r.error,
         Ok(r) => WireError {
             message: format!("{name}: {}", r.error.message),
             ..r.error

@@ -411,7 +411,10 @@ mod tests {
         let held: Vec<_> = (0..glassbox_core::limits::MAX_ATTACHMENTS)
             .map(|_| limits.upload(ip(1)).unwrap())
             .collect();
-        assert!(limits.upload(ip(1)).is_err(), "one more waits its turn");
+        assert!(
+            limits.upload(ip(1)).is_err(),
+            "one more is refused until one ends"
+        );
         drop(held);
     }
 

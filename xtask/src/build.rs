@@ -28,7 +28,7 @@ struct WasmModule {
     /// Minify wasm-bindgen's JS (pages wait for it before the first paint; workers do not).
     minify_js: bool,
     /// Cut the crate's `wasm_split` functions out into chunks loaded on first use, in
-    /// `dist/<out_name>_lazy/` ([`crate::wasm_split`]).
+    /// `dist/<out_name>_lazy-<hash>/` ([`crate::wasm_split`]).
     split: bool,
 }
 
@@ -275,7 +275,9 @@ fn wasm_module(
     } else {
         out_wasm.clone()
     };
-    let whole = !module.split || crate::wasm_split::read_manifest(dist, module.out_name).is_ok();
+    let whole = out_wasm.exists()
+        && dist.join(format!("{}.js", module.out_name)).exists()
+        && (!module.split || crate::wasm_split::read_manifest(dist, module.out_name).is_ok());
     if is_newer(&done, &raw) && whole {
         say(format!(
             "{} is up to date; skipping wasm-bindgen and wasm-opt",
@@ -392,9 +394,11 @@ fn wasm_module(
     )?;
     if let Some(split) = &split {
         copy_if_changed(&js, &dist_js)?;
-        crate::wasm_split::write_manifest(dist, module.out_name, split)?;
+        let previous = crate::wasm_split::write_manifest(dist, module.out_name, split)?;
         // Pages opened before this build keep the previous build's chunks.
-        crate::wasm_split::prune(dist, module.out_name, &split.folder, true)?;
+        let mut keep = vec![split.folder.as_str()];
+        keep.extend(previous.as_deref());
+        crate::wasm_split::prune(dist, module.out_name, &keep)?;
     }
     Ok(())
 }

@@ -72,25 +72,9 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
     let dir = dist.join("npm").join(NAME);
     std::fs::create_dir_all(dir.join("vocab"))?;
     let mut files: Vec<String> = FILES.iter().map(|f| f.to_string()).collect();
-    for name in FILES {
-        copy_if_changed(&dist.join(name), &dir.join(name))?;
-    }
-    let mut vocabularies: Vec<String> = std::fs::read_dir(dist.join("vocab"))
-        .context("reading dist/vocab")?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".gbv"))
-        .collect();
-    vocabularies.sort();
-    for name in &vocabularies {
-        copy_if_changed(
-            &dist.join("vocab").join(name),
-            &dir.join("vocab").join(name),
-        )?;
-        files.push(format!("vocab/{name}"));
-    }
-    // The chat's chunks and their loader, this build's folder only (synced: unchanged files are
-    // not written again, so what reads the package is not rebuilt for nothing).
+    // The chat's chunks and their loader, this build's folder (synced: unchanged files are not
+    // written again, so what reads the package is not rebuilt for nothing). First: the glue copied
+    // next imports the loader.
     let chunks = crate::wasm_split::read_manifest(dist, "glassbox_widget")?;
     let package_chunks = dir.join(&chunks.folder);
     std::fs::create_dir_all(&package_chunks)?;
@@ -114,7 +98,28 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
             std::fs::remove_file(entry.path())?;
         }
     }
-    crate::wasm_split::prune(&dir, "glassbox_widget", &chunks.folder, false)?;
+    // The previous build's folder stays too (not packed): pages that load the widget from this
+    // folder on a server, opened before the build, still fetch their own chunks.
+    let mut keep = vec![chunks.folder.as_str()];
+    keep.extend(chunks.previous.as_deref());
+    crate::wasm_split::prune(&dir, "glassbox_widget", &keep)?;
+    for name in FILES {
+        copy_if_changed(&dist.join(name), &dir.join(name))?;
+    }
+    let mut vocabularies: Vec<String> = std::fs::read_dir(dist.join("vocab"))
+        .context("reading dist/vocab")?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".gbv"))
+        .collect();
+    vocabularies.sort();
+    for name in &vocabularies {
+        copy_if_changed(
+            &dist.join("vocab").join(name),
+            &dir.join("vocab").join(name),
+        )?;
+        files.push(format!("vocab/{name}"));
+    }
     for types in ["glassbox-chat.d.ts", "glassbox-wasm.d.ts"] {
         copy_if_changed(&root().join("widget/js").join(types), &dir.join(types))?;
     }

@@ -36,10 +36,11 @@ pub struct Split {
     pub fetches: BTreeMap<String, Vec<String>>,
 }
 
-/// What `dist/<name>_chunks.json` says: the current chunks' folder and what each lazy function
-/// fetches.
+/// What `dist/<name>_chunks.json` says: the current chunks' folder, the one of the build before
+/// (kept for pages opened before this build), and what each lazy function fetches.
 pub struct Manifest {
     pub folder: String,
+    pub previous: Option<String>,
     pub fetches: BTreeMap<String, Vec<String>>,
 }
 
@@ -53,13 +54,24 @@ pub fn folder_prefix(out_name: &str) -> String {
     format!("{out_name}_lazy")
 }
 
-/// Writes the manifest (the last step of a build: its presence says the rest is there).
-pub fn write_manifest(dist: &Path, out_name: &str, split: &Split) -> Result<()> {
-    let json = serde_json::json!({ "folder": split.folder, "fetches": split.fetches });
-    crate::build::write_if_changed(
-        &manifest_path(dist, out_name),
-        (serde_json::to_string_pretty(&json)? + "\n").as_bytes(),
-    )
+/// Writes the manifest, always (the last step of a build: its time says the build is done), with
+/// the folder it named before as the previous one when that differs; answers the previous folder.
+pub fn write_manifest(dist: &Path, out_name: &str, split: &Split) -> Result<Option<String>> {
+    let before = read_manifest(dist, out_name).ok();
+    let previous = match before {
+        Some(m) if m.folder != split.folder => Some(m.folder),
+        Some(m) => m.previous,
+        None => None,
+    };
+    let json = serde_json::json!({
+        "folder": split.folder,
+        "previous": previous,
+        "fetches": split.fetches,
+    });
+    let path = manifest_path(dist, out_name);
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(previous)
 }
 
 /// Reads the manifest `cargo xtask build` wrote.
@@ -73,12 +85,17 @@ pub fn read_manifest(dist: &Path, out_name: &str) -> Result<Manifest> {
         .as_str()
         .context("the chunks manifest names no folder")?
         .to_owned();
+    let previous = json["previous"].as_str().map(str::to_owned);
     let fetches = serde_json::from_value(json["fetches"].clone())
         .context("the chunks manifest's `fetches`")?;
     if !dist.join(&folder).is_dir() {
         bail!("{} names {folder}, which is missing", path.display());
     }
-    Ok(Manifest { folder, fetches })
+    Ok(Manifest {
+        folder,
+        previous,
+        fetches,
+    })
 }
 
 /// Splits `raw` (linked with `--emit-relocs`) into `work` (emptied first).
@@ -135,30 +152,91 @@ pub fn split(raw: &Path, work: &Path, out_name: &str) -> Result<Split> {
     })
 }
 
-/// Removes the chunks' folders of module `out_name` in `dir` but `current` and the newest other
-/// one (pages opened before the last build still use it).
-pub fn prune(dir: &Path, out_name: &str, current: &str, keep_previous: bool) -> Result<()> {
+/// Whether `name` is a chunks' folder of module `out_name` (`<name>_lazy-<8 hex>`, or the
+/// unversioned `<name>_lazy` of earlier builds).
+fn is_chunks_folder(name: &str, out_name: &str) -> bool {
     let prefix = folder_prefix(out_name);
-    let mut others: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.starts_with(&prefix) && name != current && e.path().is_dir()
-        })
-        .map(|e| {
-            let modified = e
-                .metadata()
-                .and_then(|m| m.modified())
-                .unwrap_or(std::time::UNIX_EPOCH);
-            (modified, e.path())
-        })
-        .collect();
-    others.sort();
-    if keep_previous {
-        others.pop();
+    match name.strip_prefix(&prefix) {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('-')
+            .is_some_and(|hash| hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit())),
+        None => false,
     }
-    for (_, path) in others {
-        std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
+}
+
+/// Removes the chunks' folders of module `out_name` in `dir` but `keep` (the current build's, and
+/// the previous build's, which pages opened before this build still use).
+pub fn prune(dir: &Path, out_name: &str, keep: &[&str]) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_chunks_folder(&name, out_name)
+            && !keep.contains(&name.as_str())
+            && entry.path().is_dir()
+        {
+            let path = entry.path();
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("removing {}", path.display()))?;
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_chunk_folders_are_pruned_and_the_kept_stay() -> Result<()> {
+        let dir = tempfile_dir()?;
+        for name in [
+            "glassbox_widget_lazy",
+            "glassbox_widget_lazy-0123abcd",
+            "glassbox_widget_lazy-89abcdef",
+            "glassbox_widget_lazy-feedbeef",
+            "glassbox_widget_lazy_backup",
+            "glassbox_widget_lazy-notahash",
+            "glassbox_meter_lazy-0123abcd",
+        ] {
+            std::fs::create_dir_all(dir.join(name))?;
+        }
+        prune(
+            &dir,
+            "glassbox_widget",
+            &[
+                "glassbox_widget_lazy-89abcdef",
+                "glassbox_widget_lazy-0123abcd",
+            ],
+        )?;
+        let mut left: Vec<String> = std::fs::read_dir(&dir)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<std::io::Result<_>>()?;
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "glassbox_meter_lazy-0123abcd",
+                "glassbox_widget_lazy-0123abcd",
+                "glassbox_widget_lazy-89abcdef",
+                "glassbox_widget_lazy-notahash",
+                "glassbox_widget_lazy_backup",
+            ]
+        );
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
+    /// A fresh folder under the system's temporary one.
+    fn tempfile_dir() -> Result<PathBuf> {
+        let dir = std::env::temp_dir().join(format!(
+            "glassbox-prune-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
 }

@@ -83,7 +83,7 @@ pub fn TokenMeter(
     let label = move || {
         view.with(|v| {
             let Some(v) = v else {
-                return "Context window: waiting for the server".to_owned();
+                return "Context window: no reading yet".to_owned();
             };
             let r = &v.reading;
             let mut s = format!(

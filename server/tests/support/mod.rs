@@ -290,7 +290,8 @@ impl Ws {
                 .expect("socket error");
             if let Message::Text(t) = msg {
                 let raw: Value = serde_json::from_str(&t).expect("server sent JSON");
-                let frame: ServerFrame = serde_json::from_value(raw.clone()).expect("server frame");
+                // From the text, as the widget reads it (a JSON value would put `data` first).
+                let frame: ServerFrame = serde_json::from_str(&t).expect("server frame");
                 return (frame, raw);
             }
         }
