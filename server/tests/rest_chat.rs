@@ -253,6 +253,9 @@ async fn widget_assets_have_mime_types_cache_headers_and_precompressed_bodies() 
     std::fs::write(widget.path().join("w.wasm"), b"\0asm\x01\0\0\0plain").unwrap();
     std::fs::write(widget.path().join("w.wasm.br"), b"brotli-bytes").unwrap();
     std::fs::write(widget.path().join("w.js"), b"export {};").unwrap();
+    let chunks = widget.path().join("w_lazy-0123abcd");
+    std::fs::create_dir(&chunks).unwrap();
+    std::fs::write(chunks.join("load.js"), b"export {};").unwrap();
     let public = concat!(env!("CARGO_MANIFEST_DIR"), "/../public");
     let dir = widget.path().display().to_string();
     let server = TestServer::start_with(
@@ -290,6 +293,31 @@ async fn widget_assets_have_mime_types_cache_headers_and_precompressed_bodies() 
         again.status(),
         304,
         "an unchanged widget costs a revalidation only"
+    );
+
+    // A build's chunks never change under their folder's name: cached for a year.
+    let chunk = server
+        .http
+        .get(server.url("/widget/w_lazy-0123abcd/load.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chunk.status(), 200);
+    assert_eq!(
+        chunk.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    let missing = server
+        .http
+        .get(server.url("/widget/w_lazy-0123abcd/chunk_9.wasm"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_ne!(
+        missing.headers().get("cache-control").map(|v| v.as_bytes()),
+        Some(&b"public, max-age=31536000, immutable"[..]),
+        "a missing chunk is not cached"
     );
 
     let js = server

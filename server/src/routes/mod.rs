@@ -57,6 +57,34 @@ async fn publish_context_info(
     Ok(())
 }
 
+/// The chat's wasm chunks are in a folder named for their build (`<module>_lazy-<8 hex>/`, written
+/// by `cargo xtask build`): what is in one never changes, so it is cached for a year and a page
+/// load does not revalidate them one by one.
+async fn cache_build_chunks(
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    let immutable = in_build_folder(request.uri().path());
+    let mut response = next.run(request).await;
+    if immutable && response.status().is_success() {
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=31536000, immutable"),
+        );
+    }
+    response
+}
+
+/// Whether a path is inside a folder named for a build (`…_lazy-<8 hex>/…`).
+fn in_build_folder(path: &str) -> bool {
+    let mut segments = path.split('/').rev().skip(1);
+    segments.any(|segment| {
+        segment.split_once("_lazy-").is_some_and(|(name, hash)| {
+            !name.is_empty() && hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+    })
+}
+
 /// The whole application router.
 pub fn app(state: AppState) -> Router {
     // Vocabularies never change under a name (a new format gets a new file name): cached for a
@@ -86,6 +114,7 @@ pub fn app(state: AppState) -> Router {
     let widget = Router::new()
         .nest_service("/vocab", vocab)
         .fallback_service(widget_files)
+        .layer(middleware::from_fn(cache_build_chunks))
         .layer(
             CorsLayer::new()
                 .allow_origin(AllowOrigin::any())
@@ -182,4 +211,23 @@ pub fn app(state: AppState) -> Router {
             }),
         )
         .with_state(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_build_folder;
+
+    #[test]
+    fn only_files_in_build_folders_are_immutable() {
+        assert!(in_build_folder("/glassbox_widget_lazy-0123abcd/load.js"));
+        assert!(in_build_folder(
+            "/npm/glassbox-chat/glassbox_widget_lazy-89ABCDEF/chunk_3.wasm"
+        ));
+        assert!(!in_build_folder("/glassbox_widget_lazy-0123abcd"));
+        assert!(!in_build_folder("/glassbox_widget_lazy/load.js"));
+        assert!(!in_build_folder("/glassbox_widget_lazy-0123abc/load.js"));
+        assert!(!in_build_folder("/glassbox_widget_lazy-notahash/load.js"));
+        assert!(!in_build_folder("/glassbox_widget.js"));
+        assert!(!in_build_folder("/x/_lazy-0123abcd/load.js"));
+    }
 }
