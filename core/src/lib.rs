@@ -2,6 +2,7 @@
 //! No IO, no async runtime, no framework.
 
 pub mod attachments;
+pub mod chunk_folder;
 pub mod context;
 pub mod decode;
 pub mod error;

@@ -351,6 +351,9 @@ mod tests {
         assert_eq!(flat_text(&m), format!("see file\n\n{segment}"));
         let sent = replay(Role::User, &m.content, &m.attachments, &[]);
         assert_eq!(sent.len(), 1);
-        assert_eq!((sent[0].content.as_str(), &sent[0].attachments), ("see file", &m.attachments));
+        assert_eq!(
+            (sent[0].content.as_str(), &sent[0].attachments),
+            ("see file", &m.attachments)
+        );
     }
 }

@@ -5,8 +5,8 @@
 //! its `type` names; a `data` that comes first (a reordered object) is held as a JSON value,
 //! written back to text and read by the same path.
 
-use serde::de::{self, DeserializeSeed as _, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, DeserializeSeed as _, Deserializer, IgnoredAny, MapAccess, Visitor};
 use strum::VariantNames as _;
 
 use crate::wire::{ServerEvent, ServerFrame};

@@ -49,11 +49,6 @@ pub fn manifest_path(dist: &Path, out_name: &str) -> PathBuf {
     dist.join(format!("{out_name}_chunks.json"))
 }
 
-/// The prefix of every chunks' folder of module `out_name`.
-pub fn folder_prefix(out_name: &str) -> String {
-    format!("{out_name}_lazy")
-}
-
 /// Writes the manifest, always (the last step of a build: its time says the build is done), with
 /// the folder it named before as the previous one when that differs; answers the previous folder.
 pub fn write_manifest(dist: &Path, out_name: &str, split: &Split) -> Result<Option<String>> {
@@ -104,15 +99,7 @@ pub fn split(raw: &Path, work: &Path, out_name: &str) -> Result<Split> {
     if work.exists() {
         std::fs::remove_dir_all(work).with_context(|| format!("removing {}", work.display()))?;
     }
-    let hash = Sha256::digest(&input);
-    let folder = format!(
-        "{}-{}",
-        folder_prefix(out_name),
-        hash[..4]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    );
+    let folder = glassbox_core::chunk_folder::name(out_name, &Sha256::digest(&input));
     let chunks_dir = work.join(&folder);
     std::fs::create_dir_all(&chunks_dir)?;
     let main = work.join(format!("{out_name}.wasm"));
@@ -152,17 +139,11 @@ pub fn split(raw: &Path, work: &Path, out_name: &str) -> Result<Split> {
     })
 }
 
-/// Whether `name` is a chunks' folder of module `out_name` (`<name>_lazy-<8 hex>`, or the
+/// Whether `name` is a chunks' folder of module `out_name` (named for a build, or the
 /// unversioned `<name>_lazy` of earlier builds).
 fn is_chunks_folder(name: &str, out_name: &str) -> bool {
-    let prefix = folder_prefix(out_name);
-    match name.strip_prefix(&prefix) {
-        Some("") => true,
-        Some(rest) => rest
-            .strip_prefix('-')
-            .is_some_and(|hash| hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit())),
-        None => false,
-    }
+    glassbox_core::chunk_folder::module_of(name) == Some(out_name)
+        || name == format!("{out_name}_lazy")
 }
 
 /// Removes the chunks' folders of module `out_name` in `dir` but `keep` (the current build's, and

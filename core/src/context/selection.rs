@@ -286,7 +286,10 @@ mod tests {
         let got = select(&[member(Some(0.1)), c(0.2)], Some(0.4));
         assert_eq!(got[1], Choice::Dropped(Dropped::TopicFilter(Some(0.2))));
         // Without a filter a member is just history.
-        assert_eq!(select(&[member(Some(0.9))], None), [Choice::Kept(Kept::Unfiltered)]);
+        assert_eq!(
+            select(&[member(Some(0.9))], None),
+            [Choice::Kept(Kept::Unfiltered)]
+        );
         // A message another topic holds does not go, however similar; one no topic holds does.
         let elsewhere = Candidate {
             elsewhere: true,

@@ -143,7 +143,10 @@ pub struct CarriedFilter {
 /// Carries each selected label to its successor ([`successors`]); labels that were no old
 /// topic's (kept from an earlier regeneration) stay as they are. Duplicates (two selected topics
 /// merged into one) are kept once, order kept.
-pub fn carry_filter(filter: &[String], successors: &HashMap<String, Option<String>>) -> CarriedFilter {
+pub fn carry_filter(
+    filter: &[String],
+    successors: &HashMap<String, Option<String>>,
+) -> CarriedFilter {
     let mut out = CarriedFilter::default();
     for label in filter {
         let now = match successors.get(label) {
@@ -255,7 +258,10 @@ pub fn members_by_label(
     let mut close = |exchange: &mut Vec<(&str, Option<&[f32]>)>| {
         let ids: Vec<String> = exchange.iter().map(|(id, _)| (*id).to_owned()).collect();
         if let Some(v) = centroid(&ids, &|id: &str| {
-            exchange.iter().find(|(x, _)| *x == id).and_then(|(_, v)| *v)
+            exchange
+                .iter()
+                .find(|(x, _)| *x == id)
+                .and_then(|(_, v)| *v)
         }) {
             let best = labels
                 .iter()
@@ -322,7 +328,10 @@ mod tests {
 
     #[test]
     fn a_renamed_topic_keeps_its_selection() {
-        let old = topics(vec![topic("Black hole", &["1", "2", "3", "4"]), topic("Bread comes", &["5", "6", "7", "8"])]);
+        let old = topics(vec![
+            topic("Black hole", &["1", "2", "3", "4"]),
+            topic("Bread comes", &["5", "6", "7", "8"]),
+        ]);
         let new = topics(vec![
             topic("Sourdough bread", &["5", "6", "7", "8", "9", "10"]),
             topic("Black hole", &["1", "2", "3", "4"]),
@@ -339,12 +348,18 @@ mod tests {
         );
         // A label unchanged is carried silently.
         let carried = carry_filter(&["Black hole".into()], &s);
-        assert_eq!((carried.labels, carried.renamed), (vec!["Black hole".to_owned()], vec![]));
+        assert_eq!(
+            (carried.labels, carried.renamed),
+            (vec!["Black hole".to_owned()], vec![])
+        );
     }
 
     #[test]
     fn a_split_topic_goes_to_the_part_with_most_of_its_messages() {
-        let old = topics(vec![topic("Bread", &["1", "2", "3", "4", "5"]), topic("Space", &["6", "7"])]);
+        let old = topics(vec![
+            topic("Bread", &["1", "2", "3", "4", "5"]),
+            topic("Space", &["6", "7"]),
+        ]);
         let new = topics(vec![
             topic("Starter care", &["1", "2", "3"]),
             topic("Oven temperature", &["4", "5", "9"]),
@@ -352,13 +367,23 @@ mod tests {
         ]);
         let s = successors(&old, &new, &all(&old, &new), no_vectors);
         assert_eq!(s["Bread"].as_deref(), Some("Starter care"));
-        assert_eq!(carry_filter(&["Bread".into(), "Space".into()], &s).labels, ["Starter care", "Space"]);
+        assert_eq!(
+            carry_filter(&["Bread".into(), "Space".into()], &s).labels,
+            ["Starter care", "Space"]
+        );
     }
 
     #[test]
     fn merged_topics_are_selected_once() {
-        let old = topics(vec![topic("Starter", &["1", "2"]), topic("Loaf", &["3", "4"]), topic("Space", &["5"])]);
-        let new = topics(vec![topic("Sourdough", &["1", "2", "3", "4"]), topic("Space", &["5"])]);
+        let old = topics(vec![
+            topic("Starter", &["1", "2"]),
+            topic("Loaf", &["3", "4"]),
+            topic("Space", &["5"]),
+        ]);
+        let new = topics(vec![
+            topic("Sourdough", &["1", "2", "3", "4"]),
+            topic("Space", &["5"]),
+        ]);
         let s = successors(&old, &new, &all(&old, &new), no_vectors);
         let carried = carry_filter(&["Starter".into(), "Loaf".into()], &s);
         assert_eq!(carried.labels, ["Sourdough"]);
@@ -367,7 +392,10 @@ mod tests {
 
     #[test]
     fn a_vanished_topic_has_no_successor_and_stays_selected_as_it_was() {
-        let old = topics(vec![topic("Chess", &["1", "2"]), topic("Space", &["3", "4"])]);
+        let old = topics(vec![
+            topic("Chess", &["1", "2"]),
+            topic("Space", &["3", "4"]),
+        ]);
         // The chess messages fell out of every topic; nothing is near by centroid either.
         let new = topics(vec![topic("Space", &["3", "4"]), topic("Tax", &["5", "6"])]);
         let vectors: HashMap<&str, Vec<f32>> = HashMap::from([
@@ -378,10 +406,16 @@ mod tests {
             ("5", vec![0.0, 0.0, 1.0]),
             ("6", vec![0.0, 0.0, 1.0]),
         ]);
-        let s = successors(&old, &new, &all(&old, &new), |id| vectors.get(id).map(Vec::as_slice));
+        let s = successors(&old, &new, &all(&old, &new), |id| {
+            vectors.get(id).map(Vec::as_slice)
+        });
         assert_eq!(s["Chess"], None);
         let carried = carry_filter(&["Chess".into(), "Space".into()], &s);
-        assert_eq!(carried.labels, ["Chess", "Space"], "kept for the user to clear");
+        assert_eq!(
+            carried.labels,
+            ["Chess", "Space"],
+            "kept for the user to clear"
+        );
         assert!(carried.renamed.is_empty());
         // A label no old topic had (kept from before) stays too.
         assert_eq!(carry_filter(&["Gone".into()], &s).labels, ["Gone"]);
@@ -391,7 +425,10 @@ mod tests {
     fn without_overlap_the_nearest_centroid_succeeds() {
         // The old topic's messages are no longer grouped (they fit none of the topics now).
         let old = topics(vec![topic("Bread comes", &["1", "2"])]);
-        let new = topics(vec![topic("Space", &["5", "6"]), topic("Sourdough bread", &["3", "4"])]);
+        let new = topics(vec![
+            topic("Space", &["5", "6"]),
+            topic("Sourdough bread", &["3", "4"]),
+        ]);
         let vectors: HashMap<&str, Vec<f32>> = HashMap::from([
             ("1", vec![1.0, 0.1]),
             ("2", vec![0.9, 0.2]),
@@ -400,7 +437,9 @@ mod tests {
             ("5", vec![0.0, 1.0]),
             ("6", vec![0.1, 1.0]),
         ]);
-        let s = successors(&old, &new, &all(&old, &new), |id| vectors.get(id).map(Vec::as_slice));
+        let s = successors(&old, &new, &all(&old, &new), |id| {
+            vectors.get(id).map(Vec::as_slice)
+        });
         assert_eq!(s["Bread comes"].as_deref(), Some("Sourdough bread"));
     }
 
@@ -415,22 +454,40 @@ mod tests {
         assert_eq!(s["Chess"], None);
         // Messages the new extraction no longer read (older than it reads) do not count.
         let read: HashSet<&str> = ["c3", "k1", "k2"].into();
-        assert_eq!(successors(&old, &new, &read, no_vectors)["Chess"].as_deref(), Some("Kitchen timers"));
+        assert_eq!(
+            successors(&old, &new, &read, no_vectors)["Chess"].as_deref(),
+            Some("Kitchen timers")
+        );
     }
 
     #[test]
     fn a_group_found_again_keeps_its_label_unless_another_is_clearly_better() {
-        let old = topics(vec![topic("Black hole", &["1", "2", "3"]), topic("Bread comes", &["4", "5"])]);
+        let old = topics(vec![
+            topic("Black hole", &["1", "2", "3"]),
+            topic("Bread comes", &["4", "5"]),
+        ]);
         // The same groups, relabelled; the bread group grew.
-        let mut new = vec![topic("Event horizon", &["1", "2", "3"]), topic("Sourdough bread", &["4", "5", "6", "7"])];
+        let mut new = vec![
+            topic("Event horizon", &["1", "2", "3"]),
+            topic("Sourdough bread", &["4", "5", "6", "7"]),
+        ];
         keep_labels(&old, &mut new, |_, _| None);
         let labels: Vec<&str> = new.iter().map(|t| t.label.as_str()).collect();
         assert_eq!(labels, ["Black hole", "Bread comes"]);
 
-        let mut new = vec![topic("Event horizon", &["1", "2", "3"]), topic("Sourdough bread", &["4", "5", "6", "7"])];
-        keep_labels(&old, &mut new, |_, label| Some(if label == "Sourdough bread" { 0.7 } else { 0.5 }));
+        let mut new = vec![
+            topic("Event horizon", &["1", "2", "3"]),
+            topic("Sourdough bread", &["4", "5", "6", "7"]),
+        ];
+        keep_labels(&old, &mut new, |_, label| {
+            Some(if label == "Sourdough bread" { 0.7 } else { 0.5 })
+        });
         let labels: Vec<&str> = new.iter().map(|t| t.label.as_str()).collect();
-        assert_eq!(labels, ["Black hole", "Sourdough bread"], "clearly better by 0.2");
+        assert_eq!(
+            labels,
+            ["Black hole", "Sourdough bread"],
+            "clearly better by 0.2"
+        );
 
         // A new group (mostly new messages) takes its own label; a label another new topic has is
         // not taken from it.
@@ -444,7 +501,10 @@ mod tests {
         assert_eq!(labels, ["Bread comes", "Oven", "Black hole"]);
 
         // A refused proposal keeps its own label, which another proposal then may not take.
-        let old = topics(vec![topic("Sourdough bread", &["1", "2", "3", "4"]), topic("Sourdough starter", &["5", "6"])]);
+        let old = topics(vec![
+            topic("Sourdough bread", &["1", "2", "3", "4"]),
+            topic("Sourdough starter", &["5", "6"]),
+        ]);
         let mut new = vec![
             topic("Sourdough starter", &["1", "2", "3", "4", "9"]),
             topic("Sourdough bread", &["10", "11", "12"]),
@@ -452,7 +512,10 @@ mod tests {
         ];
         keep_labels(&old, &mut new, |_, _| None);
         let labels: Vec<&str> = new.iter().map(|t| t.label.as_str()).collect();
-        assert_eq!(labels, ["Sourdough starter", "Sourdough bread", "Starter feeding"]);
+        assert_eq!(
+            labels,
+            ["Sourdough starter", "Sourdough bread", "Starter feeding"]
+        );
     }
 
     #[test]
@@ -470,17 +533,27 @@ mod tests {
             ("6", true, None),
         ];
         let members = members_by_label(&msgs, &["3".into()], &[Some(&bread), Some(&space)]);
-        assert_eq!(members, [vec!["1".to_owned(), "2".into()], vec!["4".into(), "5".into()]]);
+        assert_eq!(
+            members,
+            [
+                vec!["1".to_owned(), "2".into()],
+                vec!["4".into(), "5".into()]
+            ]
+        );
     }
 
     #[test]
     fn centroids_and_label_scores() {
-        let vectors: HashMap<&str, Vec<f32>> = HashMap::from([("a", vec![2.0, 0.0]), ("b", vec![0.0, 1.0])]);
+        let vectors: HashMap<&str, Vec<f32>> =
+            HashMap::from([("a", vec![2.0, 0.0]), ("b", vec![0.0, 1.0])]);
         let c = centroid(&["a".into(), "b".into(), "zz".into()], &|id: &str| {
             vectors.get(id).map(Vec::as_slice)
         })
         .unwrap();
-        assert!((c[0] - c[1]).abs() < 1e-6, "each vector counts once, whatever its length: {c:?}");
+        assert!(
+            (c[0] - c[1]).abs() < 1e-6,
+            "each vector counts once, whatever its length: {c:?}"
+        );
         assert_eq!(centroid(&["zz".into()], &no_vectors), None);
         let centroids = vec![Some(vec![1.0, 0.0]), Some(vec![0.0, 1.0]), None];
         let s = label_score(&[0.8, 0.6], 0, &centroids).unwrap();

@@ -120,7 +120,9 @@ pub fn check_filter(
     let mut out: Vec<String> = Vec::with_capacity(labels.len());
     for l in labels {
         if !topics.has(l) && !selected.contains(l) {
-            return Err(FilterError::UnknownLabel(l.chars().take(MAX_LABEL_CHARS).collect()));
+            return Err(FilterError::UnknownLabel(
+                l.chars().take(MAX_LABEL_CHARS).collect(),
+            ));
         }
         if !out.contains(l) {
             out.push(l.clone());
@@ -372,7 +374,11 @@ mod tests {
             Err(FilterError::UnknownLabel("Tax".into()))
         );
         // A selected label whose topic vanished may stay selected (until the user clears it).
-        let kept = check_filter(&["Tax".into(), "Sourdough".into()], &topics(), &["Tax".into()]);
+        let kept = check_filter(
+            &["Tax".into(), "Sourdough".into()],
+            &topics(),
+            &["Tax".into()],
+        );
         assert_eq!(kept.unwrap(), ["Tax", "Sourdough"]);
         let many = vec!["Kubernetes".to_owned(); MAX_FILTER_LABELS + 1];
         assert_eq!(
@@ -411,10 +417,15 @@ mod tests {
             "instructions":{"label":"Instructions & Preferences","message_ids":["m3","m3","m9","a2"]}}"#;
         let long = "word ".repeat(41);
         let users = [("m1", "hi"), ("m3", "be concise"), ("m5", long.as_str())];
-        let (topics, sticky) = parse_model_topics(ok.replace("\"m9\"", "\"m5\"").as_str(), &users).unwrap();
+        let (topics, sticky) =
+            parse_model_topics(ok.replace("\"m9\"", "\"m5\"").as_str(), &users).unwrap();
         let labels: Vec<(&str, u32)> = topics.iter().map(|t| (t.label.as_str(), t.count)).collect();
         assert_eq!(labels, [("Kubernetes", 6), ("Sourdough baking", 4)]);
-        assert_eq!(sticky, ["m3"], "unknown ids, replies and long messages are dropped");
+        assert_eq!(
+            sticky,
+            ["m3"],
+            "unknown ids, replies and long messages are dropped"
+        );
         for bad in [
             "",
             "not json",
@@ -424,14 +435,26 @@ mod tests {
             r#"[1,2,3]"#,
         ] {
             assert!(
-                matches!(parse_model_topics(bad, &[]), Err(TopicAnswerError::Shape(_))),
+                matches!(
+                    parse_model_topics(bad, &[]),
+                    Err(TopicAnswerError::Shape(_))
+                ),
                 "{bad}"
             );
         }
-        let none = r#"{"topics":[{"label":" ","count":1}],"instructions":{"label":"x","message_ids":[]}}"#;
-        assert_eq!(parse_model_topics(none, &[]), Err(TopicAnswerError::NoTopics));
-        let many: Vec<String> = (0..12).map(|i| format!(r#"{{"label":"T{i}","count":{i}}}"#)).collect();
-        let json = format!(r#"{{"topics":[{}],"instructions":{{"label":"x","message_ids":[]}}}}"#, many.join(","));
+        let none =
+            r#"{"topics":[{"label":" ","count":1}],"instructions":{"label":"x","message_ids":[]}}"#;
+        assert_eq!(
+            parse_model_topics(none, &[]),
+            Err(TopicAnswerError::NoTopics)
+        );
+        let many: Vec<String> = (0..12)
+            .map(|i| format!(r#"{{"label":"T{i}","count":{i}}}"#))
+            .collect();
+        let json = format!(
+            r#"{{"topics":[{}],"instructions":{{"label":"x","message_ids":[]}}}}"#,
+            many.join(",")
+        );
         assert_eq!(parse_model_topics(&json, &[]).unwrap().0.len(), 8);
     }
 

@@ -77,12 +77,8 @@ async fn cache_build_chunks(
 
 /// Whether a path is inside a folder named for a build (`…_lazy-<8 hex>/…`).
 fn in_build_folder(path: &str) -> bool {
-    let mut segments = path.split('/').rev().skip(1);
-    segments.any(|segment| {
-        segment.split_once("_lazy-").is_some_and(|(name, hash)| {
-            !name.is_empty() && hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit())
-        })
-    })
+    let mut folders = path.split('/').rev().skip(1);
+    folders.any(|folder| glassbox_core::chunk_folder::module_of(folder).is_some())
 }
 
 /// The whole application router.

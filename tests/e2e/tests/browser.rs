@@ -877,18 +877,35 @@ fn bring_back(lazy: &std::path::Path, left_out: &[std::path::PathBuf]) -> Result
     Ok(())
 }
 
-/// A panel whose code cannot be fetched (the server is mid-update, the network dropped) shows a
-/// clear error with a retry; the chat itself keeps working, and the retry loads the panel.
-#[tokio::test]
-async fn a_panel_whose_code_cannot_be_fetched_says_so_and_retry_loads_it() -> Result<()> {
-    let (served, lazy, held_back) = widget_without("split_compression_settings.wasm")?;
-    let widget_dir = served.path().display().to_string();
+/// An offline-provider server whose widget lacks the chunk files starting with `held_back`;
+/// answers it with what `widget_without` answers (keep the folder alive as long as the server).
+async fn server_without(
+    held_back: &str,
+) -> Result<(
+    glassbox_e2e::Server,
+    (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        Vec<std::path::PathBuf>,
+    ),
+)> {
+    let without = widget_without(held_back)?;
+    let widget_dir = without.0.path().display().to_string();
     let server = start_server(&[
         ("GLASSBOX_PROVIDER", "offline"),
         ("GLASSBOX_OFFLINE_DELAY_MS", "2"),
         ("GLASSBOX_WIDGET_DIR", &widget_dir),
     ])
     .await?;
+    Ok((server, without))
+}
+
+/// A panel whose code cannot be fetched (the server is mid-update, the network dropped) shows a
+/// clear error with a retry; the chat itself keeps working, and the retry loads the panel.
+#[tokio::test]
+async fn a_panel_whose_code_cannot_be_fetched_says_so_and_retry_loads_it() -> Result<()> {
+    let (server, (_served, lazy, held_back)) =
+        server_without("split_compression_settings.wasm").await?;
     let url = format!("http://{}/", server.addr);
     in_browser(url, "panel-chunk-missing", |client, url| async move {
         client.goto(&url).await?;
@@ -935,14 +952,7 @@ async fn a_panel_whose_code_cannot_be_fetched_says_so_and_retry_loads_it() -> Re
 /// again after a pause, and once it comes the reply is shown formatted.
 #[tokio::test]
 async fn replies_show_plain_until_the_markdown_renderer_can_be_fetched() -> Result<()> {
-    let (served, lazy, held_back) = widget_without("split_load_renderer.wasm")?;
-    let widget_dir = served.path().display().to_string();
-    let server = start_server(&[
-        ("GLASSBOX_PROVIDER", "offline"),
-        ("GLASSBOX_OFFLINE_DELAY_MS", "2"),
-        ("GLASSBOX_WIDGET_DIR", &widget_dir),
-    ])
-    .await?;
+    let (server, (_served, lazy, held_back)) = server_without("split_load_renderer.wasm").await?;
     let url = format!("http://{}/", server.addr);
     in_browser(url, "markdown-chunk-missing", |client, url| async move {
         client.goto(&url).await?;

@@ -1046,16 +1046,14 @@ pub(super) const SUBJECT_QUESTIONS: &[&str] = &[
 /// The user's own things ("my code", "mon code"): what is said of them describes, not rules
 /// ("ma" and "mi" are left out: in Italian they are "but" and "me").
 pub(super) const MINE: &[&str] = &[
-    "my", "mon", "mes", "mein", "meine", "meinen", "mis", "meu", "minha", "il mio",
-    "la mia", "i miei",
+    "my", "mon", "mes", "mein", "meine", "meinen", "mis", "meu", "minha", "il mio", "la mia",
+    "i miei",
 ];
 
 /// Words that may come before the imperative ("please use …", "und bitte …").
 pub(super) const LEAD_INS: &[&str] = &[
     "please", "and", "also", "so", "now", "ok", "okay", "bitte", "und", "auch", "et", "aussi",
-    "alors", "y", "también", "e", "também", "anche", "por", "favor", "per",
-    "thanks",
-    "cool",
+    "alors", "y", "también", "e", "também", "anche", "por", "favor", "per", "thanks", "cool",
     "great",
 ];
 

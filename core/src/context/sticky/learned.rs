@@ -143,7 +143,12 @@ impl Model {
         }
         out.push_str(&format!("bias\t{:.6}\n", self.bias));
         for ((block, gram), f) in rows {
-            out.push_str(&format!("{}\t{gram}\t{:.6}\t{:.6}\n", block.tag(), f.idf, f.weight));
+            out.push_str(&format!(
+                "{}\t{gram}\t{:.6}\t{:.6}\n",
+                block.tag(),
+                f.idf,
+                f.weight
+            ));
         }
         out
     }
@@ -214,11 +219,17 @@ mod tests {
         };
         model.features.insert(
             (Block::Words, "from now".into()),
-            Feature { idf: 2.0, weight: 3.25 },
+            Feature {
+                idf: 2.0,
+                weight: 3.25,
+            },
         );
         model.features.insert(
             (Block::Chars, " btw ".into()),
-            Feature { idf: 1.5, weight: 1.0 },
+            Feature {
+                idf: 1.5,
+                weight: 1.0,
+            },
         );
         let read = Model::parse(&model.to_tsv("a test")).unwrap();
         assert_eq!(read, model);
@@ -227,9 +238,19 @@ mod tests {
         assert!((p - sigmoid(-1.5 + 3.25)).abs() < 1e-12, "{p}");
         assert_eq!(Model::parse("w\tx\t1\t2"), Err(ModelError::NoBias));
         // Numbers that are not, numbers that are not finite, extra fields, an n-gram twice.
-        for bad in ["w\tx\tone\t2", "w\tx\tNaN\t2", "w\tx\t1\tinf", "w\tx\t1\t2\t3", "w\tx\t1\t2\nw\tx\t1\t2"] {
+        for bad in [
+            "w\tx\tone\t2",
+            "w\tx\tNaN\t2",
+            "w\tx\t1\tinf",
+            "w\tx\t1\t2\t3",
+            "w\tx\t1\t2\nw\tx\t1\t2",
+        ] {
             let line = if bad.contains('\n') { 3 } else { 2 };
-            assert_eq!(Model::parse(&format!("bias\t0\n{bad}")), Err(ModelError::BadLine(line)), "{bad:?}");
+            assert_eq!(
+                Model::parse(&format!("bias\t0\n{bad}")),
+                Err(ModelError::BadLine(line)),
+                "{bad:?}"
+            );
         }
         assert_eq!(Model::parse("bias\tNaN"), Err(ModelError::NoBias));
     }

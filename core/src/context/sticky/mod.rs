@@ -47,7 +47,9 @@ const MAX_CHARS: usize = 600;
 
 /// Whether `t` (trimmed) is too short or too long to be a standing instruction.
 fn out_of_reach(t: &str) -> bool {
-    t.is_empty() || t.len() > 4 * MAX_CHARS || t.chars().count() > MAX_CHARS
+    t.is_empty()
+        || t.len() > 4 * MAX_CHARS
+        || t.chars().count() > MAX_CHARS
         || t.split_whitespace().count() > MAX_EXPLAINED_WORDS
 }
 
@@ -104,8 +106,10 @@ pub fn cues_say_so(text: &str) -> bool {
     let mut opening = norm.split_whitespace().skip_while(|w| LEAD_INS.contains(w));
     let first = opening.next().unwrap_or_default();
     // "should my invoices …?": what the user should do, a question about the subject.
-    let should_i =
-        first == "should" && opening.next().is_some_and(|w| ["i", "we", "my"].contains(&w));
+    let should_i = first == "should"
+        && opening
+            .next()
+            .is_some_and(|w| ["i", "we", "my"].contains(&w));
     let asked = t.contains('?') || t.contains('¿') || QUESTION_OPENERS.contains(&first) || should_i;
     // A question about a subject ("I'm 45, is it too late to start running?", "should my CV use
     // bullet points or paragraphs?"), not about how to answer ("On peut se tutoyer ?", "mind
@@ -338,7 +342,13 @@ mod tests {
             .unwrap()
             .into_iter()
             .filter(|s| is_standing_instruction(&s.text) != s.sticky)
-            .map(|s| format!("{} {:?}", if s.sticky { "missed" } else { "flagged" }, s.text))
+            .map(|s| {
+                format!(
+                    "{} {:?}",
+                    if s.sticky { "missed" } else { "flagged" },
+                    s.text
+                )
+            })
             .collect();
         assert!(wrong.is_empty(), "{wrong:#?}");
     }
@@ -349,8 +359,15 @@ mod tests {
     fn the_cues_alone_read_most_examples() {
         let json = include_str!("../../../../tests/fixtures/sticky-examples.json");
         let samples = train::example_samples(json).unwrap();
-        let wrong = samples.iter().filter(|s| cues_say_so(&s.text) != s.sticky).count();
-        assert!(wrong <= 3, "{wrong} of {} read wrongly by the cues", samples.len());
+        let wrong = samples
+            .iter()
+            .filter(|s| cues_say_so(&s.text) != s.sticky)
+            .count();
+        assert!(
+            wrong <= 3,
+            "{wrong} of {} read wrongly by the cues",
+            samples.len()
+        );
     }
 
     /// Sticky precision and recall on a labelled fixture: (true pos, false pos, false neg, misses).
