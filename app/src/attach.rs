@@ -5,7 +5,8 @@
 use glassbox_core::ErrorCode;
 use glassbox_core::attachments::{FileError, FileKind, IMAGE_TYPES, check_size, classify};
 use glassbox_core::limits::MAX_ATTACHMENTS;
-use glassbox_core::wire::{Attachment, WireError};
+use glassbox_core::vocab::Attachment;
+use glassbox_core::wire::WireError;
 use leptos::prelude::*;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;

@@ -11,9 +11,10 @@ use glassbox_core::context::agent_settings::SessionOverrides;
 use glassbox_core::context::items::ItemRef;
 use glassbox_core::limits::{InputError, validate_chat};
 use glassbox_core::transcript::Transcript;
+use glassbox_core::vocab::{Attachment, MessageStatus, PageContext};
 use glassbox_core::wire::{
-    Attachment, ChatMessage, ChatRequest, ClientFrame, Hello, ItemChange, MessageStatus,
-    PageContext, RetryRequest, ServerEvent, ServerFrame,
+    ChatMessage, ChatRequest, ClientFrame, Hello, ItemChange, RetryRequest, ServerEvent,
+    ServerFrame,
 };
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;

@@ -5,7 +5,8 @@ use glassbox_core::context::capture::CaptureRule;
 use glassbox_core::context::footer::FooterLinks;
 
 /// Colour theme of the widget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "lowercase")]
 pub enum Theme {
     Light,
     Dark,
@@ -17,20 +18,12 @@ pub enum Theme {
 impl Theme {
     /// Parses the `theme` attribute; unknown values mean `Auto`.
     pub fn parse(s: Option<&str>) -> Self {
-        match s.map(str::trim) {
-            Some("light") => Theme::Light,
-            Some("dark") => Theme::Dark,
-            _ => Theme::Auto,
-        }
+        s.and_then(|s| s.trim().parse().ok()).unwrap_or_default()
     }
 
-    /// The `data-theme` value the stylesheet keys on.
+    /// The `data-theme` value the stylesheet keys on (the attribute's own word).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Theme::Light => "light",
-            Theme::Dark => "dark",
-            Theme::Auto => "auto",
-        }
+        self.into()
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use glassbox_core::attachments::{FileContent, FileContents, IMAGE_TYPES, priced_images};
-use glassbox_core::wire::Attachment;
+use glassbox_core::vocab::Attachment;
 use leptos::prelude::*;
 
 use crate::attach::fetch_text;

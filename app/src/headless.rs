@@ -6,7 +6,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use glassbox_core::context::{ContextInfo, ContextSets, FilterView, MessageMark, SessionTopics};
-use glassbox_core::wire::{ChatMessage, MessageStatus, WireError};
+use glassbox_core::vocab::MessageStatus;
+use glassbox_core::wire::{ChatMessage, WireError};
 use leptos::prelude::*;
 use serde::Serialize;
 

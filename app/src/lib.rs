@@ -1,10 +1,11 @@
 //! The Glassbox chat widget's Leptos application: a chat client over WebSocket and the components that
 //! show it. The `widget` crate mounts it into a shadow root; nothing here knows about custom elements.
 
+pub mod attach;
+mod chunks;
 pub mod client;
 pub mod components;
 pub mod config;
-pub mod attach;
 mod dom;
 pub mod file_texts;
 mod frame;

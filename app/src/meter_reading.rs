@@ -1,6 +1,7 @@
 //! Builds what the token meter shows from counted texts: the same `core` plan the server sends
 //! requests with (`context::plan_turn`), so the preview matches the request that will be sent.
 
+use glassbox_core::context::items::item_heading;
 use glassbox_core::context::items::{ItemKind, RequestItem};
 use glassbox_core::context::plan::{ChosenItem, ItemSearch, ItemsInput};
 use glassbox_core::context::receipt::PartKind;
@@ -8,9 +9,8 @@ use glassbox_core::context::{
     Choice, ContextInfo, MeterReading, Overflow, Receipt, Selection, TurnInput, TurnMessage,
     TurnSources, plan_turn,
 };
-use glassbox_core::prompt::item_heading;
 use glassbox_core::tokens::estimate;
-use glassbox_core::wire::PageContext;
+use glassbox_core::vocab::PageContext;
 use leptos::prelude::GetUntracked;
 
 use crate::token_counts::{TokenCounts, VocabState};

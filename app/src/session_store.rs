@@ -1,7 +1,7 @@
 //! Keeps a session's id and token in the browser's local storage, and the unsent draft in the
 //! tab's session storage, per server and session slot.
 
-use glassbox_core::wire::Attachment;
+use glassbox_core::vocab::Attachment;
 use serde::{Deserialize, Serialize};
 
 /// Credentials of a session.

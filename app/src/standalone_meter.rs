@@ -4,7 +4,7 @@
 use glassbox_core::context::{
     CompressionSettings, ContextInfo, TurnMessage, context_limit, encoding_for,
 };
-use glassbox_core::wire::Role;
+use glassbox_core::vocab::Role;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 

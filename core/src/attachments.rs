@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::prompt::escape_tags;
+use crate::vocab::{Attachment, escape_tags};
 
 /// Largest image, in bytes: Anthropic refuses an image whose base64 passes 5 MiB, which is 3.75 MiB
 /// of bytes.
@@ -27,6 +27,8 @@ pub const MAX_REQUEST_FILE_BYTES: u64 = 20 << 20;
 pub const MAX_TEXT_FILE_BYTES: u64 = 256 * 1024;
 /// Most bytes of files one session may keep.
 pub const MAX_SESSION_FILE_BYTES: u64 = 32 * 1024 * 1024;
+/// Longest attachment name or MIME type.
+pub const MAX_ATTACHMENT_FIELD: usize = 256;
 
 /// The image types accepted, as their MIME types.
 pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
@@ -57,27 +59,29 @@ const TEXT_TYPES: &[&str] = &[
 ];
 
 /// What a file is, for the model: an image it looks at, or a text it reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FileKind {
     Image,
     Text,
 }
 
 impl FileKind {
-    /// Stable lowercase name, as stored and sent.
+    /// Stable lowercase name, as stored and sent (serde's and strum's, the same); `str::parse`
+    /// reads it back.
     pub fn as_str(self) -> &'static str {
-        match self {
-            FileKind::Image => "image",
-            FileKind::Text => "text",
-        }
-    }
-
-    /// Parses the stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        [FileKind::Image, FileKind::Text]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        self.into()
     }
 
     /// Its largest size in bytes.
@@ -180,7 +184,7 @@ pub fn human_bytes(n: u64) -> String {
 /// The kind of a file and the MIME type it is kept under, from its name and the type the browser
 /// or client declared (`""` when none). Refuses what is neither an accepted image nor text.
 pub fn classify(name: &str, declared: &str) -> Result<(FileKind, String), FileError> {
-    if name.trim().is_empty() || name.len() > crate::limits::MAX_ATTACHMENT_FIELD {
+    if name.trim().is_empty() || name.len() > MAX_ATTACHMENT_FIELD {
         return Err(FileError::BadName);
     }
     let mime = declared
@@ -352,7 +356,7 @@ pub fn image_tokens(width: Option<u32>, height: Option<u32>, model: &str) -> u32
 
 /// Tokens one file costs `model` as sent: an image by [`image_tokens`], a text file as its segment.
 pub fn file_tokens(
-    attachment: &crate::wire::Attachment,
+    attachment: &Attachment,
     content: &FileContent,
     model: &str,
     count: &mut dyn FnMut(&str) -> u32,
@@ -368,9 +372,9 @@ pub fn file_tokens(
 /// [`MAX_IMAGES_PER_REQUEST`] images and [`MAX_REQUEST_FILE_BYTES`] in all. The others go as their
 /// metadata only.
 pub fn files_to_send<'a>(
-    history: impl DoubleEndedIterator<Item = &'a [crate::wire::Attachment]>,
-) -> Vec<&'a crate::wire::Attachment> {
-    let mut out: Vec<&crate::wire::Attachment> = Vec::new();
+    history: impl DoubleEndedIterator<Item = &'a [Attachment]>,
+) -> Vec<&'a Attachment> {
+    let mut out: Vec<&Attachment> = Vec::new();
     let (mut images, mut bytes) = (0, 0u64);
     for a in history.rev().flat_map(|list| list.iter().rev()) {
         let Some(id) = a.id.as_deref() else { continue };
@@ -395,7 +399,7 @@ pub fn files_to_send<'a>(
 
 /// Contents that price the images among `files` by their size, with no bytes: what the widget's
 /// meter knows of them (text files, whose text it does not have, count as their metadata).
-pub fn priced_images(files: &[&crate::wire::Attachment]) -> FileContents {
+pub fn priced_images(files: &[&Attachment]) -> FileContents {
     files
         .iter()
         .filter_map(|a| {
@@ -413,7 +417,7 @@ pub fn priced_images(files: &[&crate::wire::Attachment]) -> FileContents {
 }
 
 /// The files of `list` whose contents were gathered, as the model receives them, in order.
-pub fn prompt_files(list: &[crate::wire::Attachment], files: &FileContents) -> Vec<PromptFile> {
+pub fn prompt_files(list: &[Attachment], files: &FileContents) -> Vec<PromptFile> {
     list.iter()
         .filter_map(|a| {
             let content = files.get(a.id.as_deref()?)?;
@@ -429,8 +433,8 @@ pub fn prompt_files(list: &[crate::wire::Attachment], files: &FileContents) -> V
 mod tests {
     use super::*;
 
-    fn uploaded(id: &str, mime: &str, size: u64) -> crate::wire::Attachment {
-        crate::wire::Attachment {
+    fn uploaded(id: &str, mime: &str, size: u64) -> Attachment {
+        Attachment {
             id: Some(id.into()),
             name: format!("{id}.bin"),
             mime_type: Some(mime.into()),
@@ -444,7 +448,7 @@ mod tests {
     #[test]
     fn a_request_carries_the_newest_files_within_the_image_and_byte_limits() {
         // 30 small images: the newest 20.
-        let small: Vec<Vec<crate::wire::Attachment>> = (0..30)
+        let small: Vec<Vec<Attachment>> = (0..30)
             .map(|i| vec![uploaded(&format!("s{i}"), "image/png", 1_000)])
             .collect();
         let sent = files_to_send(small.iter().map(|m| &m[..]));
@@ -454,7 +458,7 @@ mod tests {
 
         // Ten of the largest images (3.75 MB) and a text file between them: as many as fit in
         // MAX_REQUEST_FILE_BYTES, newest first; the text file still fits, an older image not.
-        let mut big: Vec<Vec<crate::wire::Attachment>> = (0..10)
+        let mut big: Vec<Vec<Attachment>> = (0..10)
             .map(|i| vec![uploaded(&format!("b{i}"), "image/jpeg", MAX_IMAGE_BYTES)])
             .collect();
         big.insert(

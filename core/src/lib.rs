@@ -15,6 +15,7 @@ pub mod sync;
 pub mod tokens;
 pub mod transcript;
 pub mod vector;
+pub mod vocab;
 pub mod wire;
 
 pub use error::ErrorCode;

@@ -3,8 +3,10 @@
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::attachments::MAX_ATTACHMENT_FIELD;
 use crate::error::ErrorCode;
-use crate::wire::{Attachment, ChatRequest, PageContext};
+use crate::vocab::{Attachment, PageContext};
+use crate::wire::ChatRequest;
 
 /// Largest WebSocket frame or REST body we parse.
 pub const MAX_FRAME_BYTES: usize = 64 * 1024;
@@ -18,8 +20,6 @@ pub const MAX_CONTEXT_KEYS: usize = 32;
 pub const MAX_CONTEXT_DEPTH: usize = 8;
 /// Most attachments on one message.
 pub const MAX_ATTACHMENTS: usize = 8;
-/// Longest attachment name or MIME type.
-pub const MAX_ATTACHMENT_FIELD: usize = 256;
 /// Longest attachment URL.
 pub const MAX_ATTACHMENT_URL: usize = 2048;
 /// Longest `clientMessageId`.

@@ -3,9 +3,8 @@
 
 use crate::context::{ContextInfo, ContextSets, FilterView, SessionTopics};
 use crate::sync::SyncCursor;
-use crate::wire::{
-    ChatMessage, ChatRequest, MessageStatus, Role, ServerEvent, ServerFrame, WireError,
-};
+use crate::vocab::{MessageStatus, Role};
+use crate::wire::{ChatMessage, ChatRequest, ServerEvent, ServerFrame, WireError};
 
 /// A user message not yet confirmed by the server.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,13 +3,14 @@
 //! Every frame is `{"type": "...", "data": {...}}`; server frames also carry `syncId`.
 //! `docs/protocol.md` describes the protocol in prose; these types are the source of truth.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
+use crate::context::TurnMessage;
 use crate::error::ErrorCode;
-
-/// Opaque page context supplied by the host page: forwarded to the model as data, never interpreted.
-pub type PageContext = Map<String, Value>;
+use crate::prompt::attachments_segment;
+use crate::vocab::{Attachment, MessageStatus, PageContext, Role, ToolExchange, ToolRound, Usage};
 
 /// A frame sent by the client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -173,103 +174,11 @@ pub struct ChatRequest {
     pub client_message_id: Option<String>,
 }
 
-/// A file the user attached: one uploaded to the session (`id`; its bytes reach the model) or
-/// metadata only, the file itself wherever `url` points.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Attachment {
-    /// The uploaded file's id (`POST /api/sessions/{id}/files`); the server fills in the rest.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// Required without `id`; with one, the server's record names the file.
-    #[serde(default)]
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mime_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// An image's size in pixels (uploaded images; it prices the image in tokens).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub width: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub height: Option<u32>,
-}
-
 /// Asks the server to regenerate a failed assistant message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryRequest {
     pub message_id: String,
-}
-
-/// Who wrote a message.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    #[default]
-    User,
-    Assistant,
-}
-
-impl Role {
-    /// Stable lowercase name, as stored and sent.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        }
-    }
-
-    /// Parses the stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "user" => Some(Role::User),
-            "assistant" => Some(Role::Assistant),
-            _ => None,
-        }
-    }
-}
-
-/// Lifecycle of a message.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MessageStatus {
-    #[default]
-    Complete,
-    Streaming,
-    /// The reply stopped early; `content` holds what arrived and `error` says why. Retryable.
-    Failed,
-}
-
-impl MessageStatus {
-    /// Stable lowercase name, as stored and sent.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MessageStatus::Complete => "complete",
-            MessageStatus::Streaming => "streaming",
-            MessageStatus::Failed => "failed",
-        }
-    }
-
-    /// Parses the stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "complete" => Some(MessageStatus::Complete),
-            "streaming" => Some(MessageStatus::Streaming),
-            "failed" => Some(MessageStatus::Failed),
-            _ => None,
-        }
-    }
-}
-
-/// Token usage as reported by the provider.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
 }
 
 /// A stored chat message, as shown to the user. `content` never contains page context.
@@ -313,39 +222,35 @@ pub struct ChatMessage {
     pub mark: Option<crate::context::MessageMark>,
 }
 
-/// One round of tool calls inside a reply.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolRound {
-    /// Byte offset in the reply's `content` where the model made the calls (the text before it
-    /// streamed in this and earlier rounds).
-    pub at: u32,
-    pub exchanges: Vec<ToolExchange>,
-}
+impl ChatMessage {
+    /// True for the stored messages the model sees: user messages and complete replies (a failed
+    /// or still-streaming reply is never sent).
+    pub fn reaches_model(&self) -> bool {
+        self.role == Role::User || self.status == MessageStatus::Complete
+    }
 
-/// A tool call the model made and the result it was given.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolExchange {
-    pub call: crate::prompt::ToolCall,
-    /// The text the model was given back.
-    pub result: String,
-    /// The call failed (unknown tool, bad arguments, a tool error); the model saw why.
-    #[serde(default)]
-    pub is_error: bool,
-    /// One line for the reply, e.g. `set_relevant_context · files · merged 2`.
-    pub line: String,
-}
-
-impl ToolExchange {
-    /// The result as it goes back to the model.
-    pub fn result(&self) -> crate::prompt::ToolResult {
-        crate::prompt::ToolResult {
-            call_id: self.call.id.clone(),
-            name: self.call.name.clone(),
-            content: self.result.clone(),
-            is_error: self.is_error,
+    /// The message as the plan reads it (see [`TurnMessage`]).
+    pub fn as_turn(&self) -> TurnMessage<'_> {
+        TurnMessage {
+            id: Some(&self.id),
+            role: self.role,
+            text: Cow::Borrowed(&self.content),
+            attachments: &self.attachments,
+            rounds: &self.tool_rounds,
         }
+    }
+
+    /// The message flattened to one text (its words, then its attachment part): the form the
+    /// summary call reads a transcript in. Requests keep the parts apart (`prompt::replay`).
+    pub fn flat_text(&self) -> Cow<'_, str> {
+        if self.attachments.is_empty() {
+            return Cow::Borrowed(&self.content);
+        }
+        Cow::Owned(format!(
+            "{}\n\n{}",
+            self.content,
+            attachments_segment(&self.attachments)
+        ))
     }
 }
 
@@ -687,5 +592,36 @@ mod tests {
         assert_eq!(r.session_id.as_deref(), Some("s"));
         assert_eq!(r.chat.message, "m");
         assert!(r.chat.context.is_some());
+    }
+    #[test]
+    fn failed_and_streaming_replies_do_not_reach_the_model() {
+        let m = |role, status| ChatMessage {
+            role,
+            status,
+            ..Default::default()
+        };
+        assert!(m(Role::User, MessageStatus::Complete).reaches_model());
+        assert!(m(Role::Assistant, MessageStatus::Complete).reaches_model());
+        assert!(!m(Role::Assistant, MessageStatus::Failed).reaches_model());
+        assert!(!m(Role::Assistant, MessageStatus::Streaming).reaches_model());
+    }
+
+    #[test]
+    fn a_message_with_attachments_flattens_to_words_then_data() {
+        let m = ChatMessage {
+            content: "see file".into(),
+            attachments: vec![Attachment {
+                name: "report.pdf".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let segment = attachments_segment(&m.attachments);
+        assert_eq!(m.flat_text(), format!("see file\n\n{segment}"));
+        let plain = ChatMessage {
+            content: "hi".into(),
+            ..Default::default()
+        };
+        assert_eq!(plain.flat_text(), "hi");
     }
 }

@@ -117,7 +117,7 @@ impl Budgets {
         &self,
         session_id: &str,
         hub: Option<&Hub>,
-        usage: Option<glassbox_core::wire::Usage>,
+        usage: Option<glassbox_core::vocab::Usage>,
         counted: impl FnOnce() -> u64,
     ) -> Result<(), BudgetError> {
         let spent = usage.map_or_else(counted, |u| u.input_tokens + u.output_tokens);

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use glassbox_core::ErrorCode;
-use glassbox_core::prompt::{ProviderRequest, ToolCall};
-use glassbox_core::wire::{Usage, WireError};
+use glassbox_core::prompt::ProviderRequest;
+use glassbox_core::vocab::ToolCall;
+use glassbox_core::vocab::Usage;
+use glassbox_core::wire::WireError;
 
 use std::sync::Arc;
 

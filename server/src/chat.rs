@@ -5,7 +5,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use glassbox_core::limits::{InputError, validate_chat};
-use glassbox_core::wire::{Accepted, ChatMessage, ChatRequest, ReplyStart, Role, ServerEvent};
+use glassbox_core::vocab::Role;
+use glassbox_core::wire::{Accepted, ChatMessage, ChatRequest, ReplyStart, ServerEvent};
 
 use tracing::Instrument;
 

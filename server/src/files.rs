@@ -9,7 +9,8 @@ use glassbox_core::attachments::{
     FileContent, FileContents, FileError, FileKind, MAX_IMAGE_SIDE, check_size, classify,
     files_to_send,
 };
-use glassbox_core::wire::{Attachment, ChatMessage};
+use glassbox_core::vocab::Attachment;
+use glassbox_core::wire::ChatMessage;
 use thiserror::Error;
 
 use crate::ids::{new_id, now_ms};

@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use glassbox_core::context::sets::{
     self, ContextSetError, GetContextArgs, MergeMode, SetContextArgs,
 };
-use glassbox_core::prompt::{ToolCall, ToolDefinition};
-use glassbox_core::wire::ToolExchange;
+use glassbox_core::vocab::ToolExchange;
+use glassbox_core::vocab::{ToolCall, ToolDefinition};
 use serde_json::Value;
 use thiserror::Error;
 

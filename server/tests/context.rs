@@ -7,7 +7,6 @@ use glassbox_core::context::plan::{Sources, build_request};
 use glassbox_core::context::{
     CurrentReply, PartKind, Receipt, SummaryInput, TurnMessage, TurnSources,
 };
-use glassbox_core::prompt::reaches_model;
 use glassbox_core::tokens::Tokenizer;
 use glassbox_fake_provider::Behaviour;
 use glassbox_server::providers::openai;
@@ -370,8 +369,8 @@ async fn a_stored_receipt_rebuilds_exactly_what_the_provider_received() {
         .unwrap();
     let messages: Vec<TurnMessage> = stored
         .iter()
-        .filter(|m| reaches_model(m))
-        .map(TurnMessage::stored)
+        .filter(|m| m.reaches_model())
+        .map(ChatMessage::as_turn)
         .collect();
     let rebuilt = build_request(
         &receipt,
@@ -434,7 +433,7 @@ async fn attachments_travel_as_their_own_part_counted_and_replayed() {
             json!({"sessionId": id, "message": "Summarize these", "attachments": attachments}),
         )
         .await;
-    let list: Vec<glassbox_core::wire::Attachment> =
+    let list: Vec<glassbox_core::vocab::Attachment> =
         serde_json::from_value(attachments.clone()).unwrap();
     let part = json!({"type": "text", "text": glassbox_core::prompt::attachments_segment(&list)});
     let received = server.fake.requests().last().unwrap().body.clone();

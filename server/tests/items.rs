@@ -285,8 +285,8 @@ impl glassbox_server::tools::Tool for Outside {
         "send_email"
     }
 
-    fn definition(&self) -> glassbox_core::prompt::ToolDefinition {
-        glassbox_core::prompt::ToolDefinition {
+    fn definition(&self) -> glassbox_core::vocab::ToolDefinition {
+        glassbox_core::vocab::ToolDefinition {
             name: "send_email".into(),
             description: "Sends an email.".into(),
             parameters: json!({"type": "object", "properties": {}}),

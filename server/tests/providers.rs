@@ -1,8 +1,9 @@
 //! Provider clients against the fake provider: streamed text, usage and tool calls in both formats.
 
 use futures::StreamExt;
-use glassbox_core::prompt::{PromptMessage, ProviderRequest, ToolCall, ToolDefinition};
-use glassbox_core::wire::Role;
+use glassbox_core::prompt::{PromptMessage, ProviderRequest};
+use glassbox_core::vocab::Role;
+use glassbox_core::vocab::{ToolCall, ToolDefinition};
 use glassbox_fake_provider::{Behaviour, FakeProvider};
 use glassbox_server::providers::{AnthropicProvider, OpenAiProvider, Provider, ProviderEvent};
 use serde_json::json;

@@ -10,7 +10,6 @@ use glassbox_core::ErrorCode;
 use glassbox_core::context::plan::{Sources, build_request};
 use glassbox_core::context::sets::{DEFAULT_TOOLS_PROMPT, context_tools};
 use glassbox_core::context::{CurrentReply, PartKind, Receipt, TurnMessage, TurnSources};
-use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 use glassbox_fake_provider::{Behaviour, FakeCall};
 use glassbox_server::providers::{anthropic, openai};
@@ -93,8 +92,8 @@ fn rebuilt_from_receipt(api: Api, model: &str, session: &Value, receipt: &Receip
     let stored: Vec<ChatMessage> = serde_json::from_value(session["messages"].clone()).unwrap();
     let history: Vec<TurnMessage> = stored[..1]
         .iter()
-        .filter(|m| reaches_model(m))
-        .map(TurnMessage::stored)
+        .filter(|m| m.reaches_model())
+        .map(ChatMessage::as_turn)
         .collect();
     let reply_msg = &stored[1];
     let tools = context_tools();

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use glassbox_core::context::topics::TopicSource;
 use glassbox_core::context::{LeftOutWhy, PartKind, Reason, Receipt, SessionTopics, Topic};
-use glassbox_fake_provider::{Behaviour, Gate, topics_answer};
 use glassbox_core::wire::ChatMessage;
+use glassbox_fake_provider::{Behaviour, Gate, topics_answer};
 use serde_json::{Value, json};
 use support::{Api, TestServer};
 
@@ -135,7 +135,16 @@ async fn two_subjects(server: &TestServer) -> (String, String, Vec<String>, Valu
     for (q, a) in KUBERNETES {
         remember(say(server, &id, &token, q, a).await);
     }
-    remember(say(server, &id, &token, "Be concise from now on, please.", "Understood.").await);
+    remember(
+        say(
+            server,
+            &id,
+            &token,
+            "Be concise from now on, please.",
+            "Understood.",
+        )
+        .await,
+    );
     for (q, a) in SOURDOUGH {
         remember(say(server, &id, &token, q, a).await);
     }
@@ -156,11 +165,16 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
         .iter()
         .find(|t| {
             let l = t.label.to_lowercase();
-            ["sourdough", "starter", "dough", "loaf"].iter().any(|w| l.contains(w))
+            ["sourdough", "starter", "dough", "loaf"]
+                .iter()
+                .any(|w| l.contains(w))
         })
         .unwrap_or_else(|| panic!("no sourdough topic in {found}"));
     // No filter yet: everything is in context.
-    assert_eq!(found["filter"]["messageIds"].as_array().unwrap().len(), ids.len());
+    assert_eq!(
+        found["filter"]["messageIds"].as_array().unwrap().len(),
+        ids.len()
+    );
 
     let (status, view) = put(
         &server,
@@ -182,10 +196,23 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
         assert!(!kept.contains(&k.as_str()), "{k} kept: {view}");
     }
     // Most of the sourdough messages match the label (a message can fall just under 0.4).
-    let bread_kept = ids[8..14].iter().filter(|s| kept.contains(&s.as_str())).count();
-    assert!(bread_kept >= 3, "{bread_kept} sourdough messages kept: {view}");
+    let bread_kept = ids[8..14]
+        .iter()
+        .filter(|s| kept.contains(&s.as_str()))
+        .count();
+    assert!(
+        bread_kept >= 3,
+        "{bread_kept} sourdough messages kept: {view}"
+    );
 
-    let answer = say(&server, &id, &token, "How long should the dough proof?", "About 4 hours.").await;
+    let answer = say(
+        &server,
+        &id,
+        &token,
+        "How long should the dough proof?",
+        "About 4 hours.",
+    )
+    .await;
     let sent = server.fake.requests().last().unwrap().body.clone();
     let texts: Vec<String> = sent["messages"]
         .as_array()
@@ -200,10 +227,18 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
 
     // The receipt says so: the filter, matches with scores, the sticky message, the rest left out.
     let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
-    assert_eq!(receipt.filter.as_ref().map(|f| &f.labels), Some(&vec![bread.label.clone()]));
+    assert_eq!(
+        receipt.filter.as_ref().map(|f| &f.labels),
+        Some(&vec![bread.label.clone()])
+    );
     assert!(receipt.parts.iter().any(|p| p.reason == Reason::Sticky));
-    assert!(receipt.parts.iter().any(|p| matches!(p.reason, Reason::TopicMember | Reason::TopicMatch)
-        && matches!(&p.kind, PartKind::History { scores, .. } if !scores.is_empty())), "{receipt:?}");
+    assert!(
+        receipt.parts.iter().any(
+            |p| matches!(p.reason, Reason::TopicMember | Reason::TopicMatch)
+                && matches!(&p.kind, PartKind::History { scores, .. } if !scores.is_empty())
+        ),
+        "{receipt:?}"
+    );
     // The Kubernetes messages are another topic's: left out as such, with their scores.
     let filtered: u32 = receipt
         .left_out
@@ -212,7 +247,13 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
         .map(|l| l.count)
         .sum();
     assert!(filtered >= 5, "{receipt:?}");
-    assert!(receipt.left_out.iter().any(|l| l.why == LeftOutWhy::OtherTopic && !l.scores.is_empty()), "{receipt:?}");
+    assert!(
+        receipt
+            .left_out
+            .iter()
+            .any(|l| l.why == LeftOutWhy::OtherTopic && !l.scores.is_empty()),
+        "{receipt:?}"
+    );
 
     // Similarity mode off: the filter stays, the whole history goes.
     let (status, view) = put(
@@ -224,36 +265,97 @@ async fn selecting_a_topic_sends_only_its_messages_and_the_standing_instruction(
     .await;
     assert_eq!(status, 200);
     assert_eq!(view["labels"], json!([bread.label]));
-    assert_eq!(view["messageIds"].as_array().unwrap().len() as u64, view["total"].as_u64().unwrap());
+    assert_eq!(
+        view["messageIds"].as_array().unwrap().len() as u64,
+        view["total"].as_u64().unwrap()
+    );
 
     // The session's own threshold: at 0.99 no other message is similar enough, so exactly what the
     // bubble counts goes, with the instruction; outside 0–1 it is refused and the setting stays.
     let similarity = format!("/api/sessions/{id}/similarity");
-    let (status, view) = put(&server, &similarity, &token, json!({"enabled": true, "threshold": 0.99})).await;
+    let (status, view) = put(
+        &server,
+        &similarity,
+        &token,
+        json!({"enabled": true, "threshold": 0.99}),
+    )
+    .await;
     assert_eq!(status, 200, "{view}");
-    assert!((view["threshold"].as_f64().unwrap() - 0.99).abs() < 1e-6, "{view}");
+    assert!(
+        (view["threshold"].as_f64().unwrap() - 0.99).abs() < 1e-6,
+        "{view}"
+    );
     assert_eq!(view["fallback"], false, "{view}");
-    let topics: SessionTopics =
-        serde_json::from_value(get(&server, &format!("/api/sessions/{id}/topics"), &token).await["topics"].clone())
-            .unwrap();
-    let members = &topics.topics.iter().find(|t| t.label == bread.label).unwrap().message_ids;
+    let topics: SessionTopics = serde_json::from_value(
+        get(&server, &format!("/api/sessions/{id}/topics"), &token).await["topics"].clone(),
+    )
+    .unwrap();
+    let members = &topics
+        .topics
+        .iter()
+        .find(|t| t.label == bread.label)
+        .unwrap()
+        .message_ids;
     let mut want: Vec<&String> = members.iter().chain([&ids[6]]).collect();
     want.sort();
-    let mut kept: Vec<&str> = view["messageIds"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let mut kept: Vec<&str> = view["messageIds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     kept.sort();
-    assert_eq!(kept, want, "the bubble's {} messages and the instruction: {view}", members.len());
-    assert_eq!(members.len() as u32, topics.topics.iter().find(|t| t.label == bread.label).unwrap().count);
-    let (status, body) = put(&server, &similarity, &token, json!({"enabled": true, "threshold": 1.5})).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("invalid_filter")), "{body}");
+    assert_eq!(
+        kept,
+        want,
+        "the bubble's {} messages and the instruction: {view}",
+        members.len()
+    );
+    assert_eq!(
+        members.len() as u32,
+        topics
+            .topics
+            .iter()
+            .find(|t| t.label == bread.label)
+            .unwrap()
+            .count
+    );
+    let (status, body) = put(
+        &server,
+        &similarity,
+        &token,
+        json!({"enabled": true, "threshold": 1.5}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (422, Some("invalid_filter")),
+        "{body}"
+    );
     let (status, view) = put(&server, &similarity, &token, json!({"enabled": true})).await;
     assert_eq!(status, 200);
-    assert!((view["threshold"].as_f64().unwrap() - 0.99).abs() < 1e-6, "kept: {view}");
+    assert!(
+        (view["threshold"].as_f64().unwrap() - 0.99).abs() < 1e-6,
+        "kept: {view}"
+    );
     // `null` returns the session to the server's threshold (0.4 here), and the filter applies again.
-    let (status, view) = put(&server, &similarity, &token, json!({"enabled": true, "threshold": null})).await;
+    let (status, view) = put(
+        &server,
+        &similarity,
+        &token,
+        json!({"enabled": true, "threshold": null}),
+    )
+    .await;
     assert_eq!(status, 200, "{view}");
-    assert!((view["threshold"].as_f64().unwrap() - 0.4).abs() < 1e-6, "back to the server's: {view}");
+    assert!(
+        (view["threshold"].as_f64().unwrap() - 0.4).abs() < 1e-6,
+        "back to the server's: {view}"
+    );
     assert_eq!(view["fallback"], false, "{view}");
-    assert!((view["messageIds"].as_array().unwrap().len() as u64) < view["total"].as_u64().unwrap(), "{view}");
+    assert!(
+        (view["messageIds"].as_array().unwrap().len() as u64) < view["total"].as_u64().unwrap(),
+        "{view}"
+    );
 }
 
 /// A turn under a filter embeds nothing it could have had ahead: the selected label's vector is
@@ -269,8 +371,16 @@ async fn a_turn_under_a_filter_embeds_nothing_it_could_have_had_ahead() {
     }
     let topics = SessionTopics {
         topics: vec![
-            Topic { label: "Kubernetes networking".into(), count: 6, ..Default::default() },
-            Topic { label: "Sourdough baking".into(), count: 6, ..Default::default() },
+            Topic {
+                label: "Kubernetes networking".into(),
+                count: 6,
+                ..Default::default()
+            },
+            Topic {
+                label: "Sourdough baking".into(),
+                count: 6,
+                ..Default::default()
+            },
         ],
         generation: glassbox_server::topics::extract::next_generation(),
         ..Default::default()
@@ -284,22 +394,33 @@ async fn a_turn_under_a_filter_embeds_nothing_it_could_have_had_ahead() {
     )
     .await;
     assert_eq!(status, 200, "{view}");
-    let questions = ["How long should the dough proof?", "Should the starter be fed before baking?"];
+    let questions = [
+        "How long should the dough proof?",
+        "Should the starter be fed before baking?",
+    ];
     for (round, question) in questions.into_iter().enumerate() {
         let before = state.embeddings.computed();
         // The reply waits at the gate before its first piece: what the turn embedded by the time
         // the provider has its request (its reply not done).
         let gate = Gate::new();
-        server.fake.set(Behaviour::hold(&["Noted.", " About four hours."], 0, &gate));
+        server
+            .fake
+            .set(Behaviour::hold(&["Noted.", " About four hours."], 0, &gate));
         let (answer, embedded) = tokio::join!(server.chat(&id, &token, question), async {
             gate.reached(1).await;
             let embedded = state.embeddings.computed() - before;
             gate.release();
             embedded
         });
-        assert_eq!(embedded, 0, "round {round}: the turn embedded {embedded} texts");
+        assert_eq!(
+            embedded, 0,
+            "round {round}: the turn embedded {embedded} texts"
+        );
         let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
-        assert!(receipt.filter.is_some(), "round {round}: the filter applied: {receipt:?}");
+        assert!(
+            receipt.filter.is_some(),
+            "round {round}: the filter applied: {receipt:?}"
+        );
         // The exchange's vectors come without another message (extraction is held off).
         let messages = state.store.message_texts(&id).await.unwrap();
         let keys: Vec<String> = messages[messages.len() - 2..]
@@ -312,7 +433,10 @@ async fn a_turn_under_a_filter_embeds_nothing_it_could_have_had_ahead() {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(keys.iter().all(|k| state.embeddings.remembers(k)), "round {round}: {keys:?}");
+        assert!(
+            keys.iter().all(|k| state.embeddings.remembers(k)),
+            "round {round}: {keys:?}"
+        );
     }
 }
 
@@ -320,7 +444,10 @@ async fn a_turn_under_a_filter_embeds_nothing_it_could_have_had_ahead() {
 async fn the_last_view_every_tab_hears_is_the_current_one() {
     let server = start(&[]).await;
     let (id, token, _, found) = two_subjects(&server).await;
-    let label = found["topics"]["topics"][0]["label"].as_str().unwrap().to_owned();
+    let label = found["topics"]["topics"][0]["label"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let mut first = server.ws().await;
     first.hello_existing(&id, &token).await;
     // Forty changes at once from REST, while a second tab joins in the middle of them.
@@ -333,7 +460,8 @@ async fn the_last_view_every_tab_hears_is_the_current_one() {
         };
         let path = if i % 4 < 2 { "filter" } else { "similarity" };
         async move {
-            let (status, body) = put(server, &format!("/api/sessions/{id}/{path}"), token, body).await;
+            let (status, body) =
+                put(server, &format!("/api/sessions/{id}/{path}"), token, body).await;
             assert_eq!(status, 200, "{body}");
         }
     });
@@ -345,7 +473,8 @@ async fn the_last_view_every_tab_hears_is_the_current_one() {
             .await;
     };
     tokio::join!(futures::future::join_all(changes), joining);
-    let current = get(&server, &format!("/api/sessions/{id}/topics"), &token).await["filter"].clone();
+    let current =
+        get(&server, &format!("/api/sessions/{id}/topics"), &token).await["filter"].clone();
     for (tab, ws) in [("first", &mut first), ("second", &mut second)] {
         let mut last = None;
         let mut ids = Vec::new();
@@ -355,8 +484,15 @@ async fn the_last_view_every_tab_hears_is_the_current_one() {
                 last = Some(raw["data"].clone());
             }
         }
-        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{tab} tab: frames out of order {ids:?}");
-        assert_eq!(last.as_ref(), Some(&current), "{tab} tab ends on a stale view: {ids:?}");
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "{tab} tab: frames out of order {ids:?}"
+        );
+        assert_eq!(
+            last.as_ref(),
+            Some(&current),
+            "{tab} tab ends on a stale view: {ids:?}"
+        );
     }
 }
 
@@ -365,7 +501,10 @@ async fn deleting_a_session_forgets_its_vectors_in_memory_too() {
     let server = start(&[]).await;
     let (id, token, ids, _) = two_subjects(&server).await;
     let key = glassbox_server::embed::service::message_cache_key(&ids[0], KUBERNETES[0].0);
-    assert!(server.state.embeddings.remembers(&key), "extraction embedded the first message");
+    assert!(
+        server.state.embeddings.remembers(&key),
+        "extraction embedded the first message"
+    );
     let gone = server
         .http
         .delete(server.url(&format!("/api/sessions/{id}")))
@@ -389,13 +528,26 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
     let keys = import(state, &id, 0..count).await;
     let generation = glassbox_server::topics::extract::next_generation();
     assert!(state.topics.extract(&id, generation).await.unwrap());
-    let missing: Vec<usize> = (0..count).filter(|&i| !state.embeddings.remembers(&keys[i])).collect();
-    assert!(missing.is_empty(), "not embedded ahead: {} of {count}, first {:?}", missing.len(), missing.first());
+    let missing: Vec<usize> = (0..count)
+        .filter(|&i| !state.embeddings.remembers(&keys[i]))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not embedded ahead: {} of {count}, first {:?}",
+        missing.len(),
+        missing.first()
+    );
     // So switching a filter on computes nothing.
     let before = state.embeddings.computed();
     let topics = get(&server, &format!("/api/sessions/{id}/topics"), &token).await;
     let label = topics["topics"]["topics"][0]["label"].clone();
-    let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label.clone()]})).await;
+    let (status, view) = put(
+        &server,
+        &format!("/api/sessions/{id}/filter"),
+        &token,
+        json!({"labels": [label.clone()]}),
+    )
+    .await;
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["total"], count);
     // Not even the label: extraction kept its vector with the session.
@@ -422,7 +574,9 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(60), queued).await.expect("the extraction waits for the thread");
+    tokio::time::timeout(Duration::from_secs(60), queued)
+        .await
+        .expect("the extraction waits for the thread");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let path = format!("/api/sessions/{id}/filter");
     let changed = put(&server, &path, &token, json!({"labels": [label]}));
@@ -431,7 +585,10 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
         .expect("the filter waited for the extraction's background work");
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["total"], count + more);
-    assert!(!extraction.is_finished(), "the extraction went on without the background thread");
+    assert!(
+        !extraction.is_finished(),
+        "the extraction went on without the background thread"
+    );
     release.send(()).unwrap();
     busy.await.unwrap();
     extraction.await.unwrap().unwrap();
@@ -439,8 +596,14 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
     // The new messages once or twice, the label once, at most 8 × 8 candidate labels of the
     // extraction.
     let most = 2 * more as u64 + 1 + 64;
-    assert!(computed >= more as u64 && computed <= most, "{computed} computed for {more} new messages");
-    let missing = new_keys.iter().filter(|k| !state.embeddings.remembers(k)).count();
+    assert!(
+        computed >= more as u64 && computed <= most,
+        "{computed} computed for {more} new messages"
+    );
+    let missing = new_keys
+        .iter()
+        .filter(|k| !state.embeddings.remembers(k))
+        .count();
     assert_eq!(missing, 0, "every new message's vector is remembered");
 }
 
@@ -478,7 +641,9 @@ async fn purging_a_session_whose_vectors_are_computed_leaves_none_behind() {
         let computing = tokio::spawn({
             let (state, id) = (state.clone(), id.clone());
             async move {
-                state.topics.message_vectors(&id, &history, urgency)
+                state
+                    .topics
+                    .message_vectors(&id, &history, urgency)
                     .await
                     .map(|v| v.len())
             }
@@ -487,11 +652,28 @@ async fn purging_a_session_whose_vectors_are_computed_leaves_none_behind() {
         until_computing(state, before).await;
         assert_eq!(state.sessions.purge_idle().await.unwrap(), 1, "{urgency:?}");
         let outcome = computing.await.unwrap();
-        assert!(outcome.is_err(), "{urgency:?}: the steps after the purge are refused: {outcome:?}");
-        let left = state.store.cached_embeddings(&state.embeddings.model, &keys).await.unwrap();
-        assert!(left.is_empty(), "{urgency:?}: {} vectors stored for a purged session", left.len());
-        let remembered = keys.iter().filter(|k| state.embeddings.remembers(k)).count();
-        assert_eq!(remembered, 0, "{urgency:?}: vectors remembered for a purged session");
+        assert!(
+            outcome.is_err(),
+            "{urgency:?}: the steps after the purge are refused: {outcome:?}"
+        );
+        let left = state
+            .store
+            .cached_embeddings(&state.embeddings.model, &keys)
+            .await
+            .unwrap();
+        assert!(
+            left.is_empty(),
+            "{urgency:?}: {} vectors stored for a purged session",
+            left.len()
+        );
+        let remembered = keys
+            .iter()
+            .filter(|k| state.embeddings.remembers(k))
+            .count();
+        assert_eq!(
+            remembered, 0,
+            "{urgency:?}: vectors remembered for a purged session"
+        );
     }
 }
 
@@ -516,7 +698,11 @@ async fn import(
 ) -> Vec<String> {
     let mut keys = Vec::new();
     for i in range {
-        let (text, _) = if i % 2 == 0 { KUBERNETES[i % 3] } else { SOURDOUGH[i % 3] };
+        let (text, _) = if i % 2 == 0 {
+            KUBERNETES[i % 3]
+        } else {
+            SOURDOUGH[i % 3]
+        };
         let text = format!("{text} ({i})");
         let message_id = format!("imported-{i}");
         let new = glassbox_server::storage::NewUserMessage {
@@ -528,7 +714,10 @@ async fn import(
             created_at: i as i64,
         };
         state.store.insert_user_message(id, &new).await.unwrap();
-        keys.push(glassbox_server::embed::service::message_cache_key(&message_id, &text));
+        keys.push(glassbox_server::embed::service::message_cache_key(
+            &message_id,
+            &text,
+        ));
     }
     keys
 }
@@ -539,7 +728,13 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
     let (id, token, _, found) = two_subjects(&server).await;
     // A filter makes reading the view take a while (the labels are embedded, messages scored).
     let label = found["topics"]["topics"][0]["label"].clone();
-    let (status, _) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [label]})).await;
+    let (status, _) = put(
+        &server,
+        &format!("/api/sessions/{id}/filter"),
+        &token,
+        json!({"labels": [label]}),
+    )
+    .await;
     assert_eq!(status, 200);
     let mut first = server.ws().await;
     first.hello_existing(&id, &token).await;
@@ -576,8 +771,16 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
         ids.push(frame.sync_id);
         let kind = raw["type"].as_str().unwrap_or_default().to_owned();
         if kind == "snapshot" {
-            let partial = raw["data"]["messages"].as_array().and_then(|m| m.last()).cloned();
-            text.push_str(partial.as_ref().and_then(|m| m["content"].as_str()).unwrap_or_default());
+            let partial = raw["data"]["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .cloned();
+            text.push_str(
+                partial
+                    .as_ref()
+                    .and_then(|m| m["content"].as_str())
+                    .unwrap_or_default(),
+            );
         }
         if kind == "filter" {
             joined.release();
@@ -591,12 +794,24 @@ async fn a_tab_joining_while_a_reply_streams_gets_every_frame_in_order() {
             break;
         }
     }
-    assert!(ids.windows(2).all(|w| w[0] < w[1]), "frames out of order: {:?}", ids.iter().zip(&kinds).collect::<Vec<_>>());
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "frames out of order: {:?}",
+        ids.iter().zip(&kinds).collect::<Vec<_>>()
+    );
     for expected in ["session", "snapshot", "topics", "filter", "delta", "done"] {
-        assert!(kinds.iter().any(|k| k == expected), "no {expected} frame: {kinds:?}");
+        assert!(
+            kinds.iter().any(|k| k == expected),
+            "no {expected} frame: {kinds:?}"
+        );
     }
     let whole: String = (0..1000).map(|i| format!("w{i} ")).collect();
-    assert!(text == whole, "the new tab lost or doubled part of the reply: {} of {} characters", text.len(), whole.len());
+    assert!(
+        text == whole,
+        "the new tab lost or doubled part of the reply: {} of {} characters",
+        text.len(),
+        whole.len()
+    );
 }
 
 #[tokio::test]
@@ -607,7 +822,13 @@ async fn commands_are_limited_per_session_but_a_new_tab_still_gets_its_topics() 
     for _ in 0..3 {
         get(&server, &topics, &token).await;
     }
-    let refused = server.http.get(server.url(&topics)).bearer_auth(&token).send().await.unwrap();
+    let refused = server
+        .http
+        .get(server.url(&topics))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(refused.status(), 429);
     assert!(refused.headers().contains_key("retry-after"));
     let body: Value = refused.json().await.unwrap();
@@ -615,19 +836,32 @@ async fn commands_are_limited_per_session_but_a_new_tab_still_gets_its_topics() 
     // Over the WebSocket: the hello's topics do not count; a command is refused with a typed error.
     let mut tab = server.ws().await;
     tab.hello_existing(&id, &token).await;
-    tab.send(json!({"type": "set_similarity_mode", "data": {"enabled": false}})).await;
+    tab.send(json!({"type": "set_similarity_mode", "data": {"enabled": false}}))
+        .await;
     let (_, raw) = tab.next().await;
     assert_eq!(raw["type"], "error", "{raw}");
     assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
     // Settings and context changes count too, over REST and the WebSocket.
-    tab.send(json!({"type": "settings", "data": {"threshold": 70}})).await;
+    tab.send(json!({"type": "settings", "data": {"threshold": 70}}))
+        .await;
     let (_, raw) = tab.next().await;
     assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
-    tab.send(json!({"type": "set_context", "data": {"setName": "files", "items": ["a.rs"]}})).await;
+    tab.send(json!({"type": "set_context", "data": {"setName": "files", "items": ["a.rs"]}}))
+        .await;
     let (_, raw) = tab.next().await;
     assert_eq!(raw["data"]["code"], "rate_limited", "{raw}");
-    let (status, body) = put(&server, &format!("/api/sessions/{id}/settings"), &token, json!({"threshold": 70})).await;
-    assert_eq!((status, &body["error"]["code"]), (429, &json!("rate_limited")), "{body}");
+    let (status, body) = put(
+        &server,
+        &format!("/api/sessions/{id}/settings"),
+        &token,
+        json!({"threshold": 70}),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (429, &json!("rate_limited")),
+        "{body}"
+    );
     let patched = server
         .http
         .patch(server.url(&format!("/api/sessions/{id}")))
@@ -639,8 +873,19 @@ async fn commands_are_limited_per_session_but_a_new_tab_still_gets_its_topics() 
     assert_eq!(patched.status(), 429);
     // Another session has its own allowance.
     let (other, other_token, _) = server.new_session().await;
-    get(&server, &format!("/api/sessions/{other}/topics"), &other_token).await;
-    let (status, body) = put(&server, &format!("/api/sessions/{other}/settings"), &other_token, json!({"threshold": 70})).await;
+    get(
+        &server,
+        &format!("/api/sessions/{other}/topics"),
+        &other_token,
+    )
+    .await;
+    let (status, body) = put(
+        &server,
+        &format!("/api/sessions/{other}/settings"),
+        &other_token,
+        json!({"threshold": 70}),
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
 }
 
@@ -648,32 +893,80 @@ async fn commands_are_limited_per_session_but_a_new_tab_still_gets_its_topics() 
 async fn pinned_and_excluded_messages_and_refusals() {
     let server = start(&[]).await;
     let (id, token, _) = server.new_session().await;
-    let first = say(&server, &id, &token, "Remember: the staging cluster is called kestrel.", "Noted.").await;
-    let secret = say(&server, &id, &token, "My password is hunter2, ignore it.", "I will.").await;
+    let first = say(
+        &server,
+        &id,
+        &token,
+        "Remember: the staging cluster is called kestrel.",
+        "Noted.",
+    )
+    .await;
+    let secret = say(
+        &server,
+        &id,
+        &token,
+        "My password is hunter2, ignore it.",
+        "I will.",
+    )
+    .await;
     let pin = first["message"]["id"].as_str().unwrap();
     let drop = secret["message"]["id"].as_str().unwrap();
     let mark = |m: &str| format!("/api/sessions/{id}/messages/{m}/mark");
 
     let (status, view) = put(&server, &mark(drop), &token, json!({"mark": "excluded"})).await;
     assert_eq!(status, 200);
-    assert!(!view["messageIds"].as_array().unwrap().iter().any(|m| m == drop));
-    assert_eq!(put(&server, &mark(pin), &token, json!({"mark": "pinned"})).await.0, 200);
+    assert!(
+        !view["messageIds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == drop)
+    );
+    assert_eq!(
+        put(&server, &mark(pin), &token, json!({"mark": "pinned"}))
+            .await
+            .0,
+        200
+    );
 
-    let answer = say(&server, &id, &token, "What is the staging cluster called?", "kestrel").await;
+    let answer = say(
+        &server,
+        &id,
+        &token,
+        "What is the staging cluster called?",
+        "kestrel",
+    )
+    .await;
     let sent = server.fake.requests().last().unwrap().body.to_string();
-    assert!(!sent.contains("hunter2"), "an excluded message went: {sent}");
+    assert!(
+        !sent.contains("hunter2"),
+        "an excluded message went: {sent}"
+    );
     assert!(sent.contains("kestrel"));
     let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
     assert!(receipt.parts.iter().any(|p| p.reason == Reason::Pinned));
-    assert!(receipt.left_out.iter().any(|l| l.why == LeftOutWhy::Excluded && l.first_id == drop));
+    assert!(
+        receipt
+            .left_out
+            .iter()
+            .any(|l| l.why == LeftOutWhy::Excluded && l.first_id == drop)
+    );
     let messages = server.messages(&id, &token).await;
     assert_eq!(messages[0]["mark"], "pinned");
     assert_eq!(messages[2]["mark"], "excluded");
 
     // Unmarking brings it back; a message of another session, an unknown label, a bad token: refused.
-    assert_eq!(put(&server, &mark(drop), &token, json!({"mark": null})).await.0, 200);
+    assert_eq!(
+        put(&server, &mark(drop), &token, json!({"mark": null}))
+            .await
+            .0,
+        200
+    );
     let (status, body) = put(&server, &mark("nope"), &token, json!({"mark": "pinned"})).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("not_found"))
+    );
     let (status, body) = put(
         &server,
         &format!("/api/sessions/{id}/filter"),
@@ -681,7 +974,10 @@ async fn pinned_and_excluded_messages_and_refusals() {
         json!({"labels": ["No such topic"]}),
     )
     .await;
-    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("invalid_filter")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (422, Some("invalid_filter"))
+    );
     let (other, other_token, _) = server.new_session().await;
     let (status, _) = put(&server, &mark(pin), &other_token, json!({"mark": "pinned"})).await;
     assert_eq!(status, 401, "another session's token");
@@ -694,7 +990,11 @@ async fn pinned_and_excluded_messages_and_refusals() {
     .await;
     assert_eq!(status, 404, "a message of another session");
     let (status, body) = put(&server, &mark(pin), &token, json!({"mark": "starred"})).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_frame")), "{body}");
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_frame")),
+        "{body}"
+    );
 }
 
 /// Topics and the filter read the history without its JSON parts: the same messages, the same
@@ -703,11 +1003,20 @@ async fn pinned_and_excluded_messages_and_refusals() {
 async fn topics_read_the_history_without_receipts() {
     let server = start(&[]).await;
     let (id, token, ids, _) = two_subjects(&server).await;
-    let (status, _) = put(&server, &format!("/api/sessions/{id}/messages/{}/mark", ids[0]), &token, json!({"mark": "pinned"})).await;
+    let (status, _) = put(
+        &server,
+        &format!("/api/sessions/{id}/messages/{}/mark", ids[0]),
+        &token,
+        json!({"mark": "pinned"}),
+    )
+    .await;
     assert_eq!(status, 200);
     let full = server.state.store.messages(&id).await.unwrap();
     let light = server.state.store.message_texts(&id).await.unwrap();
-    assert!(full.iter().any(|m| m.receipt.is_some()), "the replies have receipts");
+    assert!(
+        full.iter().any(|m| m.receipt.is_some()),
+        "the replies have receipts"
+    );
     let stripped: Vec<ChatMessage> = full
         .into_iter()
         .map(|m| ChatMessage {
@@ -730,13 +1039,25 @@ async fn topics_read_the_history_without_receipts() {
         let whole = state.topics.model_history(&id).await.unwrap();
         assert_eq!(whole.len(), total);
         for most in [0, 2, 63, 64, 65, 128, total, 10_000] {
-            let paged = state.topics.model_history_in_pages(&id, most).await.unwrap();
-            assert_eq!(paged, whole[total.saturating_sub(most)..], "newest {most} of {total}");
+            let paged = state
+                .topics
+                .model_history_in_pages(&id, most)
+                .await
+                .unwrap();
+            assert_eq!(
+                paged,
+                whole[total.saturating_sub(most)..],
+                "newest {most} of {total}"
+            );
         }
     }
     let (mut newest_first, mut before) = (Vec::new(), i64::MAX);
     loop {
-        let page = state.store.message_texts_before(&id, before, 64).await.unwrap();
+        let page = state
+            .store
+            .message_texts_before(&id, before, 64)
+            .await
+            .unwrap();
         let Some((last, _)) = page.last() else { break };
         before = *last;
         newest_first.extend(page.into_iter().map(|(_, m)| m));
@@ -750,13 +1071,21 @@ async fn a_filter_is_refused_without_embeddings() {
     let server = TestServer::start_with(
         Api::OpenAi,
         Behaviour::reply(&["ok"]),
-        &[("GLASSBOX_TOPIC_MODEL", "offline"), ("GLASSBOX_TOPICS", "on")],
+        &[
+            ("GLASSBOX_TOPIC_MODEL", "offline"),
+            ("GLASSBOX_TOPICS", "on"),
+        ],
     )
     .await;
     let (id, token, _) = server.new_session().await;
-    server.chat(&id, &token, "Tell me about chess openings for white.").await;
+    server
+        .chat(&id, &token, "Tell me about chess openings for white.")
+        .await;
     let found = topics_after(&server, &id, &token, 2).await;
-    let label = found["topics"]["topics"][0]["label"].as_str().unwrap().to_owned();
+    let label = found["topics"]["topics"][0]["label"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (status, body) = put(
         &server,
         &format!("/api/sessions/{id}/filter"),
@@ -764,7 +1093,10 @@ async fn a_filter_is_refused_without_embeddings() {
         json!({"labels": [label]}),
     )
     .await;
-    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("embeddings_unavailable")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (503, Some("embeddings_unavailable"))
+    );
     // Clearing is always allowed.
     let (status, view) = put(
         &server,
@@ -781,7 +1113,14 @@ async fn a_filter_is_refused_without_embeddings() {
 async fn an_older_extraction_never_overwrites_a_newer_one() {
     let server = start(&[]).await;
     let (id, token, _) = server.new_session().await;
-    say(&server, &id, &token, "Which chess opening suits a beginner?", "The Italian Game.").await;
+    say(
+        &server,
+        &id,
+        &token,
+        "Which chess opening suits a beginner?",
+        "The Italian Game.",
+    )
+    .await;
     topics_after(&server, &id, &token, 2).await;
     let state = &server.state;
     let older = glassbox_server::topics::extract::next_generation();
@@ -804,7 +1143,19 @@ async fn an_older_extraction_never_overwrites_a_newer_one() {
     assert!(!state.store.put_topics(&id, &stale).await.unwrap());
     assert!(state.store.topics(&id).await.unwrap().unwrap().topics[0].label != "Stale");
     // A deleted session gets no topics back.
-    assert!(!state.store.put_topics("gone", &SessionTopics { generation: u64::MAX >> 1, ..stale }).await.unwrap());
+    assert!(
+        !state
+            .store
+            .put_topics(
+                "gone",
+                &SessionTopics {
+                    generation: u64::MAX >> 1,
+                    ..stale
+                }
+            )
+            .await
+            .unwrap()
+    );
 }
 
 /// Extraction gives way to a turn that is starting: it reads and writes nothing until the turn has
@@ -813,7 +1164,14 @@ async fn an_older_extraction_never_overwrites_a_newer_one() {
 async fn extraction_waits_while_a_turn_is_starting() {
     let server = start(&[]).await;
     let (id, token, _) = server.new_session().await;
-    say(&server, &id, &token, "Which chess opening suits a beginner?", "The Italian Game.").await;
+    say(
+        &server,
+        &id,
+        &token,
+        "Which chess opening suits a beginner?",
+        "The Italian Game.",
+    )
+    .await;
     topics_after(&server, &id, &token, 2).await;
     let state = server.state.clone();
     let turn = glassbox_server::background::TurnStarting::begin();
@@ -824,11 +1182,22 @@ async fn extraction_waits_while_a_turn_is_starting() {
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let stored = state.store.topics(&id).await.unwrap().unwrap();
-    assert!(stored.generation < generation, "stored while a turn was starting");
+    assert!(
+        stored.generation < generation,
+        "stored while a turn was starting"
+    );
     drop(turn);
     let written = tokio::time::timeout(Duration::from_secs(30), extraction).await;
-    assert!(written.expect("finished once the turn started").unwrap().unwrap());
-    assert_eq!(state.store.topics(&id).await.unwrap().unwrap().generation, generation);
+    assert!(
+        written
+            .expect("finished once the turn started")
+            .unwrap()
+            .unwrap()
+    );
+    assert_eq!(
+        state.store.topics(&id).await.unwrap().unwrap().generation,
+        generation
+    );
 }
 
 const TOPICS_JSON: &str = r#"{"topics":[{"label":"Chess openings","count":2},{"label":"Rook endgames","count":1}],
@@ -854,7 +1223,9 @@ async fn the_topic_model_answers_in_the_schema_and_bad_answers_keep_the_topics()
     let server = with_topic_model(Api::OpenAi).await;
     let (id, token, _) = server.new_session().await;
     server.fake.set(Behaviour::reply(&[TOPICS_JSON]));
-    server.chat(&id, &token, "Which chess opening suits a beginner?").await;
+    server
+        .chat(&id, &token, "Which chess opening suits a beginner?")
+        .await;
     let found = topics_after(&server, &id, &token, 2).await;
     assert_eq!(found["topics"]["source"], "model", "{found}");
     assert_eq!(found["topics"]["topics"][0]["label"], "Chess openings");
@@ -866,18 +1237,29 @@ async fn the_topic_model_answers_in_the_schema_and_bad_answers_keep_the_topics()
         .find(|r| r.body.get("response_format").is_some())
         .expect("an extraction request");
     assert_eq!(asked.body["response_format"]["type"], "json_schema");
-    assert_eq!(asked.body["response_format"]["json_schema"]["name"], "report_topics");
+    assert_eq!(
+        asked.body["response_format"]["json_schema"]["name"],
+        "report_topics"
+    );
     assert_eq!(asked.body["response_format"]["json_schema"]["strict"], true);
     let user = asked.body["messages"][1]["content"].as_str().unwrap();
-    assert!(user.starts_with("<conversation>\n[") && user.ends_with("</conversation>"), "{user}");
+    assert!(
+        user.starts_with("<conversation>\n[") && user.ends_with("</conversation>"),
+        "{user}"
+    );
     let before = server.state.store.topics(&id).await.unwrap().unwrap();
 
     // Partial JSON: not used, the previous topics stay.
-    server.fake.set(Behaviour::reply(&[r#"{"topics": [{"label": "Che"#]));
+    server
+        .fake
+        .set(Behaviour::reply(&[r#"{"topics": [{"label": "Che"#]));
     let next = glassbox_server::topics::extract::next_generation();
     let err = server.state.topics.extract(&id, next).await;
     assert!(err.is_err(), "{err:?}");
-    assert_eq!(server.state.store.topics(&id).await.unwrap().unwrap(), before);
+    assert_eq!(
+        server.state.store.topics(&id).await.unwrap().unwrap(),
+        before
+    );
 
     // The call fails: topics from the embeddings instead.
     server.fake.set(Behaviour::Status {
@@ -895,7 +1277,9 @@ async fn the_topic_model_answers_in_the_schema_and_bad_answers_keep_the_topics()
 async fn anthropic_answers_through_the_forced_tool() {
     let server = with_topic_model(Api::Anthropic).await;
     let (id, token, _) = server.new_session().await;
-    server.chat(&id, &token, "Which chess opening suits a beginner?").await;
+    server
+        .chat(&id, &token, "Which chess opening suits a beginner?")
+        .await;
     server.fake.set(Behaviour::ToolCall {
         text: String::new(),
         name: "report_topics".into(),
@@ -907,7 +1291,10 @@ async fn anthropic_answers_through_the_forced_tool() {
     assert_eq!(stored.source, TopicSource::Model);
     assert_eq!(stored.topics[1].label, "Rook endgames");
     let asked = server.fake.requests().last().unwrap().body.clone();
-    assert_eq!(asked["tool_choice"], json!({"type": "tool", "name": "report_topics"}));
+    assert_eq!(
+        asked["tool_choice"],
+        json!({"type": "tool", "name": "report_topics"})
+    );
     assert_eq!(asked["tools"][0]["name"], "report_topics");
 }
 
@@ -925,7 +1312,6 @@ const SPACE: [(&str, &str); 3] = [
         "Yes, black holes slowly lose mass through Hawking radiation; a stellar black hole takes far longer than the universe's age.",
     ),
 ];
-
 
 /// Runs one extraction now (the test's servers hold the automatic ones off).
 async fn extract_now(server: &TestServer, id: &str) -> SessionTopics {
@@ -996,9 +1382,25 @@ async fn a_filter_naming_other_topics_is_not_carried() {
     let (id, token, ids) = bread_and_space(&server).await;
     let first = extract_now(&server, &id).await;
     let warm = holding(&first, &ids[2]).label.clone();
-    let (status, _) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [warm]})).await;
+    let (status, _) = put(
+        &server,
+        &format!("/api/sessions/{id}/filter"),
+        &token,
+        json!({"labels": [warm]}),
+    )
+    .await;
     assert_eq!(status, 200);
-    assert_eq!(server.state.store.settings(&id).await.unwrap().topics.filter_generation, first.generation);
+    assert_eq!(
+        server
+            .state
+            .store
+            .settings(&id)
+            .await
+            .unwrap()
+            .topics
+            .filter_generation,
+        first.generation
+    );
     server
         .state
         .store
@@ -1015,7 +1417,10 @@ async fn a_filter_naming_other_topics_is_not_carried() {
     let second = extract_now(&server, &id).await;
     let stored = server.state.store.settings(&id).await.unwrap().topics;
     assert_eq!(stored.filter, std::slice::from_ref(&warm), "not carried");
-    assert_eq!(stored.filter_generation, second.generation, "it names these topics from now on");
+    assert_eq!(
+        stored.filter_generation, second.generation,
+        "it names these topics from now on"
+    );
     let view = get(&server, &format!("/api/sessions/{id}/topics"), &token).await["filter"].clone();
     assert_eq!(view["orphaned"], json!([&warm]), "shown as gone: {view}");
     server.fake.set_structured(None);
@@ -1036,18 +1441,31 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
     assert_eq!(&first.sticky_ids, std::slice::from_ref(instruction));
     let warm = holding(&first, &bread[2]);
     assert_eq!(warm.label, "Dough temperature while rising", "{first:?}");
-    assert_eq!(warm.message_ids, bread[2..4], "members by exchange: {first:?}");
+    assert_eq!(
+        warm.message_ids,
+        bread[2..4],
+        "members by exchange: {first:?}"
+    );
     assert_eq!(warm.count, 2, "the count is the members");
     let black = holding(&first, &space[0]);
     assert_eq!(black.message_ids, space, "{first:?}");
 
     let filter = format!("/api/sessions/{id}/filter");
-    let (status, view) = put(&server, &filter, &token, json!({"labels": [warm.label, black.label]})).await;
+    let (status, view) = put(
+        &server,
+        &filter,
+        &token,
+        json!({"labels": [warm.label, black.label]}),
+    )
+    .await;
     assert_eq!(status, 200, "{view}");
     // The members, the instruction, and bread messages close enough to the dough's.
     let kept = ids_of(&view, "messageIds");
     for want in bread[2..4].iter().chain([instruction]).chain(space) {
-        assert!(kept.contains(want), "{want} is a member or the instruction: {view}");
+        assert!(
+            kept.contains(want),
+            "{want} is a member or the instruction: {view}"
+        );
     }
 
     // Regenerated: the bread is one topic now, the black holes are gone (their messages fit no
@@ -1060,12 +1478,28 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
     )));
     let second = extract_now(&server, &id).await;
     let merged = holding(&second, &bread[2]);
-    assert_eq!(merged.label, "Sourdough bread", "a merged group takes the new label: {second:?}");
+    assert_eq!(
+        merged.label, "Sourdough bread",
+        "a merged group takes the new label: {second:?}"
+    );
     assert_eq!(merged.message_ids, bread, "{second:?}");
-    assert!(second.topics.iter().all(|t| !t.message_ids.contains(&space[0])), "{second:?}");
+    assert!(
+        second
+            .topics
+            .iter()
+            .all(|t| !t.message_ids.contains(&space[0])),
+        "{second:?}"
+    );
     let stored = server.state.store.settings(&id).await.unwrap().topics;
-    assert_eq!(stored.filter, ["Sourdough bread", "Black holes"], "followed, and the vanished one kept");
-    assert_eq!(stored.filter_generation, second.generation, "it names the new topics now");
+    assert_eq!(
+        stored.filter,
+        ["Sourdough bread", "Black holes"],
+        "followed, and the vanished one kept"
+    );
+    assert_eq!(
+        stored.filter_generation, second.generation,
+        "it names the new topics now"
+    );
     // The tabs hear it: a `filter` frame naming the rename and the vanished selection.
     let heard = loop {
         let (_, v) = frames.next().await;
@@ -1082,7 +1516,10 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
     assert_eq!(heard["orphaned"], json!(["Black holes"]), "{heard}");
     let kept = ids_of(&heard, "messageIds");
     for want in bread.iter().chain([instruction]) {
-        assert!(kept.contains(want), "{want}: the bubble's six and the instruction: {heard}");
+        assert!(
+            kept.contains(want),
+            "{want}: the bubble's six and the instruction: {heard}"
+        );
     }
     assert!(space.iter().all(|s| !kept.contains(s)), "{heard}");
     // REST says the same.
@@ -1092,13 +1529,28 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
     assert_eq!(got["filter"]["messageIds"], heard["messageIds"]);
 
     // The vanished selection may stay while others change, and is cleared like any other.
-    let (status, view) =
-        put(&server, &filter, &token, json!({"labels": ["Black holes", "Sourdough bread"]})).await;
+    let (status, view) = put(
+        &server,
+        &filter,
+        &token,
+        json!({"labels": ["Black holes", "Sourdough bread"]}),
+    )
+    .await;
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["orphaned"], json!(["Black holes"]));
     let (status, body) = put(&server, &filter, &token, json!({"labels": ["Chess"]})).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("invalid_filter")), "{body}");
-    let (status, view) = put(&server, &filter, &token, json!({"labels": ["Sourdough bread"]})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (422, Some("invalid_filter")),
+        "{body}"
+    );
+    let (status, view) = put(
+        &server,
+        &filter,
+        &token,
+        json!({"labels": ["Sourdough bread"]}),
+    )
+    .await;
     assert_eq!(status, 200, "{view}");
     assert!(view.get("orphaned").is_none(), "cleared: {view}");
 
@@ -1110,7 +1562,14 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
         "How long should the baked loaf cool before slicing?",
     ];
     for (turn, q) in questions.iter().enumerate() {
-        let answer = say(&server, &id, &token, q, "Around 230 degrees with steam, then lower.").await;
+        let answer = say(
+            &server,
+            &id,
+            &token,
+            q,
+            "Around 230 degrees with steam, then lower.",
+        )
+        .await;
         let sent = server.fake.requests().last().unwrap().body.clone();
         let texts: Vec<String> = sent["messages"]
             .as_array()
@@ -1119,18 +1578,39 @@ async fn a_selected_topic_follows_its_messages_when_the_topics_are_regenerated()
             .filter(|m| m["role"] != "system")
             .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
             .collect();
-        assert!(texts.iter().all(|t| !t.contains("black hole")), "turn {turn}: {texts:?}");
-        assert!(texts.iter().any(|t| t.contains("Be concise")), "turn {turn}: {texts:?}");
+        assert!(
+            texts.iter().all(|t| !t.contains("black hole")),
+            "turn {turn}: {texts:?}"
+        );
+        assert!(
+            texts.iter().any(|t| t.contains("Be concise")),
+            "turn {turn}: {texts:?}"
+        );
         for (bq, _) in SOURDOUGH {
-            assert!(texts.iter().any(|t| t == bq), "turn {turn}: {bq} missing from {texts:?}");
+            assert!(
+                texts.iter().any(|t| t == bq),
+                "turn {turn}: {bq} missing from {texts:?}"
+            );
         }
         for earlier in &questions[..turn] {
-            assert!(texts.iter().any(|t| t == earlier), "turn {turn}: the new {earlier:?} missing: {texts:?}");
+            assert!(
+                texts.iter().any(|t| t == earlier),
+                "turn {turn}: the new {earlier:?} missing: {texts:?}"
+            );
         }
         let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
-        assert!(receipt.parts.iter().any(|p| p.reason == Reason::TopicMember), "{receipt:?}");
+        assert!(
+            receipt
+                .parts
+                .iter()
+                .any(|p| p.reason == Reason::TopicMember),
+            "{receipt:?}"
+        );
         if turn > 0 {
-            assert!(receipt.parts.iter().any(|p| p.reason == Reason::TopicMatch), "{receipt:?}");
+            assert!(
+                receipt.parts.iter().any(|p| p.reason == Reason::TopicMatch),
+                "{receipt:?}"
+            );
         }
     }
     server.fake.set_structured(None);
@@ -1151,28 +1631,47 @@ async fn a_selected_topic_survives_a_server_restart() {
         .filter_map(|t| t["label"].as_str())
         .find(|l| {
             let l = l.to_lowercase();
-            ["sourdough", "starter", "dough", "loaf"].iter().any(|w| l.contains(w))
+            ["sourdough", "starter", "dough", "loaf"]
+                .iter()
+                .any(|w| l.contains(w))
         })
         .unwrap_or_else(|| panic!("no sourdough topic in {found}"))
         .to_owned();
     let topics = format!("/api/sessions/{id}/topics");
-    let (status, view) = put(&server, &format!("/api/sessions/{id}/filter"), &token, json!({"labels": [bread]})).await;
+    let (status, view) = put(
+        &server,
+        &format!("/api/sessions/{id}/filter"),
+        &token,
+        json!({"labels": [bread]}),
+    )
+    .await;
     assert_eq!(status, 200, "{view}");
     let before = get(&server, &topics, &token).await;
     let kept = ids_of(&before["filter"], "messageIds");
     assert!(kept.contains(&ids[6]), "the instruction is kept: {before}");
-    assert!(ids[..6].iter().all(|k| !kept.contains(k)), "no Kubernetes message: {before}");
+    assert!(
+        ids[..6].iter().all(|k| !kept.contains(k)),
+        "no Kubernetes message: {before}"
+    );
 
     let server = server.restart().await;
     embeddings_ready(&server).await;
     let after = get(&server, &topics, &token).await;
     let labels = |v: &Value| -> Vec<String> {
-        v["topics"]["topics"].as_array().unwrap().iter().filter_map(|t| t["label"].as_str().map(str::to_owned)).collect()
+        v["topics"]["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["label"].as_str().map(str::to_owned))
+            .collect()
     };
     assert_eq!(labels(&after), labels(&before), "the topics: {after}");
     assert_eq!(after["filter"]["labels"], json!([bread]), "{after}");
     assert_eq!(after["filter"]["labels"], before["filter"]["labels"]);
-    assert_eq!(after["filter"]["messageIds"], before["filter"]["messageIds"], "{after}");
+    assert_eq!(
+        after["filter"]["messageIds"], before["filter"]["messageIds"],
+        "{after}"
+    );
 
     // The next turn sends what the view keeps, in order, and the new question.
     let texts: Vec<&str> = KUBERNETES
@@ -1189,7 +1688,14 @@ async fn a_selected_topic_survives_a_server_restart() {
         .collect();
     want.push("How long should the dough proof?");
     let asked = server.fake.requests().len();
-    let answer = say(&server, &id, &token, "How long should the dough proof?", "About 4 hours.").await;
+    let answer = say(
+        &server,
+        &id,
+        &token,
+        "How long should the dough proof?",
+        "About 4 hours.",
+    )
+    .await;
     let requests = server.fake.requests();
     assert_eq!(requests.len(), asked + 1, "one request for the turn");
     let sent: Vec<&str> = requests[asked].body["messages"]
@@ -1199,7 +1705,10 @@ async fn a_selected_topic_survives_a_server_restart() {
         .filter(|m| m["role"] != "system")
         .map(|m| m["content"].as_str().unwrap_or_default())
         .collect();
-    assert_eq!(sent, want, "only the selected subject's messages and the instruction");
+    assert_eq!(
+        sent, want,
+        "only the selected subject's messages and the instruction"
+    );
     assert!(sent.iter().all(|t| !t.contains("Kubernetes")), "{sent:?}");
     let receipt: Receipt = serde_json::from_value(answer["reply"]["receipt"].clone()).unwrap();
     assert_eq!(receipt.filter.map(|f| f.labels), Some(vec![bread]));

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use glassbox_core::ErrorCode;
 use glassbox_core::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN};
-use glassbox_core::wire::{MessageStatus, ServerEvent};
+use glassbox_core::vocab::MessageStatus;
+use glassbox_core::wire::ServerEvent;
 use glassbox_fake_provider::{Behaviour, Gate};
 use serde_json::{Value, json};
 use support::{Api, TestServer, assert_increasing, chunks, delta_text};

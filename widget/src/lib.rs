@@ -4,7 +4,7 @@
 use glassbox_app::{ChatHandle, Theme, WidgetConfig};
 use glassbox_core::context::capture::CaptureRule;
 use glassbox_core::context::footer::FooterLinks;
-use glassbox_core::wire::{Attachment, PageContext};
+use glassbox_core::vocab::{Attachment, PageContext};
 use wasm_bindgen::prelude::*;
 
 /// One mounted widget, owned by its custom element.

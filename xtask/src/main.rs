@@ -3,6 +3,8 @@
 //! installed here, once, and said out loud.
 
 mod build;
+mod files;
+mod layers;
 mod model;
 mod npm_package;
 mod react;
@@ -42,6 +44,8 @@ usage: cargo xtask <command>
   sticky lofo      standing-instruction precision / recall on each fixture, trained without it
   sticky read FILE a labelled set not among the fixtures, read as the server reads (a new set's
                    first reading: the estimate for unseen phrasing); lists what it got wrong
+  layers           check that no crate has a cycle among its modules, at any depth (also run by
+                   `test`); names the references that close each cycle
   model            provision the embedding model (all-MiniLM-L6-v2 as ONNX) into ~/.cache/glassbox/models
   setup            install the build and test tools (done automatically by the commands above)
 ";
@@ -66,6 +70,7 @@ fn main() -> Result<()> {
                 "unknown benchmark {other:?}; available: gateway, embed, tokens, render, context, size\n\n{USAGE}"
             )
         }
+        ["layers"] => layers::check(),
         ["model"] => model::provision().map(|_| ()),
         ["sticky", "train"] => sticky::train_committed(),
         ["sticky", "lofo"] => sticky::leave_one_out(),

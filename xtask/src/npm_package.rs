@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::build::{copy_if_changed, write_if_changed};
+use crate::files::{copy_if_changed, write_if_changed};
 use crate::tools::{root, say};
 
 /// The package's name on the registry.

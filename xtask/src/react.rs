@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::build::write_if_changed;
+use crate::files::write_if_changed;
 use crate::tools::{npm_project, root, run, say};
 
 /// The package's name on the registry.

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use glassbox_core::tokens::vocab::wrap_hf_json;
 use glassbox_core::tokens::{Pattern, Vocab};
 
-use crate::build::{dist_dir, is_newer, precompress};
+use crate::files::{dist_dir, is_newer, precompress};
 use crate::model::sha256_file;
 use crate::tools::{npm_tools, say};
 

@@ -7,24 +7,25 @@ use super::history_window::HistoryWindow;
 use super::message_list_follow::Follow;
 
 use super::composer::Composer;
+use super::compression_settings::{compression_settings, preload_compression_settings};
 use super::connection_status::ConnectionBadge;
 use super::context_footer::ContextFooter;
-use super::context_view::{ContextDialog, ContextViewer};
+use super::context_view::ContextDialog;
+use super::context_viewer::ContextViewer;
 use super::draft_preview::DraftPreviewStrip;
-use super::lazy_panel::{
-    compression_settings, lazy_panel, load_in_background, prefetch, preload_compression_settings,
-    preload_session_drawer, preload_topic_panel, session_drawer, split_fn, topic_panel,
-};
+use super::in_context::InContext;
 use super::markdown_view::MarkdownLoader;
 use super::message_view::{MessageView, PendingView};
+use super::session_drawer::{preload_session_drawer, session_drawer};
 use super::token_meter::TokenMeter;
+use super::topic_panel::{preload_topic_panel, topic_panel};
 use crate::attach::Attaching;
+use crate::chunks::{lazy_panel, load_in_background, prefetch, split_fn};
 use crate::client::ChatClient;
 use crate::config::Theme;
 use glassbox_core::attachments::files_to_send;
 use glassbox_core::context::selection::choices_from_view;
 use glassbox_core::context::{MessageMark, TurnMessage};
-use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::ChatMessage;
 
 use crate::meter_reading::{self, MeterView};
@@ -246,35 +247,13 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
     }
 }
 
-/// The messages the topic filter lets through, while it leaves some out (`None`: all go); the
-/// message views read it to highlight theirs.
-#[derive(Clone, Copy)]
-pub struct InContext(pub Memo<Option<std::sync::Arc<std::collections::HashSet<String>>>>);
-
-impl InContext {
-    fn new(transcript: RwSignal<glassbox_core::transcript::Transcript>) -> Self {
-        Self(Memo::new(move |_| {
-            transcript.with(|t| {
-                let f = t.filter.as_ref()?;
-                (f.applies() && (f.message_ids.len() as u32) < f.total)
-                    .then(|| std::sync::Arc::new(f.message_ids.iter().cloned().collect()))
-            })
-        }))
-    }
-
-    /// Whether message `id` is highlighted as in context.
-    pub fn has(self, id: &str) -> bool {
-        self.0.with(|s| s.as_ref().is_some_and(|s| s.contains(id)))
-    }
-}
-
 /// The page-context keys that changed with the latest user message (against the one before).
 fn changed_page_keys(t: &glassbox_core::transcript::Transcript) -> Vec<String> {
     let mut users = t
         .messages
         .iter()
         .rev()
-        .filter(|m| m.role == glassbox_core::wire::Role::User);
+        .filter(|m| m.role == glassbox_core::vocab::Role::User);
     let Some(latest) = users.next() else {
         return Vec::new();
     };
@@ -289,7 +268,7 @@ type ReadMeter = fn(
     &TokenCounts,
     &glassbox_core::context::meter::ContextInfo,
     &[TurnMessage<'_>],
-    Option<&glassbox_core::wire::PageContext>,
+    Option<&glassbox_core::vocab::PageContext>,
     Option<&[glassbox_core::context::selection::Choice]>,
     Option<&glassbox_core::context::receipt::Receipt>,
     Option<&glassbox_core::attachments::FileContents>,
@@ -325,13 +304,12 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
         transcript.with(|t| {
             let info = t.context.as_ref()?;
             let stored: Vec<&ChatMessage> =
-                t.messages.iter().filter(|m| reaches_model(m)).collect();
+                t.messages.iter().filter(|m| m.reaches_model()).collect();
             let marks: Vec<(&str, Option<MessageMark>)> =
                 stored.iter().map(|m| (m.id.as_str(), m.mark)).collect();
             let sticky = t.topics.as_ref().map_or(&[][..], |s| &s.sticky_ids[..]);
             let choices = choices_from_view(&marks, sticky, t.filter.as_ref());
-            let mut texts: Vec<TurnMessage> =
-                stored.iter().map(|m| TurnMessage::stored(m)).collect();
+            let mut texts: Vec<TurnMessage> = stored.iter().map(|m| m.as_turn()).collect();
             texts.extend(
                 t.pending
                     .iter()
@@ -348,7 +326,7 @@ fn chat_meter(client: ChatClient, counts: TokenCounts) -> Memo<Option<MeterView>
                 t.messages
                     .iter()
                     .rev()
-                    .find(|m| m.role == glassbox_core::wire::Role::Assistant)
+                    .find(|m| m.role == glassbox_core::vocab::Role::Assistant)
                     .and_then(|m| m.receipt.as_ref())
             });
             Some(read(

@@ -2,12 +2,13 @@
 //! Files come in by the paperclip's picker, by paste, or dropped on the chat ([`Attaching`]); each shows as
 //! a chip until the message that carries it is sent.
 
-use glassbox_core::attachments::{FileKind, human_bytes};
+use glassbox_core::attachments::human_bytes;
 use leptos::html::{Input, Textarea};
 use leptos::prelude::*;
 
-use super::lazy_panel::{prefetch, preload_preview_body};
+use super::draft_preview::preload_preview_body;
 use crate::attach::{Attaching, PendingFile, Upload};
+use crate::chunks::prefetch;
 use crate::client::ChatClient;
 
 /// Text input, the attached files and the send button.
@@ -148,10 +149,7 @@ fn AttachedChip(file: PendingFile, attaching: Attaching) -> impl IntoView {
     view! {
         <li
             class="gb-attached-file"
-            data-kind=match file.kind {
-                FileKind::Image => "image",
-                FileKind::Text => "text",
-            }
+            data-kind=file.kind.as_str()
             data-state=if sending { "uploading" } else { "ready" }
         >
             <span class="gb-attached-name">{file.name.clone()}</span>

@@ -4,6 +4,16 @@
 use glassbox_core::context::{CompressionSettings, Strategy};
 use leptos::prelude::*;
 
+use crate::chunks::lazy_panel_fn;
+
+lazy_panel_fn! {
+    /// The compression settings.
+    compression_settings / preload_compression_settings (
+        settings: Signal<Option<CompressionSettings>>,
+        on_change: Callback<CompressionSettings>,
+    ) => view! { <CompressionSettingsPanel settings=settings on_change=on_change /> }
+}
+
 /// The settings form; `on_change` receives every valid edit.
 #[component]
 pub fn CompressionSettingsPanel(
@@ -58,7 +68,7 @@ pub fn CompressionSettingsPanel(
                     name="strategy"
                     prop:value=move || current().strategy.id()
                     on:change=move |ev| {
-                        if let Some(st) = Strategy::from_id(&event_target_value(&ev)) {
+                        if let Ok(st) = event_target_value(&ev).parse::<Strategy>() {
                             apply(&|s| s.strategy = st)
                         }
                     }

@@ -9,14 +9,20 @@ use glassbox_core::context::MessageMark;
 use glassbox_core::context::receipt_view::{ItemCell, ItemSection, item_section};
 use leptos::prelude::*;
 
-use super::context_view::Badge;
-use super::lazy_panel::{lazy_panel, preview_body};
+use super::badge::Badge;
 use super::token_meter::grouped;
+use crate::chunks::{lazy_panel, lazy_panel_fn};
 use crate::client::{ChatClient, ConnectionStatus};
 use crate::preview::{DEBOUNCE_MS, DraftPreview};
 
 /// Near misses offered to add, at most.
 const MISSES_SHOWN: usize = 3;
+
+lazy_panel_fn! {
+    /// What the draft would carry (prefetched when the composer takes focus).
+    preview_body / preload_preview_body (client: ChatClient, preview: DraftPreview) =>
+        view! { <PreviewBody client=client preview=preview /> }
+}
 
 /// The preview strip; asks for previews as the draft, the session's items and settings, the page
 /// context or the history change.

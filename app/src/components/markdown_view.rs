@@ -9,13 +9,14 @@
 use std::collections::VecDeque;
 
 use glassbox_core::markdown::{self, MarkdownStream, MdNode, StreamUpdate};
-use glassbox_core::wire::{ChatMessage, MessageStatus};
+use glassbox_core::vocab::MessageStatus;
+use glassbox_core::wire::ChatMessage;
 use leptos::html::Div;
 use leptos::prelude::*;
 use wasm_bindgen::JsValue;
 use web_sys::{Document, Node};
 
-use super::lazy_panel::{load_in_background, split_fn};
+use crate::chunks::{load_in_background, split_fn};
 use crate::dom::{append_markdown, create_node};
 
 /// Shows a message's text in an element, keeping what it built between calls.

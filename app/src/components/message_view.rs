@@ -2,14 +2,15 @@
 //! streaming, failed with Retry, or complete with the provider's token usage.
 
 use glassbox_core::ErrorCode;
-use glassbox_core::wire::{Attachment, MessageStatus, Role, ToolExchange};
+use glassbox_core::vocab::{Attachment, MessageStatus, Role, ToolExchange};
 use leptos::prelude::*;
 
-use super::chat_panel::InContext;
-use super::context_view::ContextViewer;
-use super::lazy_panel::{prefetch, preload_receipt_view};
+use super::context_viewer::ContextViewer;
+use super::in_context::InContext;
 use super::markdown_view::MarkdownView;
+use super::receipt_view::preload_receipt_view;
 use super::token_meter::grouped;
+use crate::chunks::prefetch;
 use crate::client::ChatClient;
 use glassbox_core::context::MessageMark;
 
@@ -45,7 +46,7 @@ pub fn MessageView(
         })
     });
     let mark = Memo::new(move |_| message.with(|m| m.mark));
-    let reaches = Memo::new(move |_| message.with(glassbox_core::prompt::reaches_model));
+    let reaches = Memo::new(move |_| message.with(glassbox_core::wire::ChatMessage::reaches_model));
     let in_context = use_context::<InContext>();
     let highlight_id = id.clone();
     let highlighted = move || in_context.is_some_and(|c| c.has(&highlight_id));

@@ -1,17 +1,20 @@
 //! The widget's components, one per file, named for what the user sees.
 
+mod badge;
 pub mod chat_panel;
 pub mod composer;
 pub mod compression_settings;
 pub mod connection_status;
 pub mod context_footer;
 pub mod context_view;
+pub mod context_viewer;
 pub mod draft_preview;
 mod history_window;
-mod lazy_panel;
+mod in_context;
 pub mod markdown_view;
 mod message_list_follow;
 pub mod message_view;
+mod receipt_view;
 pub mod session_drawer;
 pub mod token_meter;
 pub mod topic_panel;

@@ -9,7 +9,8 @@ use glassbox_core::context::items::{AgentItem, ItemKind, SessionIncluded, Sessio
 use leptos::prelude::*;
 use serde_json::{Map, Value};
 
-use super::context_view::Badge;
+use super::badge::Badge;
+use crate::chunks::lazy_panel_fn;
 use crate::client::ChatClient;
 
 /// How a setting is edited.
@@ -119,6 +120,11 @@ const SETTINGS: &[(&str, &str, Field, &str)] = &[
         "",
     ),
 ];
+
+lazy_panel_fn! {
+    /// The drawer of the conversation's rules, references and settings.
+    session_drawer / preload_session_drawer (client: ChatClient) => view! { <SessionDrawer client=client /> }
+}
 
 /// The drawer (shown while open). It is built once per agent: the server's `items` pushes update
 /// the checkboxes and inputs in place, so focus and typing survive another tab's change.

@@ -14,6 +14,7 @@ use glassbox_core::context::{FilterView, SessionTopics, Topic};
 use glassbox_core::number::fixed;
 use leptos::prelude::*;
 
+use crate::chunks::lazy_panel_fn;
 use crate::client::ChatClient;
 
 /// Smallest and largest bubble diameter, in rem.
@@ -26,6 +27,11 @@ pub fn diameter(count: u32, largest: u32) -> f64 {
     let share = f64::from(count.max(1)) / f64::from(largest.max(1));
     let (small, big) = DIAMETER;
     (small + (big - small) * share.sqrt()).clamp(small, big)
+}
+
+lazy_panel_fn! {
+    /// The topic bubbles and their filter.
+    topic_panel / preload_topic_panel (client: ChatClient) => view! { <TopicPanel client=client /> }
 }
 
 /// The panel.
@@ -182,7 +188,7 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
 }
 
 /// What a regeneration renamed, as the panel says it: "Bread comes → Sourdough bread".
-fn renamed_words(renamed: &[glassbox_core::context::topic_follow::Renamed]) -> String {
+fn renamed_words(renamed: &[glassbox_core::context::topics::Renamed]) -> String {
     renamed
         .iter()
         .map(|r| format!("{} → {}", r.from, r.to))

@@ -4,7 +4,7 @@
 //! footer's rules are tested natively; the widget renders labels as text (never as HTML).
 
 use super::sets::ContextSets;
-use crate::wire::PageContext;
+use crate::vocab::PageContext;
 
 /// Files shown before the rest is summarized as "+N".
 pub const MAX_FILES_SHOWN: usize = 5;

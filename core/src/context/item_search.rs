@@ -17,7 +17,7 @@
 use std::cmp::Ordering;
 
 use super::items::{Included, ItemRef, ItemSearchSettings, RequestItem};
-use super::receipt::Score;
+use super::score::Score;
 use crate::vector::dot;
 
 /// The longest chunk, in characters, items and queries are cut into.

@@ -20,6 +20,7 @@ pub mod meter;
 pub mod plan;
 pub mod receipt;
 pub mod receipt_view;
+pub mod score;
 pub mod selection;
 pub mod sets;
 pub mod settings;
@@ -38,8 +39,9 @@ pub use plan::{
 };
 pub use receipt::{
     FilterNote, ItemNote, ItemSearchNote, ItemSearchStatus, LeftOut, LeftOutWhy, Overflow, Part,
-    PartKind, Reason, Receipt, Score,
+    PartKind, Reason, Receipt,
 };
+pub use score::Score;
 pub use selection::{Candidate, Choice, MessageMark};
 pub use sets::{ContextSets, MergeMode};
 pub use settings::SessionSettings;

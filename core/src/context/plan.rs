@@ -10,24 +10,25 @@ use std::ops::Range;
 
 use crate::attachments::{FileContent, FileContents, FileKind, file_tokens, prompt_files};
 use crate::prompt::{
-    ProviderRequest, ToolDefinition, attachments_segment, item_entry, item_heading,
-    page_context_segment, replay, replay_round, summary_segment,
+    ProviderRequest, attachments_segment, page_context_segment, replay, replay_round,
+    summary_segment,
 };
 use crate::tokens::Framing;
-use crate::wire::{Attachment, ChatMessage, PageContext, Role, ToolExchange, ToolRound};
+use crate::vocab::{Attachment, PageContext, Role, ToolDefinition, ToolExchange, ToolRound};
 
 use super::budget::{MEMORY_CAP, knowledge_cap};
 use super::compression::{CountedMessage, SUMMARY_RESERVE, Strategy, is_low_value};
-use super::items::{Included, ItemKind, ItemRef, RequestItem};
+use super::items::{Included, ItemKind, ItemRef, RequestItem, item_entry, item_heading};
 use super::meter::{self, ContextInfo, ContextReport, MeterReading};
 use super::receipt::{
     FilterNote, ItemNote, ItemSearchNote, ItemSearchStatus, LeftOut, LeftOutWhy, Overflow, Part,
-    PartKind, Reason, Receipt, Score,
+    PartKind, Reason, Receipt,
 };
+use super::score::Score;
 use super::selection::{Choice, Dropped, Kept};
 use super::{CompressionReport, TokenBreakdown};
 
-/// A message that reaches the model, as the model reads it.
+/// A message that reaches the model, as the model reads it (a stored one: `ChatMessage::as_turn`).
 #[derive(Debug, Clone)]
 pub struct TurnMessage<'a> {
     /// The stored id (`None` for a draft not sent yet).
@@ -42,17 +43,6 @@ pub struct TurnMessage<'a> {
 }
 
 impl<'a> TurnMessage<'a> {
-    /// A stored message.
-    pub fn stored(m: &'a ChatMessage) -> Self {
-        Self {
-            id: Some(&m.id),
-            role: m.role,
-            text: Cow::Borrowed(&m.content),
-            attachments: &m.attachments,
-            rounds: &m.tool_rounds,
-        }
-    }
-
     /// A user's message not sent yet (the preview), with its attachments.
     pub fn draft(text: &'a str, attachments: &'a [Attachment]) -> Self {
         Self {

@@ -9,7 +9,7 @@ use crate::context::receipt::{ItemNote, ItemSearchStatus};
 use crate::context::selection::MessageMark;
 use crate::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN};
 use crate::tokens::Framing;
-use crate::wire::{ToolExchange, ToolRound};
+use crate::vocab::{ToolExchange, ToolRound};
 
 /// The framing of the test window's encoding (o200k: OpenAI's).
 const PER_MESSAGE: u32 = Framing::OPENAI.per_message;
@@ -420,7 +420,7 @@ fn a_history_run_that_changed_since_is_not_guessed() {
 
 fn exchange(id: &str, name: &str, args: &str, result: &str) -> ToolExchange {
     ToolExchange {
-        call: crate::prompt::ToolCall {
+        call: crate::vocab::ToolCall {
             id: id.into(),
             name: name.into(),
             arguments: args.into(),
@@ -543,14 +543,14 @@ fn tools_resume_and_tool_rounds_are_parts_and_rebuild_exactly() {
 fn attachments_are_a_part_of_their_own_and_go_with_their_message() {
     let t = texts(3, 4);
     let mut msgs = conversation(&t);
-    let old = [crate::wire::Attachment {
+    let old = [crate::vocab::Attachment {
         name: "old.csv".into(),
         mime_type: Some("text/csv".into()),
         size: Some(120),
         url: None,
         ..Default::default()
     }];
-    let new = [crate::wire::Attachment {
+    let new = [crate::vocab::Attachment {
         name: "spec.pdf".into(),
         mime_type: None,
         size: None,
@@ -561,7 +561,7 @@ fn attachments_are_a_part_of_their_own_and_go_with_their_message() {
     msgs[2].attachments = &new;
     let info = info(10_000, 100, off());
     let p = plan(&TurnInput::new(&info, &msgs));
-    let segment = |list: &[crate::wire::Attachment]| words(None, &attachments_segment(list));
+    let segment = |list: &[crate::vocab::Attachment]| words(None, &attachments_segment(list));
     let parts: Vec<_> = p
         .receipt
         .parts
@@ -616,7 +616,7 @@ fn uploaded_files_are_parts_with_their_tokens_and_reach_the_request_with_their_m
     use std::sync::Arc;
     let t = texts(3, 4);
     let mut msgs = conversation(&t);
-    let notes = [crate::wire::Attachment {
+    let notes = [crate::vocab::Attachment {
         id: Some("f-notes".into()),
         name: "notes.md".into(),
         mime_type: Some("text/plain".into()),
@@ -624,7 +624,7 @@ fn uploaded_files_are_parts_with_their_tokens_and_reach_the_request_with_their_m
         ..Default::default()
     }];
     let photo = [
-        crate::wire::Attachment {
+        crate::vocab::Attachment {
             id: Some("f-photo".into()),
             name: "photo.png".into(),
             mime_type: Some("image/png".into()),
@@ -634,7 +634,7 @@ fn uploaded_files_are_parts_with_their_tokens_and_reach_the_request_with_their_m
             ..Default::default()
         },
         // Its contents were not gathered (deleted): metadata only.
-        crate::wire::Attachment {
+        crate::vocab::Attachment {
             id: Some("f-gone".into()),
             name: "gone.txt".into(),
             ..Default::default()
@@ -661,7 +661,7 @@ fn uploaded_files_are_parts_with_their_tokens_and_reach_the_request_with_their_m
         ..TurnInput::new(&info, &msgs)
     };
     let p = plan(&input);
-    let segment = |list: &[crate::wire::Attachment]| words(None, &attachments_segment(list));
+    let segment = |list: &[crate::vocab::Attachment]| words(None, &attachments_segment(list));
     let text_file = words(None, &text_file_segment("notes.md", "one two three"));
     let parts: Vec<_> = p
         .receipt
@@ -988,7 +988,7 @@ fn entry(item: &ItemRef, text: &str) -> u32 {
 
 #[test]
 fn items_go_rules_then_references_by_priority_with_tokens_and_scores() {
-    use crate::prompt::{REFERENCES_HEADING, RULES_HEADING};
+    use crate::context::items::{REFERENCES_HEADING, RULES_HEADING};
     let t = texts(3, 5);
     let msgs = conversation(&t);
     let info = info(10_000, 100, off());
@@ -1270,8 +1270,8 @@ fn knowledge_takes_its_quarter_and_the_lowest_ranked_items_go_first() {
     // By rank: always, manual (each with its segment's heading), best, good fit 250 tokens; close
     // does not, and echo, ranked below it (an expansion), goes with it although it would fit.
     let (rules_h, refs_h) = (
-        words(None, crate::prompt::RULES_HEADING),
-        words(None, crate::prompt::REFERENCES_HEADING),
+        words(None, crate::context::items::RULES_HEADING),
+        words(None, crate::context::items::REFERENCES_HEADING),
     );
     let kept = rules_h + entry(&always, &b40) + refs_h + entry(&manual, &b60);
     let kept = kept + entry(&best, &b30) + entry(&good, &b30);
@@ -1505,7 +1505,7 @@ fn receipts_stored_before_items_still_load() {
 
 #[test]
 fn items_counted_elsewhere_keep_their_count_and_count_toward_knowledge() {
-    use crate::prompt::RULES_HEADING;
+    use crate::context::items::RULES_HEADING;
     let t = texts(2, 5);
     let msgs = conversation(&t);
     let info = info(10_000, 100, off());

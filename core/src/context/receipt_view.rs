@@ -7,11 +7,12 @@
 use super::items::{Included, ItemKind, ItemRef};
 use super::receipt::{
     ItemNote, ItemSearchNote, ItemSearchStatus, LeftOut, LeftOutWhy, Part, PartKind, Reason,
-    Receipt, Score,
+    Receipt,
 };
+use super::score::Score;
 use crate::attachments::FileKind;
 use crate::number::fixed;
-use crate::wire::Usage;
+use crate::vocab::Usage;
 
 /// Messages a row stands for: `first..=last` (ids), `count` of them.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,9 +19,6 @@ use serde::{Deserialize, Serialize};
 use super::topics::FilterView;
 use crate::vector::{dot, normalize};
 
-/// The cosine a message needs with a selected topic to be kept (the seed's default).
-pub const DEFAULT_SIMILARITY_THRESHOLD: f32 = 0.4;
-
 /// A user's mark on one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use thiserror::Error;
 
-use crate::prompt::{ToolDefinition, escape_tags};
+use crate::vocab::{ToolDefinition, escape_tags};
 
 /// Set name → items, in the order they were given.
 pub type ContextSets = BTreeMap<String, Vec<String>>;

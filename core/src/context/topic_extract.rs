@@ -19,7 +19,7 @@ use super::sticky::is_standing_instruction;
 use super::topic_labels::{is_noun_phrase, language_of, verbs_in};
 use super::topics::{MAX_LABEL_CHARS, TOPIC_RANGE, Topic};
 use crate::vector::{dot, normalize};
-use crate::wire::Role;
+use crate::vocab::Role;
 
 /// Groups stop merging when their average similarity falls below this.
 pub const MERGE_THRESHOLD: f32 = 0.3;

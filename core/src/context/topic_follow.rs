@@ -9,9 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::{Deserialize, Serialize};
-
-use super::topics::{SessionTopics, Topic};
+use super::topics::{Renamed, SessionTopics, Topic};
 use crate::vector::{dot, normalize};
 
 /// Share of an old topic's messages (those still grouped under some topic) a new topic must hold
@@ -26,14 +24,6 @@ pub const CLEARLY_BETTER: f32 = 0.1;
 pub const LABEL_DISTINCTNESS: f32 = 0.5;
 /// Cosine an exchange needs with a topic model's label to be counted under it.
 pub const MIN_MEMBER_COSINE: f32 = 0.2;
-
-/// A selected topic that regeneration renamed: the filter follows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Renamed {
-    pub from: String,
-    pub to: String,
-}
 
 /// The normalized mean of the vectors of `ids` that have one (`None`: none has).
 pub fn centroid<'v>(

@@ -6,8 +6,9 @@ use async_stream::try_stream;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use glassbox_core::attachments::{FileContent, text_file_segment};
-use glassbox_core::prompt::{PromptMessage, ProviderRequest, ToolCall, attachments_segment};
-use glassbox_core::wire::Usage;
+use glassbox_core::prompt::{PromptMessage, ProviderRequest, attachments_segment};
+use glassbox_core::vocab::ToolCall;
+use glassbox_core::vocab::Usage;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -244,8 +245,8 @@ impl Provider for AnthropicProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use glassbox_core::prompt::ToolResult;
-    use glassbox_core::wire::Role;
+    use glassbox_core::vocab::Role;
+    use glassbox_core::vocab::ToolResult;
 
     #[test]
     fn system_is_top_level_and_max_tokens_is_set() {
@@ -325,7 +326,7 @@ mod tests {
 
     #[test]
     fn attachments_follow_the_words_as_their_own_text_block() {
-        let list = vec![glassbox_core::wire::Attachment {
+        let list = vec![glassbox_core::vocab::Attachment {
             name: "spec.pdf".into(),
             mime_type: Some("application/pdf".into()),
             size: Some(2048),

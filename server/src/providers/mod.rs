@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use glassbox_core::ErrorCode;
-use glassbox_core::prompt::{ProviderRequest, ToolCall};
-use glassbox_core::wire::Usage;
+use glassbox_core::prompt::ProviderRequest;
+use glassbox_core::vocab::ToolCall;
+use glassbox_core::vocab::Usage;
 use thiserror::Error;
 
 pub use anthropic::AnthropicProvider;

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use async_stream::stream;
 use glassbox_core::context::sets::{MAX_ITEMS_PER_SET, SET_TOOL};
-use glassbox_core::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN, ProviderRequest, ToolCall};
-use glassbox_core::wire::Role;
+use glassbox_core::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN, ProviderRequest};
+use glassbox_core::vocab::Role;
+use glassbox_core::vocab::ToolCall;
 use serde_json::Value;
 
 use super::{Provider, ProviderEvent, ProviderStream};
@@ -238,7 +239,7 @@ mod tests {
     #[test]
     fn reply_names_the_attachments_of_the_last_message() {
         let mut m = PromptMessage::text(Role::User, "");
-        m.attachments = vec![glassbox_core::wire::Attachment {
+        m.attachments = vec![glassbox_core::vocab::Attachment {
             name: "spec.pdf".into(),
             mime_type: None,
             size: None,

@@ -6,8 +6,9 @@ use async_stream::try_stream;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use glassbox_core::attachments::{FileContent, text_file_segment};
-use glassbox_core::prompt::{ProviderRequest, ToolCall, attachments_segment};
-use glassbox_core::wire::Usage;
+use glassbox_core::prompt::{ProviderRequest, attachments_segment};
+use glassbox_core::vocab::ToolCall;
+use glassbox_core::vocab::Usage;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -248,8 +249,9 @@ impl Provider for OpenAiProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use glassbox_core::prompt::{PromptMessage, ToolDefinition};
-    use glassbox_core::wire::Role;
+    use glassbox_core::prompt::PromptMessage;
+    use glassbox_core::vocab::Role;
+    use glassbox_core::vocab::ToolDefinition;
 
     #[test]
     fn system_prompt_comes_first_and_tools_use_function_shape() {
@@ -309,7 +311,7 @@ mod tests {
                     attachments: vec![],
                     files: vec![],
                     segments: vec![],
-                    tool_results: vec![glassbox_core::prompt::ToolResult {
+                    tool_results: vec![glassbox_core::vocab::ToolResult {
                         call_id: "call_1".into(),
                         name: "get_relevant_context".into(),
                         content: "No context".into(),
@@ -360,7 +362,7 @@ mod tests {
 
     #[test]
     fn attachments_follow_the_words_as_their_own_content_part() {
-        let list = vec![glassbox_core::wire::Attachment {
+        let list = vec![glassbox_core::vocab::Attachment {
             name: "spec.pdf".into(),
             mime_type: None,
             size: None,

@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use glassbox_core::attachments::{FileError, check_size, classify};
-use glassbox_core::wire::Attachment;
+use glassbox_core::vocab::Attachment;
 use serde::Deserialize;
 
 use super::client_addr::ClientAddr;

@@ -1,7 +1,7 @@
 //! Uploaded files: stored with their bytes, bounded per session, deleted with their session.
 
 use glassbox_core::attachments::{FileKind, MAX_SESSION_FILE_BYTES};
-use glassbox_core::wire::Attachment;
+use glassbox_core::vocab::Attachment;
 
 use super::{StorageError, Store};
 
@@ -47,7 +47,7 @@ pub struct FileRow {
 impl FileRow {
     /// Its kind (`None` for a kind this version does not know).
     pub fn kind(&self) -> Option<FileKind> {
-        FileKind::parse(&self.kind)
+        self.kind.parse::<FileKind>().ok()
     }
 
     /// The attachment a message carries for it.

@@ -10,9 +10,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use glassbox_core::context::{MessageMark, Receipt, SessionSettings, SessionTopics};
-use glassbox_core::wire::{
-    Attachment, ChatMessage, MessageStatus, PageContext, Role, ToolRound, Usage, WireError,
-};
+use glassbox_core::vocab::{Attachment, MessageStatus, PageContext, Role, ToolRound, Usage};
+use glassbox_core::wire::{ChatMessage, WireError};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
@@ -807,12 +806,15 @@ fn from_json<T: serde::de::DeserializeOwned>(
 
 fn role_of(r: &SqliteRow) -> Result<Role, StorageError> {
     let role: String = r.try_get("role")?;
-    Role::parse(&role).ok_or_else(|| StorageError::Corrupt(format!("role {role:?}")))
+    role.parse()
+        .map_err(|_| StorageError::Corrupt(format!("role {role:?}")))
 }
 
 fn status_of(r: &SqliteRow) -> Result<MessageStatus, StorageError> {
     let status: String = r.try_get("status")?;
-    MessageStatus::parse(&status).ok_or_else(|| StorageError::Corrupt(format!("status {status:?}")))
+    status
+        .parse()
+        .map_err(|_| StorageError::Corrupt(format!("status {status:?}")))
 }
 
 fn mark_of(r: &SqliteRow) -> Result<Option<MessageMark>, StorageError> {

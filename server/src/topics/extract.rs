@@ -27,15 +27,15 @@ use glassbox_core::context::topic_extract::{
     ExtractMessage, Extracted, extract_offline, label_by_meaning,
 };
 use glassbox_core::context::topic_follow::{
-    Renamed, carry_filter, centroid, keep_labels, label_score, members_by_label, successors,
+    carry_filter, centroid, keep_labels, label_score, members_by_label, successors,
 };
 use glassbox_core::context::topics::{
-    EXTRACTION_PROMPT, TopicAnswerError, TopicSource, extraction_schema, extraction_transcript,
-    parse_model_topics,
+    EXTRACTION_PROMPT, Renamed, TopicAnswerError, TopicSource, extraction_schema,
+    extraction_transcript, parse_model_topics,
 };
 use glassbox_core::context::{SessionTopics, TopicSettings};
 use glassbox_core::prompt::{PromptMessage, ProviderRequest, ResponseSchema};
-use glassbox_core::wire::Role;
+use glassbox_core::vocab::Role;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 use tokio::sync::Semaphore;
 
@@ -480,7 +480,7 @@ impl Topics {
         history: &[ChatMessage],
         vectors: &[Arc<[f32]>],
     ) -> Result<(SessionTopics, HashMap<String, Vec<f32>>), TopicError> {
-        let owned: Vec<(String, glassbox_core::wire::Role, String)> = history
+        let owned: Vec<(String, glassbox_core::vocab::Role, String)> = history
             .iter()
             .map(|m| (m.id.clone(), m.role, m.content.clone()))
             .collect();

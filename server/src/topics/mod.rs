@@ -11,11 +11,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
 use glassbox_core::context::selection::{Candidate, Choice, Kept, select, topic_scores};
-use glassbox_core::context::topic_follow::{Renamed, centroid};
+use glassbox_core::context::topic_follow::centroid;
+use glassbox_core::context::topics::Renamed;
 use glassbox_core::context::{
     FilterNote, FilterView, Score, SessionSettings, SessionTopics, Topic, TopicSettings,
 };
-use glassbox_core::prompt::reaches_model;
 use glassbox_core::wire::{ChatMessage, ServerEvent};
 
 use crate::budgets::BudgetError;
@@ -299,7 +299,7 @@ impl Topics {
             .message_texts(session_id)
             .await?
             .into_iter()
-            .filter(reaches_model)
+            .filter(ChatMessage::reaches_model)
             .collect())
     }
 }
@@ -329,7 +329,11 @@ impl Topics {
             if let Some((seq, _)) = page.last() {
                 before = *seq;
             }
-            newest_first.extend(page.into_iter().map(|(_, m)| m).filter(reaches_model));
+            newest_first.extend(
+                page.into_iter()
+                    .map(|(_, m)| m)
+                    .filter(ChatMessage::reaches_model),
+            );
             if last_page {
                 break;
             }

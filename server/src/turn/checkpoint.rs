@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use glassbox_core::wire::ToolRound;
+use glassbox_core::vocab::ToolRound;
 use tokio::sync::mpsc;
 
 use crate::storage::Store;

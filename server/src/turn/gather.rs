@@ -13,10 +13,10 @@ use glassbox_core::context::{
     ContextInfo, CurrentReply, ResumeInput, Selection, SummaryInput, TurnInput, TurnMessage,
     TurnPlan, TurnSources, plan_turn,
 };
-use glassbox_core::prompt::{
-    PromptMessage, ProviderRequest, ToolDefinition, escape_tags, flat_text, reaches_model,
-};
-use glassbox_core::wire::{ChatMessage, PageContext, Role};
+use glassbox_core::prompt::{PromptMessage, ProviderRequest};
+use glassbox_core::vocab::{PageContext, Role};
+use glassbox_core::vocab::{ToolDefinition, escape_tags};
+use glassbox_core::wire::ChatMessage;
 
 use super::{TurnEngine, TurnError};
 use crate::budgets::BudgetError;
@@ -77,7 +77,7 @@ impl Gathered {
             .enumerate()
             .map(|(i, m)| match self.draft && i + 1 == n {
                 true => TurnMessage::draft(&m.content, &m.attachments),
-                false => TurnMessage::stored(m),
+                false => m.as_turn(),
             })
             .collect()
     }
@@ -245,7 +245,10 @@ impl TurnEngine {
     ) -> Result<(Gathered, TurnPlan), TurnError> {
         let settings = self.store.settings(session_id).await?;
         let page_context = history.last().and_then(|m| m.context.clone());
-        let history: Vec<ChatMessage> = history.into_iter().filter(reaches_model).collect();
+        let history: Vec<ChatMessage> = history
+            .into_iter()
+            .filter(ChatMessage::reaches_model)
+            .collect();
         let topics = self.store.topics(session_id).await?;
         let earlier = &history[..history.len().saturating_sub(1)];
         let filter = self
@@ -349,7 +352,7 @@ enum SummaryError {
 fn transcript_of(messages: &[&ChatMessage]) -> String {
     messages
         .iter()
-        .map(|m| format!("{}: {}\n", m.role.as_str(), flat_text(m)))
+        .map(|m| format!("{}: {}\n", m.role.as_str(), m.flat_text()))
         .collect()
 }
 

@@ -14,10 +14,11 @@ use std::sync::Arc;
 
 use glassbox_core::context::{CurrentReply, Receipt, TurnPlan, record_tool_round};
 use glassbox_core::limits::{InputError, validate_chat};
-use glassbox_core::wire::Role;
+use glassbox_core::vocab::Role;
+use glassbox_core::vocab::{MessageStatus, ToolExchange, ToolRound, Usage};
 use glassbox_core::wire::{
-    ChatMessage, ChatRequest, ContextEvent, ContextReason, Delta, Done, MessageStatus, ServerEvent,
-    ToolEvent, ToolExchange, ToolRound, Usage, WireError,
+    ChatMessage, ChatRequest, ContextEvent, ContextReason, Delta, Done, ServerEvent, ToolEvent,
+    WireError,
 };
 
 use crate::background::TurnStarting;
@@ -401,7 +402,7 @@ impl TurnEngine {
 }
 
 /// The answer to calls made after the last allowed round: not run, and the model is told why.
-fn not_run(call: glassbox_core::prompt::ToolCall, max_rounds: u32) -> ToolExchange {
+fn not_run(call: glassbox_core::vocab::ToolCall, max_rounds: u32) -> ToolExchange {
     let name: String = call.name.chars().take(64).collect();
     ToolExchange {
         call,

@@ -11,8 +11,20 @@ use serde::{Deserialize, Serialize};
 pub const SUMMARY_RESERVE: u32 = 400;
 
 /// How the conversation is shortened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Strategy {
     /// Replace the oldest messages with a model-written summary (costs a model call).
     Summarize,
@@ -34,14 +46,9 @@ impl Strategy {
         Strategy::SlidingWindow,
     ];
 
-    /// Wire name (`drop-low-value`, …).
+    /// Wire name (`drop-low-value`, …; serde's and strum's, the same); `str::parse` reads it back.
     pub fn id(self) -> &'static str {
-        match self {
-            Strategy::Summarize => "summarize",
-            Strategy::DropLowValue => "drop-low-value",
-            Strategy::SlidingWindow => "sliding-window",
-            Strategy::Hybrid => "hybrid",
-        }
+        self.into()
     }
 
     /// Name shown in the settings list.
@@ -52,11 +59,6 @@ impl Strategy {
             Strategy::SlidingWindow => "Sliding window (simple)",
             Strategy::Hybrid => "Summarize & drop low-value (hybrid, recommended)",
         }
-    }
-
-    /// Parses a wire name.
-    pub fn from_id(id: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.id() == id)
     }
 }
 

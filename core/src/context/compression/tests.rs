@@ -196,10 +196,14 @@ fn settings_wire_form_and_validation() {
     );
     assert!(d.validate().is_ok());
     assert_eq!(
-        Strategy::from_id("sliding-window"),
-        Some(Strategy::SlidingWindow)
+        "sliding-window".parse::<Strategy>(),
+        Ok(Strategy::SlidingWindow)
     );
-    assert_eq!(Strategy::from_id("nope"), None);
+    assert!("nope".parse::<Strategy>().is_err());
+    for s in Strategy::ALL {
+        assert_eq!(serde_json::to_value(s).unwrap(), s.id());
+        assert_eq!(s.id().parse::<Strategy>(), Ok(s));
+    }
 }
 
 #[test]

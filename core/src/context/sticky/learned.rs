@@ -20,21 +20,26 @@ const MODEL: &str = include_str!("model.tsv");
 const CHAR_NGRAMS: std::ops::RangeInclusive<usize> = 2..=5;
 
 /// The two blocks of features, each scaled to unit length on its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Its tag in the model file (`c`, `w`) is its strum name; `str::parse` reads it back.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 pub enum Block {
     /// Character n-grams of each word, padded with spaces (`" btw "`, `"vega"`).
+    #[strum(serialize = "c")]
     Chars,
     /// Words of two or more letters and pairs of neighbouring words (`"from now"`).
+    #[strum(serialize = "w")]
     Words,
-}
-
-impl Block {
-    fn tag(self) -> &'static str {
-        match self {
-            Block::Chars => "c",
-            Block::Words => "w",
-        }
-    }
 }
 
 /// One n-gram of the model: how rare it is in the training messages and how much it says.
@@ -111,11 +116,10 @@ impl Model {
         for (i, line) in lines {
             let bad = || ModelError::BadLine(i + 1);
             let mut fields = line.split('\t');
-            let block = match fields.next() {
-                Some("c") => Block::Chars,
-                Some("w") => Block::Words,
-                _ => return Err(bad()),
-            };
+            let block: Block = fields
+                .next()
+                .and_then(|tag| tag.parse().ok())
+                .ok_or_else(bad)?;
             let gram = fields.next().ok_or_else(bad)?;
             let mut number = || fields.next()?.parse::<f64>().ok().filter(|x| x.is_finite());
             let (Some(idf), Some(weight), None) = (number(), number(), fields.next()) else {
@@ -145,7 +149,7 @@ impl Model {
         for ((block, gram), f) in rows {
             out.push_str(&format!(
                 "{}\t{gram}\t{:.6}\t{:.6}\n",
-                block.tag(),
+                <&str>::from(block),
                 f.idf,
                 f.weight
             ));

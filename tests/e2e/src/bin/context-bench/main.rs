@@ -34,7 +34,7 @@ use glassbox_core::context::{
     CompressionSettings, ContextInfo, Strategy, SummaryInput, TurnInput, TurnMessage, TurnSources,
     plan_turn,
 };
-use glassbox_core::wire::Role;
+use glassbox_core::vocab::Role;
 use glassbox_e2e::{start_server, widget_dir};
 use glassbox_fake_provider::{Behaviour, FakeProvider};
 use glassbox_server::tokens::TokenCounter;

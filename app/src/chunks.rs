@@ -1,7 +1,8 @@
-//! Panels whose code is loaded on first use: "View context", the session drawer, the topic
-//! panel, the compression settings and the draft's preview. The first paint does not need them,
-//! so the chat's first download leaves them out (as it does the markdown renderer, see
-//! `markdown_view`).
+//! Code loaded on first use (wasm chunks): the machinery, apart from what is loaded. The first
+//! paint does not need the rare panels ("View context", the session drawer, the topic panel, the
+//! compression settings, the draft's preview), the markdown renderer or the meter's arithmetic,
+//! so the chat's first download leaves them out; each declares its own chunk beside its code with
+//! [`split_fn`] or [`lazy_panel_fn`].
 //!
 //! Each is a function marked `wasm_split(…, fallible)` (with the `split` feature): on wasm32,
 //! `cargo xtask build` cuts its code (and whatever only it uses) out of the main module into a
@@ -10,15 +11,6 @@
 
 use leptos::prelude::*;
 use leptos::wasm_split::SplitLoaderError;
-
-use super::compression_settings::CompressionSettingsPanel;
-use super::context_view::{ContextViewer, ReceiptView};
-use super::draft_preview::PreviewBody;
-use super::session_drawer::SessionDrawer;
-use super::topic_panel::TopicPanel;
-use crate::client::ChatClient;
-use crate::preview::DraftPreview;
-use glassbox_core::context::CompressionSettings;
 
 /// A chunk's code could not be fetched: offline, or the server was updated twice since the page
 /// loaded (each build keeps the chunks of the one before it).
@@ -136,13 +128,13 @@ macro_rules! split_fn {
             fallible,
             preload($preload)
         )]
-        pub fn $name($($arg: $ty),*) -> Result<$out, $crate::components::lazy_panel::ChunkLoadError> {
+        pub fn $name($($arg: $ty),*) -> Result<$out, $crate::chunks::ChunkLoadError> {
             Ok($body)
         }
 
         $(#[$doc])*
         #[cfg(not(feature = "split"))]
-        pub async fn $name($($arg: $ty),*) -> Result<$out, $crate::components::lazy_panel::ChunkLoadError> {
+        pub async fn $name($($arg: $ty),*) -> Result<$out, $crate::chunks::ChunkLoadError> {
             Ok($body)
         }
 
@@ -156,18 +148,19 @@ macro_rules! split_fn {
 }
 pub(crate) use split_fn;
 
-/// A panel rendering `$view`, loaded by [`split_fn`].
+/// A panel rendering `$view`, loaded by [`split_fn`] (show it with [`lazy_panel`]).
 macro_rules! lazy_panel_fn {
     (
         $(#[$doc:meta])*
         $name:ident / $preload:ident ($($arg:ident: $ty:ty),* $(,)?) => $view:expr
     ) => {
-        split_fn! {
+        $crate::chunks::split_fn! {
             $(#[$doc])*
-            $name / $preload ($($arg: $ty),*) -> AnyView => $view.into_any()
+            $name / $preload ($($arg: $ty),*) -> ::leptos::prelude::AnyView => $view.into_any()
         }
     };
 }
+pub(crate) use lazy_panel_fn;
 
 /// Starts fetching a panel's code when the user shows they may open it (pointer over, or focus
 /// on, its button), so it is usually there by the click. A failure is left to the opening, which
@@ -180,34 +173,4 @@ where
     leptos::task::spawn_local(async move {
         let _ = load.await;
     });
-}
-
-lazy_panel_fn! {
-    /// "View context" for reply `id`.
-    receipt_view / preload_receipt_view (client: ChatClient, viewer: ContextViewer, id: String, show_values: bool) =>
-        view! { <ReceiptView client=client viewer=viewer id=id show_values=show_values /> }
-}
-
-lazy_panel_fn! {
-    /// The drawer of the conversation's rules, references and settings.
-    session_drawer / preload_session_drawer (client: ChatClient) => view! { <SessionDrawer client=client /> }
-}
-
-lazy_panel_fn! {
-    /// The topic bubbles and their filter.
-    topic_panel / preload_topic_panel (client: ChatClient) => view! { <TopicPanel client=client /> }
-}
-
-lazy_panel_fn! {
-    /// What the draft would carry (prefetched when the composer takes focus).
-    preview_body / preload_preview_body (client: ChatClient, preview: DraftPreview) =>
-        view! { <PreviewBody client=client preview=preview /> }
-}
-
-lazy_panel_fn! {
-    /// The compression settings.
-    compression_settings / preload_compression_settings (
-        settings: Signal<Option<CompressionSettings>>,
-        on_change: Callback<CompressionSettings>,
-    ) => view! { <CompressionSettingsPanel settings=settings on_change=on_change /> }
 }

@@ -1,0 +1,29 @@
+//! How an item came in (Always, Manual, Agent, Expansion), as a coloured badge in words.
+
+use leptos::prelude::*;
+
+/// How an item came in, as a badge in words (`text`: with its score), coloured by `badge`.
+#[component]
+pub(crate) fn Badge(badge: &'static str, text: String) -> impl IntoView {
+    view! { <span class=format!("gb-item-badge gb-item-badge-{}", include_key(badge))>{text}</span> }
+}
+
+/// The include of a cell's badge as on the wire (`always`, `manual`, `agent`, `expansion`): the
+/// badge's class suffix and the item's `data-include`.
+pub(super) fn include_key(badge: &str) -> String {
+    badge.to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::include_key;
+
+    #[test]
+    fn badges_name_their_include_as_on_the_wire() {
+        let keys: Vec<String> = ["Always", "Manual", "Agent", "Expansion"]
+            .into_iter()
+            .map(include_key)
+            .collect();
+        assert_eq!(keys, ["always", "manual", "agent", "expansion"]);
+    }
+}

@@ -1,0 +1,407 @@
+//! A reply's receipt in "View context": every part the model was given, in order, with why it
+//! went and its tokens; what was left out and why; the rules, references and tools in three
+//! columns with their near misses; our count beside the provider's. The rows' wording is
+//! `core::context::receipt_view`; everything is rendered as text (item names and descriptions come
+//! from operators' files, so never as HTML). Loaded as a chunk on first use.
+
+use glassbox_core::context::footer::shorten_to;
+use glassbox_core::context::receipt_view::{
+    ItemCell, ItemSection, MessageRun, MissRow, ReceiptRow, ReceiptTotals, item_section,
+    left_out_rows, part_rows, totals,
+};
+use glassbox_core::number::signed_fixed;
+use glassbox_core::vocab::{PageContext, Role};
+use glassbox_core::wire::ChatMessage;
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+
+use super::badge::{Badge, include_key};
+use super::context_viewer::ContextViewer;
+use super::token_meter::grouped;
+use crate::chunks::lazy_panel_fn;
+use crate::client::ChatClient;
+
+/// Characters of a message shown in the dialog's lists.
+const SNIPPET_CHARS: usize = 80;
+
+lazy_panel_fn! {
+    /// "View context" for reply `id`.
+    receipt_view / preload_receipt_view (client: ChatClient, viewer: ContextViewer, id: String, show_values: bool) =>
+        view! { <ReceiptView client=client viewer=viewer id=id show_values=show_values /> }
+}
+
+/// The receipt of reply `id`.
+#[component]
+pub fn ReceiptView(
+    client: ChatClient,
+    viewer: ContextViewer,
+    id: String,
+    show_values: bool,
+) -> impl IntoView {
+    let Some(reply) = client.message(&id).map(|cell| cell.get_untracked()) else {
+        return view! { <p class="gb-receipt-empty">"This reply is no longer in the conversation."</p> }
+            .into_any();
+    };
+    let Some(receipt) = reply.receipt.clone() else {
+        return view! { <p class="gb-receipt-empty">"Nothing was recorded for this reply."</p> }
+            .into_any();
+    };
+    let page_values = client.transcript.with_untracked(|t| {
+        reply
+            .reply_to
+            .as_deref()
+            .and_then(|u| t.find(u))
+            .and_then(|u| u.context.clone())
+    });
+    let parts = part_rows(&receipt);
+    let left = left_out_rows(&receipt);
+    let sums = totals(&receipt, reply.usage);
+    let items = item_section(&receipt);
+    let receipt_items_left_out = receipt.left_out.iter().any(|l| l.item.is_some());
+    let old = parts.is_empty();
+    view! {
+        <div class="gb-receipt" data-message-id=id>
+            {receipt.overflow.map(|o| view! { <p class="gb-receipt-overflow" role="alert">{o.describe()}</p> })}
+            {old.then(|| view! {
+                <p class="gb-receipt-empty">
+                    "This reply was stored before Glassbox kept receipts: only the totals are known."
+                </p>
+            })}
+            <ol class="gb-receipt-parts" aria-label="Sent to the model, in order">
+                {parts
+                    .into_iter()
+                    .map(|row| {
+                        let values = (row.kind == "page_context" && show_values)
+                            .then(|| page_values.clone());
+                        view! { <Row client=client viewer=viewer row=row values=values /> }
+                    })
+                    .collect_view()}
+            </ol>
+            {(!old).then(|| {
+                view! {
+                    <h3 class="gb-receipt-heading">"Left out"</h3>
+                    {if left.is_empty() {
+                        // Items left out are listed under the items' columns.
+                        let none = if receipt_items_left_out { "No history was left out." } else { "Nothing was left out." };
+                        view! { <p class="gb-receipt-none">{none}</p> }.into_any()
+                    } else {
+                        view! {
+                            <ol class="gb-receipt-left-out" aria-label="Left out">
+                                {left
+                                    .into_iter()
+                                    .map(|row| view! { <Row client=client viewer=viewer row=row values=None /> })
+                                    .collect_view()}
+                            </ol>
+                        }
+                            .into_any()
+                    }}
+                }
+            })}
+            {items.map(|section| view! { <Items section=section /> })}
+            <Totals sums=sums itemized=!old />
+        </div>
+    }
+    .into_any()
+}
+
+/// One row: what, why, tokens, and what it names or stands for.
+#[component]
+fn Row(
+    client: ChatClient,
+    viewer: ContextViewer,
+    row: ReceiptRow,
+    /// For the page-context row when values may be shown: the values sent (if still known).
+    values: Option<Option<PageContext>>,
+) -> impl IntoView {
+    let ReceiptRow {
+        kind,
+        label,
+        why,
+        tokens,
+        names,
+        messages,
+        note,
+    } = row;
+    view! {
+        <li class="gb-receipt-row" data-kind=kind>
+            <div class="gb-receipt-line">
+                <span class="gb-receipt-label">{label}</span>
+                <span class="gb-receipt-tokens">{format!("{} tokens", grouped(tokens))}</span>
+            </div>
+            <div class="gb-receipt-why">{why}</div>
+            {(!names.is_empty()).then(|| view! {
+                <ul class="gb-receipt-names">
+                    {names.into_iter().map(|n| view! { <li>{n}</li> }).collect_view()}
+                </ul>
+            })}
+            {values.map(|v| view! { <PageValues values=v /> })}
+            {messages.map(|run| view! { <RunMessages client=client viewer=viewer run=run /> })}
+            {note.map(|n| view! { <div class="gb-receipt-note">{n}</div> })}
+        </li>
+    }
+}
+
+/// The request's rules, references and tools in three columns (stacked when narrow), the items it
+/// did not carry, and why semantic search did not run when it did not.
+#[component]
+fn Items(section: ItemSection) -> impl IntoView {
+    let ItemSection {
+        columns,
+        misses,
+        search,
+    } = section;
+    view! {
+        <section class="gb-receipt-items">
+            <h3 class="gb-receipt-heading">"Rules and references"</h3>
+            {search.map(|s| view! { <p class="gb-item-search">{s}</p> })}
+            <div class="gb-item-columns">
+                <ItemColumn column="rules" title="Rules" cells=columns.rules />
+                <ItemColumn column="references" title="References" cells=columns.references />
+                <ItemColumn column="tools" title="Tools" cells=columns.tools />
+            </div>
+            {(!misses.is_empty()).then(|| view! {
+                <h4 class="gb-item-heading">"Near misses"</h4>
+                <ol class="gb-item-misses" aria-label="Near misses">
+                    {misses.into_iter().map(|row| view! { <Miss row=row /> }).collect_view()}
+                </ol>
+            })}
+        </section>
+    }
+}
+
+/// One column: its heading and its items in order, or "None".
+#[component]
+fn ItemColumn(
+    /// `rules`, `references` or `tools`, for styling and tests.
+    column: &'static str,
+    title: &'static str,
+    cells: Vec<ItemCell>,
+) -> impl IntoView {
+    view! {
+        <section class="gb-item-column" data-column=column>
+            <h4 class="gb-item-heading">{title}</h4>
+            {if cells.is_empty() {
+                view! { <p class="gb-item-none">"None"</p> }.into_any()
+            } else {
+                view! {
+                    <ol class="gb-item-list" aria-label=title>
+                        {cells.into_iter().map(|cell| view! { <Item cell=cell /> }).collect_view()}
+                    </ol>
+                }
+                    .into_any()
+            }}
+        </section>
+    }
+}
+
+/// An item the request carried: "001 • name", how it came in (with its score), its tokens, its
+/// description.
+#[component]
+fn Item(cell: ItemCell) -> impl IntoView {
+    let label = cell.label();
+    view! {
+        <li class="gb-item" data-include=include_key(cell.badge)>
+            <span class="gb-item-label">{label}</span>
+            <div class="gb-item-meta">
+                <Badge badge=cell.badge text=cell.badge_text() />
+                <span class="gb-item-tokens">{format!("{} tokens", grouped(cell.tokens))}</span>
+            </div>
+            {(!cell.description.is_empty())
+                .then(|| view! { <div class="gb-item-description">{cell.description}</div> })}
+        </li>
+    }
+}
+
+/// An item the request did not carry: its name and type, why (its score under the threshold, or
+/// the knowledge budget: then how it would have come in and its tokens), its description.
+#[component]
+fn Miss(row: MissRow) -> impl IntoView {
+    let MissRow {
+        cause,
+        cell,
+        kind,
+        why,
+    } = row;
+    let label = cell.label();
+    // A near miss's text was never a candidate: no tokens, and its badge would repeat `why`.
+    let capped = (cause == "knowledge_cap").then(|| {
+        view! {
+            <div class="gb-item-meta">
+                <Badge badge=cell.badge text=cell.badge_text() />
+                <span class="gb-item-tokens">{format!("{} tokens", grouped(cell.tokens))}</span>
+            </div>
+        }
+    });
+    view! {
+        <li class="gb-item gb-item-miss" data-cause=cause data-include=include_key(cell.badge)>
+            <div class="gb-item-line">
+                <span class="gb-item-label">{label}</span>
+                <span class="gb-item-type">{kind}</span>
+            </div>
+            <div class="gb-item-why">{why}</div>
+            {capped}
+            {(!cell.description.is_empty())
+                .then(|| view! { <div class="gb-item-description">{cell.description}</div> })}
+        </li>
+    }
+}
+
+/// The "show values" toggle of the page-context row, and the values as text.
+#[component]
+fn PageValues(values: Option<PageContext>) -> impl IntoView {
+    let shown = RwSignal::new(false);
+    let text = values
+        .as_ref()
+        .and_then(|v| serde_json::to_string_pretty(v).ok());
+    view! {
+        <button
+            class="gb-link-button gb-receipt-values-toggle"
+            type="button"
+            aria-pressed=move || shown.get().to_string()
+            on:click=move |_| shown.update(|s| *s = !*s)
+        >
+            {move || if shown.get() { "Hide values" } else { "Show values" }}
+        </button>
+        <Show when=move || shown.get()>
+            {
+                let text = text.clone();
+                match text {
+                    Some(t) => view! { <pre class="gb-receipt-values">{t}</pre> }.into_any(),
+                    None => view! { <p class="gb-receipt-none">"The values are not known here."</p> }.into_any(),
+                }
+            }
+        </Show>
+    }
+}
+
+/// The messages a row stands for: one button for one message; a list, built when opened, for more.
+#[component]
+fn RunMessages(client: ChatClient, viewer: ContextViewer, run: MessageRun) -> impl IntoView {
+    let go = move |id: String| viewer.show_in_conversation(id);
+    if run.count == 1 {
+        let id = run.first_id.clone();
+        return view! {
+            <button class="gb-link-button gb-receipt-go" type="button" on:click=move |_| go(id.clone())>
+                "Show in the conversation"
+            </button>
+        }
+        .into_any();
+    }
+    let open = RwSignal::new(false);
+    view! {
+        <details class="gb-receipt-run" on:toggle=move |ev| {
+            let now = ev
+                .target()
+                .and_then(|t| t.dyn_into::<web_sys::HtmlDetailsElement>().ok())
+                .is_some_and(|d| d.open());
+            open.set(now);
+        }>
+            <summary>"Messages"</summary>
+            <Show when=move || open.get()>
+                {
+                    let run = run.clone();
+                    let entries = client.transcript.with_untracked(|t| run_entries(&t.messages, &run));
+                    if entries.is_empty() {
+                        view! { <p class="gb-receipt-none">"These messages are no longer in the conversation."</p> }.into_any()
+                    } else {
+                        view! {
+                            <ol class="gb-receipt-messages">
+                                {entries
+                                    .into_iter()
+                                    .map(|(id, who, snippet)| {
+                                        view! {
+                                            <li>
+                                                <button class="gb-receipt-message" type="button" on:click=move |_| go(id.clone())>
+                                                    <span class="gb-receipt-who">{who}</span>
+                                                    {snippet}
+                                                </button>
+                                            </li>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </ol>
+                        }
+                            .into_any()
+                    }
+                }
+            </Show>
+        </details>
+    }
+    .into_any()
+}
+
+/// The messages of `run` (among those that reach the model, at most `count`, up to `last_id`):
+/// id, who wrote it, its start.
+fn run_entries(messages: &[ChatMessage], run: &MessageRun) -> Vec<(String, &'static str, String)> {
+    let Some(start) = messages.iter().position(|m| m.id == run.first_id) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for m in &messages[start..] {
+        if m.reaches_model() && out.len() < run.count as usize {
+            let who = match m.role {
+                Role::User => "You: ",
+                Role::Assistant => "Assistant: ",
+            };
+            out.push((
+                m.id.clone(),
+                who,
+                shorten_to(m.content.trim(), SNIPPET_CHARS),
+            ));
+        }
+        if m.id == run.last_id {
+            break;
+        }
+    }
+    out
+}
+
+/// Our count beside the provider's, the window and what was left out.
+#[component]
+fn Totals(
+    sums: ReceiptTotals,
+    /// False for replies stored before receipts: their parts and left-out runs are not known.
+    itemized: bool,
+) -> impl IntoView {
+    let ours = format!(
+        "{}{} tokens ({}{})",
+        if sums.exact { "" } else { "~" },
+        grouped(sums.counted_input),
+        sums.encoding,
+        if sums.exact { "" } else { ", an estimate" }
+    );
+    let reported = match (sums.reported, sums.drift_percent) {
+        (Some((input, output)), Some(drift)) => format!(
+            "{} in · {} out (our count {} %)",
+            grouped(input),
+            grouped(output),
+            signed_fixed(drift, 1)
+        ),
+        (Some((input, output)), None) => format!("{} in · {} out", grouped(input), grouped(output)),
+        (None, _) => "not reported".to_owned(),
+    };
+    let window = (sums.context_limit > 0).then(|| {
+        format!(
+            "{} tokens, {} kept for the reply",
+            grouped(sums.context_limit),
+            grouped(sums.output_reserve)
+        )
+    });
+    view! {
+        <dl class="gb-receipt-totals">
+            {itemized.then(|| view! {
+                <dt>"Parts"</dt>
+                <dd>{format!("{} tokens", grouped(sums.parts_tokens))}</dd>
+            })}
+            <dt>"Our count of the input"</dt>
+            <dd class="gb-receipt-ours">{ours}</dd>
+            <dt>"Reported by the provider"</dt>
+            <dd class="gb-receipt-reported">{reported}</dd>
+            {window.map(|w| view! { <dt>"Window"</dt> <dd>{w}</dd> })}
+            {itemized.then(|| view! {
+                <dt>"Left out"</dt>
+                <dd>{format!("{} tokens", grouped(sums.left_out_tokens))}</dd>
+            })}
+        </dl>
+    }
+}

@@ -1,0 +1,93 @@
+//! Who wrote a message, where it is in its life, and what it cost.
+
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a message.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Role {
+    #[default]
+    User,
+    Assistant,
+}
+
+impl Role {
+    /// Stable lowercase name, as stored and sent (the serde and strum names are the same);
+    /// `str::parse` reads it back.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// Lifecycle of a message.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum MessageStatus {
+    #[default]
+    Complete,
+    Streaming,
+    /// The reply stopped early; `content` holds what arrived and `error` says why. Retryable.
+    Failed,
+}
+
+impl MessageStatus {
+    /// Stable lowercase name, as stored and sent (the serde and strum names are the same);
+    /// `str::parse` reads it back.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// Token usage as reported by the provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_names_read_back_and_match_the_wire() {
+        for role in [Role::User, Role::Assistant] {
+            assert_eq!(role.as_str().parse::<Role>(), Ok(role));
+            assert_eq!(serde_json::to_value(role).unwrap(), role.as_str());
+        }
+        for status in [
+            MessageStatus::Complete,
+            MessageStatus::Streaming,
+            MessageStatus::Failed,
+        ] {
+            assert_eq!(status.as_str().parse::<MessageStatus>(), Ok(status));
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+        assert!("User".parse::<Role>().is_err());
+    }
+}
