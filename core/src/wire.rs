@@ -197,7 +197,8 @@ pub struct ChatMessage {
     /// For assistant messages: the user message this replies to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<String>,
-    /// The page context sent with a user message, kept for host display hints (seed R4).
+    /// The page context sent with a user message, kept for host display hints
+    /// (docs/context-planning.md, Page context).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<PageContext>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

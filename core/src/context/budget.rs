@@ -126,7 +126,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_allocation() {
+    fn the_window_is_shared_out_in_order() {
         let used = TokenBreakdown {
             system_prompt: 1000,
             memories: 800,

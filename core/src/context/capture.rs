@@ -1,4 +1,4 @@
-//! Idle capture of the host page's URL into a context set (seed "Frontend Applet Capture"): when the
+//! Idle capture of the host page's URL into a context set (docs/context-sets.md): when the
 //! query names an applet, the set becomes `[slug, "key=value", …]` of the other parameters. The rule
 //! (which parameter, which set) is the host's; by default `applet` into `applet`. Pure: the widget
 //! reads `location.search` and sends what this returns when nothing has streamed for a while.
@@ -29,7 +29,7 @@ impl Default for CaptureRule {
 pub struct CaptureRuleError(pub String);
 
 impl CaptureRule {
-    /// The rule an element attribute asks for: unset → the seed's applet capture, `off` → none,
+    /// The rule an element attribute asks for: unset → `applet` into `applet`, `off` → none,
     /// `PARAM` → that parameter into the set of the same name, `PARAM:SET` → into `SET`.
     pub fn parse(attr: Option<&str>) -> Result<Option<Self>, CaptureRuleError> {
         let Some(attr) = attr.map(str::trim).filter(|a| !a.is_empty()) else {
@@ -111,7 +111,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_seeds_applet_capture_by_default() {
+    fn the_applet_capture_by_default() {
         let rule = CaptureRule::parse(None).unwrap().unwrap();
         assert_eq!(
             rule.capture("?applet=git-diff&file=src%2Fa%20b.rs&staged=1"),

@@ -1,4 +1,4 @@
-//! What the widget's context footer shows for a session's context sets (seed layout): 📎, the
+//! What the context footer shows for a session's context sets (docs/context-sets.md): 📎, the
 //! basenames of up to 5 files, the applet as `[slug]`, endpoints and ports compactly. Links come from
 //! URL templates per set; only http(s) and same-site relative links are ever produced. Pure, so the
 //! footer's rules are tested natively; the widget renders labels as text (never as HTML).
@@ -11,7 +11,7 @@ pub const MAX_FILES_SHOWN: usize = 5;
 /// Longest label, in characters (longer ones end in "…").
 pub const MAX_LABEL_CHARS: usize = 48;
 
-/// URL templates per set (the host configures them; the seed's by default).
+/// URL templates per set (the host configures them; the defaults are in docs/context-sets.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FooterLinks {
     /// `{path}` is replaced by the URL-encoded item.

@@ -84,7 +84,7 @@ fn query() -> Vec<Vec<f32>> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The seed's flow example.
+// The example of docs/item-selection.md (Include modes).
 
 fn agent_item(item: ItemRef, priority: i32, include: IncludeMode) -> AgentItem {
     AgentItem {
@@ -125,8 +125,8 @@ fn flow_example_the_session_carries_its_items_and_each_request_adds_its_match() 
         })
         .collect();
     assert_eq!(names_of(&cands), ["Rule C", "Reference Y"]);
-    // The seed's fill has no minimum score: with its top_n of 5 both agent items would go on
-    // every request. Its example sends one, as top_n 1 does.
+    // With no floor the fill has no minimum score: with top_n 5 both agent items would go on
+    // every request. The example sends one, as top_n 1 does.
     let s = settings(1, 0.7);
     let session_part = |score: Score, last: ItemRef| {
         vec![
@@ -178,7 +178,7 @@ fn names_of<'a>(cands: &[Candidate<'a, Vec<f32>>]) -> Vec<&'a str> {
 }
 
 #[test]
-fn with_the_seed_defaults_a_small_agent_sends_every_agent_item() {
+fn without_a_floor_a_small_agent_sends_every_agent_item() {
     let refs = rules(&["near", "far"]);
     let chunks = one_chunk_each(&[0.92, -0.3]);
     let cands = candidates(&refs, &chunks);
@@ -193,7 +193,7 @@ fn with_the_seed_defaults_a_small_agent_sends_every_agent_item() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The seed's pipeline, step by step.
+// The search, step by step (docs/item-selection.md, Search).
 
 #[test]
 fn an_items_chunks_count_once_with_its_best_score() {

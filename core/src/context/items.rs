@@ -675,7 +675,7 @@ mod tests {
     }
 
     #[test]
-    fn search_settings_default_to_the_seeds_values_and_check_their_ranges() {
+    fn search_settings_have_the_documented_defaults_and_check_their_ranges() {
         let d = ItemSearchSettings::default();
         assert_eq!((d.top_k, d.top_n, d.include_score), (20, 5, 0.7));
         assert_eq!(

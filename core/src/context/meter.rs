@@ -93,7 +93,7 @@ pub struct ContextReport {
     pub compression: Option<CompressionReport>,
 }
 
-/// Meter states (seed §1): warning above 90 %, critical above 98 %.
+/// Meter states (docs/context-planning.md): warning above 90 %, critical above 98 %.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MeterState {
@@ -119,7 +119,7 @@ pub struct MeterReading {
     pub plan: compression::CompressionOutcome,
 }
 
-/// Rounds like the seed's `Math.round(used / max * 100)`.
+/// Rounds half up, as JavaScript's `Math.round(used / max * 100)` does.
 pub fn percent(used: u32, limit: u32) -> u32 {
     if limit == 0 {
         return 100;

@@ -1,4 +1,4 @@
-//! One plan per turn (`CONTEXT-PIPELINE.md`): [`plan_turn`] takes what was gathered for a turn and
+//! One plan per turn (docs/context-planning.md): [`plan_turn`] takes what a turn gathered and
 //! returns the receipt and the provider request built from it, with the meter's reading. The server
 //! (the request it sends), the widget's meter (a draft's preview) and the standalone meter all call
 //! it, so they cannot disagree; [`build_request`] is the one function that writes what the model

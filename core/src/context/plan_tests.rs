@@ -164,7 +164,7 @@ fn page_context_is_delimited_data_listed_by_key_names() {
 
 #[test]
 fn a_large_page_context_makes_compression_room_rather_than_overflow() {
-    // 20 messages of 50 tokens; a page context of ~700 tokens, far above the seed's 25 % share
+    // 20 messages of 50 tokens; a page context of ~700 tokens, far above knowledge's 25 % share
     // of a 1,200-token window: compression must leave room for all of it.
     let t = texts(20, 50);
     let msgs = conversation(&t);

@@ -1,6 +1,6 @@
 //! The receipt of one turn: every part the provider request carried, in order, with why it got in
-//! and its tokens, plus what was left out and why (`CONTEXT-PIPELINE.md`). The request is built from
-//! the receipt and nothing else ([`crate::context::plan::build_request`]).
+//! and its tokens, plus what was left out and why (docs/context-planning.md). The request is built
+//! from the receipt and nothing else ([`crate::context::plan::build_request`]).
 //!
 //! Stored compactly: consecutive history messages with the same reason are one range, so the
 //! receipt of a long session stays a few hundred bytes. Replies stored before receipts existed

@@ -1,5 +1,5 @@
 //! Which history reaches the model before compression: the topic filter, standing instructions
-//! ("sticky"), and the user's pins and excludes. The seed's steps, pure and with the scores given:
+//! ("sticky"), and the user's pins and excludes. The steps of docs/topics.md, scores given:
 //!
 //! 1. sticky messages always go;
 //! 2. no filter (or similarity mode off): the whole history, sticky included once;
@@ -10,7 +10,7 @@
 //!    extraction); those another topic holds do not go; when none is a member or clears the
 //!    threshold, the whole history goes (fallback); then sticky merged in, in chronological order.
 //!
-//! Beyond the seed, a pinned message always goes and an excluded one never does (an exclude wins
+//! Beyond the filter, a pinned message always goes and an excluded one never does (an exclude wins
 //! over sticky: it is the user's explicit choice). The server computes the scores from cached
 //! vectors ([`topic_scores`]); the plan turns each [`Choice`] into the receipt's reasons.
 

@@ -1,4 +1,4 @@
-//! Session context sets (`seeds/session-context-sets-and-footer.md`): named lists of what a session
+//! Session context sets (docs/context-sets.md): named lists of what a session
 //! works with — `files`, `applet`, `endpoints`, `ports`, or a name of the model's choosing — kept by
 //! the model through its tools, by the host page and over REST, shown in the widget's footer and
 //! reminded to the model on the first message after a resume.
@@ -206,7 +206,7 @@ pub fn get_result_text(sets: &ContextSets, set_name: Option<&str>) -> String {
     serde_json::to_string_pretty(&result).unwrap_or_default()
 }
 
-/// The two context tools as offered to the model (the seed's descriptions).
+/// The two context tools as offered to the model (docs/context-sets.md, The tools).
 pub fn context_tools() -> Vec<ToolDefinition> {
     vec![set_tool(), get_tool()]
 }
@@ -265,8 +265,8 @@ pub fn get_tool() -> ToolDefinition {
     }
 }
 
-/// The default system-prompt section that asks the model to keep the sets (the seed's wording, with
-/// the host's resources in place of local files). Operators can replace or switch it off.
+/// The default system-prompt section that asks the model to keep the sets (docs/context-sets.md,
+/// The tools), naming the host's resources beside files. Operators can replace or switch it off.
 pub const DEFAULT_TOOLS_PROMPT: &str = "## Session Context — REQUIRED\n\
 You MUST use `set_relevant_context` to track files and resources as you work. This is not optional \
 — the user sees context updates in real-time and uses them to collaborate with you.\n\n\
@@ -285,7 +285,7 @@ pub const RESUME_OPEN: &str = "<session_context>";
 /// Closing delimiter of the resume block.
 pub const RESUME_CLOSE: &str = "</session_context>";
 
-/// The resume block (seed's `formatContextForResume`): files that still exist, the applet, the
+/// The resume block (docs/context-sets.md, Resume): files that still exist, the applet, the
 /// other sets, labelled as data between delimiters; `None` when there is nothing to remind.
 /// `exists` is the host's existence check for files (always true when none is configured).
 pub fn resume_block(sets: &ContextSets, exists: &dyn Fn(&str) -> bool) -> Option<String> {
@@ -416,7 +416,7 @@ mod tests {
     }
 
     #[test]
-    fn tool_results_read_like_the_seed() {
+    fn tool_results_read_as_documented() {
         let sets: ContextSets = [("files".to_owned(), s(&["/a", "/b"]))].into();
         let args = |items: &[&str], mode| SetContextArgs {
             set_name: "files".into(),

@@ -1,12 +1,12 @@
 //! A session's topics (the bubble cloud) and its topic filter, as stored and on the wire
-//! (seed `topic-bubble-cloud-and-history-filter.md`). Topics are regenerated whole after each
+//! (docs/topics.md). Topics are regenerated whole after each
 //! reply; the filter names topic labels and lives in the session's settings record. A selected
 //! topic follows its messages across regenerations (`topic_follow`), so the filter keeps meaning
 //! what the user picked when the topic's label changes.
 
 use serde::{Deserialize, Serialize};
 
-/// The cosine a message needs with a selected topic to be kept (the seed's default).
+/// The cosine a message needs with a selected topic to be kept (0.4 by default; docs/topics.md).
 pub const DEFAULT_SIMILARITY_THRESHOLD: f32 = 0.4;
 
 /// A selected topic that regeneration renamed: the filter follows it.

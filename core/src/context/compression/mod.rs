@@ -1,4 +1,4 @@
-//! Context compression (seed §3, §5): when the conversation passes a threshold share of its
+//! Compression (docs/context-planning.md): when the conversation passes a threshold share of its
 //! budget, drop low-value messages, slide a window over the oldest, or replace old messages with a
 //! summary. Pure: it decides *which* messages go verbatim and which range a summary replaces; the
 //! server writes the summary (a model call) and the widget shows the same plan as a preview.
@@ -62,7 +62,7 @@ impl Strategy {
     }
 }
 
-/// A session's compression settings (seed §3), persisted per session.
+/// A session's compression settings (docs/context-planning.md), persisted per session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct CompressionSettings {
@@ -135,7 +135,8 @@ pub struct CompressionOutcome {
     pub strategy: Strategy,
 }
 
-/// Seed §5's low-value replies: the whole message, any case, optionally ending in one period.
+/// Low-value replies (docs/context-planning.md): the whole message, any case, optionally ending
+/// in one period.
 const LOW_VALUE: &[&str] = &[
     "ok",
     "okay",

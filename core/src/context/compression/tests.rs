@@ -18,7 +18,7 @@ fn settings(strategy: Strategy, preserve: u32) -> CompressionSettings {
     }
 }
 
-/// A conversation like the seed's: questions, long answers, and acknowledgements in between.
+/// A conversation of questions, long answers, and acknowledgements in between.
 fn conversation() -> Vec<CountedMessage<'static>> {
     msgs(&[
         ("Explain the borrow checker", 96), // 0
@@ -36,7 +36,7 @@ fn conversation() -> Vec<CountedMessage<'static>> {
 }
 
 #[test]
-fn seed_low_value_patterns() {
+fn low_value_patterns() {
     for yes in [
         "ok",
         "OK.",
