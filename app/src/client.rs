@@ -686,7 +686,7 @@ impl Inner {
         if let ServerEvent::Context(c) = &frame.event {
             this.notify_host("glassbox:context", c);
         }
-        // The seed's contract: which messages go, on every filter change (bubbles to `document`).
+        // Which messages go, on every filter change (bubbles to `document`; docs/topics.md).
         if let ServerEvent::Filter(f) = &frame.event {
             this.notify_host(
                 "glassbox:filter-changed",

@@ -1,7 +1,7 @@
-//! Idle capture of the host page's URL into a context set (seed "Frontend Applet Capture"): once the
+//! Idle capture of the host page's URL into a context set (docs/context-sets.md): once the
 //! session's sets have loaded and nothing has streamed or waited to be sent for a few seconds, the
 //! query of `location` is read with the host's rule (`core::context::capture`) and, when it names
-//! something the set does not already hold, the set is replaced. Advisory, as in the seed: a capture
+//! something the set does not already hold, the set is replaced. Advisory by design: a capture
 //! racing a session switch may land on the new session (documented in docs/protocol.md).
 
 use glassbox_core::context::capture::CaptureRule;

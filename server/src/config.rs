@@ -82,7 +82,7 @@ pub struct Config {
     /// Most tool rounds in one reply (`GLASSBOX_MAX_CHAT_TURNS`, default 10).
     pub max_chat_turns: u32,
     /// The system-prompt section about the context tools (`GLASSBOX_CONTEXT_PROMPT`: the text, or
-    /// `off`); the seed's wording by default.
+    /// `off`); `sets::DEFAULT_TOOLS_PROMPT` by default (docs/context-sets.md).
     pub context_prompt: Option<String>,
     /// The host's existence check for files in the resume block (`GLASSBOX_FILE_CHECK_URL`, with
     /// `{path}` where the URL-encoded path goes): 2xx exists, 404/410 does not.

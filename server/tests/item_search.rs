@@ -1,7 +1,7 @@
-//! Choosing agent items per message on the real server: the seed's flow example with deterministic
-//! vectors (put in the embedding cache and memory, so the model computes nothing), and the demo
-//! agent's dozen references with the real MiniLM model, where the obviously relevant one wins and
-//! a restart embeds none of the items again.
+//! Choosing agent items per message on the real server: the example of docs/item-selection.md with
+//! deterministic vectors (put in the embedding cache and memory, so the model computes nothing),
+//! and the demo agent's dozen references with the real MiniLM model, where the obviously relevant
+//! one wins and a restart embeds none of the items again.
 
 mod support;
 
@@ -50,8 +50,8 @@ fn unit(v: &[f32]) -> Vec<f32> {
     v.iter().map(|x| x / n).collect()
 }
 
-/// The seed's agent: Rule A (always), Rule B (manual), Rule C (agent), Reference X (always),
-/// Reference Y (agent); one item chosen by search per request.
+/// The agent of docs/item-selection.md's example: Rule A (always), Rule B (manual), Rule C (agent),
+/// Reference X (always), Reference Y (agent); one item chosen by search per request.
 fn flow_agent(dir: &Path) -> String {
     let items = dir.join("items");
     std::fs::create_dir_all(&items).unwrap();

@@ -58,7 +58,8 @@ async fn context_reaches_provider_but_never_message_content(api: Api) {
     // The API key went to the provider from the server.
     assert!(requests[0].key.as_deref().unwrap().contains("sk-test-"));
 
-    // Stored messages: content is the user's text only; context kept separately for display (R4).
+    // Stored messages: content is the user's text only; context kept separately for display hints
+    // (docs/context-planning.md, Page context).
     let stored = server.messages(&session, &token).await;
     assert_eq!(stored.len(), 2);
     assert_eq!(stored[0]["content"], "What does this model do?");

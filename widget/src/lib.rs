@@ -37,7 +37,8 @@ struct Options {
     /// The footer's applet link template (`{slug}`, `{params}`); `none` for no links.
     #[serde(default)]
     applet_link: Option<String>,
-    /// The idle URL capture rule: `off`, `PARAM` or `PARAM:SET` (the seed's applet capture if unset).
+    /// The idle URL capture rule: `off`, `PARAM` or `PARAM:SET` (`applet` into `applet` if unset;
+    /// docs/context-sets.md).
     #[serde(default)]
     capture: Option<String>,
     /// Set when the host forbids showing page-context values in "View context".

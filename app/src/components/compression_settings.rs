@@ -1,5 +1,6 @@
-//! Compression settings (seed §3), per session: toggle, threshold, strategy, messages kept intact,
-//! indicator. Changes go to the server, which stores them and tells every open tab.
+//! Compression settings per session (docs/context-planning.md, Compression): toggle, threshold,
+//! strategy, messages kept intact, indicator. Changes go to the server, which stores them and tells
+//! every open tab.
 
 use glassbox_core::context::{CompressionSettings, Strategy};
 use leptos::prelude::*;

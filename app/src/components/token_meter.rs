@@ -1,5 +1,6 @@
-//! The token meter (seed §1): bar and percentage, "↓142%" when compression applies, warning above
-//! 90 % and critical above 98 %, a tooltip with the breakdown and compression, "~" on estimates.
+//! The token meter (docs/context-planning.md, The meter): bar and percentage, "↓142%" when
+//! compression applies, warning above 90 % and critical above 98 %, a tooltip with the breakdown
+//! and compression, "~" on estimates.
 
 use glassbox_core::context::MeterState;
 use glassbox_core::number::fixed;

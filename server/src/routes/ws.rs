@@ -319,7 +319,7 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
     }
     if resume == Resume::Snapshot {
         send_snapshot(state, sink, &mut a).await?;
-        // The footer's sets, once the history is in (the seed's `load`).
+        // The footer's sets, once the history is in (`context` with `load`, docs/protocol.md).
         let context = state.store.settings(&a.hub.session_id).await?.context;
         let loaded = a.hub.private(ServerEvent::Context(ContextEvent {
             reason: ContextReason::Load,

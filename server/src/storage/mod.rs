@@ -1,5 +1,19 @@
-//! Persistence of sessions and messages. Handlers call these methods and never write SQL; the SQL here
-//! is portable (no SQLite-only syntax) so a PostgreSQL pool can stand behind the same methods.
+//! Persistence of sessions and messages in SQLite (`glassbox.db`). Handlers call these methods and
+//! never write SQL. The SQL is SQLite's, not portable:
+//!
+//! - `json_each(?)`: a list of ids bound as one JSON array and read as a table, in
+//!   [`Store::idle_sessions`] (the live sessions to skip) and [`Store::delete_idle_sessions`] (the
+//!   sessions to delete, and the messages whose embeddings go with them);
+//! - `instr` with `substr` (`MESSAGE_KEY_ID`): the message id out of an embedding cache key
+//!   `{message_id}:{content_hash}`, in [`Store::delete_session`] and [`Store::delete_idle_sessions`];
+//! - `?` placeholders throughout, and sqlx's SQLite types: [`Store`]'s two `SqlitePool`s, the
+//!   `SqliteRow`s the rows are read from;
+//! - the connection's settings in [`Store::open`]: WAL journal, `synchronous = NORMAL`, foreign
+//!   keys, a busy timeout, and one writer connection (SQLite writes one transaction at a time);
+//! - the migrations (`server/migrations`): `BLOB` columns, and `json_object` / `json` in 0004.
+//!
+//! `ON CONFLICT … DO NOTHING / DO UPDATE … excluded.…` and `RETURNING` are PostgreSQL's too. Another
+//! database means rewriting the queries above and the pools.
 
 mod files;
 

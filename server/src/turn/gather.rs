@@ -1,4 +1,4 @@
-//! Gathering a turn (`CONTEXT-PIPELINE.md` step 1) and planning it with `core`: the session's
+//! Gathering a turn (step 1 of docs/context-planning.md) and planning it with `core`: the session's
 //! settings, the history that reaches the model, the page context, the tools, the resume reminder
 //! and the summary compression asks for (written by the summary model, cached per range).
 

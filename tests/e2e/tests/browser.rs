@@ -215,7 +215,7 @@ async fn view_context_shows_what_the_model_got_and_closes_with_escape() -> Resul
             .execute(&format!("{FOOTER} return [...f.querySelectorAll('.gb-context-chip')].map(c => c.textContent);"), vec![])
             .await?;
         assert_eq!(chips, json!(["description", "entity", "entityType", "page", "pathname"]));
-        // Idle a few seconds: the URL's applet is captured, linked with the seed's template.
+        // Idle a few seconds: the URL's applet is captured, linked with the default template.
         let applet = wait_for(&client, "the applet to be captured", &format!("{FOOTER} const a = f.querySelector('[data-kind=applet]'); return a && [a.textContent, a.getAttribute('href')];")).await?;
         assert_eq!(applet, json!(["[git-diff]", "/?applet=git-diff&file=src/main.rs"]));
 

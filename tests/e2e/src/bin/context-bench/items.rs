@@ -54,8 +54,8 @@ const WARM_CALLS: usize = 250;
 const HISTORY_CHATS: usize = 10;
 const PREVIEWS: usize = 200;
 const PREVIEW_WARMUP: usize = 20;
-/// The anchor of the warm request context: the seed reports ~10 ms per 100 documents.
-const SEED_MS: f64 = 10.0;
+/// The anchor of the warm request context: ~10 ms per 100 documents (docs/item-selection.md, Cost).
+const ANCHOR_MS: f64 = 10.0;
 const CONTEXT_GOAL_MS: f64 = 5.0;
 const PREVIEW_GOAL_MS: f64 = 15.0;
 /// The message of the cold passes (one sentence, embedded with the chunks).
@@ -762,10 +762,10 @@ async fn warm_request_context(bench: &Bench, messages: &[String]) -> Result<()> 
         percentile(&hashing, 0.99)
     );
     println!(
-        "\nAnchor: the seed reports ~{SEED_MS} ms per 100 documents; the remembered p50 here is {p50:.3} ms, \
+        "\nAnchor: ~{ANCHOR_MS} ms per 100 documents (docs/item-selection.md); the remembered p50 here is {p50:.3} ms, \
          {:.2}× that. Each warm call chose {:.1} items on average (top-N {}, floor {}). The warm calls run \
          the messages in turn; the rows \"in a call\" are parts of the first row, timed apart.",
-        p50 / SEED_MS,
+        p50 / ANCHOR_MS,
         chosen as f64 / WARM_CALLS as f64,
         settings.top_n,
         settings.min_score

@@ -16,9 +16,9 @@
 //!
 //! Then agents' items (issue 29, `items.rs`): 100 generated references (about 1,000 chunks) on a
 //! real server with the real model: cold indexing in chunks/s beside onnxruntime embedding the
-//! same chunks (passes alternating), the warm request context (goal ≤ 5 ms p50; the seed reports
-//! ~10 ms per 100 documents) with the search alone beside it, and the preview round trip over
-//! loopback (goal ≤ 15 ms p50) beside `GET /healthz`.
+//! same chunks (passes alternating), the warm request context (goal ≤ 5 ms p50; the anchor is
+//! ~10 ms per 100 documents, docs/item-selection.md) with the search alone beside it, and the
+//! preview round trip over loopback (goal ≤ 15 ms p50) beside `GET /healthz`.
 //!
 //! Usage: context-bench <python> <ort_embed.py> (the bench venv's Python, with onnxruntime, and
 //! `tests/e2e/bench/ort_embed.py`); the model is `GLASSBOX_EMBED_MODEL_DIR`, else the default one.
