@@ -4,16 +4,16 @@
 //! session's items plus the `agent` items a semantic search of the message finds
 //! ([`Items::request_context`]): items are indexed when first searched (chunks embedded, vectors
 //! cached by content hash in the database, so a restart embeds nothing again), the message is
-//! split into sentences, and `core::context::item_search` chooses.
+//! split into sentences, and `analysis::item_search` chooses.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use glassbox_core::context::SessionSettings;
-use glassbox_core::context::agent_settings::{AgentSettings, SettingError};
-use glassbox_core::context::item_search::{
+use glassbox_analysis::item_search::{
     self, Candidate, MAX_CHUNK_CHARS, NEAR_MISSES, SearchOutcome,
 };
+use glassbox_core::context::SessionSettings;
+use glassbox_core::context::agent_settings::{AgentSettings, SettingError};
 use glassbox_core::context::items::{
     AgentItem, ItemError, ItemRef, RequestItem, add_item, new_session_items, remove_item,
     request_items, searchable,

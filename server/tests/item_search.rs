@@ -8,8 +8,8 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use glassbox_analysis::item_search::{self, MAX_CHUNK_CHARS};
 use glassbox_core::context::Score;
-use glassbox_core::context::item_search::{self, MAX_CHUNK_CHARS};
 use glassbox_core::context::items::{Included, ItemKind, ItemRef, RequestItem};
 use glassbox_fake_provider::Behaviour;
 use glassbox_server::items::{SearchStatus, chunk_key, query_key};

@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use glassbox_core::context::sticky::standing_by;
-use glassbox_core::context::sticky::train::{C, EXAMPLES, FIXTURES, Sample, labelled_sets, train};
-use glassbox_core::context::topic_extract::{ExtractMessage, extract_offline, label_by_meaning};
+use glassbox_analysis::sticky::standing_by;
+use glassbox_analysis::sticky::train::{C, EXAMPLES, FIXTURES, Sample, labelled_sets, train};
+use glassbox_analysis::topic_extract::{ExtractMessage, extract_offline, label_by_meaning};
 use glassbox_core::vector::cosine;
 use glassbox_core::vocab::Role;
 use glassbox_server::embed::Embedder;

@@ -40,7 +40,7 @@ usage: cargo xtask <command>
   bench size       what each entry point loads (the element inline and as a closed launcher, the meter
                    alone, its worker and vocabulary, the React package and demo): raw / gzip / brotli
   sticky train     train the learned reading of standing instructions on tests/fixtures and write
-                   core/src/context/sticky/model.tsv (run after changing a fixture)
+                   analysis/src/sticky/model.tsv (run after changing a fixture)
   sticky lofo      standing-instruction precision / recall on each fixture, trained without it
   sticky read FILE a labelled set not among the fixtures, read as the server reads (a new set's
                    first reading: the estimate for unseen phrasing); lists what it got wrong

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use glassbox_core::context::sticky::{
+use glassbox_analysis::sticky::{
     cues_say_so, is_standing_instruction,
     learned::Model,
     standing_by,
@@ -15,7 +15,7 @@ use crate::tools::root;
 
 /// Where the committed model lives.
 fn model_path() -> PathBuf {
-    root().join("core/src/context/sticky/model.tsv")
+    root().join("analysis/src/sticky/model.tsv")
 }
 
 /// Every labelled set, by file name.
@@ -23,14 +23,14 @@ fn fixtures() -> Result<Vec<(String, Vec<Sample>)>> {
     Ok(labelled_sets(&root().join(FIXTURES))?)
 }
 
-/// Trains on every labelled set and writes `core/src/context/sticky/model.tsv`.
+/// Trains on every labelled set and writes `analysis/src/sticky/model.tsv`.
 pub fn train_committed() -> Result<()> {
     let fixtures = fixtures()?;
     let samples: Vec<Sample> = fixtures.iter().flat_map(|(_, s)| s.clone()).collect();
     let names: Vec<&str> = fixtures.iter().map(|(n, _)| n.as_str()).collect();
     let model = train(&samples, C);
     let header = format!(
-        "Standing instructions, learned (core/src/context/sticky/learned.rs). Made by `cargo xtask sticky train`\n\
+        "Standing instructions, learned (analysis/src/sticky/learned.rs). Made by `cargo xtask sticky train`\n\
          from {} user messages ({} marked) of {FIXTURES}: {}. C = {C}.",
         samples.len(),
         samples.iter().filter(|s| s.sticky).count(),

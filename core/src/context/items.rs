@@ -1,7 +1,7 @@
 //! Context items: the rules and references (later MCP tools) an operator gives an agent, which of
 //! them a session carries, and which a request carried and why. Items travel by identity (kind and
 //! name, plus the server for a tool); their text stays on the server. Agent-mode items are chosen
-//! per request by semantic search ([`super::item_search`]) with the settings defined here.
+//! per request by semantic search (`glassbox_analysis::item_search`, on the server) with the settings defined here.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -308,7 +308,7 @@ pub fn searchable<'a>(
 }
 
 /// A request's items: the session's, in session order, then `selected` (search's choices, from
-/// [`super::item_search::SearchOutcome::request_items`]) except any the session already carries.
+/// `glassbox_analysis::item_search::SearchOutcome::request_items`) except any the session already carries.
 pub fn request_items(
     session: &[SessionItem],
     selected: impl IntoIterator<Item = RequestItem>,

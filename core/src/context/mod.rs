@@ -5,7 +5,6 @@ pub mod budget;
 pub mod capture;
 pub mod compression;
 pub mod footer;
-pub mod item_search;
 pub mod items;
 pub mod model_limits;
 
@@ -24,10 +23,6 @@ pub mod score;
 pub mod selection;
 pub mod sets;
 pub mod settings;
-pub mod sticky;
-pub mod topic_extract;
-pub mod topic_follow;
-pub mod topic_labels;
 pub mod topics;
 
 pub use meter::{

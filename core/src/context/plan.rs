@@ -215,7 +215,7 @@ pub struct ItemsInput<'a> {
     /// (they are offered through `tools`); a tool listed is skipped.
     pub chosen: &'a [ChosenItem<'a>],
     /// The best agent items search scored but did not choose, best first
-    /// (`item_search::SearchOutcome::near_misses`): listed in the receipt as left out.
+    /// (`glassbox_analysis::item_search::SearchOutcome::near_misses`): listed in the receipt as left out.
     pub near_misses: &'a [NearMiss<'a>],
     /// How the search went (recorded in the receipt unless it ran).
     pub search: ItemSearch<'a>,

@@ -1,7 +1,7 @@
 //! A session's topics (the bubble cloud) and its topic filter, as stored and on the wire
 //! (docs/topics.md). Topics are regenerated whole after each
 //! reply; the filter names topic labels and lives in the session's settings record. A selected
-//! topic follows its messages across regenerations (`topic_follow`), so the filter keeps meaning
+//! topic follows its messages across regenerations (`glassbox_analysis::topic_follow`), so the filter keeps meaning
 //! what the user picked when the topic's label changes.
 
 use serde::{Deserialize, Serialize};

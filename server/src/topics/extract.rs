@@ -7,7 +7,7 @@
 //! from the conversation, stored with a generation number (only a newer extraction may
 //! overwrite), and pushed to the session's tabs with the filter's view.
 //!
-//! Topics hold still across regenerations (`core::context::topic_follow`): each topic carries its
+//! Topics hold still across regenerations (`analysis::topic_follow`): each topic carries its
 //! members (message ids); a group found again keeps its label unless a new one names it clearly
 //! better; and the session's filter is carried to the topics that hold the selected topics'
 //! messages, the view saying which were renamed. A topic model's topics get their members from the
@@ -16,17 +16,17 @@
 //! With a topic model (`GLASSBOX_TOPIC_MODEL`, the reply model by default): one call with a strict
 //! JSON schema. An answer that is not usable (invalid or partial JSON, no topic) keeps the previous
 //! topics; a call that fails (timeout, provider error, budget) falls back to offline extraction:
-//! embeddings, clustering and key phrases (`core::context::topic_extract`), which is also what runs
+//! embeddings, clustering and key phrases (`analysis::topic_extract`), which is also what runs
 //! without a topic model (the offline provider, the demo).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use glassbox_core::context::topic_extract::{
+use glassbox_analysis::topic_extract::{
     ExtractMessage, Extracted, extract_offline, label_by_meaning,
 };
-use glassbox_core::context::topic_follow::{
+use glassbox_analysis::topic_follow::{
     carry_filter, centroid, keep_labels, label_score, members_by_label, successors,
 };
 use glassbox_core::context::topics::{
@@ -265,7 +265,7 @@ fn carry_selection(
 
 impl Topics {
     /// Gives each group found again its previous label unless the new one is clearly better
-    /// (`core::context::topic_follow::keep_labels`), scoring labels by their vectors against the
+    /// (`analysis::topic_follow::keep_labels`), scoring labels by their vectors against the
     /// topics' centroids; the previous labels are embedded here when `label_vectors` lacks them.
     async fn settle_labels(
         &self,

@@ -10,8 +10,8 @@ pub mod extract;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
+use glassbox_analysis::topic_follow::centroid;
 use glassbox_core::context::selection::{Candidate, Choice, Kept, select, topic_scores};
-use glassbox_core::context::topic_follow::centroid;
 use glassbox_core::context::topics::Renamed;
 use glassbox_core::context::{
     FilterNote, FilterView, Score, SessionSettings, SessionTopics, Topic, TopicSettings,

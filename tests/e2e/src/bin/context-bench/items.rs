@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use glassbox_analysis::item_search::{self, Candidate, MAX_CHUNK_CHARS, NEAR_MISSES};
 use glassbox_core::context::SessionSettings;
 use glassbox_core::context::agent_settings::AgentSettings;
-use glassbox_core::context::item_search::{self, Candidate, MAX_CHUNK_CHARS, NEAR_MISSES};
 use glassbox_e2e::ort_anchor::OrtAnchor;
 use glassbox_e2e::{Server, start_server};
 use glassbox_server::agents::{Agent, Item};

@@ -268,7 +268,7 @@ async fn selection() -> Result<()> {
 /// Offline extraction (sticky detection, clustering of exchanges, labels) for a 200-message
 /// conversation wandering over five subjects.
 fn extraction() {
-    use glassbox_core::context::topic_extract::{ExtractMessage, extract_offline};
+    use glassbox_analysis::topic_extract::{ExtractMessage, extract_offline};
     let mut rng = Rng(42);
     let centers: Vec<Vec<f32>> = (0..5).map(|_| rng.near(&[0.0; DIM], 1.0)).collect();
     let subjects = [

@@ -337,7 +337,7 @@ mod tests {
     /// Every short example (`tests/fixtures/sticky-examples.json`) reads as it is marked.
     #[test]
     fn the_short_examples_read_as_marked() {
-        let json = include_str!("../../../../tests/fixtures/sticky-examples.json");
+        let json = include_str!("../../../tests/fixtures/sticky-examples.json");
         let wrong: Vec<String> = train::example_samples(json)
             .unwrap()
             .into_iter()
@@ -357,7 +357,7 @@ mod tests {
     /// together.
     #[test]
     fn the_cues_alone_read_most_examples() {
-        let json = include_str!("../../../../tests/fixtures/sticky-examples.json");
+        let json = include_str!("../../../tests/fixtures/sticky-examples.json");
         let samples = train::example_samples(json).unwrap();
         let wrong = samples
             .iter()

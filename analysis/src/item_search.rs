@@ -16,9 +16,9 @@
 
 use std::cmp::Ordering;
 
-use super::items::{Included, ItemRef, ItemSearchSettings, RequestItem};
-use super::score::Score;
-use crate::vector::dot;
+use glassbox_core::context::items::{Included, ItemRef, ItemSearchSettings, RequestItem};
+use glassbox_core::context::score::Score;
+use glassbox_core::vector::dot;
 
 /// The longest chunk, in characters, items and queries are cut into.
 pub const MAX_CHUNK_CHARS: usize = 500;

@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::context::items::{
+use glassbox_core::context::items::{
     AgentItem, IncludeMode, add_item, new_session_items, request_items, searchable,
 };
 

@@ -9,8 +9,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::topics::{Renamed, SessionTopics, Topic};
-use crate::vector::{dot, normalize};
+use glassbox_core::context::topics::{Renamed, SessionTopics, Topic};
+use glassbox_core::vector::{dot, normalize};
 
 /// Share of an old topic's messages (those still grouped under some topic) a new topic must hold
 /// to succeed it.

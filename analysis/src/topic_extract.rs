@@ -1,4 +1,4 @@
-//! Topics without a model: standing instructions found by [`super::sticky`], the rest grouped by
+//! Topics without a model: standing instructions found by [`crate::sticky`], the rest grouped by
 //! their embeddings and labelled with each group's key phrases. Used when no topic model is
 //! configured (the demo) or its call fails.
 //!
@@ -7,7 +7,7 @@
 //! (average linkage over cosine similarity, neighbours in time counting a little closer) until no
 //! two groups are similar enough. Each group's candidate labels are the phrases most particular to
 //! it (class-based TF-IDF over unigrams and bigrams, stopwords of six languages left out, only
-//! noun phrases kept: [`super::topic_labels`]), those the group's opening message names early
+//! noun phrases kept: [`crate::topic_labels`]), those the group's opening message names early
 //! ranked up; with the candidates' embeddings, [`label_by_meaning`] picks the one closest to the
 //! group's meaning and far from the other groups' (KeyBERT's idea), that the group's other
 //! candidates are about and that the opening message names early, else the first candidate is the
@@ -15,11 +15,11 @@
 
 use std::collections::HashMap;
 
-use super::sticky::is_standing_instruction;
-use super::topic_labels::{is_noun_phrase, language_of, verbs_in};
-use super::topics::{MAX_LABEL_CHARS, TOPIC_RANGE, Topic};
-use crate::vector::{dot, normalize};
-use crate::vocab::Role;
+use crate::sticky::is_standing_instruction;
+use crate::topic_labels::{is_noun_phrase, language_of, verbs_in};
+use glassbox_core::context::topics::{MAX_LABEL_CHARS, TOPIC_RANGE, Topic};
+use glassbox_core::vector::{dot, normalize};
+use glassbox_core::vocab::Role;
 
 /// Groups stop merging when their average similarity falls below this.
 pub const MERGE_THRESHOLD: f32 = 0.3;
@@ -607,7 +607,7 @@ fn phrases_of(text: &str) -> Vec<(String, String)> {
 }
 
 /// The unigrams and bigrams of a text that can name a topic: content words in noun phrases, not
-/// verbs where they stand ([`super::topic_labels`]).
+/// verbs where they stand ([`crate::topic_labels`]).
 fn noun_phrases_of(text: &str) -> Vec<(String, String)> {
     phrases(text, true)
 }
