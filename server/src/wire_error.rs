@@ -1,7 +1,8 @@
 //! How a failure reaches clients. Each service has its own error enum, which says here what a
-//! client is told: its wire code and, for limits, when to try again. [`ToWire::to_wire`] is the one
-//! way a `WireError` (a WebSocket `error` frame, a REST body) is made from one; failures whose code
-//! is `internal` are logged and sent without detail.
+//! client is told: its wire code and, for limits, when to try again. [`ToWire::to_wire`] makes the
+//! `WireError` (a WebSocket `error` frame, a REST body) of every service error; failures whose code
+//! is `internal` are logged and sent without detail. (Three events that are no service's error
+//! write theirs where they happen: docs/architecture.md, Errors.)
 
 use std::time::Duration;
 
