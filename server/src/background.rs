@@ -78,10 +78,36 @@ pub fn turns_starting() -> usize {
     STARTING.load(Ordering::Acquire)
 }
 
+/// Background steps waiting in [`after_turns_start`] now.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// How many background steps wait for starting turns now ([`after_turns_start`]): tests wait on
+/// it to know a step is parked, instead of sleeping.
+pub fn waiting_for_turns() -> usize {
+    WAITING.load(Ordering::Acquire)
+}
+
+/// Counts a step as waiting until dropped.
+struct Waiting;
+
+impl Waiting {
+    fn begin() -> Self {
+        WAITING.fetch_add(1, Ordering::AcqRel);
+        Self
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Waits until no turn is starting, at most [`YIELD_BOUND`]: background work calls it before
 /// each of its steps that runs at normal priority, so a message sent meanwhile gets to its first
 /// token without sharing the cores, the runtime or the database writer with it.
 pub async fn after_turns_start() {
+    let _waiting = Waiting::begin();
     let waited = tokio::time::timeout(YIELD_BOUND, async {
         loop {
             let notified = quiet().notified();
@@ -214,24 +240,28 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    /// On paused time: the clock moves only when every task waits, so "still waiting" is checked
+    /// without a sleep, and a wake by the turn is told apart from the bound by the time it took.
+    #[tokio::test(start_paused = true)]
     async fn background_work_waits_for_starting_turns_within_a_bound() {
         // A turn starting: the wait ends when its first token comes, not before.
         let turn = TurnStarting::begin();
+        let started = tokio::time::Instant::now();
         let waiter = tokio::spawn(after_turns_start());
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        while waiting_for_turns() == 0 {
+            tokio::task::yield_now().await;
+        }
         assert!(!waiter.is_finished(), "went on while a turn was starting");
         drop(turn);
-        tokio::time::timeout(Duration::from_secs(5), waiter)
-            .await
-            .expect("woken when the turn got its first token")
-            .unwrap();
+        waiter.await.unwrap();
+        assert!(
+            started.elapsed() < YIELD_BOUND,
+            "woken when the turn got its first token, not by the bound"
+        );
         // A turn that never gets there: the wait is bounded.
         let _stuck = TurnStarting::begin();
-        let t = std::time::Instant::now();
-        tokio::time::timeout(Duration::from_secs(5), after_turns_start())
-            .await
-            .expect("the wait is bounded");
+        let t = tokio::time::Instant::now();
+        after_turns_start().await;
         assert!(t.elapsed() >= YIELD_BOUND);
     }
 

@@ -577,7 +577,6 @@ async fn extraction_embeds_every_message_a_filter_scores_not_only_those_it_reads
     tokio::time::timeout(Duration::from_secs(60), queued)
         .await
         .expect("the extraction waits for the thread");
-    tokio::time::sleep(Duration::from_millis(500)).await;
     let path = format!("/api/sessions/{id}/filter");
     let changed = put(&server, &path, &token, json!({"labels": [label]}));
     let (status, view) = tokio::time::timeout(Duration::from_secs(120), changed)
@@ -1180,7 +1179,15 @@ async fn extraction_waits_while_a_turn_is_starting() {
         let (state, id) = (state.clone(), id.clone());
         async move { state.topics.extract(&id, generation).await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Once the extraction waits for the starting turn (it cannot store before it goes on).
+    let parked = async {
+        while glassbox_server::background::waiting_for_turns() == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), parked)
+        .await
+        .expect("the extraction waits for the starting turn");
     let stored = state.store.topics(&id).await.unwrap().unwrap();
     assert!(
         stored.generation < generation,

@@ -222,6 +222,30 @@ if (result.errors?.length) {
 writeFileSync(file, result.code);
 ";
 
+/// wasm-bindgen as `wasm-bindgen --target web --no-typescript --out-name NAME --out-dir DIR` runs
+/// it (the library the CLI is made of, at the lock's version): the glue `NAME.js` and `NAME_bg.wasm`
+/// into `out_dir`. `keep_lld_exports`: keep the function table and memory layout exports a split
+/// module's chunk loader needs.
+fn wasm_bindgen(
+    input: &std::path::Path,
+    out_dir: &std::path::Path,
+    out_name: &str,
+    keep_lld_exports: bool,
+) -> Result<()> {
+    let mut bindgen = wasm_bindgen_cli_support::Bindgen::new();
+    bindgen
+        .input_path(input)
+        .web(true)?
+        .typescript(false)
+        .out_name(out_name)
+        .keep_lld_exports(keep_lld_exports)
+        // As the CLI: a missing URL falls back to the wasm file beside the glue.
+        .omit_default_module_path(false);
+    bindgen
+        .generate(out_dir)
+        .with_context(|| format!("wasm-bindgen on {}", input.display()))
+}
+
 /// cargo build (wasm32) → wasm-bindgen (`--target web`) → wasm-opt, into `dist`; the JS minified
 /// when the module says so, with the minifier in `node_modules`.
 fn wasm_module(
@@ -229,7 +253,7 @@ fn wasm_module(
     dist: &std::path::Path,
     node_modules: &std::path::Path,
 ) -> Result<()> {
-    let (wasm_bindgen, wasm_opt) = wasm_toolchain()?;
+    let wasm_opt = wasm_toolchain()?;
     say(format!(
         "building {} (wasm32-unknown-unknown, profile {})",
         module.package, module.profile
@@ -300,22 +324,11 @@ fn wasm_module(
         None
     };
     say(format!("running wasm-bindgen for {}", module.out_name));
-    let mut bindgen = Command::new(&wasm_bindgen);
-    bindgen.args([
-        "--target",
-        "web",
-        "--no-typescript",
-        "--out-name",
-        module.out_name,
-        "--out-dir",
-    ]);
-    bindgen.arg(&staging);
-    match &split {
-        // The chunks' loader needs the function table and memory layout exports.
-        Some(split) => bindgen.arg("--keep-lld-exports").arg(&split.main),
-        None => bindgen.arg(&raw),
+    let input = match &split {
+        Some(split) => &split.main,
+        None => &raw,
     };
-    run(&mut bindgen)?;
+    wasm_bindgen(input, &staging, module.out_name, split.is_some())?;
     let js = staging.join(format!("{}.js", module.out_name));
     let glue = std::fs::read_to_string(&js).with_context(|| format!("reading {}", js.display()))?;
     if glue.contains(crate::wasm_split::PLACEHOLDER) {

@@ -69,6 +69,9 @@ pub fn test(filter: Option<&str>) -> Result<()> {
     let (chromium, driver) = browser()?;
     let model_dir = model::provision()?;
     say("running all tests (cargo test --workspace)");
+    // Browser tests that fail leave a screenshot here; listed at the end of the run.
+    let screenshots = crate::tools::target_dir().join("e2e-screenshots");
+    let _ = std::fs::remove_dir_all(&screenshots);
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root())
         .args([
@@ -86,6 +89,7 @@ pub fn test(filter: Option<&str>) -> Result<()> {
         .env("GLASSBOX_E2E_CHROMIUM", chromium)
         .env("GLASSBOX_E2E_CHROMEDRIVER", driver)
         .env("GLASSBOX_EMBED_MODEL_DIR", model_dir)
+        .env("GLASSBOX_E2E_SCREENSHOT_DIR", &screenshots)
         .stdout(Stdio::piped());
     let mut child = cmd.spawn().context("starting cargo test")?;
     let mut totals = TestTotals::default();
@@ -102,6 +106,16 @@ pub fn test(filter: Option<&str>) -> Result<()> {
         "tests: {} passed, {} failed, {} skipped",
         totals.passed, totals.failed, totals.ignored
     );
+    for shot in std::fs::read_dir(&screenshots)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        println!(
+            "screenshot of a failed browser test: {}",
+            shot.path().display()
+        );
+    }
     if !status.success() {
         bail!("cargo test failed ({status})");
     }

@@ -67,9 +67,9 @@ pub fn locked_version(package: &str) -> Result<String> {
     Ok(lock[start..start + end].to_owned())
 }
 
-/// Makes sure the wasm target, the wasm-bindgen CLI (the lock's version) and binaryen are present.
-/// Returns the paths of `wasm-bindgen` and `wasm-opt`.
-pub fn wasm_toolchain() -> Result<(PathBuf, PathBuf)> {
+/// Makes sure the wasm target and binaryen are present; returns the path of `wasm-opt`.
+/// (wasm-bindgen is a library of xtask's, `wasm_bindgen_cli_support`, at the lock's version.)
+pub fn wasm_toolchain() -> Result<PathBuf> {
     let installed =
         output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
     if !installed
@@ -79,40 +79,18 @@ pub fn wasm_toolchain() -> Result<(PathBuf, PathBuf)> {
         say("installing the wasm32-unknown-unknown target (rustup)");
         run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
     }
-    Ok((wasm_bindgen()?, wasm_opt()?))
-}
-
-fn wasm_bindgen() -> Result<PathBuf> {
-    let version = locked_version("wasm-bindgen")?;
-    let bin = tools_dir().join("bin/wasm-bindgen");
-    let has = |p: &Path| {
-        output(Command::new(p).arg("--version"))
-            .is_some_and(|v| v.split_whitespace().nth(1) == Some(version.as_str()))
-    };
-    if has(&bin) {
-        return Ok(bin);
-    }
-    say(format!(
-        "installing wasm-bindgen-cli {version} into {} (once; takes several minutes)",
-        tools_dir().display()
-    ));
-    // Not --locked: the CLI's own lock pins a crate version the registry no longer serves.
-    run(Command::new("cargo")
-        .args([
-            "install",
-            "wasm-bindgen-cli",
-            "--version",
-            &version,
-            "--root",
-        ])
-        .arg(tools_dir()))?;
-    if !has(&bin) {
+    let (crate_version, support) = (
+        locked_version("wasm-bindgen")?,
+        locked_version("wasm-bindgen-cli-support")?,
+    );
+    if crate_version != support {
         bail!(
-            "wasm-bindgen {version} was installed but {} does not report that version",
-            bin.display()
+            "Cargo.lock has wasm-bindgen {crate_version} but xtask's wasm-bindgen-cli-support is \
+             {support}: the glue and the module would not agree; pin wasm-bindgen-cli-support = \
+             \"={crate_version}\" in xtask/Cargo.toml"
         );
     }
-    Ok(bin)
+    wasm_opt()
 }
 
 fn wasm_opt() -> Result<PathBuf> {

@@ -410,7 +410,12 @@ where
         .await;
     let failed = !matches!(outcome, Ok(Ok(())));
     if failed && let Ok(png) = client.screenshot().await {
-        let path = std::env::temp_dir().join(format!("{name}-failure.png"));
+        // `cargo xtask test` names the folder and lists what was written there at the end.
+        let dir = std::env::var_os("GLASSBOX_E2E_SCREENSHOT_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join(format!("{name}-failure.png"));
         let _ = std::fs::write(&path, png);
         eprintln!("screenshot of the failure: {}", path.display());
     }

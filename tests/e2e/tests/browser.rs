@@ -76,9 +76,20 @@ async fn a_provider_failure_offers_retry_which_completes_the_same_reply() -> Res
 
 #[tokio::test]
 async fn a_dropped_connection_reconnects_and_resumes_the_streaming_reply() -> Result<()> {
+    // The reply is held after its first two pieces until the widget has reconnected, so the cut
+    // provably falls mid-stream: what arrives after it can only reach the widget by resuming.
+    let gate = Gate::new();
+    let fake = FakeProvider::start(Behaviour::hold(
+        &["Before ", "the cut, ", "after ", "the reconnect."],
+        2,
+        &gate,
+    ))
+    .await?;
+    let base = fake.openai_base();
     let server = start_server(&[
-        ("GLASSBOX_PROVIDER", "offline"),
-        ("GLASSBOX_OFFLINE_DELAY_MS", "40"),
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "sk-e2e"),
+        ("OPENAI_BASE_URL", &base),
     ])
     .await?;
     let proxy = CuttableProxy::start(server.addr).await?;
@@ -86,14 +97,22 @@ async fn a_dropped_connection_reconnects_and_resumes_the_streaming_reply() -> Re
         client.goto(&url).await?;
         wait_for(&client, "the widget to connect", CONNECTED).await?;
         send_from_composer(&client, "keep streaming").await?;
-        wait_for(&client, "the reply to start streaming", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=streaming] .gb-markdown p');").await?;
+        gate.reached(1).await;
+        wait_for(&client, "the first pieces to show", "return document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=streaming] .gb-markdown')?.textContent.includes('Before the cut,');").await?;
 
         proxy.cut();
         wait_for(&client, "the widget to notice the drop", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-status:not([data-state=connected])');").await?;
         wait_for(&client, "the widget to reconnect by itself", CONNECTED).await?;
+        let streaming = client.execute("return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=streaming]');", vec![]).await?;
+        assert_eq!(streaming, json!(true), "the reply is still held when the widget is back");
+        gate.release();
         wait_for(&client, "the reply to complete", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
 
         let live = client.execute(MESSAGES, vec![]).await?;
+        assert!(
+            live.to_string().contains("Before the cut, after the reconnect."),
+            "the pieces sent after the cut reached the widget: {live}"
+        );
         // The stored reply is the reference: what streamed across the drop must equal it exactly.
         client.refresh().await?;
         wait_for(&client, "the widget to reconnect", CONNECTED).await?;

@@ -268,9 +268,9 @@ async fn a_missing_vocabulary_is_reported_and_the_last_of_quick_model_changes_co
 #[tokio::test]
 async fn the_pages_early_vocabulary_arriving_late_does_not_replace_the_models() -> Result<()> {
     // The page starts downloading o200k (the default model's) before the wasm loads; the model is
-    // then set to gpt-4 (cl100k), whose vocabulary arrives first. o200k, held back 2 s, must not
-    // become the worker's tokenizer: later counts are still cl100k's.
-    // The element's vocabularies come from /slow/vocab/, where o200k waits 2 s.
+    // then set to gpt-4 (cl100k), whose vocabulary arrives first. o200k, held back until cl100k
+    // counts, must not become the worker's tokenizer: later counts are still cl100k's.
+    // The element's vocabularies come from /slow/vocab/, where o200k waits for the test.
     // A page with this meter alone (no other meter's worker to share): no model at first, so the
     // page starts the default model's o200k; then gpt-4. Its `assets` and `vocab` are relative.
     let page = "<!doctype html><meta charset=utf-8><body><script type=module>
@@ -283,6 +283,7 @@ async fn the_pages_early_vocabulary_arriving_late_does_not_replace_the_models() 
         m.setAttribute('model', 'gpt-4');
         m.setText('first words');
         </script>";
+    let (release, released) = tokio::sync::watch::channel(false);
     let slow = axum::Router::new()
         .route(
             "/late.html",
@@ -291,15 +292,18 @@ async fn the_pages_early_vocabulary_arriving_late_does_not_replace_the_models() 
         .route(
             "/slow/vocab/{file}",
             axum::routing::get(
-                |axum::extract::Path(file): axum::extract::Path<String>| async move {
-                    if file == "o200k_base.gbv" {
-                        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                move |axum::extract::Path(file): axum::extract::Path<String>| {
+                    let mut released = released.clone();
+                    async move {
+                        if file == "o200k_base.gbv" {
+                            let _ = released.wait_for(|open| *open).await;
+                        }
+                        let name = std::path::Path::new(&file)
+                            .file_name()
+                            .map(ToOwned::to_owned);
+                        name.and_then(|n| std::fs::read(widget_dir().join("vocab").join(n)).ok())
+                            .unwrap_or_default()
                     }
-                    let name = std::path::Path::new(&file)
-                        .file_name()
-                        .map(ToOwned::to_owned);
-                    name.and_then(|n| std::fs::read(widget_dir().join("vocab").join(n)).ok())
-                        .unwrap_or_default()
                 },
             ),
         );
@@ -309,22 +313,28 @@ async fn the_pages_early_vocabulary_arriving_late_does_not_replace_the_models() 
         client.goto(&url).await?;
         let exact = "const m = document.getElementById('late'); const r = m && m.reading && m.reading(); return r && !r.estimated && r.encoding === 'cl100k_base' ? r : null;";
         wait_for(&client, "an exact cl100k reading", exact).await?;
-        // Past the held-back o200k's arrival, a new text is counted by cl100k still.
-        tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
-        let text = "Ünïcödé 東京 and emoji 🚀🚀 count differently in o200k and cl100k.";
-        client
-            .execute("document.getElementById('late').setText(arguments[0]);", vec![json!(text)])
+        // Now o200k arrives; once the page has it, new texts are counted by cl100k still (the
+        // second after the first's count came back, so the worker had the late load before it).
+        release.send_replace(true);
+        wait_for(&client, "the held-back o200k to arrive", "return performance.getEntriesByType('resource').some(e => e.name.endsWith('/slow/vocab/o200k_base.gbv') && e.responseEnd > 0);").await?;
+        for text in [
+            "Ünïcödé 東京 and emoji 🚀🚀 count differently in o200k and cl100k.",
+            "Ünïcödé 東京 again, with more emoji 🚀🚀🚀 to tell the two apart.",
+        ] {
+            client
+                .execute("document.getElementById('late').setText(arguments[0]);", vec![json!(text)])
+                .await?;
+            let want = cl100k.count(text) + framing("cl100k_base");
+            let o200k_would_say = tokenizer("o200k_base").count(text) + framing("o200k_base");
+            assert_ne!(want, o200k_would_say, "the text must tell the two vocabularies apart");
+            let r = wait_for(
+                &client,
+                "the new text's cl100k count",
+                &format!("const r = document.getElementById('late').reading(); return r && !r.estimated && r.used === {want} && r;"),
+            )
             .await?;
-        let want = cl100k.count(text) + framing("cl100k_base");
-        let o200k_would_say = tokenizer("o200k_base").count(text) + framing("o200k_base");
-        assert_ne!(want, o200k_would_say, "the text must tell the two vocabularies apart");
-        let r = wait_for(
-            &client,
-            "the new text's cl100k count",
-            &format!("const r = document.getElementById('late').reading(); return r && !r.estimated && r.used === {want} && r;"),
-        )
-        .await?;
-        assert_eq!(r["encoding"], "cl100k_base", "{r}");
+            assert_eq!(r["encoding"], "cl100k_base", "{r}");
+        }
         Ok(())
     })
     .await
