@@ -5,7 +5,7 @@
 //! sets, chips name the page-context keys that changed with the latest message (names only).
 
 use glassbox_core::context::ContextSets;
-use glassbox_core::context::footer::{FooterItem, FooterKind, FooterLinks, footer_items};
+use glassbox_core::context::footer::{FooterItem, FooterLinks, footer_items};
 use leptos::prelude::*;
 
 /// Changed-key chips shown before the rest is summarized as "+N".
@@ -84,14 +84,7 @@ pub fn ContextFooter(
 
 #[component]
 fn FooterEntry(item: FooterItem) -> impl IntoView {
-    let kind = match item.kind {
-        FooterKind::File => "file",
-        FooterKind::Applet => "applet",
-        FooterKind::Endpoint => "endpoint",
-        FooterKind::Port => "port",
-        FooterKind::Other => "other",
-        FooterKind::More => "more",
-    };
+    let kind: &str = item.kind.into();
     match item.href {
         Some(href) => view! {
             <a class="gb-context-item" data-kind=kind href=href title=item.title target="_top" rel="noopener noreferrer">

@@ -23,15 +23,6 @@ pub fn grouped(n: impl Into<u64>) -> String {
     out
 }
 
-fn state_name(s: MeterState) -> &'static str {
-    match s {
-        MeterState::Standard => "standard",
-        MeterState::Compressed => "compressed",
-        MeterState::Warning => "warning",
-        MeterState::Critical => "critical",
-    }
-}
-
 fn vocab_line(v: &VocabState) -> String {
     match v {
         VocabState::Loading { encoding } => {
@@ -124,12 +115,13 @@ pub fn TokenMeter(
             })
             .unwrap_or_default()
     };
+    let state_name = move || -> &'static str { state().into() };
     view! {
         <div
             class="gb-meter"
             part="meter"
             class:gb-meter-compact=move || compact.get()
-            data-state=move || state_name(state())
+            data-state=state_name
             data-percent=move || percent().to_string()
             data-estimated=move || estimated().to_string()
             data-overflow=move || overflow().is_some().to_string()

@@ -29,8 +29,9 @@ impl Default for FooterLinks {
     }
 }
 
-/// Which set an entry shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which set an entry shows (its name, `file`, …, is the entry's `data-kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum FooterKind {
     File,
     Applet,

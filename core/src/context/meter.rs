@@ -94,8 +94,9 @@ pub struct ContextReport {
 }
 
 /// Meter states (docs/context-planning.md): warning above 90 %, critical above 98 %.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum MeterState {
     Standard,
     Compressed,
