@@ -1,0 +1,303 @@
+//! The socket to the server: opens it, hands each frame that arrives to its [`Events`], sends
+//! frames while it is open, and after a close reconnects with backoff (at least as long as a
+//! refused join asked), counting the wait down in [`ConnectionStatus`]. [`hello`] is the first
+//! frame on each socket: it resumes the session from the last sync id seen.
+
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+
+use glassbox_core::transcript::Transcript;
+use glassbox_core::wire::{ClientFrame, Hello, ServerFrame};
+use gloo_timers::callback::{Interval, Timeout};
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
+use web_sys::{CloseEvent, MessageEvent, WebSocket};
+
+use super::backoff::{backoff_ms, countdown_secs};
+use crate::session_store::StoredSession;
+
+/// Where the connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionStatus {
+    Connecting,
+    Connected,
+    /// Waiting to reconnect, in this many seconds.
+    Reconnecting {
+        in_secs: u32,
+    },
+    /// Stopped (the widget was removed).
+    Stopped,
+}
+
+/// What the connection tells its owner.
+pub trait Events {
+    /// A socket opened: the owner says `hello` on it.
+    fn opened(&self);
+    /// A server frame arrived.
+    fn received(&self, frame: ServerFrame);
+}
+
+/// The `hello` that joins `asked` (a new session when `None`), resuming after the last frame of
+/// `transcript` when the transcript is of that session.
+pub fn hello(
+    asked: Option<StoredSession>,
+    transcript: &Transcript,
+    model: Option<String>,
+    agent: Option<String>,
+) -> Hello {
+    let last_sync_id = match &asked {
+        Some(s) if transcript.session_id.as_deref() == Some(s.session_id.as_str()) => {
+            transcript.last_sync_id()
+        }
+        _ => None,
+    };
+    Hello {
+        session_id: asked.as_ref().map(|s| s.session_id.clone()),
+        token: asked.map(|s| s.token),
+        last_sync_id,
+        model,
+        agent,
+    }
+}
+
+/// The WebSocket and its reconnecting.
+pub struct Connection {
+    url: String,
+    status: RwSignal<ConnectionStatus>,
+    events: Weak<dyn Events>,
+    socket: RefCell<Option<Socket>>,
+    /// True once the server answered `hello` on the current socket.
+    joined: Cell<bool>,
+    attempt: Cell<u32>,
+    /// The server's `retryAfterMs` of a refused join: the next reconnect waits at least this.
+    retry_after_ms: Cell<u32>,
+    stopped: Cell<bool>,
+    reconnect_timer: RefCell<Option<Timeout>>,
+    countdown: RefCell<Option<Interval>>,
+}
+
+/// An open WebSocket with its event handlers (kept alive as long as the socket).
+struct Socket {
+    ws: WebSocket,
+    _on_open: Closure<dyn FnMut()>,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_close: Closure<dyn FnMut(CloseEvent)>,
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        self.ws.set_onopen(None);
+        self.ws.set_onmessage(None);
+        self.ws.set_onclose(None);
+        let _ = self.ws.close();
+    }
+}
+
+impl Connection {
+    /// A connection to `url` (not opened yet) reporting to `events` and in `status`.
+    pub fn new(
+        url: String,
+        status: RwSignal<ConnectionStatus>,
+        events: Weak<dyn Events>,
+    ) -> Rc<Self> {
+        Rc::new(Self {
+            url,
+            status,
+            events,
+            socket: RefCell::new(None),
+            joined: Cell::new(false),
+            attempt: Cell::new(0),
+            retry_after_ms: Cell::new(0),
+            stopped: Cell::new(false),
+            reconnect_timer: RefCell::new(None),
+            countdown: RefCell::new(None),
+        })
+    }
+
+    /// True once the server answered `hello` on the current socket.
+    pub fn is_joined(&self) -> bool {
+        self.joined.get()
+    }
+
+    /// The server answered `hello`: connected, and the backoff starts over.
+    pub fn set_joined(&self) {
+        self.joined.set(true);
+        self.attempt.set(0);
+        self.status.set(ConnectionStatus::Connected);
+    }
+
+    /// The next reconnect waits at least `ms` (a join refused by the session's join limit).
+    pub fn wait_at_least(&self, ms: u32) {
+        self.retry_after_ms.set(ms);
+    }
+
+    /// Sends `frame` if the socket is open (else it is dropped).
+    pub fn send(&self, frame: &ClientFrame) {
+        let socket = self.socket.borrow();
+        let (Some(socket), Ok(text)) = (socket.as_ref(), serde_json::to_string(frame)) else {
+            return;
+        };
+        if socket.ws.ready_state() == WebSocket::OPEN {
+            let _ = socket.ws.send_with_str(&text);
+        }
+    }
+
+    /// Sends `frame` if the session is joined.
+    pub fn send_if_joined(&self, frame: &ClientFrame) {
+        if self.joined.get() {
+            self.send(frame);
+        }
+    }
+
+    /// Opens a new socket in place of the current one (none once stopped).
+    pub fn open(self: &Rc<Self>) {
+        if self.stopped.get() {
+            return;
+        }
+        self.socket.borrow_mut().take();
+        self.joined.set(false);
+        self.status.set(ConnectionStatus::Connecting);
+        let ws = match WebSocket::new(&self.url) {
+            Ok(ws) => ws,
+            Err(_) => return self.schedule_reconnect(),
+        };
+        let weak = Rc::downgrade(self);
+        let on_open = Closure::<dyn FnMut()>::new({
+            let weak = weak.clone();
+            move || {
+                if let Some(events) = weak.upgrade().and_then(|c| c.events.upgrade()) {
+                    events.opened();
+                }
+            }
+        });
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new({
+            let weak = weak.clone();
+            move |ev: MessageEvent| {
+                let events = weak.upgrade().and_then(|c| c.events.upgrade());
+                let (Some(events), Some(text)) = (events, ev.data().as_string()) else {
+                    return;
+                };
+                match serde_json::from_str::<ServerFrame>(&text) {
+                    Ok(frame) => events.received(frame),
+                    Err(e) => leptos::logging::warn!("glassbox: unreadable frame from server: {e}"),
+                }
+            }
+        });
+        let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_ev: CloseEvent| {
+            if let Some(this) = weak.upgrade() {
+                this.joined.set(false);
+                // Dropping the socket here would free this closure while it runs; the next open replaces it.
+                this.schedule_reconnect();
+            }
+        });
+        ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+        ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+        *self.socket.borrow_mut() = Some(Socket {
+            ws,
+            _on_open: on_open,
+            _on_message: on_message,
+            _on_close: on_close,
+        });
+    }
+
+    /// Reconnects now instead of waiting for the backoff.
+    pub fn reconnect_now(self: &Rc<Self>) {
+        self.reconnect_timer.borrow_mut().take();
+        self.countdown.borrow_mut().take();
+        self.open();
+    }
+
+    /// Closes the connection for good.
+    pub fn stop(&self) {
+        self.stopped.set(true);
+        self.reconnect_timer.borrow_mut().take();
+        self.countdown.borrow_mut().take();
+        self.socket.borrow_mut().take();
+        let _ = self.status.try_set(ConnectionStatus::Stopped);
+    }
+
+    fn schedule_reconnect(self: &Rc<Self>) {
+        if self.stopped.get() {
+            return;
+        }
+        let attempt = self.attempt.get();
+        self.attempt.set(attempt + 1);
+        let delay = backoff_ms(attempt, js_sys::Math::random()).max(self.retry_after_ms.replace(0));
+        let mut left = countdown_secs(delay);
+        self.status
+            .set(ConnectionStatus::Reconnecting { in_secs: left });
+        let status = self.status;
+        *self.countdown.borrow_mut() = Some(Interval::new(1000, move || {
+            left = left.saturating_sub(1);
+            if let Some(ConnectionStatus::Reconnecting { .. }) = status.try_get_untracked() {
+                let _ = status.try_set(ConnectionStatus::Reconnecting { in_secs: left });
+            }
+        }));
+        let weak = Rc::downgrade(self);
+        *self.reconnect_timer.borrow_mut() = Some(Timeout::new(delay, move || {
+            if let Some(this) = weak.upgrade() {
+                this.countdown.borrow_mut().take();
+                this.open();
+            }
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glassbox_core::wire::ServerFrame;
+
+    fn session_frame(sync_id: u64, session_id: &str) -> ServerFrame {
+        serde_json::from_value(serde_json::json!({
+            "syncId": sync_id,
+            "type": "session",
+            "data": {"sessionId": session_id, "model": "m"},
+        }))
+        .unwrap()
+    }
+
+    fn stored(session_id: &str) -> StoredSession {
+        StoredSession {
+            session_id: session_id.into(),
+            token: format!("token-of-{session_id}"),
+        }
+    }
+
+    #[test]
+    fn hello_resumes_the_transcript_of_the_session_it_asks_for() {
+        let mut t = Transcript::default();
+        assert!(t.apply(&session_frame(7, "s1")));
+        let h = hello(
+            Some(stored("s1")),
+            &t,
+            Some("gpt".into()),
+            Some("helper".into()),
+        );
+        assert_eq!(h.session_id.as_deref(), Some("s1"));
+        assert_eq!(h.token.as_deref(), Some("token-of-s1"));
+        assert_eq!(h.last_sync_id, Some(7));
+        assert_eq!(h.model.as_deref(), Some("gpt"));
+        assert_eq!(h.agent.as_deref(), Some("helper"));
+    }
+
+    #[test]
+    fn hello_for_another_session_starts_it_from_the_beginning() {
+        let mut t = Transcript::default();
+        assert!(t.apply(&session_frame(7, "s1")));
+        let h = hello(Some(stored("s2")), &t, None, None);
+        assert_eq!(h.session_id.as_deref(), Some("s2"));
+        assert_eq!(h.token.as_deref(), Some("token-of-s2"));
+        assert_eq!(h.last_sync_id, None);
+    }
+
+    #[test]
+    fn hello_without_a_session_asks_for_a_new_one() {
+        let mut t = Transcript::default();
+        assert!(t.apply(&session_frame(3, "s1")));
+        let h = hello(None, &t, None, None);
+        assert_eq!((h.session_id, h.token, h.last_sync_id), (None, None, None));
+    }
+}
