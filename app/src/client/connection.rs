@@ -17,8 +17,9 @@ use web_sys::{CloseEvent, MessageEvent, WebSocket};
 use super::backoff::{backoff_ms, countdown_secs};
 use crate::session_store::StoredSession;
 
-/// Where the connection stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where the connection stands (its name, `connected`, …, is the status badge's `data-state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum ConnectionStatus {
     Connecting,
     Connected,

@@ -8,12 +8,7 @@ use crate::client::{ChatClient, ConnectionStatus};
 #[component]
 pub fn ConnectionBadge(client: ChatClient) -> impl IntoView {
     let status = client.status;
-    let state = move || match status.get() {
-        ConnectionStatus::Connected => "connected",
-        ConnectionStatus::Connecting => "connecting",
-        ConnectionStatus::Reconnecting { .. } => "reconnecting",
-        ConnectionStatus::Stopped => "stopped",
-    };
+    let state = move || -> &'static str { status.get().into() };
     let label = move || match status.get() {
         ConnectionStatus::Connected => "Connected".to_owned(),
         ConnectionStatus::Connecting => "Connecting…".to_owned(),
