@@ -1,7 +1,8 @@
 //! `serve`, `test` and `bench`: each builds what it needs first.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
 
 use anyhow::{Context, Result, bail};
 
@@ -62,12 +63,13 @@ pub fn serve(dev: bool) -> Result<()> {
     run(&mut cmd)
 }
 
-/// Runs every test of the workspace, including the browser end-to-end test (only those whose name
-/// contains `filter`, when given).
+/// Runs every test of the workspace, including the browser end-to-end test, then the app's
+/// component tests in headless Chromium (only those whose name contains `filter`, when given).
 pub fn test(filter: Option<&str>) -> Result<()> {
     let dist = build::widget()?;
     let (chromium, driver) = browser()?;
     let model_dir = model::provision()?;
+    let runner = crate::tools::wasm_test_runner()?;
     say("running all tests (cargo test --workspace)");
     // Browser tests that fail leave a screenshot here; listed at the end of the run.
     let screenshots = crate::tools::target_dir().join("e2e-screenshots");
@@ -86,21 +88,14 @@ pub fn test(filter: Option<&str>) -> Result<()> {
         .env("GLASSBOX_E2E_WIDGET_DIR", &dist)
         .env("GLASSBOX_E2E_NODE_MODULES", crate::tools::npm_tools()?)
         .env("GLASSBOX_E2E_PUBLIC_DIR", root().join("public"))
-        .env("GLASSBOX_E2E_CHROMIUM", chromium)
-        .env("GLASSBOX_E2E_CHROMEDRIVER", driver)
+        .env("GLASSBOX_E2E_CHROMIUM", &chromium)
+        .env("GLASSBOX_E2E_CHROMEDRIVER", &driver)
         .env("GLASSBOX_EMBED_MODEL_DIR", model_dir)
-        .env("GLASSBOX_E2E_SCREENSHOT_DIR", &screenshots)
-        .stdout(Stdio::piped());
-    let mut child = cmd.spawn().context("starting cargo test")?;
+        .env("GLASSBOX_E2E_SCREENSHOT_DIR", &screenshots);
     let mut totals = TestTotals::default();
-    if let Some(out) = child.stdout.take() {
-        for line in BufReader::new(out).lines() {
-            let line = line?;
-            println!("{line}");
-            totals.add(&line);
-        }
-    }
-    let status = child.wait()?;
+    let native = totals.run(&mut cmd)?;
+    say("running the app's component tests in headless Chromium (wasm-bindgen-test-runner)");
+    let components = totals.run(&mut component_tests(filter, &runner, &chromium, &driver)?)?;
     // One closing line for the whole run, summed over every test binary.
     println!(
         "tests: {} passed, {} failed, {} skipped",
@@ -116,13 +111,53 @@ pub fn test(filter: Option<&str>) -> Result<()> {
             shot.path().display()
         );
     }
-    if !status.success() {
-        bail!("cargo test failed ({status})");
+    if !native.success() {
+        bail!("cargo test failed ({native})");
+    }
+    if !components.success() {
+        bail!("the component tests failed ({components})");
     }
     if totals.passed == 0 {
         bail!("no test ran");
     }
     Ok(())
+}
+
+/// `cargo test` of the app's integration tests (app/tests/) for wasm32, each test binary run by
+/// wasm-bindgen-test-runner in headless Chromium through `driver`. Chromium's flags are
+/// app/webdriver.json's (which the runner reads by itself when run by hand from app/), given here
+/// with `chromium` as the browser to start.
+fn component_tests(
+    filter: Option<&str>,
+    runner: &Path,
+    chromium: &Path,
+    driver: &Path,
+) -> Result<Command> {
+    let flags = root().join("app/webdriver.json");
+    let mut capabilities: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&flags).with_context(|| format!("reading {}", flags.display()))?,
+    )?;
+    capabilities["goog:chromeOptions"]["binary"] = chromium.display().to_string().into();
+    // Absolute: the runner reads it from app/.
+    let target = std::path::absolute(crate::tools::target_dir())?;
+    let webdriver = target.join("webdriver.json");
+    std::fs::create_dir_all(&target)?;
+    std::fs::write(&webdriver, capabilities.to_string())?;
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root())
+        .args(["test", "--package", "glassbox-app"])
+        .args([
+            "--target",
+            "wasm32-unknown-unknown",
+            "--no-fail-fast",
+            "--test",
+            "*",
+        ])
+        .args(filter.map(|f| ["--", f]).into_iter().flatten())
+        .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", runner)
+        .env("CHROMEDRIVER", driver)
+        .env("WASM_BINDGEN_TEST_WEBDRIVER_JSON", webdriver);
+    Ok(cmd)
 }
 
 /// Sums the `test result:` lines of cargo test.
@@ -134,6 +169,22 @@ struct TestTotals {
 }
 
 impl TestTotals {
+    /// Runs `cmd` (a `cargo test`), echoing its output and adding up its results.
+    fn run(&mut self, cmd: &mut Command) -> Result<ExitStatus> {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {cmd:?}"))?;
+        if let Some(out) = child.stdout.take() {
+            for line in BufReader::new(out).lines() {
+                let line = line?;
+                println!("{line}");
+                self.add(&line);
+            }
+        }
+        Ok(child.wait()?)
+    }
+
     fn add(&mut self, line: &str) {
         let Some(rest) = line.strip_prefix("test result: ") else {
             return;

@@ -141,6 +141,28 @@ pub fn npm_project(name: &str, project: &Path, what: &str) -> Result<PathBuf> {
     Ok(modules)
 }
 
+/// wasm-bindgen-test-runner, which runs the app's component tests (app/tests/) in a browser:
+/// installed with wasm-bindgen-cli into `tools_dir()` when it is missing or not the version of
+/// wasm-bindgen in Cargo.lock (the runner and the tests' wasm-bindgen must agree). Only the tests
+/// need it: the build uses wasm-bindgen as a library. Returns its path.
+pub fn wasm_test_runner() -> Result<PathBuf> {
+    let version = locked_version("wasm-bindgen")?;
+    let runner = tools_dir().join("bin/wasm-bindgen-test-runner");
+    // It prints `wasm-bindgen-test-runner 0.2.130`.
+    let have = output(Command::new(&runner).arg("--version")).unwrap_or_default();
+    if have.split_whitespace().nth(1) == Some(version.as_str()) {
+        return Ok(runner);
+    }
+    say(format!(
+        "installing wasm-bindgen-cli {version} for its test runner (cargo install, once)"
+    ));
+    run(Command::new("cargo")
+        .args(["install", "wasm-bindgen-cli", "--locked", "--force"])
+        .args(["--version", &version, "--root"])
+        .arg(tools_dir()))?;
+    Ok(runner)
+}
+
 /// Makes sure Debian's Chromium and ChromeDriver are installed (headless browser tests).
 pub fn browser() -> Result<(PathBuf, PathBuf)> {
     let chromium = PathBuf::from("/usr/bin/chromium");

@@ -13,17 +13,3 @@ pub(crate) fn Badge(badge: &'static str, text: String) -> impl IntoView {
 pub(super) fn include_key(badge: &str) -> String {
     badge.to_ascii_lowercase()
 }
-
-#[cfg(test)]
-mod tests {
-    use super::include_key;
-
-    #[test]
-    fn badges_name_their_include_as_on_the_wire() {
-        let keys: Vec<String> = ["Always", "Manual", "Agent", "Expansion"]
-            .into_iter()
-            .map(include_key)
-            .collect();
-        assert_eq!(keys, ["always", "manual", "agent", "expansion"]);
-    }
-}

@@ -14,7 +14,7 @@ mod in_context;
 pub mod markdown_view;
 mod message_list_follow;
 pub mod message_view;
-mod receipt_view;
+pub mod receipt_view;
 pub mod session_drawer;
 pub mod token_meter;
 pub mod topic_panel;

@@ -142,9 +142,10 @@ fn Row(
 }
 
 /// The request's rules, references and tools in three columns (stacked when narrow), the items it
-/// did not carry, and why semantic search did not run when it did not.
+/// did not carry, and why semantic search did not run when it did not. (Public for the component
+/// tests, which mount it without a reply.)
 #[component]
-fn Items(section: ItemSection) -> impl IntoView {
+pub fn Items(section: ItemSection) -> impl IntoView {
     let ItemSection {
         columns,
         misses,

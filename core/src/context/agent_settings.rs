@@ -248,6 +248,69 @@ pub struct SessionOverrides {
     pub tool_permission: Option<ToolPermission>,
 }
 
+impl SessionOverrides {
+    /// Every key of the overrides as on the wire (camelCase), in the struct's order. The list is
+    /// the one serde's derive reads the struct by, so a field added to the struct is in it with
+    /// nothing else to update (the widget's test of the drawer checks it shows one row per key).
+    pub fn keys() -> &'static [&'static str] {
+        wire_keys::<Self>()
+    }
+}
+
+/// The keys `T`'s derived `Deserialize` reads: serde's derive hands its (renamed) field names to
+/// `Deserializer::deserialize_struct`, where this deserializer returns them as its error.
+fn wire_keys<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    use serde::de::{self, Visitor};
+
+    /// The field names handed over (none when `T` is not a struct).
+    #[derive(Debug)]
+    struct Keys(&'static [&'static str]);
+
+    impl std::fmt::Display for Keys {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "keys {:?}", self.0)
+        }
+    }
+
+    impl std::error::Error for Keys {}
+
+    impl de::Error for Keys {
+        fn custom<M: std::fmt::Display>(_: M) -> Self {
+            Keys(&[])
+        }
+    }
+
+    struct KeysOf;
+
+    impl<'de> de::Deserializer<'de> for KeysOf {
+        type Error = Keys;
+
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Keys> {
+            Err(Keys(&[]))
+        }
+
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Keys> {
+            Err(Keys(fields))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+            ignored_any
+        }
+    }
+
+    match T::deserialize(KeysOf) {
+        Err(Keys(keys)) => keys,
+        Ok(_) => &[],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +347,28 @@ mod tests {
         assert_eq!(e.tool_permission, ToolPermission::Deny);
         assert_eq!(d.with(&SessionOverrides::default()), d);
         assert!(serde_json::from_str::<SessionOverrides>(r#"{"temprature": 1}"#).is_err());
+    }
+
+    #[test]
+    fn every_default_has_an_override_and_each_key_reads_alone() {
+        let keys = SessionOverrides::keys();
+        assert_eq!(keys.first(), Some(&"maxChatTurns"));
+        assert!(keys.contains(&"contextExpansionTopN"));
+        // The same keys as the defaults they override, both taken from serde's derives.
+        let mut overrides = keys.to_vec();
+        let mut defaults = wire_keys::<AgentSettings>().to_vec();
+        overrides.sort_unstable();
+        defaults.sort_unstable();
+        assert_eq!(overrides, defaults);
+        // Each is a key the wire accepts (the struct refuses unknown ones).
+        for key in keys {
+            let one = serde_json::json!({ *key: null });
+            assert_eq!(
+                serde_json::from_value::<SessionOverrides>(one).ok(),
+                Some(SessionOverrides::default()),
+                "{key}"
+            );
+        }
     }
 
     #[test]

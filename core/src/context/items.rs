@@ -109,7 +109,7 @@ impl IncludeMode {
     }
 }
 
-/// How an item came into a session.
+/// How an item came into a session (`VARIANTS`: all of them, for tests that cover each).
 #[derive(
     Debug,
     Clone,
@@ -122,6 +122,7 @@ impl IncludeMode {
     strum::Display,
     strum::EnumString,
     strum::IntoStaticStr,
+    strum::VariantArray,
 )]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
@@ -132,7 +133,7 @@ pub enum SessionIncluded {
     Manual,
 }
 
-/// How an item came into a request.
+/// How an item came into a request (`VARIANTS`: all of them, for tests that cover each).
 #[derive(
     Debug,
     Clone,
@@ -145,6 +146,7 @@ pub enum SessionIncluded {
     strum::Display,
     strum::EnumString,
     strum::IntoStaticStr,
+    strum::VariantArray,
 )]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
