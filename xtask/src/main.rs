@@ -77,6 +77,7 @@ fn main() -> Result<()> {
         ["sticky", "read", path] => sticky::read(path),
         ["setup"] => {
             tools::wasm_toolchain()?;
+            tools::wasm_test_runner()?;
             tools::browser()?;
             model::provision()?;
             Ok(())

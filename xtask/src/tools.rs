@@ -156,8 +156,9 @@ pub fn wasm_test_runner() -> Result<PathBuf> {
     say(format!(
         "installing wasm-bindgen-cli {version} for its test runner (cargo install, once)"
     ));
+    // Not --locked: the CLI's own lock pins a crate version the registry no longer serves.
     run(Command::new("cargo")
-        .args(["install", "wasm-bindgen-cli", "--locked", "--force"])
+        .args(["install", "wasm-bindgen-cli", "--force"])
         .args(["--version", &version, "--root"])
         .arg(tools_dir()))?;
     Ok(runner)
