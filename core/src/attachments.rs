@@ -433,6 +433,15 @@ pub fn prompt_files(list: &[Attachment], files: &FileContents) -> Vec<PromptFile
 mod tests {
     use super::*;
 
+    #[test]
+    fn file_kinds_read_back_their_stored_name_which_is_the_wire_name() {
+        for kind in [FileKind::Image, FileKind::Text] {
+            assert_eq!(kind.as_str().parse::<FileKind>(), Ok(kind));
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
+        assert!("Image".parse::<FileKind>().is_err());
+    }
+
     fn uploaded(id: &str, mime: &str, size: u64) -> Attachment {
         Attachment {
             id: Some(id.into()),
