@@ -45,7 +45,7 @@ fn config(options: Options) -> Result<MeterConfig, JsValue> {
             ..Default::default()
         },
         Some(id) => CompressionSettings {
-            strategy: Strategy::from_id(id).ok_or_else(|| {
+            strategy: id.parse::<Strategy>().map_err(|_| {
                 js_error(
                     "invalid_settings",
                     format!("unknown compression strategy {id:?}"),
