@@ -3,6 +3,7 @@
 //! HTTP status and a JSON body through [`ToWire`]; internal details are logged, never sent.
 
 use axum::Json;
+use axum::extract::rejection::PathRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use glassbox_core::ErrorCode;
@@ -44,6 +45,8 @@ pub enum AppError {
     InvalidSettings(String),
     #[error("{0}")]
     InvalidBody(&'static str),
+    #[error("the address's path is not valid: {0}")]
+    InvalidPath(#[from] PathRejection),
     #[error("origin {0:?} is not allowed to use this server (GLASSBOX_ALLOWED_ORIGINS)")]
     OriginNotAllowed(String),
     #[error("send the body as application/json (got {0:?})")]
@@ -84,6 +87,9 @@ impl ToWire for AppError {
             AppError::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
             AppError::InvalidSettings(_) => ErrorCode::InvalidSettings,
             AppError::InvalidBody(_) => ErrorCode::InvalidFrame,
+            // A route that names a parameter its path does not have is our bug.
+            AppError::InvalidPath(PathRejection::MissingPathParams(_)) => ErrorCode::Internal,
+            AppError::InvalidPath(_) => ErrorCode::InvalidFrame,
             AppError::OriginNotAllowed(_) => ErrorCode::OriginNotAllowed,
             AppError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             AppError::RateLimited(e) => e.code(),

@@ -13,7 +13,7 @@ use glassbox_core::vocab::Attachment;
 use serde::Deserialize;
 
 use super::client_addr::ClientAddr;
-use super::extract::BearerToken;
+use super::session::{AuthedSession, FilePath};
 use crate::error::AppError;
 use crate::files::FilesError;
 use crate::state::AppState;
@@ -32,14 +32,12 @@ pub struct Upload {
 /// A body longer than its kind allows is refused before it is read past that length.
 pub async fn upload(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
     ClientAddr(address): ClientAddr,
     query: Result<Query<Upload>, QueryRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Attachment>), AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     // One client cannot hold every place among the uploads being read (checked first: a refused
     // upload costs none of the session's commands).
     let _held = state.limits.upload(address)?;
@@ -85,10 +83,9 @@ pub async fn upload(
 /// other file is sent as plain text, so nothing uploaded runs as a page of this server.
 pub async fn download(
     State(state): State<AppState>,
-    Path((id, file_id)): Path<(String, String)>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
+    Path(FilePath { file_id }): Path<FilePath>,
 ) -> Result<Response, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     let (attachment, bytes) = state
         .files
         .get(&session.info.session_id, &file_id)
@@ -126,10 +123,9 @@ pub async fn download(
 /// `DELETE /api/sessions/{id}/files/{file_id}`: 204, or 404 when the session has no such file.
 pub async fn delete(
     State(state): State<AppState>,
-    Path((id, file_id)): Path<(String, String)>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
+    Path(FilePath { file_id }): Path<FilePath>,
 ) -> Result<StatusCode, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     match state
         .files
         .delete(&session.info.session_id, &file_id)

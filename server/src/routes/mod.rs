@@ -7,6 +7,7 @@ mod files;
 mod health;
 mod origin;
 mod rest;
+mod session;
 mod ws;
 
 use axum::Router;

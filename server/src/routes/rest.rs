@@ -22,6 +22,7 @@ use tokio::sync::broadcast;
 
 use super::client_addr::ClientAddr;
 use super::extract::{BearerToken, JsonBody, OptionalJsonBody};
+use super::session::{AuthedSession, MessagePath};
 use crate::chat::Submitted;
 use crate::context_sets;
 use crate::error::AppError;
@@ -67,10 +68,8 @@ pub struct SessionMeta {
 /// the session's meta.
 pub async fn session_messages(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
 ) -> Result<Json<SessionMessages>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     let messages = state.store.messages(&session.info.session_id).await?;
     let settings = state.store.settings(&session.info.session_id).await?;
     Ok(Json(SessionMessages {
@@ -86,10 +85,8 @@ pub async fn session_messages(
 /// everything in it now (204); its open tabs are told (`unauthorized`, "this session was deleted").
 pub async fn delete_session(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
 ) -> Result<axum::http::StatusCode, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     state.sessions.delete(&session.info.session_id).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
@@ -116,11 +113,9 @@ pub struct PatchedSession {
 /// sets (all of them with `context`, one with `setContext`); every open tab gets a `context` event.
 pub async fn patch_session(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
     JsonBody(patch): JsonBody<SessionPatch>,
 ) -> Result<Json<PatchedSession>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     state.limits.command(&session.info.session_id)?;
     let context = match (patch.context, patch.set_context) {
         (Some(all), None) => context_sets::replace(&state.store, &session.hub, all).await?,
@@ -141,14 +136,12 @@ pub async fn patch_session(
 /// settings (validated, stored); every open tab of the session receives a `context` frame.
 pub async fn update_settings(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
     JsonBody(settings): JsonBody<serde_json::Value>,
 ) -> Result<Json<ContextInfo>, AppError> {
     // Out-of-range or unknown values are bad settings, not a bad body (as on the WebSocket).
     let settings: CompressionSettings =
         serde_json::from_value(settings).map_err(|e| AppError::InvalidSettings(e.to_string()))?;
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     state.limits.command(&session.info.session_id)?;
     let info = state
         .windows
@@ -169,10 +162,8 @@ pub struct TopicsAnswer {
 /// `GET /api/sessions/{id}/topics` (token): the session's topics and the filter's view.
 pub async fn topics(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
 ) -> Result<Json<TopicsAnswer>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     let (topics, filter) = state.topics.get_topics(&session.info.session_id).await?;
     Ok(Json(TopicsAnswer { topics, filter }))
 }
@@ -181,11 +172,9 @@ pub async fn topics(
 /// tab receives `filter`. Answers the filter's view.
 pub async fn set_filter(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
     JsonBody(body): JsonBody<SetFilter>,
 ) -> Result<Json<FilterView>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     let view = state.topics.set_filter(&session.hub, &body.labels).await?;
     Ok(Json(view))
 }
@@ -195,11 +184,9 @@ pub async fn set_filter(
 /// the provider is not called.
 pub async fn preview(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
     JsonBody(body): JsonBody<ChatRequest>,
 ) -> Result<Json<Receipt>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     let receipt = state
         .turns
         .preview(&session.hub, &session.info.model, &body)
@@ -211,10 +198,8 @@ pub async fn preview(
 /// and the session's overrides.
 pub async fn items(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
 ) -> Result<Json<ItemsView>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     Ok(Json(state.items.get(&session.info.session_id).await?))
 }
 
@@ -222,11 +207,9 @@ pub async fn items(
 /// session (as `manual`).
 pub async fn add_item(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
     JsonBody(body): JsonBody<ItemChange>,
 ) -> Result<Json<ItemsView>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     Ok(Json(state.items.add(&session.hub, &body.item).await?))
 }
 
@@ -234,11 +217,9 @@ pub async fn add_item(
 /// the session.
 pub async fn remove_item(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
     JsonBody(body): JsonBody<ItemChange>,
 ) -> Result<Json<ItemsView>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     Ok(Json(state.items.remove(&session.hub, &body.item).await?))
 }
 
@@ -246,11 +227,9 @@ pub async fn remove_item(
 /// defaults (a field left out keeps the default).
 pub async fn set_overrides(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
     JsonBody(body): JsonBody<SessionOverrides>,
 ) -> Result<Json<ItemsView>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     let view = state.items.set_overrides(&session.hub, body).await?;
     super::publish_context_info(&state, &session.hub, &session.info.model).await?;
     Ok(Json(view))
@@ -260,11 +239,9 @@ pub async fn set_overrides(
 /// threshold) for the session.
 pub async fn set_similarity_mode(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
     JsonBody(body): JsonBody<SetSimilarityMode>,
 ) -> Result<Json<FilterView>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     let view = state
         .topics
         .set_similarity_mode(&session.hub, &body)
@@ -276,11 +253,10 @@ pub async fn set_similarity_mode(
 /// `excluded` or `null`): every tab receives `mark` and `filter`. Answers the filter's view.
 pub async fn mark_message(
     State(state): State<AppState>,
-    Path((id, message_id)): Path<(String, String)>,
-    BearerToken(token): BearerToken,
+    AuthedSession(session): AuthedSession,
+    Path(MessagePath { message_id }): Path<MessagePath>,
     JsonBody(body): JsonBody<MarkBody>,
 ) -> Result<Json<FilterView>, AppError> {
-    let session = state.sessions.existing(&id, token.as_deref()).await?;
     let view = state
         .topics
         .mark_message(&session.hub, &message_id, body.mark)

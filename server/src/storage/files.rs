@@ -3,6 +3,7 @@
 use glassbox_core::attachments::{FileKind, MAX_SESSION_FILE_BYTES};
 use glassbox_core::vocab::Attachment;
 
+use super::named::{name, parse};
 use super::{StorageError, Store};
 
 /// A file about to be stored (already checked: its kind, size and bytes).
@@ -47,7 +48,7 @@ pub struct FileRow {
 impl FileRow {
     /// Its kind (`None` for a kind this version does not know).
     pub fn kind(&self) -> Option<FileKind> {
-        self.kind.parse::<FileKind>().ok()
+        parse(&self.kind).ok()
     }
 
     /// The attachment a message carries for it.
@@ -62,6 +63,14 @@ impl FileRow {
             height: self.height.and_then(|h| u32::try_from(h).ok()),
         }
     }
+}
+
+/// A [`FileRow`] with the file's bytes.
+#[derive(sqlx::FromRow)]
+struct FileWithBytes {
+    #[sqlx(flatten)]
+    file: FileRow,
+    bytes: Vec<u8>,
 }
 
 const FILE_COLUMNS: &str = "id, name, mime_type, kind, size, width, height";
@@ -105,7 +114,7 @@ impl Store {
         .bind(f.session_id)
         .bind(f.name)
         .bind(f.mime_type)
-        .bind(f.kind.as_str())
+        .bind(name(f.kind))
         .bind(f.bytes.len() as i64)
         .bind(f.dimensions.map(|(w, _)| i64::from(w)))
         .bind(f.dimensions.map(|(_, h)| i64::from(h)))
@@ -124,10 +133,7 @@ impl Store {
         session_id: &str,
         ids: &[&str],
     ) -> Result<Vec<FileRow>, StorageError> {
-        let rows = self.file_rows(session_id, ids, "").await?;
-        rows.iter()
-            .map(|r| Ok(<FileRow as sqlx::FromRow<_>>::from_row(r)?))
-            .collect()
+        self.file_rows(session_id, ids, "").await
     }
 
     /// The session's files among `ids`, with their bytes; an image's bytes are left empty unless
@@ -143,29 +149,27 @@ impl Store {
         } else {
             ", CASE WHEN kind = 'image' THEN x'' ELSE bytes END AS bytes"
         };
-        let rows = self.file_rows(session_id, ids, bytes).await?;
-        rows.iter()
-            .map(|r| {
-                use sqlx::{FromRow, Row};
-                Ok((FileRow::from_row(r)?, r.try_get::<Vec<u8>, _>("bytes")?))
-            })
-            .collect()
+        let rows: Vec<FileWithBytes> = self.file_rows(session_id, ids, bytes).await?;
+        Ok(rows.into_iter().map(|r| (r.file, r.bytes)).collect())
     }
 
     /// The rows of the session's files among `ids`: [`FILE_COLUMNS`] and `extra` columns.
-    async fn file_rows(
+    async fn file_rows<R>(
         &self,
         session_id: &str,
         ids: &[&str],
         extra: &str,
-    ) -> Result<Vec<sqlx::sqlite::SqliteRow>, StorageError> {
+    ) -> Result<Vec<R>, StorageError>
+    where
+        R: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin,
+    {
         let mut out = Vec::new();
         for chunk in ids.chunks(IDS_PER_QUERY) {
             let marks = vec!["?"; chunk.len()].join(", ");
             let sql = format!(
                 "SELECT {FILE_COLUMNS}{extra} FROM files WHERE session_id = ? AND id IN ({marks})"
             );
-            let mut q = sqlx::query(&sql).bind(session_id);
+            let mut q = sqlx::query_as::<_, R>(&sql).bind(session_id);
             for id in chunk {
                 q = q.bind(*id);
             }

@@ -6,8 +6,8 @@
 //!   sessions to delete, and the messages whose embeddings go with them);
 //! - `instr` with `substr` (`MESSAGE_KEY_ID`): the message id out of an embedding cache key
 //!   `{message_id}:{content_hash}`, in [`Store::delete_session`] and [`Store::delete_idle_sessions`];
-//! - `?` placeholders throughout, and sqlx's SQLite types: [`Store`]'s two `SqlitePool`s, the
-//!   `SqliteRow`s the rows are read from;
+//! - `?` placeholders throughout, and sqlx's SQLite types: [`Store`]'s two `SqlitePool`s, the rows
+//!   read into `sqlx::FromRow` structs (`rows`);
 //! - the connection's settings in [`Store::open`]: WAL journal, `synchronous = NORMAL`, foreign
 //!   keys, a busy timeout, and one writer connection (SQLite writes one transaction at a time);
 //! - the migrations (`server/migrations`): `BLOB` columns, and `json_object` / `json` in 0004.
@@ -16,6 +16,8 @@
 //! database means rewriting the queries above and the pools.
 
 mod files;
+mod named;
+mod rows;
 
 pub use files::{FileRow, FileStored, NewFile};
 
@@ -26,10 +28,14 @@ use std::time::Duration;
 use glassbox_core::context::{MessageMark, Receipt, SessionSettings, SessionTopics};
 use glassbox_core::vocab::{Attachment, MessageStatus, PageContext, Role, ToolRound, Usage};
 use glassbox_core::wire::{ChatMessage, WireError};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use named::name;
+use rows::{
+    EmbeddingRow, MESSAGE_COLUMNS, MESSAGE_TEXT_COLUMNS, MessageRow, MessageTextRow, PlacedTextRow,
+    Vector,
 };
-use sqlx::{Row, SqlitePool};
 use thiserror::Error;
 
 /// A storage failure.
@@ -49,7 +55,7 @@ pub enum StorageError {
 }
 
 /// A stored session's credentials.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SessionRow {
     pub token_hash: String,
 }
@@ -84,12 +90,6 @@ pub struct Store {
     reader: SqlitePool,
 }
 
-const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, client_message_id, reply_to, \
-     context_json, attachments_json, usage_json, context_report_json, tool_rounds_json, error_json, \
-     mark";
-/// The columns [`message_text_from_row`] reads.
-const MESSAGE_TEXT_COLUMNS: &str = "id, role, content, status, created_at, mark";
-
 /// The message id of a message embedding's cache key (`{message_id}:{content_hash}`).
 const MESSAGE_KEY_ID: &str = "substr(cache_key, 1, instr(cache_key, ':') - 1)";
 
@@ -122,9 +122,9 @@ impl Store {
     /// Marks replies left `streaming` by a previous process as failed, so they can be retried.
     pub async fn fail_interrupted(&self, error: &WireError) -> Result<u64, StorageError> {
         let res = sqlx::query("UPDATE messages SET status = ?, error_json = ? WHERE status = ?")
-            .bind(MessageStatus::Failed.as_str())
+            .bind(name(MessageStatus::Failed))
             .bind(to_json(error))
-            .bind(MessageStatus::Streaming.as_str())
+            .bind(name(MessageStatus::Streaming))
             .execute(&self.writer)
             .await?;
         Ok(res.rows_affected())
@@ -158,7 +158,7 @@ impl Store {
         session_id: &str,
         day: i64,
     ) -> Result<(u64, u64), StorageError> {
-        let row = sqlx::query(
+        let (session, day): (Option<i64>, Option<i64>) = sqlx::query_as(
             "SELECT (SELECT tokens_used FROM sessions WHERE id = ?) AS session, \
                     (SELECT tokens FROM usage_days WHERE day = ?) AS day",
         )
@@ -166,8 +166,6 @@ impl Store {
         .bind(day)
         .fetch_one(&self.writer)
         .await?;
-        let session: Option<i64> = row.try_get("session")?;
-        let day: Option<i64> = row.try_get("day")?;
         let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
         Ok((n(session), n(day)))
     }
@@ -288,16 +286,12 @@ impl Store {
 
     /// Looks a session up.
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>, StorageError> {
-        let row = sqlx::query("SELECT token_hash FROM sessions WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&self.reader)
-            .await?;
-        row.map(|r| {
-            Ok(SessionRow {
-                token_hash: r.try_get("token_hash")?,
-            })
-        })
-        .transpose()
+        Ok(
+            sqlx::query_as("SELECT token_hash FROM sessions WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.reader)
+                .await?,
+        )
     }
 
     /// Stores a user message. If its `client_message_id` was stored before, returns that message and
@@ -313,12 +307,12 @@ impl Store {
              SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, NULL, ?, ?, ? FROM messages WHERE session_id = ? \
              ON CONFLICT (session_id, client_message_id) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
         );
-        let inserted = sqlx::query(&sql)
+        let inserted: Option<MessageRow> = sqlx::query_as(&sql)
             .bind(m.id)
             .bind(session_id)
-            .bind(Role::User.as_str())
+            .bind(name(Role::User))
             .bind(m.content)
-            .bind(MessageStatus::Complete.as_str())
+            .bind(name(MessageStatus::Complete))
             .bind(m.client_message_id)
             .bind(m.context.map(to_json))
             .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
@@ -327,7 +321,7 @@ impl Store {
             .fetch_optional(&self.writer)
             .await?;
         if let Some(row) = inserted {
-            return Ok((message_from_row(&row)?, false));
+            return Ok((row.into(), false));
         }
         let cid = m
             .client_message_id
@@ -351,17 +345,17 @@ impl Store {
              SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, '', ?, ?, ? FROM messages WHERE session_id = ? \
              RETURNING {MESSAGE_COLUMNS}"
         );
-        let row = sqlx::query(&sql)
+        let row: MessageRow = sqlx::query_as(&sql)
             .bind(id)
             .bind(session_id)
-            .bind(Role::Assistant.as_str())
-            .bind(MessageStatus::Streaming.as_str())
+            .bind(name(Role::Assistant))
+            .bind(name(MessageStatus::Streaming))
             .bind(reply_to)
             .bind(created_at)
             .bind(session_id)
             .fetch_one(&self.writer)
             .await?;
-        message_from_row(&row)
+        Ok(row.into())
     }
 
     /// Resets a failed reply to empty and streaming, for a retry.
@@ -371,11 +365,11 @@ impl Store {
              tool_rounds_json = NULL \
              WHERE session_id = ? AND id = ? AND role = ? AND status = ?",
         )
-        .bind(MessageStatus::Streaming.as_str())
+        .bind(name(MessageStatus::Streaming))
         .bind(session_id)
         .bind(id)
-        .bind(Role::Assistant.as_str())
-        .bind(MessageStatus::Failed.as_str())
+        .bind(name(Role::Assistant))
+        .bind(name(MessageStatus::Failed))
         .execute(&self.writer)
         .await?;
         Ok(res.rows_affected() == 1)
@@ -395,7 +389,7 @@ impl Store {
         .bind(content)
         .bind((!tool_rounds.is_empty()).then(|| to_json(&tool_rounds)))
         .bind(id)
-        .bind(MessageStatus::Streaming.as_str())
+        .bind(name(MessageStatus::Streaming))
         .execute(&self.writer)
         .await?;
         Ok(())
@@ -413,9 +407,9 @@ impl Store {
              tool_rounds_json = ?, error_json = ? WHERE session_id = ? AND id = ? \
              RETURNING {MESSAGE_COLUMNS}"
         );
-        let row = sqlx::query(&sql)
+        let row: Option<MessageRow> = sqlx::query_as(&sql)
             .bind(outcome.content)
-            .bind(outcome.status.as_str())
+            .bind(name(outcome.status))
             .bind(outcome.usage.as_ref().map(to_json))
             .bind(outcome.receipt.map(to_json))
             .bind((!outcome.tool_rounds.is_empty()).then(|| to_json(outcome.tool_rounds)))
@@ -424,9 +418,7 @@ impl Store {
             .bind(id)
             .fetch_optional(&self.writer)
             .await?;
-        row.as_ref()
-            .map(message_from_row)
-            .transpose()?
+        row.map(ChatMessage::from)
             .ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
     }
 
@@ -519,11 +511,11 @@ impl Store {
     pub async fn messages(&self, session_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
         let sql =
             format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq");
-        let rows = sqlx::query(&sql)
+        let rows: Vec<MessageRow> = sqlx::query_as(&sql)
             .bind(session_id)
             .fetch_all(&self.reader)
             .await?;
-        rows.iter().map(message_from_row).collect()
+        Ok(rows.into_iter().map(ChatMessage::from).collect())
     }
 
     /// The session's messages, oldest first, with only what topics and the filter read: id, role,
@@ -533,11 +525,11 @@ impl Store {
         let sql = format!(
             "SELECT {MESSAGE_TEXT_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq"
         );
-        let rows = sqlx::query(&sql)
+        let rows: Vec<MessageTextRow> = sqlx::query_as(&sql)
             .bind(session_id)
             .fetch_all(&self.reader)
             .await?;
-        rows.iter().map(message_text_from_row).collect()
+        Ok(rows.into_iter().map(ChatMessage::from).collect())
     }
 
     /// A page of [`Store::message_texts`] read from the newest end: at most `limit` messages
@@ -553,15 +545,13 @@ impl Store {
             "SELECT seq, {MESSAGE_TEXT_COLUMNS} FROM messages \
              WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?"
         );
-        let rows = sqlx::query(&sql)
+        let rows: Vec<PlacedTextRow> = sqlx::query_as(&sql)
             .bind(session_id)
             .bind(before)
             .bind(limit)
             .fetch_all(&self.reader)
             .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("seq")?, message_text_from_row(r)?)))
-            .collect()
+        Ok(rows.into_iter().map(|r| (r.seq, r.text.into())).collect())
     }
 
     /// Sets or clears a message's mark; false when the session has no such message.
@@ -572,7 +562,7 @@ impl Store {
         mark: Option<MessageMark>,
     ) -> Result<bool, StorageError> {
         let done = sqlx::query("UPDATE messages SET mark = ? WHERE session_id = ? AND id = ?")
-            .bind(mark.map(mark_name))
+            .bind(mark.map(name))
             .bind(session_id)
             .bind(message_id)
             .execute(&self.writer)
@@ -650,13 +640,13 @@ impl Store {
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? \
              AND seq <= (SELECT seq FROM messages WHERE session_id = ? AND id = ?) ORDER BY seq"
         );
-        let rows = sqlx::query(&sql)
+        let rows: Vec<MessageRow> = sqlx::query_as(&sql)
             .bind(session_id)
             .bind(session_id)
             .bind(last_id)
             .fetch_all(&self.reader)
             .await?;
-        rows.iter().map(message_from_row).collect()
+        Ok(rows.into_iter().map(ChatMessage::from).collect())
     }
 
     /// One message of a session.
@@ -666,12 +656,12 @@ impl Store {
         id: &str,
     ) -> Result<Option<ChatMessage>, StorageError> {
         let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND id = ?");
-        let row = sqlx::query(&sql)
+        let row: Option<MessageRow> = sqlx::query_as(&sql)
             .bind(session_id)
             .bind(id)
             .fetch_optional(&self.reader)
             .await?;
-        row.as_ref().map(message_from_row).transpose()
+        Ok(row.map(ChatMessage::from))
     }
 
     async fn message_by_client_id(
@@ -682,12 +672,12 @@ impl Store {
         let sql = format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND client_message_id = ?"
         );
-        let row = sqlx::query(&sql)
+        let row: Option<MessageRow> = sqlx::query_as(&sql)
             .bind(session_id)
             .bind(cid)
             .fetch_optional(&self.reader)
             .await?;
-        row.as_ref().map(message_from_row).transpose()
+        Ok(row.map(ChatMessage::from))
     }
 }
 
@@ -705,13 +695,12 @@ impl Store {
             let sql = format!(
                 "SELECT cache_key, vector FROM embedding_cache WHERE model = ? AND cache_key IN ({placeholders})"
             );
-            let mut query = sqlx::query(&sql).bind(model);
+            let mut query = sqlx::query_as::<_, EmbeddingRow>(&sql).bind(model);
             for key in chunk {
                 query = query.bind(key);
             }
             for row in query.fetch_all(&self.reader).await? {
-                let bytes: Vec<u8> = row.try_get("vector")?;
-                found.insert(row.try_get("cache_key")?, vector_from_bytes(&bytes)?);
+                found.insert(row.cache_key, row.vector.0);
             }
         }
         Ok(found)
@@ -731,7 +720,7 @@ impl Store {
             )
             .bind(model)
             .bind(key)
-            .bind(vector_to_bytes(vector))
+            .bind(Vector::to_bytes(vector))
             .execute(&mut *tx)
             .await?;
         }
@@ -762,23 +751,6 @@ impl Store {
         tx.commit().await?;
         Ok(())
     }
-}
-
-fn vector_to_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn vector_from_bytes(bytes: &[u8]) -> Result<Vec<f32>, StorageError> {
-    if !bytes.len().is_multiple_of(4) {
-        return Err(StorageError::Corrupt(format!(
-            "embedding of {} bytes",
-            bytes.len()
-        )));
-    }
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
 }
 
 /// Writes a session's topics unless a newer generation is stored (or the session is gone); true
@@ -816,62 +788,4 @@ fn from_json<T: serde::de::DeserializeOwned>(
 ) -> Result<Option<T>, StorageError> {
     raw.map(|s| serde_json::from_str(&s).map_err(|e| StorageError::Corrupt(format!("{col}: {e}"))))
         .transpose()
-}
-
-fn role_of(r: &SqliteRow) -> Result<Role, StorageError> {
-    let role: String = r.try_get("role")?;
-    role.parse()
-        .map_err(|_| StorageError::Corrupt(format!("role {role:?}")))
-}
-
-fn status_of(r: &SqliteRow) -> Result<MessageStatus, StorageError> {
-    let status: String = r.try_get("status")?;
-    status
-        .parse()
-        .map_err(|_| StorageError::Corrupt(format!("status {status:?}")))
-}
-
-fn mark_of(r: &SqliteRow) -> Result<Option<MessageMark>, StorageError> {
-    match r.try_get::<Option<String>, _>("mark")?.as_deref() {
-        None => Ok(None),
-        Some("pinned") => Ok(Some(MessageMark::Pinned)),
-        Some("excluded") => Ok(Some(MessageMark::Excluded)),
-        Some(other) => Err(StorageError::Corrupt(format!("mark {other:?}"))),
-    }
-}
-
-/// A message's id, role, text, status, time and mark; the rest at its defaults.
-fn message_text_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
-    Ok(ChatMessage {
-        id: r.try_get("id")?,
-        role: role_of(r)?,
-        content: r.try_get("content")?,
-        status: status_of(r)?,
-        created_at: r.try_get("created_at")?,
-        mark: mark_of(r)?,
-        ..Default::default()
-    })
-}
-
-fn message_from_row(r: &SqliteRow) -> Result<ChatMessage, StorageError> {
-    Ok(ChatMessage {
-        client_message_id: r.try_get("client_message_id")?,
-        reply_to: r.try_get("reply_to")?,
-        context: from_json("context_json", r.try_get("context_json")?)?,
-        attachments: from_json("attachments_json", r.try_get("attachments_json")?)?
-            .unwrap_or_default(),
-        usage: from_json("usage_json", r.try_get("usage_json")?)?,
-        receipt: from_json("context_report_json", r.try_get("context_report_json")?)?,
-        tool_rounds: from_json("tool_rounds_json", r.try_get("tool_rounds_json")?)?
-            .unwrap_or_default(),
-        error: from_json("error_json", r.try_get("error_json")?)?,
-        ..message_text_from_row(r)?
-    })
-}
-
-fn mark_name(mark: MessageMark) -> &'static str {
-    match mark {
-        MessageMark::Pinned => "pinned",
-        MessageMark::Excluded => "excluded",
-    }
 }

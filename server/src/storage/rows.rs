@@ -1,0 +1,127 @@
+//! The rows the store reads: each struct is a query's columns (`sqlx::FromRow`), converted into
+//! what the store's callers get.
+
+use glassbox_core::context::{MessageMark, Receipt};
+use glassbox_core::vocab::{Attachment, MessageStatus, PageContext, Role, ToolRound, Usage};
+use glassbox_core::wire::{ChatMessage, WireError};
+
+use super::StorageError;
+use super::named::Named;
+
+/// The columns [`MessageRow`] reads.
+pub(super) const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, \
+     client_message_id, reply_to, context_json, attachments_json, usage_json, \
+     context_report_json, tool_rounds_json, error_json, mark";
+/// The columns [`MessageTextRow`] reads.
+pub(super) const MESSAGE_TEXT_COLUMNS: &str = "id, role, content, status, created_at, mark";
+
+/// A message's id, role, text, status, time and mark.
+#[derive(sqlx::FromRow)]
+pub(super) struct MessageTextRow {
+    id: String,
+    #[sqlx(try_from = "String")]
+    role: Named<Role>,
+    content: String,
+    #[sqlx(try_from = "String")]
+    status: Named<MessageStatus>,
+    created_at: i64,
+    #[sqlx(try_from = "Option<String>")]
+    mark: Named<Option<MessageMark>>,
+}
+
+/// The message with the rest at its defaults.
+impl From<MessageTextRow> for ChatMessage {
+    fn from(r: MessageTextRow) -> Self {
+        ChatMessage {
+            id: r.id,
+            role: r.role.0,
+            content: r.content,
+            status: r.status.0,
+            created_at: r.created_at,
+            mark: r.mark.0,
+            ..Default::default()
+        }
+    }
+}
+
+/// A [`MessageTextRow`] with its position in the session.
+#[derive(sqlx::FromRow)]
+pub(super) struct PlacedTextRow {
+    pub seq: i64,
+    #[sqlx(flatten)]
+    pub text: MessageTextRow,
+}
+
+/// A whole message; its JSON columns are decoded by sqlx.
+#[derive(sqlx::FromRow)]
+pub(super) struct MessageRow {
+    #[sqlx(flatten)]
+    text: MessageTextRow,
+    client_message_id: Option<String>,
+    reply_to: Option<String>,
+    #[sqlx(rename = "context_json", json(nullable))]
+    context: Option<PageContext>,
+    #[sqlx(rename = "attachments_json", json(nullable))]
+    attachments: Option<Vec<Attachment>>,
+    #[sqlx(rename = "usage_json", json(nullable))]
+    usage: Option<Usage>,
+    #[sqlx(rename = "context_report_json", json(nullable))]
+    receipt: Option<Receipt>,
+    #[sqlx(rename = "tool_rounds_json", json(nullable))]
+    tool_rounds: Option<Vec<ToolRound>>,
+    #[sqlx(rename = "error_json", json(nullable))]
+    error: Option<WireError>,
+}
+
+impl From<MessageRow> for ChatMessage {
+    fn from(r: MessageRow) -> Self {
+        ChatMessage {
+            client_message_id: r.client_message_id,
+            reply_to: r.reply_to,
+            context: r.context,
+            attachments: r.attachments.unwrap_or_default(),
+            usage: r.usage,
+            receipt: r.receipt,
+            tool_rounds: r.tool_rounds.unwrap_or_default(),
+            error: r.error,
+            ..r.text.into()
+        }
+    }
+}
+
+/// A cached embedding.
+#[derive(sqlx::FromRow)]
+pub(super) struct EmbeddingRow {
+    pub cache_key: String,
+    #[sqlx(try_from = "Vec<u8>")]
+    pub vector: Vector,
+}
+
+/// A vector stored as its `f32`s' little-endian bytes.
+pub(super) struct Vector(pub Vec<f32>);
+
+impl Vector {
+    /// The bytes it is stored as.
+    pub fn to_bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+}
+
+impl TryFrom<Vec<u8>> for Vector {
+    type Error = StorageError;
+
+    fn try_from(bytes: Vec<u8>) -> Result<Self, StorageError> {
+        if !bytes.len().is_multiple_of(4) {
+            return Err(StorageError::Corrupt(format!(
+                "embedding of {} bytes",
+                bytes.len()
+            )));
+        }
+        Ok(Vector(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ))
+    }
+}
