@@ -370,7 +370,7 @@ async fn a_stored_receipt_rebuilds_exactly_what_the_provider_received() {
     let messages: Vec<TurnMessage> = stored
         .iter()
         .filter(|m| m.reaches_model())
-        .map(ChatMessage::as_turn)
+        .map(|m| m.as_turn())
         .collect();
     let rebuilt = build_request(
         &receipt,
