@@ -16,7 +16,9 @@ async fn main() -> anyhow::Result<()> {
     // JSON lines for log collectors when stdout is not a terminal (unless a format is set);
     // colours only on a terminal.
     let terminal = std::io::stdout().is_terminal();
-    let json = config.log_format.map_or(!terminal, |f| f == LogFormat::Json);
+    let json = config
+        .log_format
+        .map_or(!terminal, |f| f == LogFormat::Json);
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,tower_http=warn"));
     let logs = tracing_subscriber::fmt().with_env_filter(filter);

@@ -128,9 +128,8 @@ impl IntoIterator for LimitVars {
     type IntoIter = std::vec::IntoIter<String>;
 
     fn into_iter(self) -> Self::IntoIter {
-        let limits = BudgetConfig::augment_args(RateLimitConfig::augment_args(
-            clap::Command::new("limits"),
-        ));
+        let limits =
+            BudgetConfig::augment_args(RateLimitConfig::augment_args(clap::Command::new("limits")));
         let names: Vec<String> = limits
             .get_arguments()
             .filter_map(|a| a.get_env())
@@ -171,7 +170,11 @@ impl Config {
                 .get_env()
                 .and_then(std::env::var_os)
                 .is_some_and(|v| v.is_empty());
-            if empty { arg.env(None::<&'static str>) } else { arg }
+            if empty {
+                arg.env(None::<&'static str>)
+            } else {
+                arg
+            }
         });
         Self::parse(command, std::env::args_os())
     }
@@ -194,11 +197,11 @@ impl Config {
 
     /// Parses `argv` with `command` (the [`Settings`] command, its variables read or not).
     fn parse(
-        mut command: clap::Command,
+        command: clap::Command,
         argv: impl IntoIterator<Item = impl Into<OsString> + Clone>,
     ) -> Result<Self, ConfigError> {
         let settings = command
-            .try_get_matches_from_mut(argv)
+            .try_get_matches_from(argv)
             .and_then(|m| Settings::from_arg_matches(&m))
             .map_err(ConfigError::from_clap)?;
         Self::try_from(settings)
@@ -215,7 +218,10 @@ impl ConfigError {
     /// is allowed; anything else as clap says it.
     fn from_clap(e: clap::Error) -> Self {
         use clap::error::{ContextKind, ContextValue, ErrorKind};
-        if !matches!(e.kind(), ErrorKind::ValueValidation | ErrorKind::InvalidValue) {
+        if !matches!(
+            e.kind(),
+            ErrorKind::ValueValidation | ErrorKind::InvalidValue
+        ) {
             return Self::Usage(e);
         }
         let source = std::error::Error::source(&e);
@@ -239,7 +245,10 @@ impl ConfigError {
         let flag = arg.split_whitespace().next().unwrap_or_default();
         let setting = Settings::command()
             .get_arguments()
-            .find(|a| a.get_long().is_some_and(|long| flag.strip_prefix("--") == Some(long)))
+            .find(|a| {
+                a.get_long()
+                    .is_some_and(|long| flag.strip_prefix("--") == Some(long))
+            })
             .and_then(|a| Some(format!("{} ({flag})", a.get_env()?.to_str()?)))
             .unwrap_or_else(|| arg.clone());
         let reason = match (e.get(ContextKind::ValidValue), source) {

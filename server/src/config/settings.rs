@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser};
 
 use super::values::{
-    LogFormat, OrOff, Switch, Tools, allowed_origins, at_least_one, chat_turns,
-    millis, model_limit, or_off, session_ttl, threshold, trusted_proxies,
+    LogFormat, OrOff, Switch, Tools, allowed_origins, at_least_one, chat_turns, millis,
+    model_limit, or_off, session_ttl, threshold, trusted_proxies,
 };
 use super::{BudgetConfig, ProviderName};
 use crate::client_addr::TrustedProxies;
@@ -97,7 +97,11 @@ pub struct ProviderSettings {
     #[arg(long, env = "ANTHROPIC_API_KEY", hide_env_values = true)]
     pub anthropic_api_key: Option<String>,
     /// Messages API host.
-    #[arg(long, env = "ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com")]
+    #[arg(
+        long,
+        env = "ANTHROPIC_BASE_URL",
+        default_value = "https://api.anthropic.com"
+    )]
     pub anthropic_base_url: String,
     /// Longest wait for the provider's next byte, in ms.
     #[arg(long, env = "GLASSBOX_PROVIDER_IDLE_TIMEOUT_MS", default_value = "60000", value_parser = millis)]
@@ -194,4 +198,3 @@ pub struct EmbedSettings {
     #[arg(long, env = "GLASSBOX_EMBED_THREADS", default_value_t = 2, value_parser = at_least_one())]
     pub embed_threads: usize,
 }
-

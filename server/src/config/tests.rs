@@ -78,18 +78,40 @@ fn bad_values_name_the_variable() {
 
 #[test]
 fn bad_values_say_what_is_allowed() {
-    let err = config(&[("GLASSBOX_PROVIDER", "gemini")]).unwrap_err().to_string();
+    let err = config(&[("GLASSBOX_PROVIDER", "gemini")])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("GLASSBOX_PROVIDER"), "{err}");
     assert!(err.contains("offline, openai, anthropic"), "{err}");
-    let err = config(&[("GLASSBOX_TOPICS", "maybe")]).unwrap_err().to_string();
+    let err = config(&[("GLASSBOX_TOPICS", "maybe")])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("use on, off"), "{err}");
-    let err = config(&[("GLASSBOX_MAX_CHAT_TURNS", "0")]).unwrap_err().to_string();
-    assert!(err.contains("GLASSBOX_MAX_CHAT_TURNS") && err.contains("1..=50"), "{err}");
-    let err = config(&[("GLASSBOX_SIMILARITY_THRESHOLD", "1.5")]).unwrap_err().to_string();
+    let err = config(&[("GLASSBOX_MAX_CHAT_TURNS", "0")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("GLASSBOX_MAX_CHAT_TURNS") && err.contains("1..=50"),
+        "{err}"
+    );
+    let err = config(&[("GLASSBOX_SIMILARITY_THRESHOLD", "1.5")])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("GLASSBOX_SIMILARITY_THRESHOLD"), "{err}");
-    let err = config(&[("GLASSBOX_MODEL_LIMITS", "gpt-4o=64000,tiny")]).unwrap_err().to_string();
-    assert!(err.contains("\"tiny\"") && err.contains("model=tokens"), "{err}");
-    let err = config(&[("GLASSBOX_SESSION_TTL", "soon")]).unwrap_err().to_string();
+    let err = config(&[("GLASSBOX_MODEL_LIMITS", "gpt-4o=64000,tiny")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("\"tiny\"") && err.contains("model=tokens"),
+        "{err}"
+    );
+    let err = config(&[("GLASSBOX_MODEL_LIMITS", "gpt-4o=64000,")])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("GLASSBOX_MODEL_LIMITS"), "{err}");
+    let err = config(&[("GLASSBOX_SESSION_TTL", "soon")])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("30d, 12h or off"), "{err}");
 }
 
@@ -150,11 +172,17 @@ fn limit_vars_are_the_limits_definitions() {
     assert!(limits.contains(&"GLASSBOX_LIMIT_SESSIONS_PER_HOUR".to_owned()));
     assert!(limits.contains(&"GLASSBOX_BUDGET_DAILY_TOKENS".to_owned()));
     let zero: Vec<(String, String)> = limits.into_iter().map(|v| (v, "0".into())).collect();
-    let c = Config::from_lookup(|k| zero.iter().find(|(v, _)| v == k).map(|(_, z)| z.clone()))
-        .unwrap();
+    let c =
+        Config::from_lookup(|k| zero.iter().find(|(v, _)| v == k).map(|(_, z)| z.clone())).unwrap();
     assert_eq!(c.rate_limits.sessions_per_hour, 0);
     assert_eq!(c.rate_limits.previews_per_minute, 0);
-    assert_eq!(c.budgets, BudgetConfig { session_tokens: 0, daily_tokens: 0 });
+    assert_eq!(
+        c.budgets,
+        BudgetConfig {
+            session_tokens: 0,
+            daily_tokens: 0
+        }
+    );
 }
 
 #[test]
@@ -166,7 +194,10 @@ fn help_lists_every_setting_with_its_variable() {
     assert!(help.contains("[default: 127.0.0.1:8080]"), "{help}");
     assert!(help.contains("[default: 30d]"), "{help}");
     let short = Settings::command().render_help().to_string();
-    assert!(short.contains("[possible values: offline, openai, anthropic]"), "{short}");
+    assert!(
+        short.contains("[possible values: offline, openai, anthropic]"),
+        "{short}"
+    );
 }
 
 #[test]

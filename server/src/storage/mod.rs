@@ -20,8 +20,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use named::name;
 use rows::{
-    EmbeddingRow, MESSAGE_COLUMNS, MESSAGE_TEXT_COLUMNS, MessageRow, MessageTextRow,
-    PlacedTextRow, Vector,
+    EmbeddingRow, MESSAGE_COLUMNS, MESSAGE_TEXT_COLUMNS, MessageRow, MessageTextRow, PlacedTextRow,
+    Vector,
 };
 use thiserror::Error;
 
@@ -273,10 +273,12 @@ impl Store {
 
     /// Looks a session up.
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>, StorageError> {
-        Ok(sqlx::query_as("SELECT token_hash FROM sessions WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&self.reader)
-            .await?)
+        Ok(
+            sqlx::query_as("SELECT token_hash FROM sessions WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.reader)
+                .await?,
+        )
     }
 
     /// Stores a user message. If its `client_message_id` was stored before, returns that message and
