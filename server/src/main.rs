@@ -1,23 +1,24 @@
-//! `glassbox-server`: reads the environment, opens the database and serves.
+//! `glassbox-server`: reads its settings (flags or the environment), opens the database and serves.
 
 use std::io::IsTerminal;
 
-use glassbox_server::config::Config;
+use glassbox_server::config::{Config, ConfigError, LogFormat, ProviderName};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // JSON lines for log collectors when stdout is not a terminal (or GLASSBOX_LOG_FORMAT=json);
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        // `--help`, `--version` or an unknown flag: printed as clap prints them.
+        Err(ConfigError::Usage(e)) => e.exit(),
+        Err(e) => return Err(e.into()),
+    };
+    // JSON lines for log collectors when stdout is not a terminal (unless a format is set);
     // colours only on a terminal.
     let terminal = std::io::stdout().is_terminal();
-    let json = match std::env::var("GLASSBOX_LOG_FORMAT").ok().as_deref() {
-        None | Some("") => !terminal,
-        Some("json") => true,
-        Some("text") => false,
-        Some(other) => {
-            anyhow::bail!("GLASSBOX_LOG_FORMAT={other:?} is not valid: use json or text")
-        }
-    };
+    let json = config
+        .log_format
+        .map_or(!terminal, |f| f == LogFormat::Json);
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,tower_http=warn"));
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
@@ -30,9 +31,9 @@ async fn main() -> anyhow::Result<()> {
     } else {
         logs.with_ansi(terminal).init();
     }
-    let config = Config::from_env()?;
     let addr = config.addr;
-    tracing::info!(provider = ?provider_name(&config), model = %config.model, data = %config.data_dir.display(), "starting");
+    let provider: &'static str = ProviderName::from(&config.provider).into();
+    tracing::info!(provider, model = %config.model, data = %config.data_dir.display(), "starting");
     let state = glassbox_server::build_state(config).await?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
@@ -43,12 +44,4 @@ async fn main() -> anyhow::Result<()> {
     }
     glassbox_server::serve(listener, state).await?;
     Ok(())
-}
-
-fn provider_name(config: &Config) -> &'static str {
-    match config.provider {
-        glassbox_server::config::ProviderKind::Offline => "offline",
-        glassbox_server::config::ProviderKind::OpenAi { .. } => "openai",
-        glassbox_server::config::ProviderKind::Anthropic { .. } => "anthropic",
-    }
 }

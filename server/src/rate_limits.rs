@@ -17,31 +17,46 @@ use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 
 /// The configured limits (0 switches one off).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+#[command(next_help_heading = "Rate limits (0: no limit)")]
 pub struct RateLimitConfig {
-    /// Sessions one address may create per hour (`GLASSBOX_LIMIT_SESSIONS_PER_HOUR`).
+    /// Sessions one address may create per hour.
+    #[arg(long, env = "GLASSBOX_LIMIT_SESSIONS_PER_HOUR",
+        default_value_t = RateLimitConfig::default().sessions_per_hour)]
     pub sessions_per_hour: u32,
-    /// Messages one session may send per minute (`GLASSBOX_LIMIT_MESSAGES_PER_MINUTE`).
+    /// Messages (and retries) one session may send per minute.
+    #[arg(long, env = "GLASSBOX_LIMIT_MESSAGES_PER_MINUTE",
+        default_value_t = RateLimitConfig::default().messages_per_minute)]
     pub messages_per_minute: u32,
-    /// Messages one address may send per minute, over all its sessions
-    /// (`GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE`).
+    /// Messages one address may send per minute, over all its sessions.
+    #[arg(long, env = "GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE",
+        default_value_t = RateLimitConfig::default().address_messages_per_minute)]
     pub address_messages_per_minute: u32,
-    /// Replies streaming at once for one address (`GLASSBOX_LIMIT_STREAMS_PER_ADDRESS`).
+    /// Replies streaming (or queued) at once for one address.
+    #[arg(long, env = "GLASSBOX_LIMIT_STREAMS_PER_ADDRESS",
+        default_value_t = RateLimitConfig::default().streams_per_address)]
     pub streams_per_address: u32,
-    /// Uploads being read or waiting their turn at once for one address
-    /// (`GLASSBOX_LIMIT_UPLOADS_PER_ADDRESS`): the server reads 16 at a time, so one client
-    /// sending slowly cannot hold them all. The default lets one drop of the most files a message
-    /// carries upload at once.
+    /// Uploads being read or waiting their turn at once for one address: the server reads 16 at
+    /// a time, so one client sending slowly cannot hold them all. The default lets one drop of the
+    /// most files a message carries upload at once.
+    #[arg(long, env = "GLASSBOX_LIMIT_UPLOADS_PER_ADDRESS",
+        default_value_t = RateLimitConfig::default().uploads_per_address)]
     pub uploads_per_address: u32,
     /// Commands one session may send per minute: compression settings, context-set changes, and
     /// the topic commands (filter, similarity, marks, topic reads), each of which reads the
-    /// session's history or writes its record (`GLASSBOX_LIMIT_COMMANDS_PER_MINUTE`).
+    /// session's history or writes its record.
+    #[arg(long, env = "GLASSBOX_LIMIT_COMMANDS_PER_MINUTE",
+        default_value_t = RateLimitConfig::default().commands_per_minute)]
     pub commands_per_minute: u32,
     /// Times one session may be joined (a WebSocket hello) per minute: each reads its history, and
-    /// with a filter scores it (`GLASSBOX_LIMIT_JOINS_PER_MINUTE`).
+    /// with a filter scores it.
+    #[arg(long, env = "GLASSBOX_LIMIT_JOINS_PER_MINUTE",
+        default_value_t = RateLimitConfig::default().joins_per_minute)]
     pub joins_per_minute: u32,
     /// Previews of a draft one session may ask for per minute: each plans a turn (and may embed
-    /// the draft's sentences) without calling the provider (`GLASSBOX_LIMIT_PREVIEWS_PER_MINUTE`).
+    /// the draft's sentences) without calling the provider.
+    #[arg(long, env = "GLASSBOX_LIMIT_PREVIEWS_PER_MINUTE",
+        default_value_t = RateLimitConfig::default().previews_per_minute)]
     pub previews_per_minute: u32,
 }
 

@@ -72,7 +72,7 @@ impl TestServer {
         vars.insert("GLASSBOX_CONFIG".into(), "off".into());
         // Tests send many messages from one address; the limit and budget tests switch them on.
         for limit in glassbox_server::config::LIMIT_VARS {
-            vars.insert(limit.into(), "0".into());
+            vars.insert(limit, "0".into());
         }
         // The vocabularies `cargo xtask build` writes, so counts are exact.
         let widget_dir = std::env::var("GLASSBOX_E2E_WIDGET_DIR")
