@@ -15,7 +15,7 @@ use glassbox_analysis::item_search::{
 use glassbox_core::context::SessionSettings;
 use glassbox_core::context::agent_settings::{AgentSettings, SettingError};
 use glassbox_core::context::items::{
-    AgentItem, ItemError, ItemRef, RequestItem, add_item, new_session_items, remove_item,
+    AgentItem, ItemError, ItemRef, RequestItem, add_item, carried, new_session_items, remove_item,
     request_items, searchable,
 };
 use glassbox_core::wire::{ItemsView, ServerEvent};
@@ -25,6 +25,7 @@ use crate::embed::service::{EmbedServiceError, EmbedStatus, EmbeddingService, co
 use crate::hub::Hub;
 use crate::rate_limits::{RateLimited, RateLimits};
 use crate::storage::{StorageError, Store};
+use crate::tools::ToolRegistry;
 use crate::wire_error::ToWire;
 
 /// Most sentences of a message searched with (the first ones); a message is at most a few
@@ -106,11 +107,19 @@ pub struct Items {
     base: AgentSettings,
     /// Indexed items by the hash of their index text (a changed item is a new entry).
     index: Arc<Mutex<HashMap<String, Arc<Indexed>>>>,
+    /// Where the agents' MCP tools are offered: they are items too.
+    tools: ToolRegistry,
 }
 
-/// The index text of an item (its name, description and text, as the search reads it).
+/// The index text of an item as the search reads it: a rule's or reference's name, description
+/// and text; a tool's `name: description` (so a changed description is indexed again).
 fn index_text(item: &Item) -> String {
-    item_search::index_text(item.name(), &item.meta.description, Some(&item.text))
+    match item.meta.item.kind {
+        glassbox_core::context::items::ItemKind::Tool { .. } => {
+            format!("{}: {}", item.name(), item.meta.description)
+        }
+        _ => item_search::index_text(item.name(), &item.meta.description, Some(&item.text)),
+    }
 }
 
 /// The embedding cache key of an item's chunk: its content hash, shared by every item that has it.
@@ -133,6 +142,7 @@ impl Items {
         embeddings: Arc<EmbeddingService>,
         limits: Arc<RateLimits>,
         base: AgentSettings,
+        tools: ToolRegistry,
     ) -> Self {
         Self {
             agents,
@@ -141,17 +151,45 @@ impl Items {
             limits,
             base,
             index: Arc::default(),
+            tools,
         }
+    }
+
+    /// Every item of `agent`: its rules and references, then its MCP servers' tools as they are
+    /// offered now.
+    pub fn items_of(&self, agent: &Agent) -> Vec<Arc<Item>> {
+        agent
+            .items
+            .iter()
+            .map(|i| Arc::new(i.clone()))
+            .chain(self.tools.agent_items(&agent.name))
+            .collect()
+    }
+
+    /// What the session lists and the search know of every item of `agent`.
+    fn metas(&self, agent: &Agent) -> Vec<AgentItem> {
+        self.items_of(agent)
+            .iter()
+            .map(|i| i.meta.clone())
+            .collect()
     }
 
     fn indexed(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Indexed>>> {
         self.index.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The items a new session of `agent` starts with (its `always` items, by priority).
-    pub fn for_new_session(agent: &Agent) -> Vec<glassbox_core::context::items::SessionItem> {
-        let metas: Vec<AgentItem> = agent.items.iter().map(|i| i.meta.clone()).collect();
-        new_session_items(&metas)
+    /// The agents as configured now.
+    pub fn agents(&self) -> Arc<crate::agents::Agents> {
+        self.agents.current()
+    }
+
+    /// The items a new session of `agent` starts with (its `always` items, by priority; the
+    /// tools of servers that are connected now).
+    pub fn for_new_session(
+        &self,
+        agent: &Agent,
+    ) -> Vec<glassbox_core::context::items::SessionItem> {
+        new_session_items(&self.metas(agent))
     }
 
     /// The agent a session was created for, as configured now (`None`: no agent, or one the
@@ -164,13 +202,11 @@ impl Items {
     /// The drawer's view of a session with `settings`.
     pub fn view(&self, settings: &SessionSettings) -> ItemsView {
         let agent = self.agent(settings);
+        let available = agent.as_ref().map(|a| self.metas(a)).unwrap_or_default();
         ItemsView {
             agent: agent.as_ref().map(|a| a.name.clone()),
-            available: agent
-                .as_ref()
-                .map(|a| a.items.iter().map(|i| i.meta.clone()).collect())
-                .unwrap_or_default(),
-            session: settings.items.clone(),
+            session: carried(&settings.items, &settings.removed, &available),
+            available,
             defaults: self.defaults(settings),
             overrides: settings.overrides.clone(),
         }
@@ -200,6 +236,7 @@ impl Items {
     /// Adds `item` to the session as `manual` (nothing when it is there already).
     pub async fn add(&self, hub: &Hub, item: &ItemRef) -> Result<ItemsView, ItemsError> {
         self.change(hub, |settings, available| {
+            settings.removed.retain(|r| r != item);
             add_item(&mut settings.items, available, item)?;
             Ok(())
         })
@@ -210,6 +247,9 @@ impl Items {
     pub async fn remove(&self, hub: &Hub, item: &ItemRef) -> Result<ItemsView, ItemsError> {
         self.change(hub, |settings, available| {
             remove_item(&mut settings.items, available, item)?;
+            if !settings.removed.contains(item) {
+                settings.removed.push(item.clone());
+            }
             Ok(())
         })
         .await
@@ -242,7 +282,7 @@ impl Items {
             .update_settings(&hub.session_id, |settings| {
                 let available: Vec<AgentItem> = self
                     .agent(settings)
-                    .map(|a| a.items.iter().map(|i| i.meta.clone()).collect())
+                    .map(|a| self.metas(&a))
                     .unwrap_or_default();
                 change(settings, &available)
             })
@@ -262,8 +302,8 @@ impl Items {
         let live: std::collections::HashSet<String> = agents
             .all()
             .iter()
-            .flat_map(|a| a.items.iter())
-            .map(|i| content_hash(&index_text(i)))
+            .flat_map(|a| self.items_of(a))
+            .map(|i| content_hash(&index_text(&i)))
             .collect();
         let stale: Vec<Arc<Indexed>> = {
             let mut index = self.indexed();
@@ -345,26 +385,24 @@ impl Items {
         message: &str,
     ) -> RequestContext {
         let agent = self.agent(settings);
-        let by_ref = |r: &ItemRef| {
-            agent
-                .as_ref()
-                .and_then(|a| a.items.iter().find(|i| &i.meta.item == r))
-                .map(|i| Arc::new(i.clone()))
-        };
+        let all: Vec<Arc<Item>> = agent.as_ref().map(|a| self.items_of(a)).unwrap_or_default();
+        let metas: Vec<AgentItem> = all.iter().map(|i| i.meta.clone()).collect();
+        let session = carried(&settings.items, &settings.removed, &metas);
+        let by_ref = |r: &ItemRef| all.iter().find(|i| &i.meta.item == r).cloned();
         let session_only = |status| RequestContext {
-            items: request_items(&settings.items, [])
+            items: request_items(&session, [])
                 .into_iter()
                 .filter_map(|r| by_ref(&r.item).map(|i| (r, i)))
                 .collect(),
             near_misses: Vec::new(),
             status,
         };
-        let Some(agent) = agent.as_ref() else {
+        if agent.is_none() {
             return session_only(SearchStatus::NoAgent);
-        };
-        let metas: Vec<AgentItem> = agent.items.iter().map(|i| i.meta.clone()).collect();
-        let pool: Vec<&Item> = searchable(&metas, &settings.items)
-            .filter_map(|m| agent.items.iter().find(|i| i.meta.item == m.item))
+        }
+        let pool: Vec<&Item> = searchable(&metas, &session)
+            .filter_map(|m| all.iter().find(|i| i.meta.item == m.item))
+            .map(|i| &**i)
             .collect();
         let queries: Vec<&str> = item_search::query_chunks(message, MAX_CHUNK_CHARS)
             .into_iter()
@@ -433,7 +471,7 @@ impl Items {
             .filter_map(|r| by_ref(&r.item).map(|i| (r, i)))
             .collect();
         RequestContext {
-            items: request_items(&settings.items, chosen)
+            items: request_items(&session, chosen)
                 .into_iter()
                 .filter_map(|r| by_ref(&r.item).map(|i| (r, i)))
                 .collect(),

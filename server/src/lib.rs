@@ -3,7 +3,7 @@
 //! The modules are in three layers, each using only the ones below it:
 //! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
 //!   `providers`, `embed`, `tokens`, `hub`, `background`, `wire_error`;
-//! - services, each with its own error: `budgets`, `calls`, `context_sets`, `files`, `tools`, `items`,
+//! - services, each with its own error: `budgets`, `calls`, `context_sets`, `files`, `tools`, `mcp`, `items`,
 //!   `context`, `topics`, `sessions`, `turn`, `chat`;
 //! - the edge: `routes` and `error` (the wire error built from the services' errors), with
 //!   `state` as the composition root.
@@ -23,6 +23,7 @@ pub mod files;
 pub mod hub;
 pub mod ids;
 pub mod items;
+pub mod mcp;
 pub mod origins;
 pub mod providers;
 pub mod rate_limits;
@@ -110,6 +111,7 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
     tokio::spawn(watch_agents(
         state.agents.clone(),
         state.items.clone(),
+        state.mcp.clone(),
         state.config.agents_poll,
     ));
     // Replies stream as many small writes: without TCP_NODELAY, Nagle's algorithm and delayed ACKs
@@ -117,22 +119,28 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
+    let mcp = state.mcp.clone();
     // The peer address feeds the rate limits (`client_addr`).
-    axum::serve(
+    let served = axum::serve(
         listener,
         app(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
     .with_graceful_shutdown(async {
         let _ = tokio::signal::ctrl_c().await;
     })
-    .await
+    .await;
+    // MCP child processes end with their connections.
+    mcp.stop_all();
+    served
 }
 
 /// Reads the agents' files again on SIGHUP, and when a poll every `poll` (0: never) finds one
-/// changed. A file that no longer reads is logged with its line, and the agents read before stay.
+/// changed; MCP servers added, changed or removed are connected or ended. A file that no longer
+/// reads is logged with its line, and the agents read before stay.
 async fn watch_agents(
     agents: agents::AgentCatalog,
     items: items::Items,
+    mcp: mcp::McpServers,
     poll: std::time::Duration,
 ) {
     #[cfg(unix)]
@@ -165,6 +173,8 @@ async fn watch_agents(
         match agents.reload() {
             Ok(reloaded) => {
                 tracing::info!(changed = ?reloaded.changed, "agents read again");
+                // Changed MCP servers connect again; their tools go until they are ready.
+                mcp.sync(&agents.current());
                 // Changed items are indexed again on their next search.
                 match items.forget_stale().await {
                     Ok(n) => tracing::debug!(items = n, "vectors of changed items forgotten"),

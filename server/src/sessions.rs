@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use glassbox_core::context::SessionSettings;
 
-use crate::agents::{Agent, AgentCatalog};
+use crate::agents::Agent;
 use crate::config::Config;
 use crate::embed::service::EmbeddingService;
 use crate::hub::{Hub, Hubs};
@@ -63,7 +63,7 @@ pub struct Sessions {
     limits: Arc<RateLimits>,
     embeddings: Arc<EmbeddingService>,
     tools: ToolRegistry,
-    agents: AgentCatalog,
+    items: crate::items::Items,
 }
 
 /// What a client asks for when it opens a session.
@@ -104,7 +104,7 @@ impl Sessions {
         limits: Arc<RateLimits>,
         embeddings: Arc<EmbeddingService>,
         tools: ToolRegistry,
-        agents: AgentCatalog,
+        items: crate::items::Items,
     ) -> Self {
         Self {
             config,
@@ -113,7 +113,7 @@ impl Sessions {
             limits,
             embeddings,
             tools,
-            agents,
+            items,
         }
     }
 
@@ -148,7 +148,7 @@ impl Sessions {
     /// The agent of a new session asked to be for `name` (the first one when `None`); `None` on
     /// a server without agents.
     fn agent_for_new(&self, name: Option<&str>) -> Result<Option<Arc<Agent>>, SessionError> {
-        let agents = self.agents.current();
+        let agents = self.items.agents();
         match (agents.pick(name), name) {
             (Some(agent), _) => Ok(Some(agent.clone())),
             (None, None) => Ok(None),
@@ -190,7 +190,7 @@ impl Sessions {
                     agent: agent.as_ref().map(|a| a.name.clone()),
                     items: agent
                         .as_deref()
-                        .map(crate::items::Items::for_new_session)
+                        .map(|a| self.items.for_new_session(a))
                         .unwrap_or_default(),
                     ..SessionSettings::default()
                 };
@@ -227,7 +227,7 @@ impl Sessions {
                 }
                 // The session keeps the agent it was created for (one the configuration no
                 // longer has: none).
-                let agents = self.agents.current();
+                let agents = self.items.agents();
                 let (agent_name, agent) = if agents.is_empty() {
                     (None, None)
                 } else {

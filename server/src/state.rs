@@ -13,6 +13,7 @@ use crate::embed::EmbeddingService;
 use crate::files::Files;
 use crate::hub::Hubs;
 use crate::items::Items;
+use crate::mcp::McpServers;
 use crate::providers::Provider;
 use crate::rate_limits::RateLimits;
 use crate::sessions::Sessions;
@@ -36,6 +37,8 @@ pub struct AppState {
     pub tools: ToolRegistry,
     /// The configured agents; read again when their files change.
     pub agents: AgentCatalog,
+    /// The agents' MCP servers, connected in the background; their tools join `tools`.
+    pub mcp: McpServers,
     /// The agents' items in sessions and requests.
     pub items: Items,
     pub budgets: Budgets,
@@ -67,6 +70,9 @@ impl AppState {
         } else {
             ToolRegistry::default()
         };
+        // Connects in the background: chat is served while servers connect, or when they are down.
+        let mcp = McpServers::new(tools.clone());
+        mcp.sync(&agents.current());
         let config = Arc::new(config);
         let hubs = Arc::new(Hubs::default());
         let budgets = Budgets::new(store.clone(), config.budgets);
@@ -84,6 +90,7 @@ impl AppState {
                 max_output_tokens: Some(config.max_output_tokens),
                 ..Default::default()
             },
+            tools.clone(),
         );
         let calls = Calls::new(
             provider.clone(),
@@ -117,7 +124,7 @@ impl AppState {
             limits.clone(),
             embeddings.clone(),
             tools.clone(),
-            agents.clone(),
+            items.clone(),
         );
         let files = Files::new(store.clone(), config.files_max_bytes);
         let turns = TurnEngine {
@@ -147,6 +154,7 @@ impl AppState {
             limits,
             tools,
             agents,
+            mcp,
             items: items.clone(),
             budgets,
             sessions,

@@ -50,6 +50,18 @@ pub enum ToolError {
     ContextSet(#[from] ContextSetError),
     #[error("the tool failed inside the server; try again later")]
     Internal,
+    /// The tool ran and reported a failure (its words).
+    #[error("the tool reported a failure: {0}")]
+    Failed(String),
+    /// The tool's server refused the call (its words).
+    #[error("the tool's server refused the call: {0}")]
+    Server(String),
+    /// No answer in time; the server was told to cancel the call.
+    #[error("the call timed out after {} s and was cancelled", .0.as_secs_f32())]
+    TimedOut(std::time::Duration),
+    /// The tool's server cannot be reached now.
+    #[error("the tool's server is unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl From<ContextSetsError> for ToolError {
@@ -70,6 +82,15 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &str;
     /// Name, description and JSON-schema parameters, as offered to the model.
     fn definition(&self) -> ToolDefinition;
+    /// What the reply's collapsed line calls it (`server.tool` for an MCP tool).
+    fn label(&self) -> String {
+        self.name().to_owned()
+    }
+    /// The agent item it is (MCP tools, chosen per request like rules and references); `None`
+    /// for a tool offered whenever tools are (the built-in ones).
+    fn item(&self) -> Option<&Arc<crate::agents::Item>> {
+        None
+    }
     /// Whether calls of it may run at the same time as the round's other calls. Tools that read or
     /// change the session's state (its context sets) run one after another, in call order, so a
     /// round that sets and then gets sees its own change.
@@ -148,6 +169,22 @@ impl ToolRegistry {
         self.write().retain(|(s, _)| s != scope);
     }
 
+    /// Replaces every tool of `scope` with `tools`, at once (an agent's MCP tools changed).
+    pub fn replace(&self, scope: ToolScope, tools: Vec<Arc<dyn Tool>>) {
+        let mut all = self.write();
+        all.retain(|(s, _)| s != &scope);
+        all.extend(tools.into_iter().map(|t| (scope.clone(), t)));
+    }
+
+    /// The items of the tools offered to `agent`'s sessions (its MCP servers' tools).
+    pub fn agent_items(&self, agent: &str) -> Vec<Arc<crate::agents::Item>> {
+        self.read()
+            .iter()
+            .filter(|(s, _)| matches!(s, ToolScope::Agent(a) if a == agent))
+            .filter_map(|(_, t)| t.item().cloned())
+            .collect()
+    }
+
     /// The tools a turn of `session_id` (of `agent`) is offered, in the order they were added;
     /// where names collide, the narrowest scope's tool wins (session, then agent, then everyone).
     pub fn for_turn(&self, agent: Option<&str>, session_id: &str) -> ToolSet {
@@ -201,6 +238,17 @@ impl ToolSet {
             tools,
             definitions_json,
         }
+    }
+
+    /// The set without the item tools `items` (a request's chosen items) does not hold; tools
+    /// that are not items (the built-in ones) stay.
+    pub fn chosen(self, items: &[glassbox_core::context::items::ItemRef]) -> Self {
+        let tools: Vec<_> = self
+            .tools
+            .into_iter()
+            .filter(|t| t.item().is_none_or(|i| items.contains(&i.meta.item)))
+            .collect();
+        Self::new(tools)
     }
 
     /// The set without the tools that ask the user first (`Tool::asks`).
@@ -268,7 +316,11 @@ impl ToolSet {
                 }
             }
         };
-        let name: String = call.name.chars().take(64).collect();
+        let name: String = tool
+            .map_or_else(|| call.name.clone(), |t| t.label())
+            .chars()
+            .take(64)
+            .collect();
         let (mut result, is_error, line) = match outcome {
             Ok(out) => (out.text, false, format!("{name} · {}", out.line)),
             Err(message) => {

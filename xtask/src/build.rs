@@ -143,8 +143,9 @@ pub struct ServerBuild {
 }
 
 impl ServerBuild {
-    /// Starts building the server with the `serve` profile (optimized, no LTO) in its own target
-    /// directory (`<target>/serve-build`, so it can build while the widget builds).
+    /// Starts building the server and the demo MCP server with the `serve` profile (optimized, no
+    /// LTO) in their own target directory (`<target>/serve-build`, so they build while the widget
+    /// builds).
     pub fn start() -> Result<Self> {
         let target = target_dir().join("serve-build");
         let child = Command::new("cargo")
@@ -156,6 +157,10 @@ impl ServerBuild {
                 "glassbox-server",
                 "--bin",
                 "glassbox-server",
+                "--package",
+                "glassbox-mcp-demo",
+                "--bin",
+                "glassbox-mcp-demo",
                 "--profile",
                 "serve",
                 "--target-dir",
@@ -177,8 +182,8 @@ impl ServerBuild {
             .is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))))
     }
 
-    /// Waits for the build and returns the binary.
-    pub fn finish(mut self) -> Result<PathBuf> {
+    /// Waits for the build and returns the binaries: the server and the demo MCP server.
+    pub fn finish(mut self) -> Result<(PathBuf, PathBuf)> {
         let status = self
             .child
             .take()
@@ -192,10 +197,11 @@ impl ServerBuild {
             "server built (profile serve) in {:.0} s",
             self.started.elapsed().as_secs_f64()
         ));
-        Ok(self.target.join(format!(
-            "serve/glassbox-server{}",
-            std::env::consts::EXE_SUFFIX
-        )))
+        let bin = |name: &str| {
+            self.target
+                .join(format!("serve/{name}{}", std::env::consts::EXE_SUFFIX))
+        };
+        Ok((bin("glassbox-server"), bin("glassbox-mcp-demo")))
     }
 }
 

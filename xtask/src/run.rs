@@ -28,14 +28,28 @@ pub fn serve(dev: bool) -> Result<()> {
             "embedding model not provisioned ({e:#}); embeddings will be unavailable"
         ));
     }
-    let mut cmd = match server {
+    let (mut cmd, mcp_demo) = match server {
         Some(mut build) => {
             if !build.is_finished() {
                 say("waiting for the server build");
             }
-            Command::new(build.finish()?)
+            let (server, mcp_demo) = build.finish()?;
+            (Command::new(server), mcp_demo)
         }
         None => {
+            say("building the demo MCP server (debug)");
+            run(Command::new("cargo").current_dir(root()).args([
+                "build",
+                "--quiet",
+                "--package",
+                "glassbox-mcp-demo",
+                "--bin",
+                "glassbox-mcp-demo",
+            ]))?;
+            let mcp_demo = crate::tools::target_dir().join(format!(
+                "debug/glassbox-mcp-demo{}",
+                std::env::consts::EXE_SUFFIX
+            ));
             let mut cmd = Command::new("cargo");
             cmd.args([
                 "run",
@@ -44,7 +58,7 @@ pub fn serve(dev: bool) -> Result<()> {
                 "--bin",
                 "glassbox-server",
             ]);
-            cmd
+            (cmd, mcp_demo)
         }
     };
     say("starting the server (Ctrl-C stops it)");
@@ -59,6 +73,12 @@ pub fn serve(dev: bool) -> Result<()> {
         &mut cmd,
         "GLASSBOX_DATA_DIR",
         root().join("data").display().to_string(),
+    );
+    // glassbox.toml's demo agent runs it over stdio.
+    set_default(
+        &mut cmd,
+        "GLASSBOX_MCP_DEMO",
+        mcp_demo.display().to_string(),
     );
     run(&mut cmd)
 }

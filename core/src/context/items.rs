@@ -254,6 +254,23 @@ pub fn new_session_items(agent: &[AgentItem]) -> Vec<SessionItem> {
         .collect()
 }
 
+/// The items a session carries now: those stored with it, then each `always` item of the agent
+/// it neither stores nor had removed, in priority order — an item the agent gained after the
+/// session began (a tool of an MCP server that connected later, a rule added on reload).
+pub fn carried(
+    stored: &[SessionItem],
+    removed: &[ItemRef],
+    agent: &[AgentItem],
+) -> Vec<SessionItem> {
+    let mut out = stored.to_vec();
+    out.extend(
+        new_session_items(agent)
+            .into_iter()
+            .filter(|s| !in_session(stored, &s.item) && !removed.contains(&s.item)),
+    );
+    out
+}
+
 /// True when the session carries `item`.
 pub fn in_session(session: &[SessionItem], item: &ItemRef) -> bool {
     session.iter().any(|s| &s.item == item)
@@ -504,6 +521,20 @@ mod tests {
 
     fn names(session: &[SessionItem]) -> Vec<&str> {
         session.iter().map(|s| s.item.name.as_str()).collect()
+    }
+
+    #[test]
+    fn always_items_the_agent_gains_later_are_carried_unless_removed() {
+        let stored = vec![SessionItem {
+            item: ItemRef::rule("errors"),
+            included: SessionIncluded::Manual,
+        }];
+        let carried_now = carried(&stored, &[ItemRef::rule("brand")], &agent());
+        assert_eq!(names(&carried_now), ["errors", "api", "style"]);
+        assert_eq!(carried_now[1].included, SessionIncluded::Always);
+        // Stored items keep their place and how they came in.
+        let stored_always = new_session_items(&agent());
+        assert_eq!(carried(&stored_always, &[], &agent()), stored_always);
     }
 
     #[test]

@@ -38,6 +38,11 @@ pub struct SessionSettings {
     /// hand (`manual`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<SessionItem>,
+    /// Items the user removed: an `always` item among them that the agent gains later (a tool of
+    /// an MCP server that connected after the session began) does not come in
+    /// ([`super::items::carried`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<super::items::ItemRef>,
     /// The session's overrides of its agent's defaults.
     #[serde(default)]
     pub overrides: SessionOverrides,
@@ -52,6 +57,7 @@ impl Default for SessionSettings {
             topics: TopicSettings::default(),
             agent: None,
             items: Vec::new(),
+            removed: Vec::new(),
             overrides: SessionOverrides::default(),
         }
     }

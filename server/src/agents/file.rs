@@ -6,6 +6,7 @@ use glassbox_core::context::agent_settings::{AgentSettings, ToolPermission};
 use serde::Deserialize;
 
 use super::items::read_items;
+use super::mcp_servers::McpServerShape;
 use super::{Agent, AgentConfigError};
 
 mod defaults {
@@ -71,6 +72,9 @@ struct AgentShape {
     context_expansion_top_n: u32,
     #[serde(default)]
     tool_permission: ToolPermission,
+    /// `[[agents.mcp_servers]]`.
+    #[serde(default)]
+    mcp_servers: Vec<toml::Spanned<McpServerShape>>,
 }
 
 impl AgentShape {
@@ -101,8 +105,12 @@ pub(super) fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// Reads the configuration file and the items of each agent.
-pub(super) fn read(file: &Path) -> Result<Vec<Agent>, AgentConfigError> {
+/// Reads the configuration file and the items of each agent; `${VAR}`s in MCP server settings
+/// are filled in from `lookup` (the process environment, in the server).
+pub(super) fn read(
+    file: &Path,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Agent>, AgentConfigError> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| AgentConfigError::new(file, None, format!("cannot be read: {e}")))?;
     let shape: FileShape = toml::from_str(&text).map_err(|e| {
@@ -135,6 +143,29 @@ pub(super) fn read(file: &Path) -> Result<Vec<Agent>, AgentConfigError> {
         defaults
             .validate()
             .map_err(|e| AgentConfigError::new(file, line, format!("agent {:?}: {e}", a.name)))?;
+        let mut mcp_servers = Vec::with_capacity(a.mcp_servers.len());
+        for server in a.mcp_servers {
+            let at = line_of(&text, server.span().start);
+            let server = server.into_inner().resolve(
+                &a.name,
+                (file, at, &|offset| line_of(&text, offset)),
+                lookup,
+            )?;
+            if mcp_servers
+                .iter()
+                .any(|s: &super::McpServerConfig| s.name == server.name)
+            {
+                return Err(AgentConfigError::new(
+                    file,
+                    Some(at),
+                    format!(
+                        "agent {:?}: MCP server {:?} is configured twice",
+                        a.name, server.name
+                    ),
+                ));
+            }
+            mcp_servers.push(server);
+        }
         let items_dir = a.items.as_deref().map(|d| base.join(d));
         let items = match &items_dir {
             None => Vec::new(),
@@ -158,6 +189,7 @@ pub(super) fn read(file: &Path) -> Result<Vec<Agent>, AgentConfigError> {
             defaults,
             items_dir,
             items,
+            mcp_servers,
         });
     }
     Ok(agents)

@@ -25,8 +25,8 @@ pub struct Item {
     pub meta: AgentItem,
     /// The markdown after the front matter.
     pub text: String,
-    /// The file it was read from.
-    pub file: PathBuf,
+    /// The file it was read from (`None`: an MCP server's tool).
+    pub file: Option<PathBuf>,
 }
 
 impl Item {
@@ -90,7 +90,10 @@ pub(super) fn read_items(dir: &Path) -> Result<Vec<Item>, AgentConfigError> {
                 format!(
                     "the name {:?} is taken by {}; names are unique in an agent",
                     item.name(),
-                    other.file.display()
+                    other
+                        .file
+                        .as_deref()
+                        .map_or_else(|| "another item".to_owned(), |f| f.display().to_string())
                 ),
             ));
         }
@@ -162,7 +165,7 @@ pub(super) fn read_item(file: &Path) -> Result<Item, AgentConfigError> {
             include: front.include,
         },
         text: body.to_owned(),
-        file: file.to_owned(),
+        file: Some(file.to_owned()),
     })
 }
 

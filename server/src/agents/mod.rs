@@ -6,6 +6,7 @@
 
 mod file;
 mod items;
+pub mod mcp_servers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 pub use items::Item;
+pub use mcp_servers::McpServerConfig;
 
 /// A configuration file that cannot be used: which file, which line (1-based, when known), why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +47,8 @@ pub struct Agent {
     pub items_dir: Option<PathBuf>,
     /// Rules and references, by priority (lower first), then name.
     pub items: Vec<Item>,
+    /// The MCP servers whose tools it offers, in the file's order.
+    pub mcp_servers: Vec<McpServerConfig>,
 }
 
 impl Agent {
@@ -63,7 +67,15 @@ pub struct Agents {
 impl Agents {
     /// Reads the configuration file and every item folder it names.
     pub fn load(file: &Path) -> Result<Self, AgentConfigError> {
-        let agents = file::read(file)?;
+        Self::load_with(file, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Agents::load`] with `${VAR}`s filled in from `lookup` instead of the environment.
+    pub fn load_with(
+        file: &Path,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, AgentConfigError> {
+        let agents = file::read(file, lookup)?;
         Ok(Self {
             agents: agents.into_iter().map(Arc::new).collect(),
         })
@@ -402,6 +414,81 @@ mod tests {
         let e = catalog.reload().unwrap_err();
         assert_eq!(e.line, Some(1));
         assert!(catalog.current().pick(None).unwrap().item("Z").is_some());
+    }
+
+    #[test]
+    fn mcp_servers_are_read_with_their_variables_and_bad_ones_name_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("glassbox.toml");
+        let lookup = |name: &str| (name == "KEY").then(|| "k-1".to_owned());
+        write(
+            &file,
+            "[[agents]]\nname = \"a\"\n\n[[agents.mcp_servers]]\nname = \"clock\"\ncommand = \"clockd\"\nargs = [\"--key\", \"${KEY}\"]\ninclude = \"agent\"\ndeny = [\"reset\"]\n\n[agents.mcp_servers.tools.now]\ninclude = \"always\"\n\n[[agents.mcp_servers]]\nname = \"web\"\nurl = \"https://mcp.example/${KEY}\"\nheaders = { Authorization = \"Bearer ${KEY}\" }\ncall_timeout_ms = 5000\n",
+        );
+        let agents = Agents::load_with(&file, &lookup).unwrap();
+        let servers = &agents.pick(None).unwrap().mcp_servers;
+        assert_eq!(servers.len(), 2);
+        let clock = &servers[0];
+        assert_eq!(
+            clock.transport,
+            mcp_servers::Transport::Stdio {
+                command: "clockd".into(),
+                args: vec!["--key".into(), "k-1".into()],
+                env: BTreeMap::new(),
+            }
+        );
+        use glassbox_core::context::items::IncludeMode;
+        assert_eq!(clock.include_of("now"), IncludeMode::Always);
+        assert_eq!(clock.include_of("zone"), IncludeMode::Agent);
+        assert!(clock.denies("reset") && !clock.auto_approves("reset"));
+        let web = &servers[1];
+        let mcp_servers::Transport::Http { url, headers } = &web.transport else {
+            panic!("{web:?}");
+        };
+        assert_eq!(url, "https://mcp.example/k-1");
+        assert_eq!(headers["Authorization"], "Bearer k-1");
+        assert_eq!(web.call_timeout.as_millis(), 5000);
+        assert_eq!(web.call_timeout_max.as_millis(), 600_000);
+        assert_eq!(web.include_of("x"), IncludeMode::Always);
+
+        let head = "[[agents]]\nname = \"a\"\n[[agents.mcp_servers]]\nname = \"s\"\n";
+        let cases = [
+            (
+                "command = \"x\"\nargs = [\n  \"${UNSET_VAR}\",\n]\n",
+                7,
+                "UNSET_VAR is not set",
+            ),
+            ("url = \"ftp://x\"\n", 5, "not an http"),
+            (
+                "command = \"x\"\nurl = \"http://x\"\n",
+                3,
+                "either `command`",
+            ),
+            ("\n", 3, "either `command`"),
+            ("command = \"x\"\nport = 1\n", 6, "unknown field `port`"),
+            (
+                "command = \"x\"\ncall_timeout_ms = 0\n",
+                3,
+                "call_timeout_ms",
+            ),
+            (
+                "command = \"x\"\n[[agents.mcp_servers]]\nname = \"s\"\ncommand = \"y\"\n",
+                6,
+                "configured twice",
+            ),
+        ];
+        for (rest, line, says) in cases {
+            write(&file, &format!("{head}{rest}"));
+            let e = Agents::load_with(&file, &lookup).unwrap_err();
+            assert_eq!(e.line, Some(line), "{rest}: {e}");
+            assert!(e.to_string().contains(says), "{rest}: {e}");
+        }
+        write(
+            &file,
+            "[[agents]]\nname = \"a\"\n[[agents.mcp_servers]]\nname = \"a.b\"\ncommand = \"x\"\n",
+        );
+        let e = Agents::load_with(&file, &lookup).unwrap_err();
+        assert!(e.message.contains("letters, digits"), "{e}");
     }
 
     #[test]

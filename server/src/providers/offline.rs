@@ -1,12 +1,14 @@
 //! The zero-config provider: a deterministic local reply that states what it received. When the
 //! context tools are offered and the message names paths or URLs, it first calls
 //! `set_relevant_context` to merge them into `files` / `endpoints` (so the demo shows the footer with
-//! no API key), then answers with what the tools said.
+//! no API key); when the message names an offered tool (`server.tool`, or the tool's own name), it
+//! calls that tool with the first JSON object in the message as its arguments (else `{}`); then it
+//! answers with what the tools said.
 
 use std::time::Duration;
 
 use async_stream::stream;
-use glassbox_core::context::sets::{MAX_ITEMS_PER_SET, SET_TOOL};
+use glassbox_core::context::sets::{GET_TOOL, MAX_ITEMS_PER_SET, SET_TOOL};
 use glassbox_core::prompt::{CONTEXT_CLOSE, CONTEXT_OPEN, ProviderRequest};
 use glassbox_core::vocab::Role;
 use glassbox_core::vocab::ToolCall;
@@ -63,28 +65,89 @@ pub fn mentions(text: &str) -> (Vec<String>, Vec<String>) {
     (files, urls)
 }
 
-/// The calls the offline model makes for `req`: only when the tool is offered and the newest
+/// The first JSON object in `text`, if any.
+pub fn first_json_object(text: &str) -> Option<serde_json::Map<String, Value>> {
+    text.match_indices('{').find_map(|(at, _)| {
+        let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
+        match values.next() {
+            Some(Ok(Value::Object(map))) => Some(map),
+            _ => None,
+        }
+    })
+}
+
+/// Whether `text` names `name` as a word of its own (not inside a longer name).
+fn names(text: &str, name: &str) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    text.match_indices(name).any(|(at, _)| {
+        !text[..at].chars().next_back().is_some_and(word)
+            && !text[at + name.len()..].chars().next().is_some_and(word)
+    })
+}
+
+/// The offered tools (other than the context-set ones) `text` names: by `server.tool` for a tool
+/// offered as `server__tool`, or by the offered name itself.
+fn named_tools<'a>(req: &'a ProviderRequest, text: &str) -> Vec<&'a str> {
+    req.tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|name| *name != SET_TOOL && *name != GET_TOOL)
+        .filter(|name| {
+            names(text, name)
+                || name
+                    .split_once("__")
+                    .is_some_and(|(server, tool)| names(text, &format!("{server}.{tool}")))
+        })
+        .collect()
+}
+
+/// The calls the offline model makes for `req`: only for offered tools, and only when the newest
 /// message is the user's (not a round of tool results).
 fn tool_calls(req: &ProviderRequest) -> Vec<ToolCall> {
-    let offered = req.tools.iter().any(|t| t.name == SET_TOOL);
     let Some(last) = req.messages.last() else {
         return vec![];
     };
-    if !offered || last.role != Role::User || !last.tool_results.is_empty() {
+    if last.role != Role::User || !last.tool_results.is_empty() {
         return vec![];
     }
-    let (files, urls) = mentions(&last.content);
-    [("files", files), ("endpoints", urls)]
+    let mut calls: Vec<(String, String)> = Vec::new();
+    if req.tools.iter().any(|t| t.name == SET_TOOL) {
+        let (files, urls) = mentions(&last.content);
+        calls.extend(
+            [("files", files), ("endpoints", urls)]
+                .into_iter()
+                .filter(|(_, items)| !items.is_empty())
+                .map(|(set, items)| {
+                    let args = serde_json::json!({"setName": set, "items": items, "mode": "merge"});
+                    (SET_TOOL.to_owned(), args.to_string())
+                }),
+        );
+    }
+    let args = Value::Object(first_json_object(&last.content).unwrap_or_default()).to_string();
+    calls.extend(
+        named_tools(req, &last.content)
+            .into_iter()
+            .map(|name| (name.to_owned(), args.clone())),
+    );
+    calls
         .into_iter()
-        .filter(|(_, items)| !items.is_empty())
         .enumerate()
-        .map(|(i, (set, items))| ToolCall {
+        .map(|(i, (name, arguments))| ToolCall {
             id: format!("offline_call_{}_{i}", req.messages.len()),
-            name: SET_TOOL.to_owned(),
-            arguments: serde_json::json!({"setName": set, "items": items, "mode": "merge"})
-                .to_string(),
+            name,
+            arguments,
         })
         .collect()
+}
+
+/// What a tool result says, for the reply's first line: its first line of text, inside the
+/// `<tool_result>` tags when it has them.
+fn result_line(content: &str) -> &str {
+    content
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("<tool_result") && *l != "</tool_result>")
+        .unwrap_or("")
 }
 
 /// The reply the offline provider gives to `req`.
@@ -130,16 +193,29 @@ pub fn reply_text(req: &ProviderRequest) -> String {
     // After a round of tool calls: what the tools answered.
     let tools_line = match req.messages.last() {
         Some(m) if !m.tool_results.is_empty() => {
-            let results: Vec<String> = m
+            let (sets, others): (Vec<_>, Vec<_>) = m
                 .tool_results
                 .iter()
-                .map(|r| format!("`{}` → {}", r.name, r.content.lines().next().unwrap_or("")))
-                .collect();
-            format!(
-                "I kept what you mentioned in this session's context ({}); it shows below the \
-                 message box.\n\n",
-                results.join("; ")
-            )
+                .partition(|r| r.name == SET_TOOL || r.name == GET_TOOL);
+            let list = |results: Vec<&glassbox_core::vocab::ToolResult>| {
+                results
+                    .iter()
+                    .map(|r| format!("`{}` → {}", r.name, result_line(&r.content)))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            let mut line = String::new();
+            if !sets.is_empty() {
+                line.push_str(&format!(
+                    "I kept what you mentioned in this session's context ({}); it shows below \
+                     the message box.\n\n",
+                    list(sets)
+                ));
+            }
+            if !others.is_empty() {
+                line.push_str(&format!("The tools answered: {}.\n\n", list(others)));
+            }
+            line
         }
         _ => String::new(),
     };
@@ -294,5 +370,53 @@ mod tests {
         );
         req.tools.clear();
         assert!(tool_calls(&req).is_empty());
+    }
+
+    #[test]
+    fn a_named_tool_is_called_with_the_first_json_object_of_the_message() {
+        let tool = |name: &str| glassbox_core::vocab::ToolDefinition {
+            name: name.into(),
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+        };
+        let mut req = ProviderRequest {
+            model: "offline".into(),
+            system: None,
+            messages: vec![PromptMessage::text(
+                Role::User,
+                r#"Use demo.convert_units with {"value": 3, "from": "mi", "to": "km"} please {"x": 1}"#,
+            )],
+            tools: vec![
+                tool("demo__convert_units"),
+                tool("demo__current_time"),
+                tool("units"),
+            ],
+            max_output_tokens: 10,
+            temperature: None,
+            top_p: None,
+            response_schema: None,
+        };
+        let calls = tool_calls(&req);
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(calls[0].name, "demo__convert_units");
+        assert_eq!(
+            serde_json::from_str::<Value>(&calls[0].arguments).unwrap(),
+            json!({"value": 3, "from": "mi", "to": "km"})
+        );
+        // By the offered name too; without an object, no arguments; no tool inside a longer word.
+        req.messages = vec![PromptMessage::text(
+            Role::User,
+            "demo__current_time, not my_units",
+        )];
+        let calls = tool_calls(&req);
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(
+            (calls[0].name.as_str(), calls[0].arguments.as_str()),
+            ("demo__current_time", "{}")
+        );
+        assert_eq!(
+            result_line("<tool_result server=\"d\" tool=\"t\">\n12:00\n</tool_result>"),
+            "12:00"
+        );
     }
 }

@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 use crate::embed::EmbedStatus;
 use crate::state::AppState;
 
-/// Reports that the server is up, with its provider and model, and whether embeddings are ready.
+/// Reports that the server is up, with its provider and model, whether embeddings are ready, and
+/// where each agent's MCP servers stand.
 pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
     let embeddings = match state.embeddings.status() {
         EmbedStatus::Disabled => json!({"status": "disabled"}),
@@ -24,5 +25,6 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
         "provider": state.provider.name(),
         "model": state.config.model,
         "embeddings": embeddings,
+        "mcp": state.mcp.health(),
     }))
 }

@@ -54,6 +54,8 @@ pub struct Gathered {
     page_context: Option<PageContext>,
     system_prompt: Option<String>,
     tools: Vec<ToolDefinition>,
+    /// The tools offered: those that are not items, and the tool items the request chose.
+    pub offered: ToolSet,
     tool_instructions: Option<String>,
     /// The resume reminder and the names of the sets it mentions.
     resume: Option<(String, Vec<String>)>,
@@ -255,9 +257,13 @@ impl TurnEngine {
             .topics
             .history_filter(session_id, &settings, topics.as_ref(), earlier)
             .await;
-        let tools = extras.tools.unwrap_or_else(|| ToolSet::new(Vec::new()));
         let query = history.last().map_or("", |m| m.content.as_str());
         let items = self.items.request_context(&settings, query).await;
+        let chosen: Vec<_> = items.items.iter().map(|(r, _)| r.item.clone()).collect();
+        let tools = extras
+            .tools
+            .unwrap_or_else(|| ToolSet::new(Vec::new()))
+            .chosen(&chosen);
         // A preview prices images by their size; only a reply reads their bytes.
         let with_images = extras.planning == Planning::Reply;
         let files = self
@@ -278,6 +284,7 @@ impl TurnEngine {
                 .then(|| self.config.context_prompt.clone())
                 .flatten(),
             tools: tools.definitions(),
+            offered: tools,
             resume: extras.resume,
             summary: None,
         };

@@ -149,13 +149,13 @@ impl TurnEngine {
         let tools = self.windows.tools_for(session_id, &settings);
         let extras = TurnExtras {
             planning,
-            tools: Some(tools.clone()),
+            tools: Some(tools),
             resume,
         };
         let (gathered, plan) = self
             .plan_reply(session_id, model, history, extras, hub.abandoned())
             .await?;
-        Ok((tools, gathered, plan))
+        Ok((gathered.offered.clone(), gathered, plan))
     }
 
     /// The receipt the turn answering `draft` would have now, without calling the provider or
