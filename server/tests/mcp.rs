@@ -500,3 +500,60 @@ async fn agent_tools_are_chosen_per_message_by_what_it_asks() {
     assert!(receipt.contains("demo__convert_units"), "{receipt}");
     assert!(!receipt.contains("demo__crash"), "{receipt}");
 }
+
+/// The `node_modules` of the published MCP servers `cargo xtask test` installs
+/// (`tests/mcp-servers`).
+fn published_servers() -> PathBuf {
+    std::env::var_os("GLASSBOX_E2E_MCP_SERVERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+            home.join(".cache/glassbox/tools/mcp-servers/node_modules")
+        })
+}
+
+#[tokio::test]
+async fn a_published_server_from_npm_is_listed_and_called() {
+    let entry = published_servers().join("@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        entry.is_file(),
+        "{} is missing: `cargo xtask test` installs it",
+        entry.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        Api::Anthropic,
+        dir.path(),
+        &format!(
+            "name = \"everything\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+            entry.display().to_string()
+        ),
+    )
+    .await;
+    let health = server.get_json("/healthz").await;
+    assert!(health["mcp"][0]["tools"].as_u64().unwrap() >= 5, "{health}");
+    server.fake.queue(vec![call(
+        "everything__echo",
+        r#"{"message": "hello from glassbox"}"#,
+    )]);
+    let (id, token, _) = server.new_session().await;
+    let body = server.chat(&id, &token, "echo").await;
+    let exchange = &body["reply"]["toolRounds"][0]["exchanges"][0];
+    assert_eq!(exchange["isError"], false, "{exchange}");
+    assert!(
+        exchange["result"]
+            .as_str()
+            .unwrap()
+            .contains("hello from glassbox"),
+        "{exchange}"
+    );
+    assert!(
+        exchange["line"]
+            .as_str()
+            .unwrap()
+            .starts_with("everything.echo · "),
+        "{exchange}"
+    );
+    let names = offered(Api::Anthropic, &server.fake.requests()[0].body);
+    assert!(names.contains(&"everything__echo".to_owned()), "{names:?}");
+}

@@ -90,6 +90,7 @@ pub fn test(filter: Option<&str>) -> Result<()> {
     let (chromium, driver) = browser()?;
     let model_dir = model::provision()?;
     let runner = crate::tools::wasm_test_runner()?;
+    let mcp_servers = crate::tools::mcp_servers()?;
     say("running all tests (cargo test --workspace)");
     // Browser tests that fail leave a screenshot here; listed at the end of the run.
     let screenshots = crate::tools::target_dir().join("e2e-screenshots");
@@ -108,6 +109,7 @@ pub fn test(filter: Option<&str>) -> Result<()> {
         .env("GLASSBOX_E2E_WIDGET_DIR", &dist)
         .env("GLASSBOX_E2E_NODE_MODULES", crate::tools::npm_tools()?)
         .env("GLASSBOX_E2E_PUBLIC_DIR", root().join("public"))
+        .env("GLASSBOX_E2E_MCP_SERVERS", &mcp_servers)
         .env("GLASSBOX_E2E_CHROMIUM", &chromium)
         .env("GLASSBOX_E2E_CHROMEDRIVER", &driver)
         .env("GLASSBOX_EMBED_MODEL_DIR", model_dir)

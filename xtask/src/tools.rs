@@ -107,6 +107,16 @@ pub fn npm_tools() -> Result<PathBuf> {
     )
 }
 
+/// Installs the published MCP servers the MCP client's tests run (`tests/mcp-servers`, pinned by
+/// its lock); returns their `node_modules`.
+pub fn mcp_servers() -> Result<PathBuf> {
+    npm_project(
+        "mcp-servers",
+        &root().join("tests/mcp-servers"),
+        "published MCP servers for the MCP client's tests (server-everything)",
+    )
+}
+
 /// Installs the Node packages that `project` (a folder with `package.json`, `package-lock.json`
 /// and maybe `.npmrc`) pins, into `<tools>/<name>`, once per lock change; returns its
 /// `node_modules`. Outside the clone, so a fresh clone or a CI run installs nothing again.

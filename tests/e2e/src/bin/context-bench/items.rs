@@ -430,6 +430,7 @@ impl Bench {
             state.embeddings.clone(),
             state.limits.clone(),
             AgentSettings::default(),
+            state.tools.clone(),
         );
         Ok((items, dir))
     }
