@@ -68,6 +68,8 @@ pub struct ChatClient {
     pub previews: Previews,
     /// The session's agent's items and the session's choices, as the server last sent them.
     pub items: Memo<Option<glassbox_core::wire::ItemsView>>,
+    /// Tool calls waiting for the user's yes, oldest first.
+    pub approvals: Memo<Vec<glassbox_core::wire::ApprovalRequest>>,
 }
 
 fn new_client_message_id() -> String {
@@ -102,6 +104,7 @@ impl ChatClient {
             announcement,
             previews,
             items: Memo::new(move |_| transcript.with(|t| t.items.clone())),
+            approvals: Memo::new(move |_| transcript.with(|t| t.approvals.clone())),
         }
     }
 
@@ -254,6 +257,21 @@ impl ChatClient {
     /// Adds one of the agent's items to the session (as `manual`); every tab receives `items`.
     pub fn add_item(&self, item: ItemRef) {
         self.send_frame(ClientFrame::AddItem(ItemChange { item }));
+    }
+
+    /// Answers a waiting tool call (`allow`, `deny` with an optional reason the model is told, or
+    /// `allow_session`); every tab receives `approval`.
+    pub fn approve(
+        &self,
+        approval_id: &str,
+        decision: glassbox_core::vocab::ApprovalDecision,
+        reason: Option<String>,
+    ) {
+        self.send_frame(ClientFrame::Approve(glassbox_core::wire::Approve {
+            approval_id: approval_id.to_owned(),
+            decision,
+            reason,
+        }));
     }
 
     /// Removes an item from the session; every tab receives `items`.

@@ -8,24 +8,9 @@ use crate::error::ErrorCode;
 use crate::limits::MAX_FRAME_BYTES;
 use crate::wire::ClientFrame;
 
-/// The frame types a client may send.
-pub const CLIENT_FRAME_TYPES: [&str; 15] = [
-    "hello",
-    "chat",
-    "retry",
-    "settings",
-    "set_context",
-    "delete_session",
-    "set_filter",
-    "get_topics",
-    "set_similarity_mode",
-    "mark_message",
-    "get_items",
-    "add_item",
-    "remove_item",
-    "set_overrides",
-    "preview",
-];
+/// The frame types a client may send: the names of [`ClientFrame`]'s variants, as serde writes
+/// them (strum and serde use the same snake_case names).
+pub const CLIENT_FRAME_TYPES: &[&str] = <ClientFrame as strum::VariantNames>::VARIANTS;
 
 /// Why a frame or body could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -28,6 +28,9 @@ pub enum ErrorCode {
     InvalidSettings,
     /// A topic filter names a label that is not one of the session's topics, or too many labels.
     InvalidFilter,
+    /// An answer to an approval that cannot be used: a decision only the server makes, or a
+    /// reason over 1,000 characters.
+    InvalidApproval,
     /// A context-set change breaks a rule (set name, item length or characters, 10 per set, 50 in
     /// all); nothing was saved.
     InvalidContextSet,
@@ -86,7 +89,8 @@ impl ErrorCode {
             MalformedJson | UnknownFrameType | InvalidFrame | InvalidMessage | HelloRequired => 400,
             InvalidAttachment | InvalidClientMessageId => 422,
             FrameTooLarge | ContextTooLarge | ContextOverflow | FileTooLarge => 413,
-            ContextInvalid | InvalidSettings | InvalidContextSet | InvalidFilter => 422,
+            ContextInvalid | InvalidSettings | InvalidContextSet | InvalidFilter
+            | InvalidApproval => 422,
             Unauthorized => 401,
             NotFound | UnknownAgent => 404,
             Conflict => 409,

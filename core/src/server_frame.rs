@@ -129,6 +129,8 @@ impl<'de> de::DeserializeSeed<'de> for EventSeed<'_> {
             "mark" => E::Mark(Deserialize::deserialize(d)?),
             "items" => E::Items(Deserialize::deserialize(d)?),
             "preview" => E::Preview(Deserialize::deserialize(d)?),
+            "approval_request" => E::ApprovalRequest(Deserialize::deserialize(d)?),
+            "approval" => E::Approval(Deserialize::deserialize(d)?),
             other => return Err(de::Error::unknown_variant(other, ServerEvent::VARIANTS)),
         })
     }

@@ -184,7 +184,7 @@ mod tests {
         assert!(c.accept(&f(5, delta("x"))));
         assert!(!c.accept(&f(5, delta("x"))));
         assert!(!c.accept(&f(4, delta("y"))));
-        assert!(c.accept(&f(2, ServerEvent::Snapshot(Snapshot { messages: vec![] }))));
+        assert!(c.accept(&f(2, ServerEvent::Snapshot(Snapshot::default()))));
         assert!(c.accept(&f(3, delta("z"))));
         assert_eq!(c.last_seen(), Some(3));
     }

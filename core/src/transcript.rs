@@ -44,6 +44,8 @@ pub struct Transcript {
     pub filter: Option<FilterView>,
     /// The agent's items and the session's choices; `None` until the server sent them.
     pub items: Option<crate::wire::ItemsView>,
+    /// Tool calls waiting for the user's answer, oldest first.
+    pub approvals: Vec<crate::wire::ApprovalRequest>,
     cursor: SyncCursor,
 }
 
@@ -157,7 +159,21 @@ impl Transcript {
                     m.tool_rounds[round].exchanges.push(t.exchange.clone());
                 }
             }
+            ServerEvent::ApprovalRequest(r) => {
+                if !self
+                    .approvals
+                    .iter()
+                    .any(|a| a.approval_id == r.approval_id)
+                {
+                    self.approvals.push(r.clone());
+                }
+            }
+            ServerEvent::Approval(d) => {
+                self.approvals.retain(|a| a.approval_id != d.approval_id);
+                self.upsert(d.message.clone());
+            }
             ServerEvent::Snapshot(s) => {
+                self.approvals = s.approvals.clone();
                 self.messages = s.messages.clone();
                 let stored: Vec<&str> = self
                     .messages
@@ -414,6 +430,7 @@ mod tests {
             9,
             ServerEvent::Snapshot(Snapshot {
                 messages: vec![user("u1", "hi", "c1")],
+                approvals: vec![],
             }),
         ));
         assert_eq!(t.messages.len(), 1);

@@ -10,11 +10,15 @@ use serde::{Deserialize, Serialize};
 use crate::context::TurnMessage;
 use crate::error::ErrorCode;
 use crate::prompt::attachments_segment;
-use crate::vocab::{Attachment, MessageStatus, PageContext, Role, ToolExchange, ToolRound, Usage};
+use crate::vocab::{
+    ApprovalDecision, Attachment, MessageStatus, PageContext, Role, ToolCallApproval, ToolExchange,
+    ToolRound, Usage,
+};
 
 /// A frame sent by the client.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, strum::VariantNames)]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ClientFrame {
     /// First frame of every connection: opens or resumes a session.
     Hello(Hello),
@@ -51,6 +55,59 @@ pub enum ClientFrame {
     /// this connection) with `preview`, the receipt the turn would have now. `clientMessageId`,
     /// when given, comes back with it (so an answer to an older draft can be told apart).
     Preview(ChatRequest),
+    /// Answer an `approval_request`: every tab then receives `approval`. An unknown or already
+    /// answered `approvalId` changes nothing (the first answer wins).
+    Approve(Approve),
+}
+
+/// The user's answer to an `approval_request`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Approve {
+    pub approval_id: String,
+    /// `allow`, `deny` or `allow_session` (the other decisions are the server's).
+    pub decision: ApprovalDecision,
+    /// Why, for a denial: the model is told it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A tool call waiting for the user's yes (the session's tool permission is `ask`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    /// The reply that made the call.
+    pub message_id: String,
+    /// The server's opaque id of this approval (not the provider's call id).
+    pub approval_id: String,
+    /// The MCP server and its own name for the tool.
+    pub server: String,
+    pub tool: String,
+    /// The tool's title, when its server gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The tool's description, as its server gives it.
+    pub description: String,
+    /// The call's arguments (the JSON the model wrote; a text when it is not JSON).
+    pub arguments: serde_json::Value,
+    /// The tool's annotations (`readOnlyHint`, …): the server's claims, not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<serde_json::Value>,
+    /// What the tool's definition costs in every request that offers it (tokens).
+    pub tokens: u32,
+    /// When the wait ends as a denial (milliseconds since the Unix epoch).
+    pub expires_at: i64,
+}
+
+/// An approval was decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalDecided {
+    pub approval_id: String,
+    pub message_id: String,
+    pub decision: ApprovalDecision,
+    /// The `approval` message that keeps the decision in the history (stored after the reply).
+    pub message: ChatMessage,
 }
 
 /// The answer to `preview`: the receipt a turn answering the draft would have now.
@@ -221,13 +278,20 @@ pub struct ChatMessage {
     /// The user's mark: pinned (always sent) or excluded (never sent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mark: Option<crate::context::MessageMark>,
+    /// For `approval` messages: the decisions about a reply's tool calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ToolCallApproval>,
 }
 
 impl ChatMessage {
     /// True for the stored messages the model sees: user messages and complete replies (a failed
     /// or still-streaming reply is never sent).
     pub fn reaches_model(&self) -> bool {
-        self.role == Role::User || self.status == MessageStatus::Complete
+        match self.role {
+            Role::User => true,
+            Role::Assistant => self.status == MessageStatus::Complete,
+            Role::Approval => false,
+        }
     }
 
     /// The message as the plan reads it (see [`TurnMessage`]).
@@ -346,6 +410,11 @@ pub enum ServerEvent {
     Items(ItemsView),
     /// The answer to `preview` (to the connection that asked).
     Preview(Preview),
+    /// A tool call waits for the user's answer (`approve`); sent to every tab, and again in the
+    /// snapshot while it waits.
+    ApprovalRequest(ApprovalRequest),
+    /// An approval was decided (by a user in any tab, or by the server: timed out, cancelled).
+    Approval(ApprovalDecided),
 }
 
 /// Why a `context` event was sent.
@@ -419,6 +488,9 @@ impl SessionBudget {
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
     pub messages: Vec<ChatMessage>,
+    /// Tool calls waiting for the user's answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalRequest>,
 }
 
 /// A stored user message.

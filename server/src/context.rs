@@ -99,13 +99,13 @@ impl ContextWindows {
     }
 
     /// The tools a turn of the session is offered: its agent's and its own; none when its tool
-    /// permission is `deny`; under `ask`, only those that need no yes (`Tool::asks`): the widget
-    /// cannot ask the user yet, so a tool that would ask is not offered rather than run unasked.
+    /// permission is `deny`; under `ask`, calls of a tool that asks (`Tool::asks`) wait for the
+    /// user's yes (`approvals`).
     pub fn tools_for(&self, session_id: &str, settings: &SessionSettings) -> ToolSet {
         let all = self.tools.for_turn(settings.agent.as_deref(), session_id);
         match self.items.effective(settings).tool_permission {
             ToolPermission::Deny => ToolSet::new(Vec::new()),
-            ToolPermission::Ask => all.without_asking(),
+            ToolPermission::Ask => all.asking(),
             ToolPermission::Allow => all,
         }
     }

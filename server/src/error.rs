@@ -73,6 +73,8 @@ pub enum AppError {
     Turn(#[from] TurnError),
     #[error(transparent)]
     Files(#[from] crate::files::FilesError),
+    #[error(transparent)]
+    Approval(#[from] crate::approvals::ApprovalError),
 }
 
 impl ToWire for AppError {
@@ -103,6 +105,7 @@ impl ToWire for AppError {
             AppError::Items(e) => e.code(),
             AppError::Turn(e) => e.code(),
             AppError::Files(e) => e.code(),
+            AppError::Approval(e) => e.code(),
         }
     }
 

@@ -3,12 +3,13 @@
 //! The modules are in three layers, each using only the ones below it:
 //! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
 //!   `providers`, `embed`, `tokens`, `hub`, `background`, `wire_error`;
-//! - services, each with its own error: `budgets`, `calls`, `context_sets`, `files`, `tools`, `mcp`, `items`,
+//! - services, each with its own error: `approvals`, `budgets`, `calls`, `context_sets`, `files`, `tools`, `mcp`, `items`,
 //!   `context`, `topics`, `sessions`, `turn`, `chat`;
 //! - the edge: `routes` and `error` (the wire error built from the services' errors), with
 //!   `state` as the composition root.
 
 pub mod agents;
+pub mod approvals;
 pub mod background;
 pub mod budgets;
 pub mod calls;

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::agents::AgentCatalog;
+use crate::approvals::Approvals;
 use crate::budgets::Budgets;
 use crate::calls::{Calls, Limits};
 use crate::chat::Chat;
@@ -49,6 +50,8 @@ pub struct AppState {
     pub chat: Chat,
     /// The files users upload to their sessions.
     pub files: Files,
+    /// Tool calls waiting for the user's yes, and the session's grants.
+    pub approvals: Approvals,
 }
 
 impl AppState {
@@ -127,6 +130,7 @@ impl AppState {
             items.clone(),
         );
         let files = Files::new(store.clone(), config.files_max_bytes);
+        let approvals = Approvals::new(store.clone());
         let turns = TurnEngine {
             files: files.clone(),
             config: config.clone(),
@@ -138,6 +142,7 @@ impl AppState {
             items: items.clone(),
             limits: limits.clone(),
             http: reqwest::Client::new(),
+            approvals: approvals.clone(),
         };
         let chat = Chat::new(
             store.clone(),
@@ -163,6 +168,7 @@ impl AppState {
             turns,
             chat,
             files,
+            approvals,
         }
     }
 }

@@ -14,8 +14,10 @@ use glassbox_core::context::sets::{
 use glassbox_core::vocab::ToolExchange;
 use glassbox_core::vocab::{ToolCall, ToolDefinition};
 use serde_json::Value;
+use sha2::Digest;
 use thiserror::Error;
 
+use crate::approvals::{Approvals, Subject, not_run_text};
 use crate::context_sets::{self, ContextSetsError};
 use crate::hub::Hub;
 use crate::storage::Store;
@@ -28,6 +30,14 @@ pub const MAX_RESULT_BYTES: usize = 16 * 1024;
 pub struct ToolCtx<'a> {
     pub store: &'a Store,
     pub hub: &'a Hub,
+    /// The reply that calls it.
+    pub reply_id: &'a str,
+    /// Where calls wait for the user's yes (the session's permission is `ask`).
+    pub approvals: &'a Approvals,
+    /// How long a call waits for that yes.
+    pub approval_timeout: std::time::Duration,
+    /// Tokens of a text in the reply's vocabulary (a tool definition's cost in the dialog).
+    pub count: &'a (dyn Fn(&str) -> u32 + Sync),
 }
 
 /// A successful tool run.
@@ -85,6 +95,22 @@ pub trait Tool: Send + Sync {
     /// What the reply's collapsed line calls it (`server.tool` for an MCP tool).
     fn label(&self) -> String {
         self.name().to_owned()
+    }
+    /// What the approval dialog shows of it: by default its name and description, with no server,
+    /// and a grant keyed on its whole definition.
+    fn subject(&self) -> Subject {
+        let definition = self.definition();
+        let json = serde_json::to_string(&definition).unwrap_or_default();
+        let digest = sha2::Sha256::digest(json.as_bytes());
+        Subject {
+            server: String::new(),
+            tool: definition.name.clone(),
+            title: None,
+            description: definition.description,
+            annotations: None,
+            definition_key: format!("{}:{}", definition.name, hex::encode(&digest[..12])),
+            tokens: 0,
+        }
     }
     /// The agent item it is (MCP tools, chosen per request like rules and references); `None`
     /// for a tool offered whenever tools are (the built-in ones).
@@ -216,6 +242,8 @@ impl ToolRegistry {
 #[derive(Clone)]
 pub struct ToolSet {
     tools: Vec<Arc<dyn Tool>>,
+    /// Whether calls of tools that ask wait for the user's yes (the permission is `ask`).
+    ask: bool,
     /// The definitions as JSON, serialized once (the meter counts their tokens).
     definitions_json: Arc<str>,
 }
@@ -236,8 +264,15 @@ impl ToolSet {
             .into();
         Self {
             tools,
+            ask: false,
             definitions_json,
         }
+    }
+
+    /// The set whose calls of tools that ask ([`Tool::asks`]) wait for the user's yes.
+    pub fn asking(mut self) -> Self {
+        self.ask = true;
+        self
     }
 
     /// The set without the item tools `items` (a request's chosen items) does not hold; tools
@@ -248,13 +283,10 @@ impl ToolSet {
             .into_iter()
             .filter(|t| t.item().is_none_or(|i| items.contains(&i.meta.item)))
             .collect();
-        Self::new(tools)
-    }
-
-    /// The set without the tools that ask the user first (`Tool::asks`).
-    pub fn without_asking(self) -> Self {
-        let tools: Vec<_> = self.tools.into_iter().filter(|t| !t.asks()).collect();
-        Self::new(tools)
+        Self {
+            ask: self.ask,
+            ..Self::new(tools)
+        }
     }
 
     /// Whether any tool is offered.
@@ -291,6 +323,23 @@ impl ToolSet {
         exchanges
     }
 
+    /// Under `ask`, waits for the user's answer about a call of a tool that asks: `None` when it
+    /// may run, else what the model is told instead.
+    async fn approve(&self, ctx: ToolCtx<'_>, tool: &dyn Tool, call: &ToolCall) -> Option<String> {
+        if !self.ask || !tool.asks() {
+            return None;
+        }
+        let mut subject = tool.subject();
+        subject.tokens =
+            (ctx.count)(&serde_json::to_string(&tool.definition()).unwrap_or_default());
+        let (decision, reason) = ctx
+            .approvals
+            .ask(ctx.hub, ctx.reply_id, call, &subject, ctx.approval_timeout)
+            .await;
+        (!decision.allows())
+            .then(|| not_run_text(decision, reason.as_deref(), ctx.approval_timeout))
+    }
+
     /// Runs one call and returns the exchange; failures are error results.
     pub async fn run(&self, ctx: ToolCtx<'_>, call: ToolCall) -> ToolExchange {
         let tool = self.tools.iter().find(|t| t.name() == call.name);
@@ -312,7 +361,10 @@ impl ToolSet {
                 };
                 match serde_json::from_str::<Value>(raw) {
                     Err(e) => Err(ToolError::NotJson(e.to_string()).to_string()),
-                    Ok(args) => tool.call(ctx, args).await.map_err(|e| e.to_string()),
+                    Ok(args) => match self.approve(ctx, tool.as_ref(), &call).await {
+                        Some(refused) => Err(refused),
+                        None => tool.call(ctx, args).await.map_err(|e| e.to_string()),
+                    },
                 }
             }
         };

@@ -362,12 +362,13 @@ async fn tool_permission_decides_what_is_offered(api: Api) {
     assert_eq!(
         seen,
         [
-            // Ask: the session's own context-set tools need no yes; the one that would ask is not
-            // offered (the widget cannot ask yet), never run unasked.
+            // Ask: everything is offered; a call of the tool that asks waits for the user's yes
+            // (tests/approvals.rs), the session's own context-set tools need none.
             (
                 "ask",
                 vec![
                     "get_relevant_context".to_owned(),
+                    "send_email".to_owned(),
                     "set_relevant_context".to_owned()
                 ]
             ),

@@ -507,7 +507,8 @@ fn published_servers() -> PathBuf {
     std::env::var_os("GLASSBOX_E2E_MCP_SERVERS")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+            let home =
+                std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
             home.join(".cache/glassbox/tools/mcp-servers/node_modules")
         })
 }

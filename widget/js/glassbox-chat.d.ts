@@ -129,10 +129,28 @@ export interface FilterView {
   [key: string]: unknown;
 }
 
-/** A rule or reference of the agent, named for `addItem` / `removeItem`. */
+/** A rule, reference or tool (with its MCP server) of the agent, named for `addItem` / `removeItem`. */
 export interface ItemRef {
-  kind: 'rule' | 'reference';
+  kind: 'rule' | 'reference' | 'tool';
   name: string;
+  server?: string;
+}
+
+/** A tool call waiting for the user's yes (`glassbox:approval`; answer with `approve`). */
+export interface ApprovalRequest {
+  messageId: string;
+  approvalId: string;
+  server: string;
+  tool: string;
+  title?: string;
+  description: string;
+  arguments: unknown;
+  /** The tool's annotations: the server's claims, not checked. */
+  annotations?: Record<string, unknown>;
+  /** What the tool's definition costs in every request that offers it. */
+  tokens: number;
+  /** When an unanswered call counts as denied (ms since the epoch). */
+  expiresAt: number;
 }
 
 /** The agent's items and the session's choices (`getItems()`). */
@@ -150,6 +168,8 @@ export interface GlassboxChatEventMap {
   'glassbox:message': CustomEvent<ChatMessage>;
   /** A finished reply. */
   'glassbox:reply': CustomEvent<ChatMessage>;
+  /** A tool call waits for the user's yes (the widget shows its dialog; `approve` answers too). */
+  'glassbox:approval': CustomEvent<ApprovalRequest>;
   /** An error the widget shows (a refused message, a failed reply, a lost connection's cause). */
   'glassbox:error': CustomEvent<GlassboxErrorDetail>;
   /** The session's context sets changed. */
@@ -188,6 +208,8 @@ export interface GlassboxChatElement extends HTMLElement {
   getItems(): Promise<SessionItems | null>;
   addItem(item: ItemRef): Promise<void>;
   removeItem(item: ItemRef): Promise<void>;
+  /** Answers a waiting tool call; `reason` (for a denial) is told to the model. */
+  approve(approvalId: string, decision: 'allow' | 'deny' | 'allow_session', reason?: string): Promise<void>;
   /** Replaces the session's overrides of the agent's defaults ({} clears them). */
   setOverrides(overrides: Record<string, unknown>): Promise<void>;
   /** The receipt a turn answering `text` would have now, without sending it. */

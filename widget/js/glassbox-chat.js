@@ -141,6 +141,14 @@ class GlassboxChat extends Base {
     return this.#withChat((chat) => chat.addItem(item ?? null));
   }
 
+  /**
+   * Answers a tool call waiting for the user's yes (the `glassbox:approval` event's `approvalId`):
+   * `decision` 'allow' | 'deny' | 'allow_session'; `reason` (for a denial) is told to the model.
+   */
+  async approve(approvalId, decision, reason) {
+    return this.#withChat((chat) => chat.approve(String(approvalId ?? ''), String(decision ?? ''), reason ?? undefined));
+  }
+
   /** Removes an item ({kind, name}) from the session. */
   async removeItem(item) {
     return this.#withChat((chat) => chat.removeItem(item ?? null));

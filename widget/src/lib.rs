@@ -319,6 +319,31 @@ impl GlassboxWidget {
         Ok(())
     }
 
+    /// Answers a tool call waiting for the user's yes (`glassbox:approval`): `decision` is
+    /// `allow`, `deny` or `allow_session`; `reason` (for a denial) is told to the model. Anything
+    /// else throws `invalid_approval`; the server answers an unknown or answered id `not_found` or
+    /// `conflict` (the widget's notice), changing nothing.
+    pub fn approve(
+        &self,
+        approval_id: String,
+        decision: String,
+        reason: Option<String>,
+    ) -> Result<(), JsValue> {
+        let client = self.live()?;
+        let decision: glassbox_core::vocab::ApprovalDecision =
+            serde_json::from_value(serde_json::Value::String(decision.clone()))
+                .ok()
+                .filter(|d: &glassbox_core::vocab::ApprovalDecision| d.is_users())
+                .ok_or_else(|| {
+                    js_error(
+                        "invalid_approval",
+                        format!("decision {decision:?}: give allow, deny or allow_session"),
+                    )
+                })?;
+        client.approve(&approval_id, decision, reason);
+        Ok(())
+    }
+
     /// Removes an item (`{kind, name}`) from the session, whatever brought it in.
     #[wasm_bindgen(js_name = removeItem)]
     pub fn remove_item(&self, item: JsValue) -> Result<(), JsValue> {

@@ -108,6 +108,8 @@ impl Parts {
             }
             ServerEvent::Error(e) => self.dispatch("glassbox:error", e),
             ServerEvent::Done(d) => self.dispatch("glassbox:reply", &d.message),
+            // A tool call waits for the user's yes (the page may answer with `approve`).
+            ServerEvent::ApprovalRequest(r) => self.dispatch("glassbox:approval", r),
             ServerEvent::Context(c) => self.dispatch("glassbox:context", c),
             // Which messages go, on every filter change (bubbles to `document`; docs/topics.md).
             ServerEvent::Filter(f) => self.dispatch(

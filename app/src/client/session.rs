@@ -224,6 +224,7 @@ fn touched(event: &ServerEvent) -> Option<Touched<'_>> {
         ServerEvent::Session(_) | ServerEvent::Snapshot(_) => return Some(Touched::All),
         ServerEvent::Tool(t) => t.message_id.as_str(),
         ServerEvent::Mark(m) => m.message_id.as_str(),
+        ServerEvent::Approval(d) => d.message.id.as_str(),
         ServerEvent::ContextInfo(_)
         | ServerEvent::Context(_)
         | ServerEvent::Budget(_)
@@ -231,6 +232,7 @@ fn touched(event: &ServerEvent) -> Option<Touched<'_>> {
         | ServerEvent::Filter(_)
         | ServerEvent::Items(_)
         | ServerEvent::Preview(_)
+        | ServerEvent::ApprovalRequest(_)
         | ServerEvent::Delta(_) => return None,
     };
     Some(Touched::One(one))

@@ -6,6 +6,7 @@ use leptos::prelude::*;
 use super::history_window::HistoryWindow;
 use super::message_list_follow::Follow;
 
+use super::approval_dialog::approval_dialog;
 use super::composer::Composer;
 use super::compression_settings::{compression_settings, preload_compression_settings};
 use super::connection_status::ConnectionBadge;
@@ -239,6 +240,10 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             <div class="gb-live gb-visually-hidden" role="status" aria-live="polite">
                 {move || client.announcement.get()}
             </div>
+            // A tool call waiting for the user's yes: the dialog's code arrives with the first one.
+            <Show when=move || client.approvals.with(|a| !a.is_empty())>
+                {lazy_panel("approval", move || approval_dialog(client))}
+            </Show>
             <DraftPreviewStrip client=client />
             <Composer client=client attaching=attaching />
             <ContextFooter sets=context_sets links=footer_links changed_keys=changed_keys />

@@ -59,6 +59,7 @@ pub fn MessageView(
             part="message"
             class:gb-user=move || role.get() == Role::User
             class:gb-assistant=move || role.get() == Role::Assistant
+            class:gb-approval=move || role.get() == Role::Approval
             class:gb-in-context=highlighted
             class:gb-pinned=move || mark.get() == Some(MessageMark::Pinned)
             class:gb-excluded=move || mark.get() == Some(MessageMark::Excluded)
@@ -72,7 +73,8 @@ pub fn MessageView(
             <div class="gb-bubble">
                 <ToolLines exchanges=exchanges />
                 {move || match role.get() {
-                    Role::User => view! { <div class="gb-plain">{content}</div> }.into_any(),
+                    // An approval's content is its line ("Allowed: demo.add_note").
+                    Role::User | Role::Approval => view! { <div class="gb-plain">{content}</div> }.into_any(),
                     Role::Assistant => view! { <MarkdownView message=message /> }.into_any(),
                 }}
                 <AttachmentList attachments=attachments />

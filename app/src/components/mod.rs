@@ -1,5 +1,6 @@
 //! The widget's components, one per file, named for what the user sees.
 
+pub mod approval_dialog;
 mod badge;
 pub mod chat_panel;
 pub mod composer;

@@ -343,6 +343,7 @@ fn run_entries(messages: &[ChatMessage], run: &MessageRun) -> Vec<(String, &'sta
             let who = match m.role {
                 Role::User => "You: ",
                 Role::Assistant => "Assistant: ",
+                Role::Approval => "Approval: ",
             };
             out.push((
                 m.id.clone(),

@@ -43,6 +43,10 @@ pub struct SessionSettings {
     /// ([`super::items::carried`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<super::items::ItemRef>,
+    /// Tool definitions the user allowed for the rest of the session (`allow_session`), by key:
+    /// a server that changes a definition is asked about it again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granted: Vec<String>,
     /// The session's overrides of its agent's defaults.
     #[serde(default)]
     pub overrides: SessionOverrides,
@@ -58,6 +62,7 @@ impl Default for SessionSettings {
             agent: None,
             items: Vec::new(),
             removed: Vec::new(),
+            granted: Vec::new(),
             overrides: SessionOverrides::default(),
         }
     }

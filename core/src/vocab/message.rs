@@ -21,6 +21,9 @@ pub enum Role {
     #[default]
     User,
     Assistant,
+    /// The user's decisions about tool calls of a reply (`ChatMessage::approvals`); never sent to
+    /// the model (the calls' results say what happened).
+    Approval,
 }
 
 impl Role {

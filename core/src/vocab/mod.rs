@@ -3,11 +3,13 @@
 //! modules import nothing else of the crate, so the protocol (`wire`) and the planning code
 //! (`context`) can both use them without needing each other (docs/architecture.md).
 
+mod approval;
 mod attachment;
 mod escape;
 mod message;
 mod tool;
 
+pub use approval::{ApprovalDecision, ToolCallApproval};
 pub use attachment::{Attachment, PageContext};
 pub use escape::escape_tags;
 pub use message::{MessageStatus, Role, Usage};

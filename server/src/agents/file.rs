@@ -33,6 +33,9 @@ mod defaults {
     pub fn expansion_top_n() -> u32 {
         AgentSettings::default().context_expansion_top_n
     }
+    pub fn approval_timeout_ms() -> u64 {
+        super::DEFAULT_APPROVAL_TIMEOUT_MS
+    }
 }
 
 #[derive(Deserialize)]
@@ -75,6 +78,9 @@ struct AgentShape {
     /// `[[agents.mcp_servers]]`.
     #[serde(default)]
     mcp_servers: Vec<toml::Spanned<McpServerShape>>,
+    /// How long a call waits for the user's answer (milliseconds).
+    #[serde(default = "defaults::approval_timeout_ms")]
+    approval_timeout_ms: u64,
 }
 
 impl AgentShape {
@@ -95,6 +101,11 @@ impl AgentShape {
         }
     }
 }
+
+/// How long a call waits for the user's answer unless the agent says otherwise (5 minutes).
+pub const DEFAULT_APPROVAL_TIMEOUT_MS: u64 = 300_000;
+/// The longest wait an agent may set (a day).
+pub const MAX_APPROVAL_TIMEOUT_MS: u64 = 86_400_000;
 
 /// The 1-based line of byte `offset` in `text`.
 pub(super) fn line_of(text: &str, offset: usize) -> usize {
@@ -166,6 +177,16 @@ pub(super) fn read(
             }
             mcp_servers.push(server);
         }
+        if !(1..=MAX_APPROVAL_TIMEOUT_MS).contains(&a.approval_timeout_ms) {
+            return Err(AgentConfigError::new(
+                file,
+                line,
+                format!(
+                    "agent {:?}: approval_timeout_ms must be between 1 and {MAX_APPROVAL_TIMEOUT_MS}",
+                    a.name
+                ),
+            ));
+        }
         let items_dir = a.items.as_deref().map(|d| base.join(d));
         let items = match &items_dir {
             None => Vec::new(),
@@ -190,6 +211,7 @@ pub(super) fn read(
             items_dir,
             items,
             mcp_servers,
+            approval_timeout: std::time::Duration::from_millis(a.approval_timeout_ms),
         });
     }
     Ok(agents)

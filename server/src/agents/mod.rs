@@ -16,6 +16,10 @@ use std::time::SystemTime;
 pub use items::Item;
 pub use mcp_servers::McpServerConfig;
 
+/// How long a tool call waits for the user's answer when no agent says otherwise.
+pub const DEFAULT_APPROVAL_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_millis(file::DEFAULT_APPROVAL_TIMEOUT_MS);
+
 /// A configuration file that cannot be used: which file, which line (1-based, when known), why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
@@ -49,6 +53,8 @@ pub struct Agent {
     pub items: Vec<Item>,
     /// The MCP servers whose tools it offers, in the file's order.
     pub mcp_servers: Vec<McpServerConfig>,
+    /// How long a tool call waits for the user's answer before it counts as denied.
+    pub approval_timeout: std::time::Duration,
 }
 
 impl Agent {

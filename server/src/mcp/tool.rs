@@ -19,6 +19,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::agents::{Item, McpServerConfig};
+use crate::approvals::Subject;
 use crate::tools::{MAX_RESULT_BYTES, Tool, ToolCtx, ToolError, ToolOutput};
 
 /// The request `_meta` key that tells a server which conversation a call belongs to (an opaque
@@ -114,6 +115,26 @@ impl Tool for McpTool {
         Some(&self.item)
     }
 
+    fn subject(&self) -> Subject {
+        Subject {
+            server: self.config.name.clone(),
+            tool: self.def.name.to_string(),
+            title: self
+                .def
+                .title
+                .clone()
+                .or_else(|| self.def.annotations.as_ref().and_then(|a| a.title.clone())),
+            description: self.item.meta.description.clone(),
+            annotations: self
+                .def
+                .annotations
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
+            definition_key: definition_key(&self.config.name, &self.def),
+            tokens: 0,
+        }
+    }
+
     fn call<'a>(
         &'a self,
         ctx: ToolCtx<'a>,
@@ -177,6 +198,14 @@ impl Tool for McpTool {
             })
         })
     }
+}
+
+/// The key a session grant holds for: the server and the tool's whole definition, so a changed
+/// definition is asked about again.
+pub fn definition_key(server: &str, def: &McpToolDef) -> String {
+    let json = serde_json::to_string(def).unwrap_or_default();
+    let digest = Sha256::digest(format!("{server}\n{json}").as_bytes());
+    format!("{server}.{}:{}", def.name, hex::encode(&digest[..12]))
 }
 
 /// `text` cut to at most `max` bytes, on a character boundary, saying so.

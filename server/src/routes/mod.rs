@@ -165,6 +165,10 @@ pub fn app(state: AppState) -> Router {
                 .delete(rest::remove_item),
         )
         .route("/api/sessions/{id}/overrides", put(rest::set_overrides))
+        .route(
+            "/api/sessions/{id}/approvals/{approvalId}",
+            post(rest::approve),
+        )
         .route("/api/sessions/{id}/preview", post(rest::preview))
         .route("/api/sessions/{id}/filter", put(rest::set_filter))
         .route(

@@ -213,6 +213,41 @@ pub async fn add_item(
     Ok(Json(state.items.add(&session.hub, &body.item).await?))
 }
 
+/// `POST /api/sessions/{id}/approvals/{approvalId}` (token), body `{decision, reason?}`: answers a
+/// waiting approval (404 `not_found` for an unknown id, 409 `conflict` once answered).
+pub async fn approve(
+    State(state): State<AppState>,
+    AuthedSession(session): AuthedSession,
+    axum::extract::Path(ApprovalPath { approval_id }): axum::extract::Path<ApprovalPath>,
+    JsonBody(body): JsonBody<ApprovalAnswer>,
+) -> Result<Json<serde_json::Value>, AppError> {
+    state.approvals.answer(
+        &session.info.session_id,
+        &approval_id,
+        body.decision,
+        body.reason,
+    )?;
+    Ok(Json(
+        serde_json::json!({"approvalId": approval_id, "decision": body.decision}),
+    ))
+}
+
+/// The approval a route names.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalPath {
+    approval_id: String,
+}
+
+/// The body of an answer to an approval.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalAnswer {
+    decision: glassbox_core::vocab::ApprovalDecision,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
 /// `DELETE /api/sessions/{id}/items` (token), body `{item: {kind, name}}`: removes the item from
 /// the session.
 pub async fn remove_item(

@@ -261,6 +261,13 @@ async fn handle<W: Sink<Message> + Unpin>(
                 .await
                 .map_err(|_| AppError::Conflict("socket closed"))
         }
+        // Every tab hears the decision (`approval`) once the waiting call takes it.
+        (ClientFrame::Approve(answer), Some(a)) => Ok(state.approvals.answer(
+            &a.hub.session_id,
+            &answer.approval_id,
+            answer.decision,
+            answer.reason,
+        )?),
         (ClientFrame::GetTopics(_), Some(_)) => {
             let Some(a) = attached.as_mut() else {
                 return Err(AppError::HelloRequired);
@@ -398,7 +405,10 @@ async fn send_snapshot<W: Sink<Message> + Unpin>(
     }
     let frame = ServerFrame {
         sync_id,
-        event: ServerEvent::Snapshot(Snapshot { messages }),
+        event: ServerEvent::Snapshot(Snapshot {
+            messages,
+            approvals: state.approvals.pending(&a.hub.session_id),
+        }),
     };
     let closed = |_| AppError::Conflict("socket closed");
     // Frames numbered before the snapshot are already reflected in it; those numbered after it

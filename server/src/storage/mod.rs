@@ -358,6 +358,34 @@ impl Store {
         Ok(row.into())
     }
 
+    /// Stores an `approval` message (the user's decisions about tool calls of the reply it answers
+    /// to) after every message stored so far.
+    pub async fn insert_approval(
+        &self,
+        session_id: &str,
+        message: &ChatMessage,
+    ) -> Result<(), StorageError> {
+        let approvals = serde_json::to_string(&message.approvals)
+            .map_err(|e| StorageError::Corrupt(e.to_string()))?;
+        sqlx::query(
+            "INSERT INTO messages (id, session_id, seq, role, content, status, reply_to, \
+             approvals_json, created_at) \
+             SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ? FROM messages WHERE session_id = ?",
+        )
+        .bind(&message.id)
+        .bind(session_id)
+        .bind(name(Role::Approval))
+        .bind(&message.content)
+        .bind(name(MessageStatus::Complete))
+        .bind(&message.reply_to)
+        .bind(approvals)
+        .bind(message.created_at)
+        .bind(session_id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
     /// Resets a failed reply to empty and streaming, for a retry.
     pub async fn restart_reply(&self, session_id: &str, id: &str) -> Result<bool, StorageError> {
         let res = sqlx::query(

@@ -11,7 +11,7 @@ use super::named::Named;
 /// The columns [`MessageRow`] reads.
 pub(super) const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at, \
      client_message_id, reply_to, context_json, attachments_json, usage_json, \
-     context_report_json, tool_rounds_json, error_json, mark";
+     context_report_json, tool_rounds_json, error_json, mark, approvals_json";
 /// The columns [`MessageTextRow`] reads.
 pub(super) const MESSAGE_TEXT_COLUMNS: &str = "id, role, content, status, created_at, mark";
 
@@ -71,6 +71,8 @@ pub(super) struct MessageRow {
     tool_rounds: Option<Vec<ToolRound>>,
     #[sqlx(rename = "error_json", json(nullable))]
     error: Option<WireError>,
+    #[sqlx(rename = "approvals_json", json(nullable))]
+    approvals: Option<Vec<glassbox_core::vocab::ToolCallApproval>>,
 }
 
 impl From<MessageRow> for ChatMessage {
@@ -84,6 +86,7 @@ impl From<MessageRow> for ChatMessage {
             receipt: r.receipt,
             tool_rounds: r.tool_rounds.unwrap_or_default(),
             error: r.error,
+            approvals: r.approvals.unwrap_or_default(),
             ..r.text.into()
         }
     }

@@ -56,6 +56,8 @@ pub struct Gathered {
     tools: Vec<ToolDefinition>,
     /// The tools offered: those that are not items, and the tool items the request chose.
     pub offered: ToolSet,
+    /// How long a tool call waits for the user's yes (the session's agent's setting).
+    pub approval_timeout: std::time::Duration,
     tool_instructions: Option<String>,
     /// The resume reminder and the names of the sets it mentions.
     resume: Option<(String, Vec<String>)>,
@@ -285,6 +287,12 @@ impl TurnEngine {
                 .flatten(),
             tools: tools.definitions(),
             offered: tools,
+            approval_timeout: self
+                .windows
+                .agent(&settings)
+                .map_or(crate::agents::DEFAULT_APPROVAL_TIMEOUT, |a| {
+                    a.approval_timeout
+                }),
             resume: extras.resume,
             summary: None,
         };

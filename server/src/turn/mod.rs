@@ -55,6 +55,8 @@ pub struct TurnEngine {
     pub http: reqwest::Client,
     /// The uploaded files a turn's messages carry.
     pub files: crate::files::Files,
+    /// Where tool calls wait for the user's yes.
+    pub approvals: crate::approvals::Approvals,
 }
 
 /// Why a turn could not go on (a failed reply is stored and told, not an error).
@@ -294,9 +296,14 @@ impl TurnEngine {
             let over_limit = round >= max_rounds;
             // The round's calls run (together when their tools allow it); their results are told
             // and kept in call order.
+            let count = |text: &str| self.tokens.count(&encoding, text);
             let ctx = ToolCtx {
                 store: &self.store,
                 hub,
+                reply_id,
+                approvals: &self.approvals,
+                approval_timeout: gathered.approval_timeout,
+                count: &count,
             };
             let exchanges: Vec<ToolExchange> = if over_limit {
                 out.calls

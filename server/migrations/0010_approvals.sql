@@ -1,0 +1,2 @@
+-- The user's decisions about tool calls (role `approval`): a JSON list per message.
+ALTER TABLE messages ADD COLUMN approvals_json TEXT;
