@@ -66,13 +66,23 @@ where
     });
 }
 
+/// How a panel's view is loaded, boxed: every panel shares one copy of [`lazy_panel`]'s code
+/// (generic, it was compiled once per panel into the first load).
+type PanelLoader = std::sync::Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Loaded> + Send>> + Send + Sync,
+>;
+
 /// Shows what `load` resolves to, with a quiet placeholder while the code arrives and, if it
 /// cannot, an error with a retry. Once loaded, later mounts render at once.
-pub fn lazy_panel<F, Fut>(label: &'static str, load: F) -> impl IntoView
+pub fn lazy_panel<F, Fut>(label: &'static str, load: F) -> AnyView
 where
-    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    F: Fn() -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Loaded> + Send + 'static,
 {
+    panel(label, std::sync::Arc::new(move || Box::pin(load())))
+}
+
+fn panel(label: &'static str, load: PanelLoader) -> AnyView {
     let attempt = RwSignal::new(0u32);
     view! {
         <Suspense fallback=move || {
@@ -108,6 +118,7 @@ where
             }}
         </Suspense>
     }
+    .into_any()
 }
 
 /// Declares `pub async fn $name(args) -> Result<$out, ChunkLoadError>` answering `$body`, and
