@@ -7,24 +7,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use glassbox_fake_provider::Behaviour;
 use serde_json::{Value, json};
 use support::{Api, TestServer, Ws};
-
-fn demo_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join(format!("glassbox-mcp-demo{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo build -p glassbox-mcp-demo` (cargo xtask test does)",
-        bin.display()
-    );
-    bin
-}
 
 async fn start(api: Api, dir: &Path, agent: &str, server: &str) -> TestServer {
     let file = dir.join("glassbox.toml");
@@ -32,7 +20,7 @@ async fn start(api: Api, dir: &Path, agent: &str, server: &str) -> TestServer {
         &file,
         format!(
             "[[agents]]\nname = \"a\"\ntool_permission = \"ask\"\n{agent}\n[[agents.mcp_servers]]\nname = \"demo\"\ncommand = {:?}\n{server}",
-            demo_binary().display().to_string()
+            support::demo_mcp_binary().display().to_string()
         ),
     )
     .unwrap();
@@ -89,21 +77,7 @@ async fn chat(ws: &mut Ws, text: &str) {
 /// The tool results the last provider request carried.
 fn last_results(server: &TestServer, api: Api) -> Vec<String> {
     let body = server.fake.requests().last().unwrap().body.clone();
-    let messages = body["messages"].as_array().unwrap().clone();
-    match api {
-        Api::OpenAi => messages
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .map(|m| m["content"].as_str().unwrap().to_owned())
-            .collect(),
-        Api::Anthropic => messages
-            .iter()
-            .filter_map(|m| m["content"].as_array())
-            .flatten()
-            .filter(|b| b["type"] == "tool_result")
-            .map(|b| b["content"].as_str().unwrap().to_owned())
-            .collect(),
-    }
+    support::tool_result_texts(api, &body)
 }
 
 async fn approved_denied_and_stored(api: Api) {

@@ -13,20 +13,6 @@ use glassbox_fake_provider::{Behaviour, FakeCall};
 use serde_json::{Value, json};
 use support::{Api, TestServer};
 
-/// The demo MCP server's binary, built beside this test (`cargo test --workspace` builds it: the
-/// demo crate has integration tests).
-fn demo_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join(format!("glassbox-mcp-demo{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo build -p glassbox-mcp-demo` (cargo xtask test does)",
-        bin.display()
-    );
-    bin
-}
-
 /// A configuration with agent `a` and the `[[agents.mcp_servers]]` table `server` in `dir`.
 fn config(dir: &Path, server: &str) -> String {
     let file = dir.join("glassbox.toml");
@@ -41,7 +27,7 @@ fn config(dir: &Path, server: &str) -> String {
 fn stdio_server(extra: &str) -> String {
     format!(
         "name = \"demo\"\ncommand = {:?}\nargs = [\"--test-tools\"]\n{extra}",
-        demo_binary().display().to_string()
+        support::demo_mcp_binary().display().to_string()
     )
 }
 
@@ -78,25 +64,6 @@ fn call(name: &str, args: &str) -> Behaviour {
         text: String::new(),
         name: name.into(),
         argument_parts: vec![args.into()],
-    }
-}
-
-/// The tool results the last request carried, in the provider's format.
-fn results(api: Api, body: &Value) -> Vec<String> {
-    let messages = body["messages"].as_array().unwrap();
-    match api {
-        Api::OpenAi => messages
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .map(|m| m["content"].as_str().unwrap().to_owned())
-            .collect(),
-        Api::Anthropic => messages
-            .iter()
-            .filter_map(|m| m["content"].as_array())
-            .flatten()
-            .filter(|b| b["type"] == "tool_result")
-            .map(|b| b["content"].as_str().unwrap().to_owned())
-            .collect(),
     }
 }
 
@@ -154,7 +121,7 @@ async fn listed_offered_and_called(api: Api) {
         "{names:?}"
     );
     assert!(!names.contains(&"demo__late_tool".to_owned()), "{names:?}");
-    let got = results(api, &requests[1].body);
+    let got = support::tool_result_texts(api, &requests[1].body);
     assert_eq!(
         got[0],
         "<tool_result server=\"demo\" tool=\"convert_units\">\n1 mi = 1.609344 km\n</tool_result>"
@@ -188,14 +155,14 @@ async fn notes_are_kept_per_session_and_results_are_cut() {
     server.chat(&b, &b_token, "what do you remember?").await;
     let last = server.fake.requests().last().unwrap().body.clone();
     assert!(
-        results(Api::OpenAi, &last)[0].contains("No notes yet."),
+        support::tool_result_texts(Api::OpenAi, &last)[0].contains("No notes yet."),
         "{last}"
     );
     server.fake.queue(vec![call("demo__list_notes", "{}")]);
     server.chat(&a, &a_token, "what do you remember?").await;
     let last = server.fake.requests().last().unwrap().body.clone();
     assert!(
-        results(Api::OpenAi, &last)
+        support::tool_result_texts(Api::OpenAi, &last)
             .last()
             .unwrap()
             .contains("1. buy milk"),

@@ -398,3 +398,39 @@ pub fn assert_increasing(frames: &[ServerFrame]) {
 pub fn chunks(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| w.to_string()).collect()
 }
+
+/// The repo's demo MCP server's binary, built beside the test binaries (`cargo test --workspace`
+/// builds it: its crate has integration tests).
+pub fn demo_mcp_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary");
+    let dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target dir");
+    let bin = dir.join(format!("glassbox-mcp-demo{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build -p glassbox-mcp-demo` (cargo xtask test does)",
+        bin.display()
+    );
+    bin
+}
+
+/// The contents of the tool results a provider request carried, in its format, in order.
+pub fn tool_result_texts(api: Api, body: &Value) -> Vec<String> {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    match api {
+        Api::OpenAi => messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .collect(),
+        Api::Anthropic => messages
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| b["content"].as_str().unwrap_or_default().to_owned())
+            .collect(),
+    }
+}
