@@ -166,11 +166,15 @@ impl Items {
             .collect()
     }
 
-    /// What the session lists and the search know of every item of `agent`.
+    /// What the session lists and the search know of every item of `agent` (without copying the
+    /// items' texts).
     fn metas(&self, agent: &Agent) -> Vec<AgentItem> {
-        self.items_of(agent)
+        let tools = self.tools.agent_items(&agent.name);
+        agent
+            .items
             .iter()
             .map(|i| i.meta.clone())
+            .chain(tools.iter().map(|i| i.meta.clone()))
             .collect()
     }
 
