@@ -92,6 +92,7 @@ fn agent_item(item: ItemRef, priority: i32, include: IncludeMode) -> AgentItem {
         description: String::new(),
         priority,
         include,
+        tokens: None,
     }
 }
 

@@ -108,6 +108,7 @@ impl CountedItems {
                 description,
                 text: "",
                 tokens: Some(*tokens),
+                definition: None,
             })
             .collect()
     }

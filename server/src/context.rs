@@ -128,12 +128,16 @@ impl ContextWindows {
                 .max_output_tokens
                 .unwrap_or(self.config.max_output_tokens),
             system_prompt_tokens: self.system_prompt(settings).as_deref().map_or(0, count),
-            // The tools offered to the session and the instructions about them, as the plan counts
-            // them (counts are cached by text).
+            // The tools offered that are not items and the instructions about them, as the plan
+            // counts them (counts are cached by text); the widget has each tool item's count from
+            // the receipt.
             tool_tokens: if tools.is_empty() {
                 0
             } else {
-                count(tools.definitions_json())
+                tools
+                    .builtin_definitions()
+                    .map(|d| count(&serde_json::to_string(&d).unwrap_or_default()))
+                    .sum::<u32>()
                     + self.config.context_prompt.as_deref().map_or(0, count)
             },
             vocabulary_loaded: self.tokens.has(encoding),

@@ -109,6 +109,8 @@ pub struct Items {
     index: Arc<Mutex<HashMap<String, Arc<Indexed>>>>,
     /// Where the agents' MCP tools are offered: they are items too.
     tools: ToolRegistry,
+    /// Tokens of a text in the server's model's vocabulary (a tool's cost in the drawer).
+    count: Arc<dyn Fn(&str) -> u32 + Send + Sync>,
 }
 
 /// The index text of an item as the search reads it: a rule's or reference's name, description
@@ -143,6 +145,7 @@ impl Items {
         limits: Arc<RateLimits>,
         base: AgentSettings,
         tools: ToolRegistry,
+        count: Arc<dyn Fn(&str) -> u32 + Send + Sync>,
     ) -> Self {
         Self {
             agents,
@@ -152,6 +155,7 @@ impl Items {
             base,
             index: Arc::default(),
             tools,
+            count,
         }
     }
 
@@ -167,14 +171,21 @@ impl Items {
     }
 
     /// What the session lists and the search know of every item of `agent` (without copying the
-    /// items' texts).
+    /// items' texts); each tool with its definition's tokens.
     fn metas(&self, agent: &Agent) -> Vec<AgentItem> {
-        let tools = self.tools.agent_items(&agent.name);
+        let tools = self.tools.agent_tools(&agent.name);
+        let tool_metas = tools.iter().filter_map(|t| {
+            let json = serde_json::to_string(&t.definition()).unwrap_or_default();
+            Some(AgentItem {
+                tokens: Some((self.count)(&json)),
+                ..t.item()?.meta.clone()
+            })
+        });
         agent
             .items
             .iter()
             .map(|i| i.meta.clone())
-            .chain(tools.iter().map(|i| i.meta.clone()))
+            .chain(tool_metas)
             .collect()
     }
 

@@ -2,6 +2,7 @@
 //! the routes. Nothing below the routes reads it.
 
 use std::sync::Arc;
+use glassbox_core::context::encoding_for;
 
 use crate::agents::AgentCatalog;
 use crate::approvals::Approvals;
@@ -94,6 +95,10 @@ impl AppState {
                 ..Default::default()
             },
             tools.clone(),
+            {
+                let (tokens, encoding) = (tokens.clone(), encoding_for(&config.model).0);
+                Arc::new(move |text: &str| tokens.count(encoding, text))
+            },
         );
         let calls = Calls::new(
             provider.clone(),

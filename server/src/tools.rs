@@ -211,6 +211,15 @@ impl ToolRegistry {
             .collect()
     }
 
+    /// The tools offered to `agent`'s sessions that are items (its MCP servers' tools).
+    pub fn agent_tools(&self, agent: &str) -> Vec<Arc<dyn Tool>> {
+        self.read()
+            .iter()
+            .filter(|(s, t)| matches!(s, ToolScope::Agent(a) if a == agent) && t.item().is_some())
+            .map(|(_, t)| Arc::clone(t))
+            .collect()
+    }
+
     /// The tools a turn of `session_id` (of `agent`) is offered, in the order they were added;
     /// where names collide, the narrowest scope's tool wins (session, then agent, then everyone).
     pub fn for_turn(&self, agent: Option<&str>, session_id: &str) -> ToolSet {
@@ -244,29 +253,21 @@ pub struct ToolSet {
     tools: Vec<Arc<dyn Tool>>,
     /// Whether calls of tools that ask wait for the user's yes (the permission is `ask`).
     ask: bool,
-    /// The definitions as JSON, serialized once (the meter counts their tokens).
-    definitions_json: Arc<str>,
 }
 
 impl ToolSet {
     /// A set of `tools`.
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
-        let definitions: Vec<ToolDefinition> = tools.iter().map(|t| t.definition()).collect();
-        for (tool, definition) in tools.iter().zip(&definitions) {
-            debug_assert_eq!(
-                tool.name(),
-                definition.name,
-                "a tool's name is its definition's"
-            );
+        if cfg!(debug_assertions) {
+            for tool in &tools {
+                debug_assert_eq!(
+                    tool.name(),
+                    tool.definition().name,
+                    "a tool's name is its definition's"
+                );
+            }
         }
-        let definitions_json = serde_json::to_string(&definitions)
-            .unwrap_or_default()
-            .into();
-        Self {
-            tools,
-            ask: false,
-            definitions_json,
-        }
+        Self { tools, ask: false }
     }
 
     /// The set whose calls of tools that ask ([`Tool::asks`]) wait for the user's yes.
@@ -289,14 +290,41 @@ impl ToolSet {
         }
     }
 
+    /// The name the tool item `item` is offered by, when the set holds it.
+    pub fn offered_name(&self, item: &glassbox_core::context::items::ItemRef) -> Option<&str> {
+        self.tools
+            .iter()
+            .find(|t| t.item().is_some_and(|i| &i.meta.item == item))
+            .map(|t| t.name())
+    }
+
+    /// The set with only the tools a request offers (`definitions`), and `extra` besides (a
+    /// turn's own tools).
+    pub fn only(&self, definitions: &[ToolDefinition], extra: Vec<Arc<dyn Tool>>) -> Self {
+        let tools = self
+            .tools
+            .iter()
+            .filter(|t| definitions.iter().any(|d| d.name == t.name()))
+            .cloned()
+            .chain(extra.into_iter().filter(|t| definitions.iter().any(|d| d.name == t.name())))
+            .collect();
+        Self {
+            ask: self.ask,
+            ..Self::new(tools)
+        }
+    }
+
+    /// The definitions of the tools that are not items (offered whenever tools are).
+    pub fn builtin_definitions(&self) -> impl Iterator<Item = ToolDefinition> + '_ {
+        self.tools
+            .iter()
+            .filter(|t| t.item().is_none())
+            .map(|t| t.definition())
+    }
+
     /// Whether any tool is offered.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
-    }
-
-    /// The definitions as the JSON whose tokens the plan counts.
-    pub fn definitions_json(&self) -> &str {
-        &self.definitions_json
     }
 
     /// What the model is offered.
@@ -393,7 +421,7 @@ impl ToolSet {
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
     serde_json::from_value(args).map_err(|e| ToolError::Schema(e.to_string()))
 }
 

@@ -462,10 +462,137 @@ async fn agent_tools_are_chosen_per_message_by_what_it_asks() {
     );
     assert!(!names.contains(&"demo__crash".to_owned()), "{names:?}");
     assert!(names.len() < 9, "{names:?}");
-    // The receipt names the tools that went.
-    let receipt = body["reply"]["receipt"].to_string();
-    assert!(receipt.contains("demo__convert_units"), "{receipt}");
-    assert!(!receipt.contains("demo__crash"), "{receipt}");
+    // The receipt has a part per tool that went, with its score and tokens.
+    let parts = tool_parts(&body["reply"]["receipt"]);
+    let convert = parts.iter().find(|p| p["name"] == "convert_units");
+    let convert = convert.unwrap_or_else(|| panic!("{parts:?}"));
+    assert_eq!(convert["include"], "agent", "{convert}");
+    assert!(convert["score"].as_f64().unwrap() > 0.3, "{convert}");
+    assert!(convert["tokens"].as_u64().unwrap() > 20, "{convert}");
+    assert!(!parts.iter().any(|p| p["name"] == "crash"), "{parts:?}");
+}
+
+/// The tool item parts of a receipt.
+fn tool_parts(receipt: &Value) -> Vec<Value> {
+    receipt["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "item" && p["type"] == "tool")
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn each_tool_is_costed_and_a_tool_budget_defers_the_lowest_ranked_until_the_model_loads_them()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(Api::OpenAi, dir.path(), &stdio_server("")).await;
+    let (id, token, _) = server.new_session().await;
+    // The drawer's view: every tool with the tokens of its definition.
+    let view: Value = server
+        .http
+        .get(server.url(&format!("/api/sessions/{id}/items")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let cost = |name: &str| -> u64 {
+        view["available"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["kind"] == "tool" && i["name"] == name)
+            .and_then(|i| i["tokens"].as_u64())
+            .unwrap_or_else(|| panic!("no cost for {name}: {view}"))
+    };
+    // Every tool is `always`: they rank by name, so a budget of the first two keeps those.
+    let budget = cost("add_note") + cost("big");
+    let resp = server
+        .http
+        .put(server.url(&format!("/api/sessions/{id}/overrides")))
+        .bearer_auth(&token)
+        .json(&json!({"toolBudget": budget}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+
+    server.fake.queue(vec![
+        call("load_tools", r#"{"need": "convert 3 miles to kilometers"}"#),
+        call("demo__convert_units", r#"{"value": 3, "from": "mi", "to": "km"}"#),
+    ]);
+    let body = server.chat(&id, &token, "How far are 3 miles?").await;
+    let reply = &body["reply"];
+    assert_eq!(reply["status"], "complete", "{body}");
+    let requests = server.fake.requests();
+    assert_eq!(
+        offered(Api::OpenAi, &requests[0].body),
+        ["demo__add_note", "demo__big", "load_tools"]
+    );
+    // Loaded: offered from the next round on, and run.
+    assert!(
+        offered(Api::OpenAi, &requests[1].body).contains(&"demo__convert_units".to_owned()),
+        "{:?}",
+        offered(Api::OpenAi, &requests[1].body)
+    );
+    let rounds = reply["toolRounds"].as_array().unwrap();
+    assert!(
+        rounds[0]["exchanges"][0]["result"]
+            .as_str()
+            .unwrap()
+            .contains("demo.convert_units"),
+        "{reply}"
+    );
+    assert!(
+        rounds[1]["exchanges"][0]["result"]
+            .as_str()
+            .unwrap()
+            .contains("3 mi = 4.828"),
+        "{reply}"
+    );
+    // The receipt: each tool that went with its cost, the loaded one marked, the rest left out
+    // with theirs.
+    let receipt = &reply["receipt"];
+    let parts = tool_parts(receipt);
+    let went: Vec<(&str, u64, &str)> = parts
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["tokens"].as_u64().unwrap(),
+                p["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        went,
+        [
+            ("add_note", cost("add_note"), "always"),
+            ("big", cost("big"), "always"),
+            ("convert_units", cost("convert_units"), "loaded"),
+        ]
+    );
+    let capped: Vec<&Value> = receipt["leftOut"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["why"] == "tool_cap")
+        .collect();
+    assert_eq!(capped.len(), 6, "{receipt}");
+    for l in &capped {
+        assert_eq!(l["tokens"].as_u64(), Some(cost(l["item"]["name"].as_str().unwrap())));
+    }
+    assert!(receipt["breakdown"]["tools"].as_u64().unwrap() >= budget + cost("convert_units"));
+
+    // The next message: the loaded tool is offered whatever the budget; no loader needed for it.
+    server.chat(&id, &token, "And 5 miles?").await;
+    let names = offered(Api::OpenAi, &server.fake.requests().last().unwrap().body);
+    assert!(names.contains(&"demo__convert_units".to_owned()), "{names:?}");
+    assert!(names.contains(&"load_tools".to_owned()), "{names:?}");
 }
 
 /// The `node_modules` of the published MCP servers `cargo xtask test` installs

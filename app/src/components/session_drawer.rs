@@ -67,6 +67,12 @@ const SETTINGS: &[(&str, &str, Field, &str)] = &[
         "",
     ),
     (
+        "toolBudget",
+        "Tool budget (tokens)",
+        Field::Count { min: 0 },
+        "none",
+    ),
+    (
         "contextTopK",
         "Search: chunk matches (top K)",
         Field::Count { min: 1 },
@@ -166,12 +172,61 @@ fn DrawerBody(client: ChatClient, agent: String) -> impl IntoView {
         <p class="gb-drawer-hint">
             "Checked items go with every message. The others are chosen per message by semantic search when their mode is agent."
         </p>
+        <ServerCosts available=available session=session />
         <ul class="gb-drawer-items" aria-label="Rules and references">
             <For each=move || available.get() key=|a| (a.item.clone(), a.priority, a.include, a.description.clone()) let:item>
                 <DrawerItem client=client item=item session=session />
             </For>
         </ul>
         <SettingsForm client=client />
+    }
+}
+
+/// What each MCP server's tools cost: all of them, and those this conversation carries, so a user
+/// sees what a server costs before switching its tools on.
+#[component]
+fn ServerCosts(available: Memo<Vec<AgentItem>>, session: Memo<Vec<SessionItem>>) -> impl IntoView {
+    let servers = move || {
+        let mut servers: Vec<(String, u32, u32, u32, u32)> = Vec::new();
+        available.with(|all| {
+            session.with(|carried| {
+                for a in all {
+                    let ItemKind::Tool { server } = &a.item.kind else {
+                        continue;
+                    };
+                    let tokens = a.tokens.unwrap_or(0);
+                    let on = carried.iter().any(|s| s.item == a.item);
+                    let at = match servers.iter().position(|s| &s.0 == server) {
+                        Some(at) => at,
+                        None => {
+                            servers.push((server.clone(), 0, 0, 0, 0));
+                            servers.len() - 1
+                        }
+                    };
+                    let s = &mut servers[at];
+                    s.1 += 1;
+                    s.2 += tokens;
+                    if on {
+                        s.3 += 1;
+                        s.4 += tokens;
+                    }
+                }
+            })
+        });
+        servers
+    };
+    view! {
+        <Show when=move || !servers().is_empty()>
+            <ul class="gb-drawer-servers" aria-label="Tool servers and what their tools cost">
+                {move || servers().into_iter().map(|(server, n, all, on_n, on)| view! {
+                    <li class="gb-drawer-server" data-server=server.clone()>
+                        {format!(
+                            "Server {server}: {n} tools, {all} tokens; {on_n} in this conversation, {on} tokens"
+                        )}
+                    </li>
+                }).collect_view()}
+            </ul>
+        </Show>
     }
 }
 
@@ -189,7 +244,14 @@ fn DrawerItem(
         ItemKind::Reference => "Reference",
         ItemKind::Tool { .. } => "Tool",
     };
-    let label = format!("{:03} • {}", item.priority, item.item.name);
+    let label = match &item.item.kind {
+        ItemKind::Tool { server } => format!(
+            "{server}.{} · {} tokens",
+            item.item.name,
+            item.tokens.unwrap_or(0)
+        ),
+        _ => format!("{:03} • {}", item.priority, item.item.name),
+    };
     let mode = format!("mode: {}", item.include);
     let target = item.item.clone();
     let included = Memo::new(move |_| {

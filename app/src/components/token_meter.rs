@@ -107,6 +107,7 @@ pub fn TokenMeter(
                 let b = r.breakdown;
                 vec![
                     ("System prompt", b.system_prompt),
+                    ("Tools", b.tools),
                     ("Knowledge", b.knowledge),
                     ("Memories", b.memories),
                     ("Page context", b.page_context),

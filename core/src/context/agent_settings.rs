@@ -62,6 +62,10 @@ pub struct AgentSettings {
     /// Most items one expansion pass adds.
     pub context_expansion_top_n: u32,
     pub tool_permission: ToolPermission,
+    /// Most tokens the tool items' definitions may take in one request (`None`: no limit); the
+    /// lowest-ranked over it are left out, and the model can load them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_budget: Option<u32>,
 }
 
 impl Default for AgentSettings {
@@ -80,6 +84,7 @@ impl Default for AgentSettings {
             context_expansion_threshold: search.expansion_threshold,
             context_expansion_top_n: search.expansion_top_n,
             tool_permission: ToolPermission::default(),
+            tool_budget: None,
         }
     }
 }
@@ -214,6 +219,7 @@ impl AgentSettings {
                 .context_expansion_top_n
                 .unwrap_or(self.context_expansion_top_n),
             tool_permission: overrides.tool_permission.unwrap_or(self.tool_permission),
+            tool_budget: overrides.tool_budget.or(self.tool_budget),
         }
     }
 }
@@ -246,6 +252,8 @@ pub struct SessionOverrides {
     pub context_expansion_top_n: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_permission: Option<ToolPermission>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_budget: Option<u32>,
 }
 
 impl SessionOverrides {

@@ -25,8 +25,12 @@ pub const KNOWLEDGE_SHARE_PERCENT: u32 = 25;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenBreakdown {
-    /// The operator's system prompt, with the tools offered and the instructions about them.
+    /// The operator's system prompt (in receipts stored before tools were counted apart, the tools
+    /// too).
     pub system_prompt: u32,
+    /// The definitions of the tools offered and the instructions about them (absent: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tools: u32,
     /// Rules and references.
     pub knowledge: u32,
     /// Standing instructions and pinned messages protected from compression (and user memories).
@@ -39,10 +43,19 @@ pub struct TokenBreakdown {
     pub page_context: u32,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 impl TokenBreakdown {
     /// Sum of all parts.
     pub fn total(&self) -> u32 {
-        self.system_prompt + self.knowledge + self.memories + self.conversation + self.page_context
+        self.system_prompt
+            + self.tools
+            + self.knowledge
+            + self.memories
+            + self.conversation
+            + self.page_context
     }
 }
 
@@ -60,6 +73,8 @@ pub struct ContextBudget {
     pub total: u32,
     pub output_reserve: u32,
     pub system_prompt: Share,
+    #[serde(default)]
+    pub tools: Share,
     pub memories: Share,
     pub knowledge: Share,
     pub page_context: Share,
@@ -68,8 +83,8 @@ pub struct ContextBudget {
     pub available: i64,
 }
 
-/// What remains of a window of `limit` tokens after the reply's reserve, the system prompt and the
-/// memories (counted up to [`MEMORY_CAP`]).
+/// What remains of a window of `limit` tokens after the reply's reserve, the system prompt (with
+/// the tools) and the memories (counted up to [`MEMORY_CAP`]).
 fn remaining(limit: u32, output_reserve: u32, system_prompt: u32, memories: u32) -> u32 {
     limit
         .saturating_sub(output_reserve)
@@ -86,7 +101,7 @@ pub fn knowledge_cap(limit: u32, output_reserve: u32, system_prompt: u32, memori
 
 /// Shares out a window of `limit` tokens.
 pub fn calculate_budget(limit: u32, output_reserve: u32, used: TokenBreakdown) -> ContextBudget {
-    let system = used.system_prompt;
+    let system = used.system_prompt + used.tools;
     let memories = used.memories.min(MEMORY_CAP);
     let remaining = remaining(limit, output_reserve, system, used.memories);
     let knowledge = used
@@ -98,8 +113,12 @@ pub fn calculate_budget(limit: u32, output_reserve: u32, used: TokenBreakdown) -
         total: limit,
         output_reserve,
         system_prompt: Share {
-            allocated: system,
+            allocated: used.system_prompt,
             used: used.system_prompt,
+        },
+        tools: Share {
+            allocated: used.tools,
+            used: used.tools,
         },
         memories: Share {
             allocated: memories,
@@ -129,6 +148,7 @@ mod tests {
     fn the_window_is_shared_out_in_order() {
         let used = TokenBreakdown {
             system_prompt: 1000,
+            tools: 0,
             memories: 800,
             knowledge: 5000,
             conversation: 2000,
@@ -148,6 +168,7 @@ mod tests {
     fn small_knowledge_keeps_its_size_and_output_is_reserved() {
         let used = TokenBreakdown {
             system_prompt: 100,
+            tools: 0,
             memories: 0,
             knowledge: 200,
             conversation: 50,

@@ -185,6 +185,9 @@ pub struct AgentItem {
     pub priority: i32,
     /// How it reaches requests.
     pub include: IncludeMode,
+    /// A tool's cost: the tokens of its definition as offered (`None` for rules and references).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u32>,
 }
 
 /// One item a session carries.
@@ -505,6 +508,7 @@ mod tests {
             description: String::new(),
             priority,
             include,
+            tokens: None,
         }
     }
 

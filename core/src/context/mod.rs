@@ -23,6 +23,7 @@ pub mod score;
 pub mod selection;
 pub mod sets;
 pub mod settings;
+pub mod tool_parts;
 pub mod topics;
 
 pub use meter::{

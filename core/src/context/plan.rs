@@ -25,6 +25,7 @@ use super::receipt::{
     PartKind, Reason, Receipt,
 };
 use super::score::Score;
+use super::tool_parts::{offered, plan_tools};
 use super::selection::{Choice, Dropped, Kept};
 use super::{CompressionReport, TokenBreakdown};
 
@@ -191,6 +192,12 @@ pub struct TurnSources<'a> {
     pub tools: &'a [ToolDefinition],
     /// The system-prompt section about the tools (the server's; `None` when switched off).
     pub tool_instructions: Option<&'a str>,
+    /// Most tokens the tool items' definitions may take (`None`: no limit); the lowest-ranked
+    /// over it are left out (`tool_cap`) and [`super::tool_parts::LOAD_TOOLS`] offered.
+    pub tool_budget: Option<u32>,
+    /// Tool items the model loaded earlier in the session: offered whatever the budget (their
+    /// tokens count against it first).
+    pub loaded_tools: &'a [ItemRef],
     /// The resume reminder, on the first message after a resume.
     pub resume: Option<ResumeInput<'a>>,
     /// Which history goes (topic filter, sticky, pins, excludes); `None`: all of it.
@@ -233,8 +240,12 @@ pub struct ChosenItem<'a> {
     /// Its text, as the model reads it (delimited, escaped: `prompt::item_entry`).
     pub text: &'a str,
     /// Its entry's tokens when counted elsewhere: the widget's meter has the server's count of
-    /// each item (a preview's receipt), not its text. `None`: counted from `text`.
+    /// each item (a preview's receipt), not its text. `None`: counted from `text` (a tool item's
+    /// from `definition`).
     pub tokens: Option<u32>,
+    /// For a tool item, the definition offered for it (one of `TurnSources::tools`); `None` for
+    /// rules and references, and in the widget.
+    pub definition: Option<&'a ToolDefinition>,
 }
 
 /// An agent item semantic search scored among the best but did not choose.
@@ -347,12 +358,8 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
         Some(text) => count(None, text),
         None => info.system_prompt_tokens,
     };
-    let tool_tokens = if sources.tools.is_empty() {
-        info.tool_tokens
-    } else {
-        let definitions = serde_json::to_string(sources.tools).unwrap_or_default();
-        count(None, &definitions) + sources.tool_instructions.map_or(0, |t| count(None, t))
-    };
+    let tools = plan_tools(sources, info.tool_tokens, count);
+    let tool_tokens = tools.tokens;
     let resume_tokens = sources.resume.map(|r| count(None, r.block));
     // The tools share the system prompt's part of the window; the resume block the page context's.
     let system_all = system_tokens + tool_tokens;
@@ -405,7 +412,8 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
 
     let flowing_counted: Vec<CountedMessage> = flowing.iter().map(|&i| counted[i]).collect();
     let others = TokenBreakdown {
-        system_prompt: system_all,
+        system_prompt: system_tokens,
+        tools: tool_tokens,
         knowledge: items.tokens,
         memories,
         conversation: 0,
@@ -438,15 +446,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
             tokens: system_tokens,
         });
     }
-    if tool_tokens > 0 {
-        parts.push(Part {
-            kind: PartKind::Tools {
-                names: sources.tools.iter().map(|t| t.name.clone()).collect(),
-            },
-            reason: Reason::Always,
-            tokens: tool_tokens,
-        });
-    }
+    parts.extend(tools.parts);
     if let (Some(ctx), Some(tokens)) = (sources.page_context, context_tokens) {
         parts.push(Part {
             kind: PartKind::PageContext {
@@ -468,7 +468,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
 
     // The summary, when compression wants one.
     let id_of = |i: usize| msgs[i].id.unwrap_or_default().to_owned();
-    let mut left_out = Vec::new();
+    let mut left_out = tools.left_out;
     let mut summary_wanted = None;
     let mut summary_tokens = 0;
     if let Some(range) = summarized.clone().filter(|r| !r.is_empty()) {
@@ -721,7 +721,7 @@ struct PlannedItems {
 }
 
 /// The order items are kept in under knowledge's cap, the first to keep first (see [`plan_turn`]).
-fn by_rank(a: &ChosenItem<'_>, b: &ChosenItem<'_>) -> Ordering {
+pub(super) fn by_rank(a: &ChosenItem<'_>, b: &ChosenItem<'_>) -> Ordering {
     let tier = |c: &ChosenItem| match c.request.included {
         Included::Always => 0,
         Included::Manual => 1,
@@ -746,7 +746,7 @@ fn by_request_order(a: &ChosenItem<'_>, b: &ChosenItem<'_>) -> Ordering {
 }
 
 /// The receipt's note of a chosen item.
-fn note_of(c: &ChosenItem<'_>) -> ItemNote {
+pub(super) fn note_of(c: &ChosenItem<'_>) -> ItemNote {
     ItemNote {
         item: c.request.item.clone(),
         include: c.request.included,
@@ -896,7 +896,7 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
     };
     // The message being answered, once its part is written (its attachments part follows it).
     let mut answered: Option<(&TurnMessage, usize)> = None;
-    let mut tools: &[ToolDefinition] = &[];
+    let tools = offered(receipt, turn);
     // Rounds of the current reply already written, and where its text continues.
     let (mut next_round, mut text_from) = (0usize, 0usize);
     // The rules and references segments, each with the kind of the items it holds.
@@ -909,7 +909,6 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
                 }
             }
             PartKind::Tools { .. } => {
-                tools = turn.tools;
                 if let Some(t) = turn.tool_instructions {
                     system.push(Cow::Borrowed(t));
                 }
@@ -1015,7 +1014,7 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
         model: src.model.to_owned(),
         system: (!system.is_empty()).then(|| system.join("\n\n")),
         messages,
-        tools: tools.to_vec(),
+        tools,
         max_output_tokens: receipt.output_reserve,
         temperature: None,
         top_p: None,

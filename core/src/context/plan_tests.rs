@@ -965,6 +965,7 @@ impl Items {
                 description,
                 text,
                 tokens: None,
+                definition: None,
             })
             .collect()
     }

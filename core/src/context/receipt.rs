@@ -219,8 +219,9 @@ pub enum PartKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         scores: Vec<Option<Score>>,
     },
-    /// The tools offered to the model and the instructions about them (definitions and text stay
-    /// on the server; their tokens are counted here).
+    /// The tools offered that are not items (the built-in ones, by name) and the instructions
+    /// about tools (definitions and text stay on the server; their tokens are counted here). Each
+    /// tool item offered is an `Item` part of its own, with its definition's tokens.
     Tools { names: Vec<String> },
     /// The reminder of the session's context sets on the first message after a resume (set names).
     Resume { sets: Vec<String> },
@@ -287,6 +288,8 @@ pub enum Reason {
     Agent,
     /// An item semantic search matched to an item already chosen (the item's `score`).
     Expansion,
+    /// A tool left out over the tool budget that the model loaded (`load_tools`) in this reply.
+    Loaded,
 }
 
 impl From<Included> for Reason {
@@ -388,6 +391,9 @@ pub enum LeftOutWhy {
     /// An item the request would have carried, left out because rules and references may take
     /// only their share of the window (the lowest-ranked go first).
     KnowledgeCap,
+    /// A tool item the request would have offered, left out because the tools' definitions may
+    /// take only the tool budget (the lowest-ranked go first); the model can load it.
+    ToolCap,
 }
 
 /// What must be sent does not fit.

@@ -131,6 +131,7 @@ pub fn reason_words(reason: Reason) -> &'static str {
         Reason::Manual => "added to this conversation by you",
         Reason::Agent => "semantic search matched it to your message",
         Reason::Expansion => "semantic search matched it to an item already chosen",
+        Reason::Loaded => "left out over the tool budget, then loaded by the model in this reply",
     }
 }
 
@@ -152,6 +153,10 @@ pub fn left_out_words(why: LeftOutWhy) -> &'static str {
         LeftOutWhy::KnowledgeCap => {
             "rules and references may take only a quarter of the window: lower-ranked items go \
              first"
+        }
+        LeftOutWhy::ToolCap => {
+            "the tools may take only the tool budget: lower-ranked tools go first, and the model \
+             can load them"
         }
     }
 }
@@ -311,11 +316,12 @@ pub struct MissRow {
 /// knowledge cap left out, in the receipt's order (lowest-ranked first).
 pub fn item_misses(receipt: &Receipt) -> Vec<MissRow> {
     let mut near: Vec<(&ItemNote, u32)> = Vec::new();
-    let mut capped: Vec<(&ItemNote, u32)> = Vec::new();
+    let mut capped: Vec<(&ItemNote, u32, bool)> = Vec::new();
     for l in &receipt.left_out {
         match (&l.item, l.why) {
             (Some(note), LeftOutWhy::BelowThreshold) => near.push((note, l.tokens)),
-            (Some(note), LeftOutWhy::KnowledgeCap) => capped.push((note, l.tokens)),
+            (Some(note), LeftOutWhy::KnowledgeCap) => capped.push((note, l.tokens, false)),
+            (Some(note), LeftOutWhy::ToolCap) => capped.push((note, l.tokens, true)),
             _ => {}
         }
     }
@@ -342,9 +348,19 @@ pub fn item_misses(receipt: &Receipt) -> Vec<MissRow> {
         };
         row(note, tokens, "below_threshold", why)
     });
-    let capped = capped.into_iter().map(|(note, tokens)| {
-        let why = "left out: over the knowledge budget".to_owned();
-        row(note, tokens, "knowledge_cap", why)
+    let capped = capped.into_iter().map(|(note, tokens, tool)| match tool {
+        false => row(
+            note,
+            tokens,
+            "knowledge_cap",
+            "left out: over the knowledge budget".to_owned(),
+        ),
+        true => row(
+            note,
+            tokens,
+            "tool_cap",
+            "left out: over the tool budget (the model can load it)".to_owned(),
+        ),
     });
     near.chain(capped).collect()
 }
@@ -451,7 +467,7 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
         },
         PartKind::Tools { names } => ReceiptRow {
             names: names.clone(),
-            note: Some("Definitions and instructions stay on the server."),
+            note: Some("Definitions and instructions stay on the server; each tool item has a row of its own."),
             ..row("tools", "Tools offered".to_owned())
         },
         PartKind::Resume { sets } => ReceiptRow {

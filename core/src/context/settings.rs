@@ -47,6 +47,10 @@ pub struct SessionSettings {
     /// a server that changes a definition is asked about it again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub granted: Vec<String>,
+    /// Tools left out over the tool budget that the model loaded (`load_tools`): offered with
+    /// every later message of the session, whatever the budget.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaded_tools: Vec<super::items::ItemRef>,
     /// The session's overrides of its agent's defaults.
     #[serde(default)]
     pub overrides: SessionOverrides,
@@ -63,6 +67,7 @@ impl Default for SessionSettings {
             items: Vec::new(),
             removed: Vec::new(),
             granted: Vec::new(),
+            loaded_tools: Vec::new(),
             overrides: SessionOverrides::default(),
         }
     }

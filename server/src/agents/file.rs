@@ -75,6 +75,8 @@ struct AgentShape {
     context_expansion_top_n: u32,
     #[serde(default)]
     tool_permission: ToolPermission,
+    /// Most tokens the tool items' definitions may take in one request (unset: no limit).
+    tool_budget: Option<u32>,
     /// `[[agents.mcp_servers]]`.
     #[serde(default)]
     mcp_servers: Vec<toml::Spanned<McpServerShape>>,
@@ -98,6 +100,7 @@ impl AgentShape {
             context_expansion_threshold: self.context_expansion_threshold,
             context_expansion_top_n: self.context_expansion_top_n,
             tool_permission: self.tool_permission,
+            tool_budget: self.tool_budget,
         }
     }
 }

@@ -163,6 +163,7 @@ pub(super) fn read_item(file: &Path) -> Result<Item, AgentConfigError> {
             description: front.description.unwrap_or_default().trim().to_owned(),
             priority: front.priority,
             include: front.include,
+            tokens: None,
         },
         text: body.to_owned(),
         file: Some(file.to_owned()),

@@ -58,6 +58,7 @@ impl McpTool {
                     .trim()
                     .to_owned(),
                 priority: TOOL_PRIORITY,
+                tokens: None,
             },
             text: String::new(),
             file: None,

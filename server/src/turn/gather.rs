@@ -59,6 +59,8 @@ pub struct Gathered {
     /// How long a tool call waits for the user's yes (the session's agent's setting).
     pub approval_timeout: std::time::Duration,
     tool_instructions: Option<String>,
+    /// The tools the model loaded earlier in the session (offered whatever the tool budget).
+    loaded_tools: Vec<glassbox_core::context::items::ItemRef>,
     /// The resume reminder and the names of the sets it mentions.
     resume: Option<(String, Vec<String>)>,
     summary: Option<Summary>,
@@ -98,6 +100,10 @@ impl Gathered {
                 description: &item.meta.description,
                 text: &item.text,
                 tokens: None,
+                definition: self
+                    .offered
+                    .offered_name(&request.item)
+                    .and_then(|name| self.tools.iter().find(|d| d.name == name)),
             })
             .collect();
         let near_misses = self
@@ -144,6 +150,8 @@ impl Gathered {
                 }),
                 tools: &self.tools,
                 tool_instructions: self.tool_instructions.as_deref(),
+                tool_budget: self.effective.tool_budget,
+                loaded_tools: &self.loaded_tools,
                 resume: self
                     .resume
                     .as_ref()
@@ -287,6 +295,7 @@ impl TurnEngine {
                 .flatten(),
             tools: tools.definitions(),
             offered: tools,
+            loaded_tools: settings.loaded_tools.clone(),
             approval_timeout: self
                 .windows
                 .agent(&settings)

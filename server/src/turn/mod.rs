@@ -9,9 +9,11 @@
 
 pub mod checkpoint;
 pub mod gather;
+pub mod load_tools;
 
 use std::sync::Arc;
 
+use glassbox_core::context::items::ItemRef;
 use glassbox_core::context::{CurrentReply, Receipt, TurnPlan, record_tool_round};
 use glassbox_core::limits::{InputError, validate_chat};
 use glassbox_core::vocab::Role;
@@ -225,6 +227,8 @@ impl TurnEngine {
         let max_rounds = gathered.effective.max_chat_turns;
         let mut request = gathered.sampled(plan.request.clone());
         let mut round: u32 = 0;
+        // Offered when the plan left tools out over the tool budget.
+        let loader = load_tools::LoadTools::for_receipt(&plan.receipt);
         let checkpoints = checkpoint::Checkpoints::start(
             self.store.clone(),
             reply_id.to_owned(),
@@ -238,6 +242,12 @@ impl TurnEngine {
                     .await;
             }
             let text_before = reply.content.len();
+            // Only what this request offers runs (a tool left out is unknown until loaded).
+            let extra = loader
+                .iter()
+                .map(|l| Arc::clone(l) as Arc<dyn crate::tools::Tool>)
+                .collect();
+            let offered = tools.only(&request.tools, extra);
             let mut on_text = |text: String| {
                 starting.take();
                 reply.content.push_str(&text);
@@ -311,7 +321,7 @@ impl TurnEngine {
                     .map(|call| not_run(call, max_rounds))
                     .collect()
             } else {
-                tools.run_round(ctx, out.calls).await
+                offered.run_round(ctx, out.calls).await
             };
             for exchange in &exchanges {
                 hub.publish(ServerEvent::Tool(ToolEvent {
@@ -334,6 +344,9 @@ impl TurnEngine {
                 exchanges,
             });
             checkpoints.rounds(&reply.rounds);
+            if let Some(loader) = &loader {
+                self.load_tools(hub, &mut plan.receipt, loader.take()).await;
+            }
             if over_limit {
                 tracing::info!(
                     session = session_id,
@@ -359,6 +372,29 @@ impl TurnEngine {
                 },
             );
             round += 1;
+        }
+    }
+
+    /// Offers the tools `loaded` (left out over the tool budget, loaded by the model) from the next
+    /// round on, and keeps them in the session for its next messages.
+    async fn load_tools(&self, hub: &Hub, receipt: &mut Receipt, loaded: Vec<ItemRef>) {
+        if loaded.is_empty() {
+            return;
+        }
+        let moved = glassbox_core::context::tool_parts::load_tools(receipt, &loaded);
+        let kept = self
+            .store
+            .update_settings(&hub.session_id, |s| {
+                for item in moved {
+                    if !s.loaded_tools.contains(&item) {
+                        s.loaded_tools.push(item);
+                    }
+                }
+                Ok::<_, StorageError>(())
+            })
+            .await;
+        if let Err(e) = kept {
+            tracing::warn!(session = %hub.session_id, error = %e, "loaded tools not kept in the session");
         }
     }
 

@@ -431,6 +431,7 @@ impl Bench {
             state.limits.clone(),
             AgentSettings::default(),
             state.tools.clone(),
+            std::sync::Arc::new(|text: &str| text.split_whitespace().count() as u32),
         );
         Ok((items, dir))
     }
