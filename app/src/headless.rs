@@ -72,6 +72,8 @@ pub struct Snapshot {
     pub topics: Option<SessionTopics>,
     pub filter: Option<FilterView>,
     pub context_info: Option<ContextInfo>,
+    /// Tool calls waiting for the user's yes, oldest first (answer with `approve`).
+    pub approvals: Vec<glassbox_core::wire::ApprovalRequest>,
 }
 
 /// A running chat without a view. Dropping it closes the connection.
@@ -154,6 +156,7 @@ impl HeadlessChat {
                 topics: t.topics.clone(),
                 filter: t.filter.clone(),
                 context_info: t.context.clone(),
+                approvals: t.approvals.clone(),
             }
         })
     }

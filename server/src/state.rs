@@ -1,8 +1,8 @@
 //! The composition root: builds every service from the foundations once, and hands the whole to
 //! the routes. Nothing below the routes reads it.
 
-use std::sync::Arc;
 use glassbox_core::context::encoding_for;
+use std::sync::Arc;
 
 use crate::agents::AgentCatalog;
 use crate::approvals::Approvals;

@@ -306,7 +306,11 @@ impl ToolSet {
             .iter()
             .filter(|t| definitions.iter().any(|d| d.name == t.name()))
             .cloned()
-            .chain(extra.into_iter().filter(|t| definitions.iter().any(|d| d.name == t.name())))
+            .chain(
+                extra
+                    .into_iter()
+                    .filter(|t| definitions.iter().any(|d| d.name == t.name())),
+            )
             .collect();
         Self {
             ask: self.ask,

@@ -523,7 +523,10 @@ async fn each_tool_is_costed_and_a_tool_budget_defers_the_lowest_ranked_until_th
 
     server.fake.queue(vec![
         call("load_tools", r#"{"need": "convert 3 miles to kilometers"}"#),
-        call("demo__convert_units", r#"{"value": 3, "from": "mi", "to": "km"}"#),
+        call(
+            "demo__convert_units",
+            r#"{"value": 3, "from": "mi", "to": "km"}"#,
+        ),
     ]);
     let body = server.chat(&id, &token, "How far are 3 miles?").await;
     let reply = &body["reply"];
@@ -584,14 +587,20 @@ async fn each_tool_is_costed_and_a_tool_budget_defers_the_lowest_ranked_until_th
         .collect();
     assert_eq!(capped.len(), 6, "{receipt}");
     for l in &capped {
-        assert_eq!(l["tokens"].as_u64(), Some(cost(l["item"]["name"].as_str().unwrap())));
+        assert_eq!(
+            l["tokens"].as_u64(),
+            Some(cost(l["item"]["name"].as_str().unwrap()))
+        );
     }
     assert!(receipt["breakdown"]["tools"].as_u64().unwrap() >= budget + cost("convert_units"));
 
     // The next message: the loaded tool is offered whatever the budget; no loader needed for it.
     server.chat(&id, &token, "And 5 miles?").await;
     let names = offered(Api::OpenAi, &server.fake.requests().last().unwrap().body);
-    assert!(names.contains(&"demo__convert_units".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"demo__convert_units".to_owned()),
+        "{names:?}"
+    );
     assert!(names.contains(&"load_tools".to_owned()), "{names:?}");
 }
 

@@ -1,6 +1,7 @@
 // Types of glassbox-wasm.js: the widget's WebAssembly, loaded once, and its chat with no view.
 import type {
-  Attachment, ChatMessage, ContextDetail, FilterView, GlassboxErrorDetail, PageContext, SessionTopics,
+  ApprovalRequest, Attachment, ChatMessage, ContextDetail, FilterView, GlassboxErrorDetail, PageContext,
+  SessionTopics,
 } from './glassbox-chat.js';
 
 /** A message the user sent that the server has not stored yet. */
@@ -27,6 +28,8 @@ export interface ClientSnapshot {
   topics: SessionTopics | null;
   filter: FilterView | null;
   contextInfo: { model: string; contextLimit: number; [key: string]: unknown } | null;
+  /** Tool calls waiting for the user's yes, oldest first. */
+  approvals: ApprovalRequest[];
 }
 
 /** A chat connection with no view (the element's client). */
@@ -49,6 +52,8 @@ export class GlassboxClient {
   setContext(setName: string, items: string[], mode?: 'replace' | 'merge' | null): void;
   setFilter(labels: string[]): void;
   clearSession(): void;
+  /** Answers a tool call waiting for the user's yes; throws `invalid_approval` for another word. */
+  approve(approvalId: string, decision: 'allow' | 'deny' | 'allow_session', reason?: string | null): void;
   close(): void;
   free(): void;
 }

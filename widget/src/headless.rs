@@ -7,7 +7,8 @@ use glassbox_core::context::footer::FooterLinks;
 use wasm_bindgen::prelude::*;
 
 use crate::{
-    context_args, js_error, send_message_on, set_filter_on, set_page_context_on, upload_file_on,
+    approve_on, context_args, js_error, send_message_on, set_filter_on, set_page_context_on,
+    upload_file_on,
 };
 
 /// Options of a headless chat: `{server, session?, agent?, model?}`.
@@ -135,6 +136,17 @@ impl GlassboxClient {
     #[wasm_bindgen(js_name = setFilter)]
     pub fn set_filter(&self, labels: JsValue) -> Result<(), JsValue> {
         set_filter_on(self.live()?, labels)
+    }
+
+    /// As the element's `approve`: answers a tool call waiting for the user's yes (the snapshot's
+    /// `approvals`, the `glassbox:approval` event).
+    pub fn approve(
+        &self,
+        approval_id: String,
+        decision: String,
+        reason: Option<String>,
+    ) -> Result<(), JsValue> {
+        approve_on(self.live()?, &approval_id, &decision, reason)
     }
 
     /// Deletes the conversation on the server and starts a new one.

@@ -329,19 +329,7 @@ impl GlassboxWidget {
         decision: String,
         reason: Option<String>,
     ) -> Result<(), JsValue> {
-        let client = self.live()?;
-        let decision: glassbox_core::vocab::ApprovalDecision =
-            serde_json::from_value(serde_json::Value::String(decision.clone()))
-                .ok()
-                .filter(|d: &glassbox_core::vocab::ApprovalDecision| d.is_users())
-                .ok_or_else(|| {
-                    js_error(
-                        "invalid_approval",
-                        format!("decision {decision:?}: give allow, deny or allow_session"),
-                    )
-                })?;
-        client.approve(&approval_id, decision, reason);
-        Ok(())
+        approve_on(self.live()?, &approval_id, &decision, reason)
     }
 
     /// Removes an item (`{kind, name}`) from the session, whatever brought it in.
@@ -436,3 +424,25 @@ impl GlassboxWidget {
 
 mod headless;
 pub use headless::GlassboxClient;
+
+/// Answers the approval `approval_id` on `client` (the element's and the headless client's
+/// `approve`): `decision` is `allow`, `deny` or `allow_session`, else `invalid_approval`.
+pub(crate) fn approve_on(
+    client: glassbox_app::ChatClient,
+    approval_id: &str,
+    decision: &str,
+    reason: Option<String>,
+) -> Result<(), JsValue> {
+    let parsed: glassbox_core::vocab::ApprovalDecision =
+        serde_json::from_value(serde_json::Value::String(decision.to_owned()))
+            .ok()
+            .filter(|d: &glassbox_core::vocab::ApprovalDecision| d.is_users())
+            .ok_or_else(|| {
+                js_error(
+                    "invalid_approval",
+                    format!("decision {decision:?}: give allow, deny or allow_session"),
+                )
+            })?;
+    client.approve(approval_id, parsed, reason);
+    Ok(())
+}

@@ -25,8 +25,8 @@ use super::receipt::{
     PartKind, Reason, Receipt,
 };
 use super::score::Score;
-use super::tool_parts::{offered, plan_tools};
 use super::selection::{Choice, Dropped, Kept};
+use super::tool_parts::{offered, plan_tools};
 use super::{CompressionReport, TokenBreakdown};
 
 /// A message that reaches the model, as the model reads it (a stored one: `ChatMessage::as_turn`).

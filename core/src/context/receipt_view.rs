@@ -467,7 +467,9 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
         },
         PartKind::Tools { names } => ReceiptRow {
             names: names.clone(),
-            note: Some("Definitions and instructions stay on the server; each tool item has a row of its own."),
+            note: Some(
+                "Definitions and instructions stay on the server; each tool item has a row of its own.",
+            ),
             ..row("tools", "Tools offered".to_owned())
         },
         PartKind::Resume { sets } => ReceiptRow {

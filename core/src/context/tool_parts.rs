@@ -85,7 +85,13 @@ pub(super) fn plan_tools(
         .map(|(c, tokens)| LeftOut::item(note_of(c), LeftOutWhy::ToolCap, *tokens))
         .collect::<Vec<_>>();
     let mut kept = items[..cut].to_vec();
-    kept.sort_by(|(a, _), (b, _)| a.request.item.kind.cmp(&b.request.item.kind).then_with(|| a.request.item.name.cmp(&b.request.item.name)));
+    kept.sort_by(|(a, _), (b, _)| {
+        a.request
+            .item
+            .kind
+            .cmp(&b.request.item.kind)
+            .then_with(|| a.request.item.name.cmp(&b.request.item.name))
+    });
 
     // The tools that are not items, the loader when tools were left out, and the instructions.
     let item_names: Vec<&str> = sources
@@ -183,9 +189,11 @@ pub fn load_tools(receipt: &mut Receipt, loaded: &[ItemRef]) -> Vec<ItemRef> {
         .map_or(0, |i| i + 1);
     let mut insert = at;
     receipt.left_out.retain(|l| {
-        let Some(note) = l.item.as_ref().filter(|n| {
-            l.why == LeftOutWhy::ToolCap && loaded.contains(&n.item)
-        }) else {
+        let Some(note) = l
+            .item
+            .as_ref()
+            .filter(|n| l.why == LeftOutWhy::ToolCap && loaded.contains(&n.item))
+        else {
             return true;
         };
         moved.push(note.item.clone());
@@ -233,7 +241,11 @@ pub fn deferred_matching(left_out: &[LeftOut], need: &str, most: usize) -> Vec<I
         })
         .collect();
     scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
-    scored.into_iter().take(most).map(|(_, i)| i.clone()).collect()
+    scored
+        .into_iter()
+        .take(most)
+        .map(|(_, i)| i.clone())
+        .collect()
 }
 
 #[cfg(test)]
@@ -273,14 +285,29 @@ mod tests {
             builtin[0].clone(),
             builtin[1].clone(),
             definition("demo__current_time", "The time now in a time zone"),
-            definition("demo__convert_units", "Convert a quantity between units of length and mass"),
+            definition(
+                "demo__convert_units",
+                "Convert a quantity between units of length and mass",
+            ),
             definition("demo__add_note", "Keep a note for this conversation"),
         ];
         let tools = |n: &str| ItemRef::tool("demo", n);
         let requests = [
-            RequestItem { item: tools("current_time"), included: Included::Always, score: None },
-            RequestItem { item: tools("add_note"), included: Included::Agent, score: Some(Score::of(0.9)) },
-            RequestItem { item: tools("convert_units"), included: Included::Agent, score: Some(Score::of(0.5)) },
+            RequestItem {
+                item: tools("current_time"),
+                included: Included::Always,
+                score: None,
+            },
+            RequestItem {
+                item: tools("add_note"),
+                included: Included::Agent,
+                score: Some(Score::of(0.9)),
+            },
+            RequestItem {
+                item: tools("convert_units"),
+                included: Included::Agent,
+                score: Some(Score::of(0.5)),
+            },
         ];
         let def_of = |r: &RequestItem| {
             defs.iter()
@@ -309,7 +336,10 @@ mod tests {
             memory_tokens: 0,
             tool_tokens: 0,
             output_reserve: 1000,
-            compression: CompressionSettings { enabled: false, ..Default::default() },
+            compression: CompressionSettings {
+                enabled: false,
+                ..Default::default()
+            },
         };
         let msgs = [TurnMessage {
             id: Some("u1"),
@@ -331,7 +361,11 @@ mod tests {
             }),
             ..Default::default()
         };
-        let input = TurnInput { info: &info, messages: &msgs, sources: sources.clone() };
+        let input = TurnInput {
+            info: &info,
+            messages: &msgs,
+            sources: sources.clone(),
+        };
         let mut plan = plan_turn(&input, &mut words);
         let receipt = &plan.receipt;
         let builtin_cost = cost(&builtin[0].name)
@@ -356,7 +390,11 @@ mod tests {
                     Reason::Always
                 ),
                 ("add_note".to_owned(), cost("demo__add_note"), Reason::Agent),
-                ("current_time".to_owned(), cost("demo__current_time"), Reason::Always),
+                (
+                    "current_time".to_owned(),
+                    cost("demo__current_time"),
+                    Reason::Always
+                ),
             ]
         );
         let deferred = &receipt.left_out[0];
@@ -383,10 +421,18 @@ mod tests {
         let before = plan.receipt.totals.counted_input_tokens;
         assert_eq!(load_tools(&mut plan.receipt, &found), found);
         assert!(plan.receipt.left_out.is_empty());
-        assert_eq!(plan.receipt.totals.counted_input_tokens, before + cost("demo__convert_units"));
+        assert_eq!(
+            plan.receipt.totals.counted_input_tokens,
+            before + cost("demo__convert_units")
+        );
         let next = build_request(
             &plan.receipt,
-            &Sources { model: "m", messages: &msgs, sources, current: CurrentReply::default() },
+            &Sources {
+                model: "m",
+                messages: &msgs,
+                sources,
+                current: CurrentReply::default(),
+            },
         );
         assert!(next.tools.iter().any(|d| d.name == "demo__convert_units"));
         // Loading again changes nothing.
@@ -403,14 +449,22 @@ mod tests {
             ..input.clone()
         };
         let later = plan_turn(&later, &mut words);
-        let names: Vec<&str> = later.request.tools.iter().map(|d| d.name.as_str()).collect();
+        let names: Vec<&str> = later
+            .request
+            .tools
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect();
         assert!(names.contains(&"demo__convert_units"), "{names:?}");
         assert!(!names.contains(&"demo__current_time"), "{names:?}");
         assert_eq!(later.receipt.left_out.len(), 2);
 
         // No budget: every tool item goes, and no loader is offered.
         let input = TurnInput {
-            sources: crate::context::plan::TurnSources { tool_budget: None, ..input.sources },
+            sources: crate::context::plan::TurnSources {
+                tool_budget: None,
+                ..input.sources
+            },
             ..input
         };
         let open = plan_turn(&input, &mut words);

@@ -3,6 +3,7 @@ import type { CSSProperties } from 'react';
 // The chat element alone: the meter's element and wasm stay out of the app's bundle.
 import 'glassbox-chat/chat';
 import type {
+  ApprovalRequest,
   ChatMessage,
   GlassboxChatAttributes,
   GlassboxChatElement,
@@ -24,6 +25,8 @@ export interface GlassboxChatProps extends Omit<GlassboxChatAttributes, 'hide-co
   onError?: (error: GlassboxErrorDetail) => void;
   /** Launcher mode: the panel opened or closed. */
   onToggle?: (open: boolean) => void;
+  /** A tool call waits for the user's yes (the widget shows its dialog too). */
+  onApproval?: (request: ApprovalRequest) => void;
   className?: string;
   style?: CSSProperties;
 }
@@ -33,11 +36,21 @@ export interface GlassboxChatProps extends Omit<GlassboxChatAttributes, 'hide-co
  * a launcher with `mode="launcher"`). `pageContext` follows the prop, compared by value.
  */
 export function GlassboxChat(props: GlassboxChatProps) {
-  const { pageContext, hideContextValues, onMessage, onReply, onError, onToggle, className, style, ...attributes } =
-    props;
+  const {
+    pageContext,
+    hideContextValues,
+    onMessage,
+    onReply,
+    onError,
+    onToggle,
+    onApproval,
+    className,
+    style,
+    ...attributes
+  } = props;
   const ref = useRef<GlassboxChatElement | null>(null);
-  const handlers = useRef({ onMessage, onReply, onError, onToggle });
-  handlers.current = { onMessage, onReply, onError, onToggle };
+  const handlers = useRef({ onMessage, onReply, onError, onToggle, onApproval });
+  handlers.current = { onMessage, onReply, onError, onToggle, onApproval };
 
   const contextJson = JSON.stringify(pageContext ?? null);
   useEffect(() => {
@@ -60,6 +73,7 @@ export function GlassboxChat(props: GlassboxChatProps) {
       ['glassbox:reply', (e) => handlers.current.onReply?.((e as CustomEvent<ChatMessage>).detail)],
       ['glassbox:error', (e) => handlers.current.onError?.((e as CustomEvent<GlassboxErrorDetail>).detail)],
       ['glassbox:toggle', (e) => handlers.current.onToggle?.((e as CustomEvent<{ open: boolean }>).detail.open)],
+      ['glassbox:approval', (e) => handlers.current.onApproval?.((e as CustomEvent<ApprovalRequest>).detail)],
     ];
     for (const [type, listener] of listeners) element.addEventListener(type, listener);
     return () => {

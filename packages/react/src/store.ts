@@ -6,6 +6,7 @@
 
 import type { ClientSnapshot, GlassboxClient } from 'glassbox-chat/wasm';
 import type {
+  ApprovalRequest,
   Attachment,
   ChatMessage,
   GlassboxErrorDetail,
@@ -55,6 +56,8 @@ export interface ChatState {
   contextSets: ClientSnapshot['contextSets'];
   filter: ClientSnapshot['filter'];
   contextInfo: ClientSnapshot['contextInfo'];
+  /** Tool calls waiting for the user's yes, oldest first (answer with `approve`). */
+  approvals: ApprovalRequest[];
   /** The newest error that concerns no message. */
   error: GlassboxErrorDetail | null;
 }
@@ -70,6 +73,7 @@ const INITIAL: ChatState = {
   contextSets: null,
   filter: null,
   contextInfo: null,
+  approvals: [],
   error: null,
 };
 
@@ -141,6 +145,9 @@ export class ChatStore {
   setFilter = (labels: string[]) => this.call((c) => c.setFilter(labels));
 
   clearSession = () => this.call((c) => c.clearSession());
+
+  approve = (approvalId: string, decision: 'allow' | 'deny' | 'allow_session', reason?: string | null) =>
+    this.call((c) => c.approve(approvalId, decision, reason ?? null));
 
   /** The client, made once the wasm has loaded. A failure is shown as `status: 'failed'` and
    * forgotten, so the next call tries again. */
@@ -237,6 +244,7 @@ export class ChatStore {
       contextSets: snapshot.contextSets,
       filter: snapshot.filter,
       contextInfo: snapshot.contextInfo,
+      approvals: snapshot.approvals ?? [],
       error: snapshot.notice,
     });
   }

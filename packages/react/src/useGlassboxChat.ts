@@ -27,6 +27,11 @@ export interface GlassboxChat extends ChatState {
   setFilter(labels: string[]): Promise<void>;
   /** Deletes this conversation on the server and starts a new one. */
   clearSession(): Promise<void>;
+  /**
+   * Answers a tool call waiting for the user's yes (one of `approvals`): `deny`'s `reason` is told
+   * to the model. The first answer from any tab wins; a later one changes nothing.
+   */
+  approve(approvalId: string, decision: 'allow' | 'deny' | 'allow_session', reason?: string | null): Promise<void>;
 }
 
 /**
@@ -52,6 +57,7 @@ export function useGlassboxChat(options: ChatOptions): GlassboxChat {
       setContext: store.setContext,
       setFilter: store.setFilter,
       clearSession: store.clearSession,
+      approve: store.approve,
     }),
     [state, store],
   );

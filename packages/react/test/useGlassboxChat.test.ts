@@ -1,6 +1,7 @@
 // useGlassboxChat against the real Glassbox server (offline provider) on loopback, in jsdom:
 // StrictMode keeps one socket, page context reaches the model and not the message, calls made
-// before the wasm loaded are kept, and the last unmount closes the connection.
+// before the wasm loaded are kept, the last unmount closes the connection, and a tool call waiting
+// for the user's yes is listed and answered.
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { StrictMode, createElement, useEffect } from 'react';
@@ -102,5 +103,23 @@ describe('useGlassboxChat', () => {
     await act(() => first.seen.current!.sendMessage('Seen by both'));
     await waitFor(() => expect(replies(second.seen.current)).toHaveLength(1), { timeout: 20_000 });
     expect(second.seen.current!.messages[0].content).toBe('Seen by both');
+  });
+
+  it('lists a tool call waiting for approval and answers it with approve', async () => {
+    const { seen } = renderChat({ server, session: 'approve' });
+    await waitFor(() => expect(seen.current?.status).toBe('connected'), { timeout: 20_000 });
+    await act(() => seen.current!.sendMessage('What time is it? demo.current_time {"zone": "Asia/Tokyo"}'));
+    await waitFor(() => expect(seen.current?.approvals).toHaveLength(1), { timeout: 20_000 });
+    const request = seen.current!.approvals[0];
+    expect(request).toMatchObject({ server: 'demo', tool: 'current_time', arguments: { zone: 'Asia/Tokyo' } });
+    expect(request.tokens).toBeGreaterThan(0);
+    await expect(seen.current!.approve(request.approvalId, 'perhaps' as 'allow')).rejects.toMatchObject({
+      code: 'invalid_approval',
+    });
+    await act(() => seen.current!.approve(request.approvalId, 'allow'));
+    await waitFor(() => expect(replies(seen.current)).toHaveLength(1), { timeout: 20_000 });
+    expect(seen.current!.approvals).toHaveLength(0);
+    const rounds = replies(seen.current)[0].toolRounds as Array<{ exchanges: Array<{ result: string }> }>;
+    expect(rounds[0].exchanges[0].result).toContain('Asia/Tokyo');
   });
 });

@@ -69,6 +69,57 @@ pub struct Server {
 }
 
 /// Starts the server with `vars` as its environment (plus a temp data dir and the built widget).
+/// The repo's MCP server's binary (`glassbox-mcp-demo`), built into the same target directory as
+/// the test running (`cargo xtask test` builds the workspace).
+pub fn demo_mcp_binary() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("the target directory")?;
+    let bin = dir.join(format!("glassbox-mcp-demo{}", std::env::consts::EXE_SUFFIX));
+    anyhow::ensure!(
+        bin.is_file(),
+        "{} is missing: `cargo xtask test` builds it",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+/// A configuration in `dir` with agent `a` (`tool_permission = "ask"`) and the repo's MCP server
+/// as `demo`; answers its path.
+pub fn ask_demo_config(dir: &Path) -> Result<String> {
+    let config = dir.join("glassbox.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[agents]]\nname = \"a\"\ntool_permission = \"ask\"\n\n[[agents.mcp_servers]]\nname = \"demo\"\ncommand = {:?}\n",
+            demo_mcp_binary()?.display().to_string()
+        ),
+    )?;
+    Ok(config.display().to_string())
+}
+
+/// Waits (up to 15 s) until the server's first MCP server is ready.
+pub async fn mcp_ready(server: &Server) -> Result<()> {
+    for _ in 0..300 {
+        if server
+            .state
+            .mcp
+            .health()
+            .first()
+            .is_some_and(|h| h.status == "ready")
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!(
+        "the MCP server did not get ready: {:?}",
+        server.state.mcp.health().first().map(|h| h.status)
+    )
+}
+
 pub async fn start_server(vars: &[(&str, &str)]) -> Result<Server> {
     let widget_dir = widget_dir();
     if !["glassbox_widget_bg.wasm", "glassbox_meter_bg.wasm"]

@@ -3,31 +3,13 @@
 //! the model why, "Allow for this session" asks no more, and a call waiting across a reload is
 //! asked again and runs once. The dialog takes the focus and names the server's claims.
 
-use std::path::{Path, PathBuf};
-
-use anyhow::{Context, Result};
+use anyhow::Result;
 use fantoccini::Client;
 use glassbox_e2e::widget_page::{CONNECTED, shadow_element};
-use glassbox_e2e::{in_browser, start_server, wait_for};
+use glassbox_e2e::{ask_demo_config, in_browser, mcp_ready, start_server, wait_for};
 use serde_json::json;
 
 const ROOT: &str = "const r = document.querySelector('glassbox-chat').shadowRoot;";
-
-/// The demo MCP server's binary, built beside this test by `cargo test --workspace`.
-fn demo_binary() -> Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("the target directory")?;
-    let bin = dir.join(format!("glassbox-mcp-demo{}", std::env::consts::EXE_SUFFIX));
-    anyhow::ensure!(
-        bin.is_file(),
-        "{} is missing: `cargo xtask test` builds it",
-        bin.display()
-    );
-    Ok(bin)
-}
 
 async fn send(client: &Client, text: &str) -> Result<()> {
     let input = shadow_element(client, "textarea.gb-input").await?;
@@ -76,15 +58,7 @@ async fn click(client: &Client, selector: &str) -> Result<()> {
 #[tokio::test]
 async fn the_user_approves_denies_and_allows_tool_calls_in_the_widget() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let config = dir.path().join("glassbox.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[agents]]\nname = \"a\"\ntool_permission = \"ask\"\n\n[[agents.mcp_servers]]\nname = \"demo\"\ncommand = {:?}\n",
-            demo_binary()?.display().to_string()
-        ),
-    )?;
-    let config = config.display().to_string();
+    let config = ask_demo_config(dir.path())?;
     let server = start_server(&[
         ("GLASSBOX_PROVIDER", "offline"),
         ("GLASSBOX_OFFLINE_DELAY_MS", "1"),
@@ -92,18 +66,7 @@ async fn the_user_approves_denies_and_allows_tool_calls_in_the_widget() -> Resul
         ("GLASSBOX_EMBEDDINGS", "off"),
     ])
     .await?;
-    for _ in 0..300 {
-        if server
-            .state
-            .mcp
-            .health()
-            .first()
-            .is_some_and(|h| h.status == "ready")
-        {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    mcp_ready(&server).await?;
     let url = format!("http://{}/", server.addr);
     in_browser(url, "approvals", |client, url| async move {
         client.goto(&url).await?;

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 use fantoccini::Locator;
-use glassbox_e2e::{in_browser, root, start_server, wait_for};
+use glassbox_e2e::{ask_demo_config, in_browser, mcp_ready, root, start_server, wait_for};
 use glassbox_fake_provider::{Behaviour, FakeProvider};
 use serde_json::{Value, json};
 
@@ -35,12 +35,18 @@ const JSDOM_ORIGIN: &str = "http://localhost:3000";
 
 #[tokio::test]
 async fn the_react_hooks_vitest_suite_passes_against_the_real_server() -> Result<()> {
+    // The repo's MCP server under `ask`: the hook's approvals and `approve`.
+    let dir = tempfile::tempdir()?;
+    let config = ask_demo_config(dir.path())?;
     let server = start_server(&[
         ("GLASSBOX_PROVIDER", "offline"),
         ("GLASSBOX_OFFLINE_DELAY_MS", "1"),
         ("GLASSBOX_ALLOWED_ORIGINS", JSDOM_ORIGIN),
+        ("GLASSBOX_CONFIG", config.as_str()),
+        ("GLASSBOX_EMBEDDINGS", "off"),
     ])
     .await?;
+    mcp_ready(&server).await?;
     let project = root().join("packages/react");
     let vitest = project.join("node_modules/vitest/vitest.mjs");
     anyhow::ensure!(
@@ -63,9 +69,9 @@ async fn the_react_hooks_vitest_suite_passes_against_the_real_server() -> Result
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}\n{stderr}");
     assert!(out.status.success(), "vitest failed:\n{stdout}\n{stderr}");
-    // Three tests, with React 19 and with React 18, all passed.
+    // Four tests, with React 19 and with React 18, all passed.
     let plain = strip_ansi(&stdout);
-    assert!(plain.contains(" 6 passed (6)"), "every test ran:\n{plain}");
+    assert!(plain.contains(" 8 passed (8)"), "every test ran:\n{plain}");
     Ok(())
 }
 
