@@ -186,6 +186,7 @@ fn agent_rule(name: &str, priority: i32, include: IncludeMode) -> AgentItem {
         description: String::new(),
         priority,
         include,
+        tokens: None,
     }
 }
 

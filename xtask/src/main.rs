@@ -36,7 +36,8 @@ usage: cargo xtask <command>
   bench context    planning one turn (receipt + request) for a 1,000-message session, the receipt's size,
                    one tool round's added latency over a plain reply (fake provider), topics, and
                    agents' items over 100 items / 1,000 chunks: cold indexing vs onnxruntime, the
-                   warm request context, the preview round trip
+                   warm request context, the preview round trip; MCP tools: a call's added latency
+                   over stdio and HTTP, chat-ready with 0 and 5 servers, tool costs (`mcp`: that alone)
   bench size       what each entry point loads (the element inline and as a closed launcher, the meter
                    alone, its worker and vocabulary, the React package and demo): raw / gzip / brotli
   sticky train     train the learned reading of standing instructions on tests/fixtures and write
@@ -63,7 +64,7 @@ fn main() -> Result<()> {
         ["bench", "embed"] => run::bench_embed(),
         ["bench", "tokens"] => run::bench_tokens(),
         ["bench", "render", rest @ ..] => run::bench_render(rest),
-        ["bench", "context"] => run::bench_context(),
+        ["bench", "context", rest @ ..] => run::bench_context(rest),
         ["bench", "size"] => build::widget().and_then(|dist| size::bench(&dist)),
         ["bench", other] => {
             bail!(

@@ -273,19 +273,40 @@ pub fn bench_render(args: &[&str]) -> Result<()> {
 /// one tool round's added latency over a plain reply against the fake provider; then topics (issue
 /// 14): selection over 10,000 vectors, offline extraction, first token with extraction on vs off;
 /// then agents' items (issue 29) over 100 items / 1,000 chunks: cold indexing beside onnxruntime
-/// on the same chunks (the venv of `bench embed`), the warm request context, the preview round trip.
-pub fn bench_context() -> Result<()> {
+/// on the same chunks (the venv of `bench embed`), the warm request context, the preview round trip;
+/// then MCP tools (issue 39). `only`: `["mcp"]` runs that section alone.
+pub fn bench_context(only: &[&str]) -> Result<()> {
     build::widget()?;
+    // The repo's MCP server (stdio and HTTP) for the MCP section.
+    say("building the demo MCP server (release)");
+    run(Command::new("cargo").current_dir(root()).args([
+        "build",
+        "--release",
+        "--quiet",
+        "--package",
+        "glassbox-mcp-demo",
+        "--bin",
+        "glassbox-mcp-demo",
+    ]))?;
+    let mcp_demo = crate::tools::target_dir().join(format!(
+        "release/glassbox-mcp-demo{}",
+        std::env::consts::EXE_SUFFIX
+    ));
     // Topic extraction, the filter and the item search run with the real embedding model.
     let model_dir = model::provision()?;
     // The anchor of cold indexing: onnxruntime on the same model and chunks.
     let bench = root().join("tests/e2e/bench");
     let python = model::venv("bench-venv", &bench.join("requirements.txt"))?;
     let script = bench.join("ort_embed.py");
+    let mut args = vec![python.as_os_str(), script.as_os_str()];
+    args.extend(only.iter().map(std::ffi::OsStr::new));
     release_bin_with(
         "context-bench",
-        &[python.as_os_str(), script.as_os_str()],
-        &[("GLASSBOX_EMBED_MODEL_DIR", model_dir.as_os_str())],
+        &args,
+        &[
+            ("GLASSBOX_EMBED_MODEL_DIR", model_dir.as_os_str()),
+            ("GLASSBOX_MCP_DEMO", mcp_demo.as_os_str()),
+        ],
     )
 }
 

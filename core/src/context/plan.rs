@@ -26,7 +26,7 @@ use super::receipt::{
 };
 use super::score::Score;
 use super::selection::{Choice, Dropped, Kept};
-use super::tool_parts::{offered, plan_tools};
+use super::tool_parts::{ToolCandidate, ToolInputs, offered, plan_tools};
 use super::{CompressionReport, TokenBreakdown};
 
 /// A message that reaches the model, as the model reads it (a stored one: `ChatMessage::as_turn`).
@@ -358,7 +358,16 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
         Some(text) => count(None, text),
         None => info.system_prompt_tokens,
     };
-    let tools = plan_tools(sources, info.tool_tokens, count);
+    let tools = plan_tools(
+        ToolInputs {
+            candidates: &tool_candidates(sources),
+            tools: sources.tools,
+            instructions: sources.tool_instructions,
+            budget: sources.tool_budget,
+            builtin_tokens: info.tool_tokens,
+        },
+        count,
+    );
     let tool_tokens = tools.tokens;
     let resume_tokens = sources.resume.map(|r| count(None, r.block));
     // The tools share the system prompt's part of the window; the resume block the page context's.
@@ -721,7 +730,7 @@ struct PlannedItems {
 }
 
 /// The order items are kept in under knowledge's cap, the first to keep first (see [`plan_turn`]).
-pub(super) fn by_rank(a: &ChosenItem<'_>, b: &ChosenItem<'_>) -> Ordering {
+fn by_rank(a: &ChosenItem<'_>, b: &ChosenItem<'_>) -> Ordering {
     let tier = |c: &ChosenItem| match c.request.included {
         Included::Always => 0,
         Included::Manual => 1,
@@ -745,8 +754,31 @@ fn by_request_order(a: &ChosenItem<'_>, b: &ChosenItem<'_>) -> Ordering {
         .then_with(|| a.request.item.kind.cmp(&b.request.item.kind))
 }
 
+/// The tool items a turn may offer, best-ranked first, each once.
+fn tool_candidates<'a>(sources: &TurnSources<'a>) -> Vec<ToolCandidate<'a>> {
+    let mut chosen: Vec<&ChosenItem<'a>> = Vec::new();
+    for c in sources.items.iter().flat_map(|i| i.chosen) {
+        if matches!(c.request.item.kind, ItemKind::Tool { .. })
+            && !chosen.iter().any(|o| o.request.item == c.request.item)
+        {
+            chosen.push(c);
+        }
+    }
+    chosen.sort_by(|a, b| by_rank(a, b));
+    chosen
+        .into_iter()
+        .map(|c| ToolCandidate {
+            note: note_of(c),
+            reason: c.request.included.into(),
+            tokens: c.tokens,
+            definition: c.definition,
+            loaded: sources.loaded_tools.contains(&c.request.item),
+        })
+        .collect()
+}
+
 /// The receipt's note of a chosen item.
-pub(super) fn note_of(c: &ChosenItem<'_>) -> ItemNote {
+fn note_of(c: &ChosenItem<'_>) -> ItemNote {
     ItemNote {
         item: c.request.item.clone(),
         include: c.request.included,
@@ -896,7 +928,13 @@ pub fn build_request(receipt: &Receipt, src: &Sources<'_>) -> ProviderRequest {
     };
     // The message being answered, once its part is written (its attachments part follows it).
     let mut answered: Option<(&TurnMessage, usize)> = None;
-    let tools = offered(receipt, turn);
+    let item_definitions: Vec<(&ItemRef, &ToolDefinition)> = turn
+        .items
+        .iter()
+        .flat_map(|i| i.chosen)
+        .filter_map(|c| Some((&c.request.item, c.definition?)))
+        .collect();
+    let tools = offered(receipt, turn.tools, &item_definitions);
     // Rounds of the current reply already written, and where its text continues.
     let (mut next_round, mut text_from) = (0usize, 0usize);
     // The rules and references segments, each with the kind of the items it holds.

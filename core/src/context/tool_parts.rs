@@ -8,8 +8,7 @@
 use serde_json::json;
 
 use super::items::{ItemKind, ItemRef};
-use super::plan::{ChosenItem, Count, TurnSources, by_rank, note_of};
-use super::receipt::{LeftOut, LeftOutWhy, Overflow, Part, PartKind, Reason, Receipt};
+use super::receipt::{ItemNote, LeftOut, LeftOutWhy, Overflow, Part, PartKind, Reason, Receipt};
 use crate::vocab::ToolDefinition;
 
 /// The built-in tool a turn that left tools out offers, to load them.
@@ -30,36 +29,58 @@ pub fn load_tools_definition() -> ToolDefinition {
     }
 }
 
+/// Counts a text's tokens (the plan's counter).
+pub type CountText<'c> = dyn FnMut(Option<&str>, &str) -> u32 + 'c;
+
 /// The tokens of one tool's definition as the plan counts them: its JSON, as sent.
-pub fn definition_tokens(definition: &ToolDefinition, count: &mut Count<'_>) -> u32 {
+pub fn definition_tokens(definition: &ToolDefinition, count: &mut CountText<'_>) -> u32 {
     count(None, &serde_json::to_string(definition).unwrap_or_default())
+}
+
+/// One tool item a request may offer.
+#[derive(Debug, Clone)]
+pub struct ToolCandidate<'a> {
+    /// Its note in the receipt (identity, how it came in, score).
+    pub note: ItemNote,
+    /// Why its part goes.
+    pub reason: Reason,
+    /// Its definition's tokens when counted elsewhere (the widget); `None`: counted here.
+    pub tokens: Option<u32>,
+    /// The definition offered for it (`None` in the widget).
+    pub definition: Option<&'a ToolDefinition>,
+    /// The model loaded it earlier in the session: it goes whatever the budget.
+    pub loaded: bool,
+}
+
+/// What the tools of a turn are planned from.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolInputs<'a> {
+    /// The tool items, best-ranked first, each once.
+    pub candidates: &'a [ToolCandidate<'a>],
+    /// Every definition offered (tool items' and built-in ones); empty in the widget.
+    pub tools: &'a [ToolDefinition],
+    /// The system-prompt section about tools.
+    pub instructions: Option<&'a str>,
+    /// Most tokens the tool items may take (`None`: no limit).
+    pub budget: Option<u32>,
+    /// In the widget (`tools` empty): the built-in tools' and instructions' tokens.
+    pub builtin_tokens: u32,
 }
 
 /// The tools of a turn as planned: their parts, the tool items left out and the tokens sent.
 #[derive(Default)]
-pub(super) struct PlannedTools {
+pub struct PlannedTools {
     pub parts: Vec<Part>,
     pub left_out: Vec<LeftOut>,
     pub tokens: u32,
 }
 
-/// Plans the tools of a turn. Tool items rank as other items do (`always`, `manual`, then search's
-/// choices by score), after the ones the model loaded earlier in the session (which always go);
-/// under `sources.tool_budget` the best-ranked that fit go, and once one does not, it and every
-/// one ranked below it are left out. In the widget (`sources.tools` empty) the
-/// tool items carry the server's counts and the built-in ones are `tool_tokens`.
-pub(super) fn plan_tools(
-    sources: &TurnSources<'_>,
-    tool_tokens: u32,
-    count: &mut Count<'_>,
-) -> PlannedTools {
-    let mut items: Vec<(&ChosenItem, u32)> = Vec::new();
-    for c in sources.items.iter().flat_map(|i| i.chosen) {
-        if !matches!(c.request.item.kind, ItemKind::Tool { .. })
-            || items.iter().any(|(o, _)| o.request.item == c.request.item)
-        {
-            continue;
-        }
+/// Plans the tools of a turn: the ones the model loaded earlier in the session first (they always
+/// go), then the others in rank order; under the budget the best-ranked that fit go, and once one
+/// does not, it and every one ranked below it are left out (`tool_cap`).
+pub fn plan_tools(input: ToolInputs<'_>, count: &mut CountText<'_>) -> PlannedTools {
+    let mut items: Vec<(&ToolCandidate, u32)> = Vec::new();
+    for c in input.candidates {
         let tokens = match (c.tokens, c.definition) {
             (Some(t), _) => t,
             (None, Some(d)) => definition_tokens(d, count),
@@ -68,12 +89,12 @@ pub(super) fn plan_tools(
         };
         items.push((c, tokens));
     }
-    let loaded = |c: &ChosenItem| sources.loaded_tools.contains(&c.request.item);
-    items.sort_by(|(a, _), (b, _)| loaded(b).cmp(&loaded(a)).then_with(|| by_rank(a, b)));
-    let budget = sources.tool_budget.unwrap_or(u32::MAX);
+    // Stable: the rank order stays within each group.
+    items.sort_by_key(|(c, _)| !c.loaded);
+    let budget = input.budget.unwrap_or(u32::MAX);
     let (mut used, mut cut) = (0u32, None);
     for (i, (c, tokens)) in items.iter().enumerate() {
-        if used.saturating_add(*tokens) > budget && !loaded(c) {
+        if used.saturating_add(*tokens) > budget && !c.loaded {
             cut = Some(i);
             break;
         }
@@ -82,32 +103,31 @@ pub(super) fn plan_tools(
     let cut = cut.unwrap_or(items.len());
     let left_out = items[cut..]
         .iter()
-        .map(|(c, tokens)| LeftOut::item(note_of(c), LeftOutWhy::ToolCap, *tokens))
+        .map(|(c, tokens)| LeftOut::item(c.note.clone(), LeftOutWhy::ToolCap, *tokens))
         .collect::<Vec<_>>();
     let mut kept = items[..cut].to_vec();
     kept.sort_by(|(a, _), (b, _)| {
-        a.request
+        a.note
             .item
             .kind
-            .cmp(&b.request.item.kind)
-            .then_with(|| a.request.item.name.cmp(&b.request.item.name))
+            .cmp(&b.note.item.kind)
+            .then_with(|| a.note.item.name.cmp(&b.note.item.name))
     });
 
     // The tools that are not items, the loader when tools were left out, and the instructions.
-    let item_names: Vec<&str> = sources
-        .items
+    let item_names: Vec<&str> = input
+        .candidates
         .iter()
-        .flat_map(|i| i.chosen)
         .filter_map(|c| c.definition.map(|d| d.name.as_str()))
         .collect();
-    let builtin: Vec<&ToolDefinition> = sources
+    let builtin: Vec<&ToolDefinition> = input
         .tools
         .iter()
         .filter(|d| !item_names.contains(&d.name.as_str()) && d.name != LOAD_TOOLS)
         .collect();
     let mut names: Vec<String> = builtin.iter().map(|d| d.name.clone()).collect();
-    let mut builtin_tokens = if sources.tools.is_empty() {
-        tool_tokens
+    let mut builtin_tokens = if input.tools.is_empty() {
+        input.builtin_tokens
     } else {
         builtin.iter().map(|d| definition_tokens(d, count)).sum()
     };
@@ -115,8 +135,8 @@ pub(super) fn plan_tools(
         names.push(LOAD_TOOLS.to_owned());
         builtin_tokens += definition_tokens(&load_tools_definition(), count);
     }
-    if !sources.tools.is_empty() && (!names.is_empty() || !kept.is_empty()) {
-        builtin_tokens += sources.tool_instructions.map_or(0, |t| count(None, t));
+    if !input.tools.is_empty() && (!names.is_empty() || !kept.is_empty()) {
+        builtin_tokens += input.instructions.map_or(0, |t| count(None, t));
     }
     let mut parts = Vec::with_capacity(kept.len() + 1);
     if builtin_tokens > 0 || !names.is_empty() {
@@ -127,8 +147,8 @@ pub(super) fn plan_tools(
         });
     }
     parts.extend(kept.iter().map(|(c, tokens)| Part {
-        kind: PartKind::Item(note_of(c)),
-        reason: c.request.included.into(),
+        kind: PartKind::Item(c.note.clone()),
+        reason: c.reason,
         tokens: *tokens,
     }));
     PlannedTools {
@@ -138,38 +158,37 @@ pub(super) fn plan_tools(
     }
 }
 
-/// The definitions a request built from `receipt` offers: the built-in tools its tools part
-/// names (and [`LOAD_TOOLS`] when it names it), then the tool items among its parts, in the order
-/// `sources` has them.
-pub(super) fn offered(receipt: &Receipt, sources: &TurnSources<'_>) -> Vec<ToolDefinition> {
-    let mut builtin: Vec<&str> = Vec::new();
-    let mut items: Vec<&ItemRef> = Vec::new();
+/// The definitions a request built from `receipt` offers: of `tools` (in their order), the
+/// built-in ones its tools part names and those of the tool items among its parts
+/// (`item_definitions`: each tool item's definition), then [`LOAD_TOOLS`] when the part names it.
+pub fn offered(
+    receipt: &Receipt,
+    tools: &[ToolDefinition],
+    item_definitions: &[(&ItemRef, &ToolDefinition)],
+) -> Vec<ToolDefinition> {
+    let mut names: Vec<&str> = Vec::new();
     for part in &receipt.parts {
         match &part.kind {
-            PartKind::Tools { names } => builtin.extend(names.iter().map(String::as_str)),
-            PartKind::Item(note) if matches!(note.item.kind, ItemKind::Tool { .. }) => {
-                items.push(&note.item);
-            }
+            PartKind::Tools { names: builtin } => names.extend(builtin.iter().map(String::as_str)),
+            PartKind::Item(note) if matches!(note.item.kind, ItemKind::Tool { .. }) => names
+                .extend(
+                    item_definitions
+                        .iter()
+                        .filter(|(item, _)| *item == &note.item)
+                        .map(|(_, d)| d.name.as_str()),
+                ),
             _ => {}
         }
     }
-    let item_names: Vec<&str> = sources
-        .items
+    let mut offered: Vec<ToolDefinition> = tools
         .iter()
-        .flat_map(|i| i.chosen)
-        .filter(|c| items.contains(&&c.request.item))
-        .filter_map(|c| c.definition.map(|d| d.name.as_str()))
-        .collect();
-    let mut tools: Vec<ToolDefinition> = sources
-        .tools
-        .iter()
-        .filter(|d| builtin.contains(&d.name.as_str()) || item_names.contains(&d.name.as_str()))
+        .filter(|d| names.contains(&d.name.as_str()))
         .cloned()
         .collect();
-    if builtin.contains(&LOAD_TOOLS) && !tools.iter().any(|d| d.name == LOAD_TOOLS) {
-        tools.push(load_tools_definition());
+    if names.contains(&LOAD_TOOLS) && !offered.iter().any(|d| d.name == LOAD_TOOLS) {
+        offered.push(load_tools_definition());
     }
-    tools
+    offered
 }
 
 /// Moves the tool items `loaded` (among the receipt's `tool_cap` left-outs) into its parts, so the
@@ -256,6 +275,7 @@ mod tests {
     use crate::context::CompressionSettings;
     use crate::context::items::{Included, RequestItem};
     use crate::context::meter::ContextInfo;
+    use crate::context::plan::ChosenItem;
     use crate::context::plan::{
         CurrentReply, ItemSearch, ItemsInput, Sources, TurnInput, TurnMessage, build_request,
         plan_turn,

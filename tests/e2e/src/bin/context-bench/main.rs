@@ -20,11 +20,16 @@
 //! ~10 ms per 100 documents, docs/item-selection.md) with the search alone beside it, and the
 //! preview round trip over loopback (goal ≤ 15 ms p50) beside `GET /healthz`.
 //!
-//! Usage: context-bench <python> <ort_embed.py> (the bench venv's Python, with onnxruntime, and
+//! Then MCP tools (issue 39, `mcp.rs`): one MCP call's added latency over a built-in tool call,
+//! over stdio and streamable HTTP; chat-ready at start-up with 0 and 5 servers; the demo server's
+//! tool costs as the receipt shows them.
+//!
+//! Usage: context-bench <python> <ort_embed.py> [mcp] (the bench venv's Python, with onnxruntime, and
 //! `tests/e2e/bench/ort_embed.py`); the model is `GLASSBOX_EMBED_MODEL_DIR`, else the default one.
 //! `cargo xtask bench context` provisions all three.
 
 mod items;
+mod mcp;
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -115,12 +120,18 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main]
 async fn main() -> Result<()> {
     let items_args = items_args()?;
+    // `mcp` as the third argument runs that section alone.
+    if std::env::args().nth(3).as_deref() == Some("mcp") {
+        return mcp::mcp().await;
+    }
+    mcp::demo_binary()?;
     planning()?;
     tool_round().await?;
     selection().await?;
     extraction();
     first_token_with_extraction().await?;
-    items::items(&items_args).await
+    items::items(&items_args).await?;
+    mcp::mcp().await
 }
 
 /// The items section's anchor (from the command line) and model (from the environment), read

@@ -1,0 +1,250 @@
+//! MCP tools (issue 39): one MCP call's added latency over the built-in tool loop — a whole reply
+//! with one round calling the repo's MCP server over stdio or streamable HTTP beside the same reply
+//! calling the built-in `get_relevant_context` (goal ≤ 2 ms p50 added on stdio); chat-ready at
+//! start-up with 0 and 5 servers configured (servers connect in the background: no growth); and
+//! the tool costs the demo agent's receipt shows.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use glassbox_e2e::start_server;
+use glassbox_fake_provider::{Behaviour, FakeProvider};
+use serde_json::{Value, json};
+
+use super::percentile;
+
+/// Replies per case (after `WARMUP` of each).
+const REPLIES: usize = 300;
+const WARMUP: usize = 30;
+/// Start-ups per case of chat-ready.
+const STARTS: usize = 5;
+
+/// The repo's MCP server, built by `cargo xtask bench context` (`GLASSBOX_MCP_DEMO`).
+pub fn demo_binary() -> Result<PathBuf> {
+    let bin = std::env::var_os("GLASSBOX_MCP_DEMO")
+        .map(PathBuf::from)
+        .context("GLASSBOX_MCP_DEMO is not set: run this through `cargo xtask bench context`")?;
+    anyhow::ensure!(bin.is_file(), "{} is missing", bin.display());
+    Ok(bin)
+}
+
+/// A configuration in `dir`: agent `a` (tools run unasked) with `servers` (TOML tables).
+fn config(dir: &Path, servers: &[String]) -> Result<String> {
+    let mut text = String::from("[[agents]]\nname = \"a\"\ntool_permission = \"allow\"\n");
+    for s in servers {
+        text.push_str("\n[[agents.mcp_servers]]\ninclude = \"always\"\n");
+        text.push_str(s);
+    }
+    let file = dir.join("glassbox.toml");
+    std::fs::write(&file, text)?;
+    Ok(file.display().to_string())
+}
+
+fn stdio(name: &str, demo: &Path) -> String {
+    format!(
+        "name = \"{name}\"\ncommand = {:?}\n",
+        demo.display().to_string()
+    )
+}
+
+/// Waits until every configured MCP server is ready.
+async fn all_ready(server: &glassbox_e2e::Server, count: usize) -> Result<()> {
+    for _ in 0..600 {
+        let health = server.state.mcp.health();
+        if health.len() == count && health.iter().all(|h| h.status == "ready") {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    anyhow::bail!("the MCP servers did not get ready")
+}
+
+fn call(name: &str, args: &str) -> Behaviour {
+    Behaviour::ToolCall {
+        text: String::new(),
+        name: name.into(),
+        argument_parts: vec![args.into()],
+    }
+}
+
+/// One reply through `POST /api/chat` (JSON), the fake provider answering `behaviours` in turn.
+async fn reply(
+    http: &reqwest::Client,
+    url: &str,
+    fake: &FakeProvider,
+    behaviours: Vec<Behaviour>,
+) -> Result<(Duration, Value)> {
+    fake.queue(behaviours);
+    let t = Instant::now();
+    let body: Value = http
+        .post(url)
+        .json(&json!({"message": "How far is a mile in kilometres?"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let elapsed = t.elapsed();
+    anyhow::ensure!(
+        body["reply"]["status"] == "complete",
+        "not complete: {body}"
+    );
+    Ok((elapsed, body))
+}
+
+pub async fn mcp() -> Result<()> {
+    let demo = demo_binary()?;
+    let answer = Behaviour::reply(&["A mile ", "is 1.609 km."]);
+    let fake = FakeProvider::start_with(answer.clone(), false).await?;
+    let base = fake.openai_base();
+    // The HTTP server: the same binary, serving on loopback.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut web = tokio::process::Command::new(&demo)
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let dir = tempfile::tempdir()?;
+    let file = config(
+        dir.path(),
+        &[
+            stdio("s", &demo),
+            format!("name = \"h\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n"),
+        ],
+    )?;
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "bench"),
+        ("OPENAI_BASE_URL", &base),
+        ("GLASSBOX_TOOLS", "context"),
+        ("GLASSBOX_CONFIG", &file),
+        ("GLASSBOX_EMBEDDINGS", "off"),
+    ])
+    .await?;
+    all_ready(&server, 2).await?;
+    let http = reqwest::Client::new();
+    let url = format!("http://{}/api/chat", server.addr);
+    let convert = r#"{"value": 1, "from": "mi", "to": "km"}"#;
+    let cases = [
+        (
+            "built-in get_relevant_context (anchor)",
+            "get_relevant_context",
+            "{}",
+        ),
+        ("MCP over stdio", "s__convert_units", convert),
+        ("MCP over streamable HTTP", "h__convert_units", convert),
+    ];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    // Interleaved, so drift on the machine hits every case alike.
+    for i in 0..WARMUP + REPLIES {
+        for (c, (_, name, args)) in cases.iter().enumerate() {
+            let (t, body) =
+                reply(&http, &url, &fake, vec![call(name, args), answer.clone()]).await?;
+            let exchange = &body["reply"]["toolRounds"][0]["exchanges"][0];
+            anyhow::ensure!(exchange["isError"] == false, "{name} failed: {exchange}");
+            if i >= WARMUP {
+                times[c].push(t.as_secs_f64() * 1e3);
+            }
+        }
+    }
+    for t in &mut times {
+        t.sort_by(f64::total_cmp);
+    }
+    println!(
+        "\n## One MCP tool call vs a built-in tool call (whole reply with one tool round through the server, fake OpenAI provider and the repo's MCP server on loopback, {REPLIES} each, interleaved)\n"
+    );
+    println!("| case | p50 (ms) | p99 (ms) | added p50 (ms) | added p99 (ms) | ratio p50 |");
+    println!("|---|---|---|---|---|---|");
+    let (a50, a99) = (percentile(&times[0], 0.5), percentile(&times[0], 0.99));
+    for ((label, _, _), t) in cases.iter().zip(&times) {
+        let (p50, p99) = (percentile(t, 0.5), percentile(t, 0.99));
+        println!(
+            "| {label} | {p50:.3} | {p99:.3} | {:.3} | {:.3} | {:.2} |",
+            p50 - a50,
+            p99 - a99,
+            p50 / a50
+        );
+    }
+    println!(
+        "\nGoal: ≤ 2 ms p50 added on stdio (the call's round trip to the server process and back)."
+    );
+
+    // The demo agent's tools as its receipt costs them (the repo's MCP server without test tools).
+    let (_, body) = reply(&http, &url, &fake, vec![answer.clone()]).await?;
+    let receipt = &body["reply"]["receipt"];
+    println!("\n## What each of the demo server's tools costs (receipt of one message, o200k)\n");
+    println!("| tool | tokens |");
+    println!("|---|---|");
+    let mut total = 0;
+    for p in receipt["parts"].as_array().context("receipt parts")? {
+        if p["kind"] == "item" && p["type"] == "tool" && p["server"] == "s" {
+            let tokens = p["tokens"].as_u64().unwrap_or(0);
+            total += tokens;
+            println!("| {} | {tokens} |", p["name"].as_str().unwrap_or("?"));
+        }
+        if p["kind"] == "tools" {
+            println!("| (built-in tools and instructions) | {} |", p["tokens"]);
+        }
+    }
+    println!("| **the server's tools** | **{total}** |");
+    println!(
+        "\nbreakdown.tools (both servers and the built-ins): {}; the whole request: {} tokens",
+        receipt["breakdown"]["tools"], receipt["countedInputTokens"]
+    );
+    drop(server);
+    web.kill().await.ok();
+
+    chat_ready(&demo).await
+}
+
+/// From start-up to the first reply, with 0 and 5 MCP servers configured.
+async fn chat_ready(demo: &Path) -> Result<()> {
+    let answer = Behaviour::reply(&["Ready."]);
+    let fake = FakeProvider::start_with(answer.clone(), false).await?;
+    let base = fake.openai_base();
+    let http = reqwest::Client::new();
+    let mut rows = Vec::new();
+    for servers in [0usize, 5] {
+        let mut times = Vec::with_capacity(STARTS);
+        for _ in 0..STARTS {
+            let dir = tempfile::tempdir()?;
+            let tables: Vec<String> = (0..servers)
+                .map(|i| stdio(&format!("s{i}"), demo))
+                .collect();
+            let file = config(dir.path(), &tables)?;
+            let t = Instant::now();
+            let server = start_server(&[
+                ("GLASSBOX_PROVIDER", "openai"),
+                ("OPENAI_API_KEY", "bench"),
+                ("OPENAI_BASE_URL", &base),
+                ("GLASSBOX_CONFIG", &file),
+                ("GLASSBOX_EMBEDDINGS", "off"),
+            ])
+            .await?;
+            let url = format!("http://{}/api/chat", server.addr);
+            reply(&http, &url, &fake, vec![answer.clone()]).await?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            all_ready(&server, servers).await?;
+        }
+        times.sort_by(f64::total_cmp);
+        rows.push((servers, percentile(&times, 0.5), times[times.len() - 1]));
+    }
+    println!(
+        "\n## Chat-ready at start-up: from starting the server to the first reply ({STARTS} start-ups each)\n"
+    );
+    println!("| MCP servers | median (ms) | slowest (ms) | ratio to none |");
+    println!("|---|---|---|---|");
+    let none = rows[0].1;
+    for (n, median, slowest) in rows {
+        println!(
+            "| {n} | {median:.1} | {slowest:.1} | {:.2} |",
+            median / none
+        );
+    }
+    println!("\nServers connect in the background: the first reply does not wait for them.");
+    Ok(())
+}
