@@ -38,6 +38,8 @@ pub struct ToolCtx<'a> {
     pub approval_timeout: std::time::Duration,
     /// Tokens of a text in the reply's vocabulary (a tool definition's cost in the dialog).
     pub count: &'a (dyn Fn(&str) -> u32 + Sync),
+    /// The reply's model (what an image a tool returns costs it).
+    pub model: &'a str,
 }
 
 /// A successful tool run.
@@ -47,6 +49,8 @@ pub struct ToolOutput {
     pub text: String,
     /// The collapsed line in the reply (after the tool's name).
     pub line: String,
+    /// Images for the model beside `text` (which names them).
+    pub images: Vec<glassbox_core::vocab::ToolImage>,
 }
 
 /// Why a tool run failed; the model reads the message.
@@ -405,11 +409,17 @@ impl ToolSet {
             .chars()
             .take(64)
             .collect();
-        let (mut result, is_error, line) = match outcome {
-            Ok(out) => (out.text, false, format!("{name} · {}", out.line)),
+        let (mut result, is_error, line, images) = match outcome {
+            Ok(out) => (
+                out.text,
+                false,
+                format!("{name} · {}", out.line),
+                out.images,
+            ),
             Err(message) => {
                 tracing::info!(tool = %name, error = %message, "tool call answered with an error");
-                (format!("Error: {message}"), true, format!("{name} · error"))
+                let line = format!("{name} · error");
+                (format!("Error: {message}"), true, line, Vec::new())
             }
         };
         if result.len() > MAX_RESULT_BYTES {
@@ -421,6 +431,7 @@ impl ToolSet {
             result,
             is_error,
             line,
+            images,
         }
     }
 }
@@ -461,6 +472,7 @@ impl Tool for SetRelevantContext {
             Ok(ToolOutput {
                 text: sets::set_result_text(&context, &args),
                 line: format!("{} · {verb}", args.set_name),
+                images: Vec::new(),
             })
         })
     }
@@ -496,7 +508,11 @@ impl Tool for GetRelevantContext {
                 .map_err(ContextSetsError::from)?;
             let text = sets::get_result_text(&settings.context, args.set_name.as_deref());
             let line = args.set_name.unwrap_or_else(|| "all".to_owned());
-            Ok(ToolOutput { text, line })
+            Ok(ToolOutput {
+                text,
+                line,
+                images: Vec::new(),
+            })
         })
     }
 }

@@ -661,3 +661,107 @@ async fn a_published_server_from_npm_is_listed_and_called() {
     let names = offered(Api::Anthropic, &server.fake.requests()[0].body);
     assert!(names.contains(&"everything__echo".to_owned()), "{names:?}");
 }
+
+/// The published server's image and resource-link tools, as each provider format takes them: an
+/// Anthropic `tool_result` holds the image block after its text; an OpenAI `tool` message holds
+/// text only, so the image follows in a user message; a link is a line of text.
+async fn images_and_links_reach_the_model(api: Api) {
+    let entry = published_servers().join("@modelcontextprotocol/server-everything/dist/index.js");
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        api,
+        dir.path(),
+        &format!(
+            "name = \"everything\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+            entry.display().to_string()
+        ),
+    )
+    .await;
+    server.fake.queue(vec![Behaviour::tool_calls(
+        "",
+        vec![
+            FakeCall::new("everything__get-tiny-image", &["{}"]),
+            FakeCall::new("everything__get-resource-links", &[r#"{"count": 1}"#]),
+        ],
+    )]);
+    let (id, token, _) = server.new_session().await;
+    let body = server.chat(&id, &token, "show me").await;
+    let reply = &body["reply"];
+    assert_eq!(reply["status"], "complete", "{body}");
+    let exchanges = reply["toolRounds"][0]["exchanges"].as_array().unwrap();
+    let image_text = exchanges[0]["result"].as_str().unwrap();
+    assert!(
+        image_text.contains("[image 1: image/png, given to the model]"),
+        "{image_text}"
+    );
+    assert!(
+        exchanges[1]["result"]
+            .as_str()
+            .unwrap()
+            .contains("[resource: "),
+        "{reply}"
+    );
+    // Stored and sent to clients without the bytes.
+    assert!(
+        !reply.to_string().contains("iVBORw0KGgo"),
+        "the image's bytes were stored"
+    );
+    let next = &server.fake.requests()[1].body;
+    let images: Vec<&Value> = match api {
+        Api::Anthropic => next["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["content"].as_array().into_iter().flatten())
+            .filter(|b| b["type"] == "tool_result")
+            .flat_map(|b| b["content"].as_array().into_iter().flatten())
+            .filter(|c| c["type"] == "image")
+            .collect(),
+        Api::OpenAi => next["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .flat_map(|m| m["content"].as_array().into_iter().flatten())
+            .filter(|c| c["type"] == "image_url")
+            .collect(),
+    };
+    assert_eq!(images.len(), 1, "{next}");
+    let image = images[0].to_string();
+    assert!(
+        image.contains("image/png") && image.contains("iVBORw0KGgo"),
+        "{image}"
+    );
+    if api == Api::OpenAi {
+        // The tool messages answer the calls first; the images follow them.
+        let roles: Vec<&str> = next["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        let first_tool = roles.iter().position(|r| *r == "tool").unwrap();
+        assert_eq!(
+            &roles[first_tool..first_tool + 3],
+            ["tool", "tool", "user"],
+            "{roles:?}"
+        );
+    }
+    // The receipt counts the image (Anthropic's rule, or OpenAI's tiles) in the exchange.
+    let parts = reply["receipt"]["parts"].as_array().unwrap();
+    let exchange = parts
+        .iter()
+        .find(|p| p["kind"] == "tool_exchange" && p["name"] == "everything__get-tiny-image")
+        .unwrap_or_else(|| panic!("{parts:?}"));
+    assert!(exchange["tokens"].as_u64().unwrap() > 20, "{exchange}");
+}
+
+#[tokio::test]
+async fn images_and_links_reach_the_model_anthropic() {
+    images_and_links_reach_the_model(Api::Anthropic).await;
+}
+
+#[tokio::test]
+async fn images_and_links_reach_the_model_openai() {
+    images_and_links_reach_the_model(Api::OpenAi).await;
+}

@@ -100,6 +100,7 @@ pub fn ApprovalDialog(client: ChatClient) -> impl IntoView {
                     }
                 >
                     <h2 id="gb-approval-title" class="gb-approval-title">
+                        {super::icons::wrench(18)}
                         "Allow the assistant to use " <strong>{heading}</strong> "?"
                     </h2>
                     <p class="gb-approval-name">

@@ -168,7 +168,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     on:pointerenter=move |_| prefetch(preload_session_drawer)
                     on:focus=move |_| prefetch(preload_session_drawer)
                 >
-                    "☰"
+                    {super::icons::menu(16)}
                 </button>
                 <button
                     class="gb-icon-button gb-settings-toggle"
@@ -179,7 +179,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     on:pointerenter=move |_| prefetch(preload_compression_settings)
                     on:focus=move |_| prefetch(preload_compression_settings)
                 >
-                    "⚙"
+                    {super::icons::sliders(16)}
                 </button>
                 <ConnectionBadge client=client />
             </header>

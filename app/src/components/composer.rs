@@ -117,9 +117,7 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
                     }
                 }
             >
-                <svg viewBox="0 0 24 24" width="18" height="18" aria-hidden="true" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round">
-                    <path d="M21.4 11.1l-8.5 8.5a5.5 5.5 0 0 1-7.8-7.8l8.5-8.5a3.7 3.7 0 0 1 5.2 5.2l-8.5 8.5a1.8 1.8 0 0 1-2.6-2.6l7.8-7.8"></path>
-                </svg>
+                {super::icons::paperclip(18)}
             </button>
             <button
                 class="gb-send"

@@ -55,7 +55,7 @@ pub fn ContextFooter(
             aria-label=move || format!("Session context: {}", full().replace('\n', ", "))
         >
             <span class="gb-context-icon" aria-hidden="true" hidden=move || items.with(Vec::is_empty)>
-                "📎"
+                {super::icons::paperclip(14)}
             </span>
             <span class="gb-context-links">
                 {move || {

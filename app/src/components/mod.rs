@@ -11,6 +11,7 @@ pub mod context_view;
 pub mod context_viewer;
 pub mod draft_preview;
 mod history_window;
+mod icons;
 mod in_context;
 pub mod markdown_view;
 mod message_list_follow;

@@ -161,8 +161,8 @@ pub fn TokenMeter(
                 aria-hidden="true"
             >
                 {move || match state() {
-                    MeterState::Warning | MeterState::Critical => "⚠",
-                    _ => "i",
+                    MeterState::Warning | MeterState::Critical => super::icons::warning(12).into_any(),
+                    _ => "i".into_any(),
                 }}
             </span>
             <div class="gb-meter-tip" id="gb-meter-tip" role="tooltip">

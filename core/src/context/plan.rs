@@ -108,12 +108,13 @@ impl<'f> Files<'f> {
     }
 }
 
-/// Tokens of one tool exchange: the call (name and arguments) and its result, each a message
-/// framed with `per_message` tokens ([`Framing`]).
+/// Tokens of one tool exchange: the call (name and arguments) and its result with its images,
+/// each a message framed with `per_message` tokens ([`Framing`]).
 pub fn exchange_tokens(e: &ToolExchange, per_message: u32, count: &mut Count<'_>) -> u32 {
     count(None, &e.call.name)
         + count(None, &e.call.arguments)
         + count(None, &e.result)
+        + e.images.iter().map(|i| i.tokens).sum::<u32>()
         + 2 * per_message
 }
 

@@ -428,6 +428,7 @@ fn exchange(id: &str, name: &str, args: &str, result: &str) -> ToolExchange {
         result: result.into(),
         is_error: false,
         line: String::new(),
+        ..Default::default()
     }
 }
 

@@ -13,4 +13,4 @@ pub use approval::{ApprovalDecision, ToolCallApproval};
 pub use attachment::{Attachment, PageContext};
 pub use escape::escape_tags;
 pub use message::{MessageStatus, Role, Usage};
-pub use tool::{ToolCall, ToolDefinition, ToolExchange, ToolResult, ToolRound};
+pub use tool::{ToolCall, ToolDefinition, ToolExchange, ToolImage, ToolResult, ToolRound};

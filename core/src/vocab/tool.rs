@@ -29,6 +29,9 @@ pub struct ToolResult {
     pub content: String,
     #[serde(default)]
     pub is_error: bool,
+    /// Images the tool returned (each provider takes them its own way).
+    #[serde(skip)]
+    pub images: Vec<ToolImage>,
 }
 
 /// One round of tool calls inside a reply.
@@ -53,6 +56,20 @@ pub struct ToolExchange {
     pub is_error: bool,
     /// One line for the reply, e.g. `set_relevant_context · files · merged 2`.
     pub line: String,
+    /// Images the tool returned, given to the model beside `result` (which names them) in the
+    /// reply that made the call; not stored or sent to clients.
+    #[serde(skip)]
+    pub images: Vec<ToolImage>,
+}
+
+/// An image a tool returned, as the model is given it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolImage {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    pub base64: std::sync::Arc<str>,
+    /// What it costs the reply's model (its provider's rule for its size).
+    pub tokens: u32,
 }
 
 impl ToolExchange {
@@ -63,6 +80,7 @@ impl ToolExchange {
             name: self.call.name.clone(),
             content: self.result.clone(),
             is_error: self.is_error,
+            images: self.images.clone(),
         }
     }
 }

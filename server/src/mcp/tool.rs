@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 use glassbox_core::context::items::{AgentItem, ItemRef};
-use glassbox_core::vocab::{ToolDefinition, escape_tags};
+use glassbox_core::vocab::{ToolDefinition, ToolImage, escape_tags};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, Request, RequestMetaObject,
     ResourceContents, ServerResult, Tool as McpToolDef,
@@ -189,13 +189,14 @@ impl Tool for McpTool {
                 }
             };
             let ms = started.elapsed().as_millis();
-            let body = result_text(&result);
+            let (body, images) = result_content(&result, ctx.model);
             if result.is_error == Some(true) {
                 return Err(ToolError::Failed(cut(&body, MAX_RESULT_BYTES / 2)));
             }
             Ok(ToolOutput {
                 text: delimited(&self.config.name, &self.def.name, &body),
                 line: format!("{ms} ms"),
+                images,
             })
         })
     }
@@ -230,46 +231,107 @@ pub fn delimited(server: &str, tool: &str, body: &str) -> String {
     format!("{open}{}{close}", cut(&escape_tags(body), room))
 }
 
-/// What a result says, as text: its text blocks; a text resource's text; a link as its URI; an
-/// image, audio or binary resource as a line saying what it is (the bytes are not sent on).
-pub fn result_text(result: &CallToolResult) -> String {
-    let mut parts: Vec<String> = result
-        .content
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text(t) => t.text.clone(),
+/// Most images one result gives the model.
+const MAX_IMAGES: usize = 4;
+/// Largest image a result gives the model, in bytes.
+const MAX_IMAGE_BYTES: usize = 1 << 20;
+
+/// An image block as the model is given it: a still PNG, JPEG, GIF or WebP of at most
+/// [`MAX_IMAGE_BYTES`] and `MAX_IMAGE_SIDE` pixels a side, priced for `model`; else why not.
+fn tool_image(mime_type: &str, data: &str, model: &str) -> Result<ToolImage, String> {
+    use base64::Engine;
+    if data.len() > MAX_IMAGE_BYTES / 3 * 4 + 4 {
+        return Err(format!("over {} kB", MAX_IMAGE_BYTES >> 10));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .map_err(|_| "not valid base64".to_owned())?;
+    let kind = match imagesize::image_type(&bytes) {
+        Ok(imagesize::ImageType::Png) => "image/png",
+        Ok(imagesize::ImageType::Jpeg) => "image/jpeg",
+        Ok(imagesize::ImageType::Gif) => "image/gif",
+        Ok(imagesize::ImageType::Webp) => "image/webp",
+        _ => return Err(format!("{mime_type} is not a PNG, JPEG, GIF or WebP image")),
+    };
+    let size = imagesize::blob_size(&bytes).map_err(|_| "its size cannot be read".to_owned())?;
+    let (w, h) = (size.width as u32, size.height as u32);
+    let most = glassbox_core::attachments::MAX_IMAGE_SIDE;
+    if w == 0 || h == 0 || w > most || h > most {
+        return Err(format!("{w} × {h} pixels (at most {most} a side)"));
+    }
+    Ok(ToolImage {
+        media_type: kind.to_owned(),
+        base64: data.trim().into(),
+        tokens: glassbox_core::attachments::image_tokens(Some(w), Some(h), model),
+    })
+}
+
+/// What a result gives the model: its text (below) and up to [`MAX_IMAGES`] of its images, each
+/// named in the text where it stands ("[image 1: image/png, given to the model]"); an image it
+/// does not give says why.
+pub fn result_content(result: &CallToolResult, model: &str) -> (String, Vec<ToolImage>) {
+    let mut images = Vec::new();
+    let mut parts: Vec<String> = Vec::with_capacity(result.content.len());
+    for block in &result.content {
+        parts.push(match block {
+            ContentBlock::Image(i) if images.len() < MAX_IMAGES => {
+                match tool_image(&i.mime_type, &i.data, model) {
+                    Ok(image) => {
+                        let line = format!(
+                            "[image {}: {}, given to the model]",
+                            images.len() + 1,
+                            image.media_type
+                        );
+                        images.push(image);
+                        line
+                    }
+                    Err(why) => format!("[image: {}, not shown: {why}]", i.mime_type),
+                }
+            }
             ContentBlock::Image(i) => format!(
-                "[image: {}, {} bytes of base64, not shown]",
-                i.mime_type,
-                i.data.len()
+                "[image: {}, not shown: a result gives the model at most {MAX_IMAGES}]",
+                i.mime_type
             ),
-            ContentBlock::Audio(a) => format!(
-                "[audio: {}, {} bytes of base64, not shown]",
-                a.mime_type,
-                a.data.len()
-            ),
-            ContentBlock::ResourceLink(r) => format!("[resource: {} ({})]", r.name, r.uri),
-            ContentBlock::Resource(r) => match &r.resource {
-                ResourceContents::TextResourceContents { uri, text, .. } => {
-                    format!("[resource {uri}]\n{text}")
-                }
-                ResourceContents::BlobResourceContents { uri, blob, .. } => {
-                    format!(
-                        "[resource {uri}: {} bytes of base64, not shown]",
-                        blob.len()
-                    )
-                }
-                _ => "[a resource of a kind this client does not read]".to_owned(),
-            },
-            _ => "[content of a kind this client does not read]".to_owned(),
-        })
-        .collect();
-    if parts.is_empty()
+            other => block_text(other),
+        });
+    }
+    if result.content.is_empty()
         && let Some(structured) = &result.structured_content
     {
         parts.push(structured.to_string());
     }
-    parts.join("\n")
+    (parts.join("\n"), images)
+}
+
+/// One content block as text (an image, audio or binary resource: a line saying what it is).
+fn block_text(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text(t) => t.text.clone(),
+        ContentBlock::Image(i) => format!(
+            "[image: {}, {} bytes of base64, not shown]",
+            i.mime_type,
+            i.data.len()
+        ),
+        ContentBlock::Audio(a) => format!(
+            "[audio: {}, {} bytes of base64, not shown]",
+            a.mime_type,
+            a.data.len()
+        ),
+        ContentBlock::ResourceLink(r) => format!("[resource: {} ({})]", r.name, r.uri),
+        ContentBlock::Resource(r) => match &r.resource {
+            ResourceContents::TextResourceContents { uri, text, .. } => {
+                format!("[resource {uri}]\n{text}")
+            }
+            ResourceContents::BlobResourceContents { uri, blob, .. } => {
+                format!(
+                    "[resource {uri}: {} bytes of base64, not shown]",
+                    blob.len()
+                )
+            }
+            _ => "[a resource of a kind this client does not read]".to_owned(),
+        },
+        _ => "[content of a kind this client does not read]".to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -287,17 +349,44 @@ mod tests {
         assert!(big.ends_with("[truncated]\n</tool_result>"));
     }
 
+    /// A PNG of `w` × `h` pixels (its header: what the size is read from), as base64.
+    fn png(w: u32, h: u32) -> String {
+        use base64::Engine;
+        let mut b = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        b.extend(w.to_be_bytes());
+        b.extend(h.to_be_bytes());
+        b.extend([8, 6, 0, 0, 0, 0, 0, 0, 0]);
+        base64::engine::general_purpose::STANDARD.encode(b)
+    }
+
     #[test]
-    fn every_content_kind_says_what_it_is() {
+    fn every_content_kind_says_what_it_is_and_images_go_to_the_model() {
         let result = CallToolResult::success(vec![
             ContentBlock::text("hello"),
             ContentBlock::image("aGk=", "image/png"),
+            ContentBlock::image(png(512, 512), "image/png"),
+            ContentBlock::image(png(9000, 10), "image/png"),
             ContentBlock::resource_link(rmcp::model::Resource::new("file:///a.txt", "a.txt")),
         ]);
-        let text = result_text(&result);
+        let (text, images) = result_content(&result, "claude-sonnet-4-5");
         assert_eq!(
             text,
-            "hello\n[image: image/png, 4 bytes of base64, not shown]\n[resource: a.txt (file:///a.txt)]"
+            "hello\n[image: image/png, not shown: image/png is not a PNG, JPEG, GIF or WebP image]\n\
+             [image 1: image/png, given to the model]\n\
+             [image: image/png, not shown: 9000 × 10 pixels (at most 8000 a side)]\n\
+             [resource: a.txt (file:///a.txt)]"
+        );
+        assert_eq!(images.len(), 1);
+        assert_eq!(images[0].media_type, "image/png");
+        // Anthropic's rule: 512 × 512 / 750, rounded up.
+        assert_eq!(images[0].tokens, 350);
+        // At most four images a result.
+        let many = CallToolResult::success(vec![ContentBlock::image(png(8, 8), "image/png"); 5]);
+        let (text, images) = result_content(&many, "gpt-4o");
+        assert_eq!(images.len(), 4);
+        assert!(
+            text.ends_with("not shown: a result gives the model at most 4]"),
+            "{text}"
         );
     }
 

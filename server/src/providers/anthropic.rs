@@ -90,7 +90,20 @@ fn message(m: &PromptMessage) -> Option<Value> {
     }
     let mut blocks: Vec<Value> = Vec::new();
     for r in &m.tool_results {
-        blocks.push(json!({"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}));
+        // Images a tool returned go inside its result, after the text that names them.
+        let content = if r.images.is_empty() {
+            json!(r.content)
+        } else {
+            let mut content = vec![json!({"type": "text", "text": r.content})];
+            content.extend(r.images.iter().map(|i| {
+                json!({
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": i.media_type, "data": &*i.base64},
+                })
+            }));
+            Value::Array(content)
+        };
+        blocks.push(json!({"type": "tool_result", "tool_use_id": r.call_id, "content": content, "is_error": r.is_error}));
     }
     for segment in m.segments.iter().filter(|s| !s.is_empty()) {
         blocks.push(json!({"type": "text", "text": segment}));
@@ -299,6 +312,7 @@ mod tests {
                         name: "set_relevant_context".into(),
                         content: "Set files: 1 items".into(),
                         is_error: false,
+                        images: vec![],
                     }],
                 },
                 PromptMessage::text(Role::Assistant, ""),

@@ -43,6 +43,21 @@ pub fn request_body(req: &ProviderRequest) -> Value {
         for r in &m.tool_results {
             messages.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}));
         }
+        // A tool message holds text only: images the tools returned follow in a user message,
+        // each after a line naming its call.
+        if m.tool_results.iter().any(|r| !r.images.is_empty()) {
+            let mut parts = Vec::new();
+            for r in m.tool_results.iter().filter(|r| !r.images.is_empty()) {
+                parts.push(json!({"type": "text", "text": format!("The images {} ({}) returned:", r.name, r.call_id)}));
+                parts.extend(r.images.iter().map(|i| {
+                    json!({
+                        "type": "image_url",
+                        "image_url": {"url": format!("data:{};base64,{}", i.media_type, i.base64), "detail": "high"},
+                    })
+                }));
+            }
+            messages.push(json!({"role": "user", "content": parts}));
+        }
         if m.tool_calls.is_empty() {
             if !m.attachments.is_empty() || !m.segments.is_empty() || !m.files.is_empty() {
                 // The rules and references segments, the words and the attachments as text parts
@@ -316,6 +331,7 @@ mod tests {
                         name: "get_relevant_context".into(),
                         content: "No context".into(),
                         is_error: false,
+                        images: vec![],
                     }],
                 },
             ],

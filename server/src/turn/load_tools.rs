@@ -103,6 +103,7 @@ impl Tool for LoadTools {
                         names.join(", ")
                     ),
                     line: "nothing matched".to_owned(),
+                    images: Vec::new(),
                 });
             }
             let names: Vec<String> = found.iter().map(Self::label).collect();
@@ -116,6 +117,7 @@ impl Tool for LoadTools {
                     names.join(", ")
                 ),
                 line: format!("loaded {}", names.len()),
+                images: Vec::new(),
             })
         })
     }

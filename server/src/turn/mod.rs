@@ -314,6 +314,7 @@ impl TurnEngine {
                 approvals: &self.approvals,
                 approval_timeout: gathered.approval_timeout,
                 count: &count,
+                model,
             };
             let exchanges: Vec<ToolExchange> = if over_limit {
                 out.calls
@@ -452,5 +453,6 @@ fn not_run(call: glassbox_core::vocab::ToolCall, max_rounds: u32) -> ToolExchang
         result: format!("Error: not run; this reply reached its limit of {max_rounds} tool rounds"),
         is_error: true,
         line: format!("{name} · not run (limit of {max_rounds} rounds)"),
+        images: Vec::new(),
     }
 }

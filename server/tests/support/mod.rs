@@ -28,7 +28,7 @@ pub struct TestServer {
 }
 
 /// Which wire format the server speaks to the fake provider.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Api {
     OpenAi,
     Anthropic,
