@@ -176,7 +176,7 @@ pub fn human_bytes(n: u64) -> String {
         (f / KB / KB, "MB")
     };
     let decimals = if value < 10.0 { 2 } else { 1 };
-    let text = format!("{value:.decimals$}");
+    let text = crate::number::fixed(value, decimals);
     let text = text.trim_end_matches('0').trim_end_matches('.');
     format!("{text} {unit}")
 }

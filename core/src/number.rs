@@ -30,6 +30,18 @@ pub fn signed_fixed(value: f64, places: u32) -> String {
     }
 }
 
+/// `value` with at most 6 decimals and no trailing zeros, as a setting or a refused value shows it:
+/// `short(0.7)` is "0.7", `short(2.0)` is "2" (an f32 widened to f64 reads as the f32 it was).
+/// Used wherever a float is printed in code the widget carries, so the standard library's float
+/// printing (about 12 kB of wasm) stays out.
+pub fn short(value: f64) -> String {
+    let text = fixed(value, 6);
+    match text.contains('.') {
+        true => text.trim_end_matches('0').trim_end_matches('.').to_owned(),
+        false => text,
+    }
+}
+
 fn non_finite(value: f64) -> String {
     if value.is_nan() {
         "NaN".into()
@@ -75,5 +87,14 @@ mod tests {
         assert_eq!(signed_fixed(1.54, 1), "+1.5");
         assert_eq!(signed_fixed(-0.26, 1), "-0.3");
         assert_eq!(signed_fixed(0.0, 1), "+0.0");
+    }
+
+    #[test]
+    fn short_reads_as_the_f32_it_was() {
+        for v in [0.7f32, 0.05, 2.0, 0.75, 1.0, 0.3, 0.123456] {
+            assert_eq!(short(v.into()), format!("{v}"), "{v}");
+        }
+        assert_eq!(short(-0.5), "-0.5");
+        assert_eq!(short(1e-9), "0");
     }
 }

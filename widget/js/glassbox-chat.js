@@ -5,7 +5,7 @@
 //
 // Attributes, methods, events and ::part() names: glassbox-chat.d.ts (the types) and
 // docs/embedding.md (the same as tables).
-import { shadowRoot } from './shadow-shell.js';
+import { addPanelStyles, shadowRoot } from './shadow-shell.js';
 import { Launcher, launcherPosition } from './launcher.js';
 
 const here = new URL('.', import.meta.url);
@@ -250,6 +250,7 @@ class GlassboxChat extends Base {
           hideContextValues: this.hasAttribute('hide-context-values'),
         });
         this.#mountedWith = this.#identity();
+        addPanelStyles(this.shadowRoot);
         if (this.#pageContext !== undefined) {
           try {
             this.#widget.setPageContext(this.#pageContext);

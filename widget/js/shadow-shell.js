@@ -8,6 +8,18 @@ export function shadowRoot(element) {
   return root;
 }
 
+// Adds the panels' stylesheet (View context, topics, the draft's preview, the session drawer, the
+// approval dialog) to
+// `root`, once: the chat does so when it has mounted, so its first paint waits for less.
+export function addPanelStyles(root) {
+  if (root.querySelector('link[data-gb-panels]')) return;
+  const style = document.createElement('link');
+  style.rel = 'stylesheet';
+  style.dataset.gbPanels = '';
+  style.href = new URL('./glassbox-panels.css', import.meta.url).href;
+  root.append(style);
+}
+
 // The shadow root with one container element (class `className`) that the wasm view mounts into.
 export function shadowContainer(element, className) {
   const container = document.createElement('div');

@@ -102,9 +102,15 @@ pub fn widget() -> Result<PathBuf> {
         ("widget/js/glassbox-wasm.js", "glassbox-wasm.js"),
         ("widget/js/meter-wasm.js", "meter-wasm.js"),
         ("widget/js/token-worker-start.js", "token-worker-start.js"),
-        ("style/glassbox.css", "glassbox.css"),
     ] {
         copy_if_changed(&root().join(from), &dist.join(to))?;
+    }
+    // The stylesheets, without comments and layout whitespace.
+    for name in ["glassbox.css", "glassbox-panels.css"] {
+        let from = root().join("style").join(name);
+        let css = std::fs::read_to_string(&from)
+            .with_context(|| format!("reading {}", from.display()))?;
+        crate::files::write_if_changed(&dist.join(name), crate::css::minify(&css).as_bytes())?;
     }
     for name in [
         "glassbox_widget_bg.wasm",
@@ -124,6 +130,7 @@ pub fn widget() -> Result<PathBuf> {
         "meter-wasm.js",
         "token-worker-start.js",
         "glassbox.css",
+        "glassbox-panels.css",
     ] {
         precompress(&dist.join(name))?;
     }

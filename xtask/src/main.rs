@@ -3,6 +3,7 @@
 //! installed here, once, and said out loud.
 
 mod build;
+mod css;
 mod files;
 mod layers;
 mod model;

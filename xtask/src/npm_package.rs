@@ -28,6 +28,7 @@ const FILES: &[&str] = &[
     "glassbox_meter.js",
     "glassbox_meter_bg.wasm",
     "glassbox.css",
+    "glassbox-panels.css",
     "token-worker.js",
     "glassbox_token_worker.js",
     "glassbox_token_worker_bg.wasm",
@@ -150,6 +151,7 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
             // The chat with no view (GlassboxClient), for frameworks: glassbox-react.
             "./wasm": { "types": "./glassbox-wasm.d.ts", "default": "./glassbox-wasm.js" },
             "./glassbox.css": "./glassbox.css",
+            "./glassbox-panels.css": "./glassbox-panels.css",
             "./package.json": "./package.json"
         },
         // Importing defines the elements.

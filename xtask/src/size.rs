@@ -100,7 +100,9 @@ pub fn bench(dist: &Path) -> Result<()> {
             .map(|stem| lazy.join(format!("{stem}.wasm")))
             .collect()
     };
-    let after_paint = chunk_files(true);
+    // The panels' stylesheet is fetched once the chat has mounted, beside the chunks.
+    let mut after_paint = chunk_files(true);
+    after_paint.push(dist.join("glassbox-panels.css"));
     let panels = chunk_files(false);
     let react_package: Vec<PathBuf> = std::fs::read_dir(dist.join("npm/glassbox-react"))
         .context("dist/npm/glassbox-react is missing: run `cargo xtask build`")?
@@ -120,7 +122,7 @@ pub fn bench(dist: &Path) -> Result<()> {
         Entry {
             name: "<glassbox-chat>: fetched as it mounts",
             files: after_paint,
-            note: "the markdown renderer and the meter's arithmetic, after the first paint (replies show plain text until then)",
+            note: "the markdown renderer, the meter's arithmetic and the panels' stylesheet, after the first paint (replies show plain text until then)",
         },
         Entry {
             name: "<glassbox-chat>'s lazy panels, all",
@@ -185,6 +187,7 @@ pub fn bench(dist: &Path) -> Result<()> {
         "glassbox_widget.js",
         "glassbox_meter_bg.wasm",
         "glassbox.css",
+        "glassbox-panels.css",
     ] {
         let (raw, gz, br) = sizes(&dist.join(name))?;
         writeln!(out, "| {name} | {raw} | {gz} | {br} |")?;

@@ -462,8 +462,8 @@ fn shown(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Number(n) => match n.as_f64() {
-            // f32 settings come back as their nearest f64: print the shortest form that reads back.
-            Some(f) if n.is_f64() => format!("{}", f as f32),
+            // f32 settings come back as their nearest f64: at most 6 decimals read back.
+            Some(f) if n.is_f64() => glassbox_core::number::short(f),
             _ => n.to_string(),
         },
         other => other.to_string(),

@@ -126,7 +126,8 @@ impl AgentSettings {
             if (lo..=hi).contains(&v) {
                 Ok(())
             } else {
-                err(key, format!("is {v}, outside {lo}–{hi}"))
+                let s = |x: f32| crate::number::short(x.into());
+                err(key, format!("is {}, outside {}–{}", s(v), s(lo), s(hi)))
             }
         };
         if let Some(t) = self.temperature {
@@ -143,7 +144,8 @@ impl AgentSettings {
                 "context_min_score",
                 format!(
                     "is {}, above context_include_score ({})",
-                    self.context_min_score, self.context_include_score
+                    crate::number::short(self.context_min_score.into()),
+                    crate::number::short(self.context_include_score.into())
                 ),
             );
         }

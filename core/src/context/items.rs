@@ -405,16 +405,16 @@ pub enum ItemSettingsError {
     #[error("topN must be at most {MAX_TOP_N}, not {0}")]
     TopN(u32),
     /// `include_score` out of 0..=1.
-    #[error("includeScore must be between 0 and 1, not {0}")]
+    #[error("includeScore must be between 0 and 1, not {}", crate::number::short(f64::from(*.0)))]
     IncludeScore(f32),
     /// `min_score` out of -1..=1.
-    #[error("minScore must be between -1 and 1, not {0}")]
+    #[error("minScore must be between -1 and 1, not {}", crate::number::short(f64::from(*.0)))]
     MinScore(f32),
     /// `expansion_depth` above [`MAX_EXPANSION_DEPTH`].
     #[error("expansionDepth must be at most {MAX_EXPANSION_DEPTH}, not {0}")]
     ExpansionDepth(u32),
     /// `expansion_threshold` out of 0..=1.
-    #[error("expansionThreshold must be between 0 and 1, not {0}")]
+    #[error("expansionThreshold must be between 0 and 1, not {}", crate::number::short(f64::from(*.0)))]
     ExpansionThreshold(f32),
     /// `expansion_top_n` above [`MAX_EXPANSION_TOP_N`].
     #[error("expansionTopN must be at most {MAX_EXPANSION_TOP_N}, not {0}")]

@@ -111,7 +111,7 @@ pub enum FilterError {
     TooMany(usize),
     #[error("{0:?} is not one of this session's topics")]
     UnknownLabel(String),
-    #[error("a threshold must be between 0 and 1, not {0}")]
+    #[error("a threshold must be between 0 and 1, not {}", crate::number::short(f64::from(*.0)))]
     Threshold(f32),
 }
 
