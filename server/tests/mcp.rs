@@ -314,6 +314,47 @@ async fn http_servers_are_reached_and_denied_tools_never_offered() {
 }
 
 #[tokio::test]
+async fn servers_connect_in_turn_and_one_that_never_answers_holds_the_others_a_second_at_most() {
+    let dir = tempfile::tempdir().unwrap();
+    // `sleep` starts and never speaks MCP: it connects until the 30 s timeout.
+    let file = config(
+        dir.path(),
+        &format!(
+            "name = \"a_stuck\"\ncommand = \"sleep\"\nargs = [\"60\"]\n\n[[agents.mcp_servers]]\n{}",
+            stdio_server("")
+        ),
+    );
+    let started = std::time::Instant::now();
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["Done."]),
+        &[("GLASSBOX_CONFIG", file.as_str())],
+    )
+    .await;
+    loop {
+        let health = server.get_json("/healthz").await;
+        let demo = health["mcp"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["server"] == "demo")
+            .cloned()
+            .unwrap_or_default();
+        if demo["status"] == "ready" {
+            let stuck = health["mcp"][0].clone();
+            assert_eq!(stuck["server"], "a_stuck", "{health}");
+            assert_eq!(stuck["status"], "connecting", "{health}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the demo server waited behind the stuck one: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
 async fn a_server_that_cannot_start_is_reported_and_chat_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let file = config(

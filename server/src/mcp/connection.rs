@@ -23,6 +23,8 @@ use crate::agents::mcp_servers::Transport;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The first wait before connecting again; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest a connecting server keeps the others waiting for their turn to connect.
+const TURN: Duration = Duration::from_secs(1);
 /// The longest wait before connecting again.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// A connection that lasted this long starts the backoff over when it ends.
@@ -87,7 +89,13 @@ impl Drop for Connection {
 impl Connection {
     /// Starts connecting `config` in the background; `changed` is called whenever what
     /// [`Connection::live`] returns changes.
-    pub fn start(config: McpServerConfig, changed: Arc<dyn Fn() + Send + Sync>) -> Self {
+    /// Servers connect one at a time (`turns`), each for at most [`TURN`] before the next starts:
+    /// several servers starting together on a small machine would compete with the first replies.
+    pub fn start(
+        config: McpServerConfig,
+        changed: Arc<dyn Fn() + Send + Sync>,
+        turns: Arc<tokio::sync::Semaphore>,
+    ) -> Self {
         let live = Arc::new(RwLock::new(Live {
             status: Status::Connecting,
             tools: Vec::new(),
@@ -99,6 +107,7 @@ impl Connection {
             live.clone(),
             stop.clone(),
             changed,
+            turns,
         ));
         Self { config, live, stop }
     }
@@ -190,6 +199,7 @@ async fn supervise(
     live: Arc<RwLock<Live>>,
     stop: CancellationToken,
     changed: Arc<dyn Fn() + Send + Sync>,
+    turns: Arc<tokio::sync::Semaphore>,
 ) {
     let mut backoff = FIRST_BACKOFF;
     loop {
@@ -215,9 +225,20 @@ async fn supervise(
                 .map_err(|e| ConnectError::List(e.to_string()))?;
             Ok::<_, ConnectError>((running, tools))
         };
+        let attempt = tokio::time::timeout(CONNECT_TIMEOUT, attempt);
+        tokio::pin!(attempt);
         let outcome = tokio::select! {
             () = stop.cancelled() => return,
-            r = tokio::time::timeout(CONNECT_TIMEOUT, attempt) => r.unwrap_or(Err(ConnectError::Timeout)),
+            r = async {
+                // Its turn, kept until it is connected or `TURN` has passed.
+                let turn = turns.acquire().await;
+                tokio::select! {
+                    r = &mut attempt => return r,
+                    () = tokio::time::sleep(TURN) => {}
+                }
+                drop(turn);
+                (&mut attempt).await
+            } => r.unwrap_or(Err(ConnectError::Timeout)),
         };
         let error = match outcome {
             Err(e) => {

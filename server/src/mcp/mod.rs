@@ -34,12 +34,23 @@ pub struct ServerHealth {
 
 type Key = (String, String);
 
-#[derive(Default)]
 struct Inner {
     /// Connections by (agent, server), with the agent's servers in the configuration's order.
     connections: Mutex<BTreeMap<Key, Connection>>,
     /// Each agent's servers, in the configuration's order.
     order: Mutex<BTreeMap<String, Vec<String>>>,
+    /// One server connects at a time ([`Connection::start`]).
+    turns: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Self {
+            connections: Mutex::default(),
+            order: Mutex::default(),
+            turns: Arc::new(tokio::sync::Semaphore::new(1)),
+        }
+    }
 }
 
 /// The connections of every agent's MCP servers. Clones share them.
@@ -114,7 +125,8 @@ impl McpServers {
                     }
                 });
                 touched.push(key.0.clone());
-                connections.insert(key, Connection::start(config.clone(), changed));
+                let turns = self.inner.turns.clone();
+                connections.insert(key, Connection::start(config.clone(), changed, turns));
             }
         }
         let gone: Vec<String> = {
