@@ -37,19 +37,7 @@ pub fn serve(dev: bool) -> Result<()> {
             (Command::new(server), mcp_demo)
         }
         None => {
-            say("building the demo MCP server (debug)");
-            run(Command::new("cargo").current_dir(root()).args([
-                "build",
-                "--quiet",
-                "--package",
-                "glassbox-mcp-demo",
-                "--bin",
-                "glassbox-mcp-demo",
-            ]))?;
-            let mcp_demo = crate::tools::target_dir().join(format!(
-                "debug/glassbox-mcp-demo{}",
-                std::env::consts::EXE_SUFFIX
-            ));
+            let mcp_demo = build_mcp_demo(false)?;
             let mut cmd = Command::new("cargo");
             cmd.args([
                 "run",
@@ -278,20 +266,7 @@ pub fn bench_render(args: &[&str]) -> Result<()> {
 pub fn bench_context(only: &[&str]) -> Result<()> {
     build::widget()?;
     // The repo's MCP server (stdio and HTTP) for the MCP section.
-    say("building the demo MCP server (release)");
-    run(Command::new("cargo").current_dir(root()).args([
-        "build",
-        "--release",
-        "--quiet",
-        "--package",
-        "glassbox-mcp-demo",
-        "--bin",
-        "glassbox-mcp-demo",
-    ]))?;
-    let mcp_demo = crate::tools::target_dir().join(format!(
-        "release/glassbox-mcp-demo{}",
-        std::env::consts::EXE_SUFFIX
-    ));
+    let mcp_demo = build_mcp_demo(true)?;
     // Topic extraction, the filter and the item search run with the real embedding model.
     let model_dir = model::provision()?;
     // The anchor of cold indexing: onnxruntime on the same model and chunks.
@@ -308,6 +283,29 @@ pub fn bench_context(only: &[&str]) -> Result<()> {
             ("GLASSBOX_MCP_DEMO", mcp_demo.as_os_str()),
         ],
     )
+}
+
+/// Builds the repo's MCP server (`glassbox-mcp-demo`), optimized or not; answers its path.
+fn build_mcp_demo(release: bool) -> Result<std::path::PathBuf> {
+    let profile = if release { "release" } else { "debug" };
+    say(format!("building the demo MCP server ({profile})"));
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root()).args([
+        "build",
+        "--quiet",
+        "--package",
+        "glassbox-mcp-demo",
+        "--bin",
+        "glassbox-mcp-demo",
+    ]);
+    if release {
+        cmd.arg("--release");
+    }
+    run(&mut cmd)?;
+    Ok(crate::tools::target_dir().join(format!(
+        "{profile}/glassbox-mcp-demo{}",
+        std::env::consts::EXE_SUFFIX
+    )))
 }
 
 /// Builds and runs a benchmark binary of the e2e package in release mode.

@@ -89,6 +89,26 @@ async fn the_user_approves_denies_and_allows_tool_calls_in_the_widget() -> Resul
         wait_for(&client, "the decision in the history", &format!("{ROOT} return [...r.querySelectorAll('.gb-message.gb-approval')].some(a => a.textContent.includes('Allowed: demo.current_time'));")).await?;
         let open = client.execute(&format!("{ROOT} return !!r.querySelector('.gb-approval-dialog');"), vec![]).await?;
         assert_eq!(open, json!(false));
+        // View context of that reply: the tools it was offered, each with its badge and cost.
+        client
+            .execute(&format!("{ROOT} [...r.querySelectorAll('.gb-view-context')].pop().click(); return true;"), vec![])
+            .await?;
+        let tools = wait_for(
+            &client,
+            "the Tools column of View context",
+            &format!("{ROOT} const d = r.querySelector('dialog.gb-context-dialog'); const c = d && d.querySelector('.gb-item-column[data-column=tools]'); if (!c) return null; return [...c.querySelectorAll('.gb-item')].map(i => [i.querySelector('.gb-item-label').textContent, i.querySelector('.gb-item-badge').textContent, i.querySelector('.gb-item-tokens').textContent]);"),
+        )
+        .await?;
+        let time = tools
+            .as_array()
+            .and_then(|t| t.iter().find(|i| i[0] == "demo.current_time"))
+            .unwrap_or_else(|| panic!("no demo.current_time in the Tools column: {tools}"));
+        assert_eq!(time[1], "Always", "{tools}");
+        let cost: u32 = time[2].as_str().unwrap_or_default().trim_end_matches(" tokens").replace(',', "").parse().unwrap_or(0);
+        assert!(cost > 20, "its definition's tokens: {tools}");
+        client
+            .execute(&format!("{ROOT} r.querySelector('dialog.gb-context-dialog').close(); return true;"), vec![])
+            .await?;
 
         // Deny with a reason: the model is told, as data.
         send(&client, r#"Note this: demo.add_note {"text": "buy milk"}"#).await?;
