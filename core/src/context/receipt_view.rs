@@ -514,7 +514,12 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
             note,
             reason_words(part.reason),
             part.tokens,
-            Some("Sent as data in your message's turn, after the conversation."),
+            Some(match note.item.kind {
+                ItemKind::Tool { .. } => {
+                    "Its definition is offered with the request; its results come back as data."
+                }
+                _ => "Sent as data in your message's turn, after the conversation.",
+            }),
         ),
     }
 }
@@ -783,6 +788,10 @@ mod tests {
         assert_eq!(rows[1].names, ["How we sign in"]);
         assert_eq!(rows[2].why, "added to this conversation by you");
         assert_eq!(rows[3].label, "Tool fs.read");
+        assert_eq!(
+            rows[3].note,
+            Some("Its definition is offered with the request; its results come back as data.")
+        );
         assert!(
             rows.iter()
                 .all(|r| r.kind == "item" && r.messages.is_none())
