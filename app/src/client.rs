@@ -18,7 +18,9 @@ use glassbox_core::context::items::ItemRef;
 use glassbox_core::limits::{InputError, validate_chat};
 use glassbox_core::transcript::Transcript;
 use glassbox_core::vocab::{Attachment, PageContext};
-use glassbox_core::wire::{ChatMessage, ChatRequest, ClientFrame, ItemChange, RetryRequest};
+use glassbox_core::wire::{
+    ChatMessage, ChatRequest, ClientFrame, ItemChange, RetryRequest, StopRequest,
+};
 use leptos::prelude::*;
 
 pub use connection::ConnectionStatus;
@@ -210,7 +212,21 @@ impl ChatClient {
         Ok(())
     }
 
-    /// Asks the server to regenerate a failed reply.
+    /// Asks the server to stop a streaming reply (it ends `stopped`, its text so far kept). Not
+    /// [`ChatClient::stop`], which closes the connection.
+    pub fn stop_reply(&self, message_id: &str) {
+        self.send_frame(ClientFrame::Stop(StopRequest {
+            message_id: message_id.to_owned(),
+        }));
+    }
+
+    /// The reply streaming now, if any (what Stop stops).
+    pub fn streaming_reply(&self) -> Option<String> {
+        self.transcript
+            .with(|t| t.streaming_reply().map(str::to_owned))
+    }
+
+    /// Asks the server to regenerate a failed or stopped reply.
     pub fn retry(&self, message_id: &str) {
         self.send_frame(ClientFrame::Retry(RetryRequest {
             message_id: message_id.to_owned(),

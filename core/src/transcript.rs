@@ -95,6 +95,15 @@ impl Transcript {
             .any(|m| m.status == MessageStatus::Streaming)
     }
 
+    /// The reply streaming now (the newest, should there be several): what Stop stops.
+    pub fn streaming_reply(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant && m.status == MessageStatus::Streaming)
+            .map(|m| m.id.as_str())
+    }
+
     /// A message by id.
     pub fn find(&self, id: &str) -> Option<&ChatMessage> {
         self.messages.iter().find(|m| m.id == id)
@@ -317,6 +326,7 @@ mod tests {
             }),
         ));
         assert!(t.replying());
+        assert_eq!(t.streaming_reply(), Some("a1"));
         t.apply(&frame(
             4,
             ServerEvent::Delta(Delta {
@@ -336,6 +346,7 @@ mod tests {
         done.status = MessageStatus::Complete;
         t.apply(&frame(6, ServerEvent::Done(Done { message: done })));
         assert!(!t.replying());
+        assert_eq!(t.streaming_reply(), None);
         assert_eq!(t.messages.len(), 2);
         assert_eq!(t.last_sync_id(), Some(6));
     }

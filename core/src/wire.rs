@@ -24,8 +24,12 @@ pub enum ClientFrame {
     Hello(Hello),
     /// A user message.
     Chat(ChatRequest),
-    /// Regenerate a failed assistant reply in place.
+    /// Regenerate a failed or stopped assistant reply in place.
     Retry(RetryRequest),
+    /// Stop a reply while it streams (or waits its turn): the provider's stream is cancelled, no
+    /// further tool call runs, a waiting approval is withdrawn, and every tab receives `done`
+    /// with the reply as it stands, status `stopped`. A reply that already ended is left as it is.
+    Stop(StopRequest),
     /// Change the session's compression settings (persisted; every tab receives `context_info`).
     Settings(crate::context::CompressionSettings),
     /// Change one context set (the host's `setContext`); every tab receives `context`.
@@ -231,10 +235,17 @@ pub struct ChatRequest {
     pub client_message_id: Option<String>,
 }
 
-/// Asks the server to regenerate a failed assistant message.
+/// Asks the server to regenerate a failed or stopped assistant message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryRequest {
+    pub message_id: String,
+}
+
+/// Asks the server to stop an assistant reply that is streaming.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StopRequest {
     pub message_id: String,
 }
 
@@ -284,12 +295,16 @@ pub struct ChatMessage {
 }
 
 impl ChatMessage {
-    /// True for the stored messages the model sees: user messages and complete replies (a failed
-    /// or still-streaming reply is never sent).
+    /// True for the stored messages the model sees: user messages, complete replies, and stopped
+    /// replies with text (the user read it); a failed or still-streaming reply is never sent.
     pub fn reaches_model(&self) -> bool {
         match self.role {
             Role::User => true,
-            Role::Assistant => self.status == MessageStatus::Complete,
+            Role::Assistant => match self.status {
+                MessageStatus::Complete => true,
+                MessageStatus::Stopped => !self.content.trim().is_empty(),
+                MessageStatus::Streaming | MessageStatus::Failed => false,
+            },
             Role::Approval => false,
         }
     }
@@ -677,6 +692,13 @@ mod tests {
         assert!(m(Role::Assistant, MessageStatus::Complete).reaches_model());
         assert!(!m(Role::Assistant, MessageStatus::Failed).reaches_model());
         assert!(!m(Role::Assistant, MessageStatus::Streaming).reaches_model());
+        // A stopped reply goes with the text that had streamed, and not when nothing had.
+        let stopped = |content: &str| ChatMessage {
+            content: content.into(),
+            ..m(Role::Assistant, MessageStatus::Stopped)
+        };
+        assert!(stopped("Half an ans").reaches_model());
+        assert!(!stopped(" ").reaches_model());
     }
 
     #[test]

@@ -189,7 +189,9 @@ impl Chat {
             _ => return Err(ChatError::Conflict("only assistant replies can be retried")),
         };
         if !self.store.restart_reply(session_id, message_id).await? {
-            return Err(ChatError::Conflict("only a failed reply can be retried"));
+            return Err(ChatError::Conflict(
+                "only a failed or stopped reply can be retried",
+            ));
         }
         hub.publish(reply_start(&reply));
         self.spawn_turn(
@@ -201,6 +203,20 @@ impl Chat {
             starting,
         );
         Ok(())
+    }
+
+    /// Stops reply `message_id` of the session: true when it was under way (or waiting its turn)
+    /// and now ends as `stopped` (every tab receives `done`); false when it had already ended.
+    /// An id that is no reply of the session is `not_found`.
+    pub async fn stop(&self, hub: &Hub, message_id: &str) -> Result<bool, ChatError> {
+        if hub.stops.stop(message_id) {
+            tracing::info!(session = %hub.session_id, reply = message_id, "reply stopped by the user");
+            return Ok(true);
+        }
+        match self.store.message(&hub.session_id, message_id).await? {
+            Some(m) if m.role == Role::Assistant => Ok(false),
+            _ => Err(ChatError::NotFound("reply")),
+        }
     }
 
     /// Runs the reply in the background; `permit` holds the address's streaming slot until it
@@ -216,6 +232,8 @@ impl Chat {
         starting: TurnStarting,
     ) {
         let turns = self.turns.clone();
+        // Registered now, so a stop right after `reply_start` finds it.
+        let stop = hub.stops.register(&reply_id);
         // The turn logs under the request or connection that started it.
         let span = tracing::Span::current();
         tokio::spawn(
@@ -228,13 +246,21 @@ impl Chat {
                     // minutes): not counted as starting until its turn comes.
                     Err(_) => {
                         drop(starting);
-                        let queued = hub.turn_lock.lock().await;
+                        let queued = tokio::select! {
+                            queued = hub.turn_lock.lock() => queued,
+                            () = stop.stopped() => {
+                                if let Err(e) = turns.stopped_while_queued(&hub, &reply_id).await {
+                                    tracing::error!(reply = %reply_id, error = %e, "a stopped reply was not stored");
+                                }
+                                return;
+                            }
+                        };
                         starting = TurnStarting::begin();
                         queued
                     }
                 };
                 if let Err(e) = turns
-                    .run(&hub, &model, &user_message_id, &reply_id, starting)
+                    .run(&hub, &model, &user_message_id, &reply_id, starting, &stop)
                     .await
                 {
                     let wire = e.to_wire().for_message(&reply_id);

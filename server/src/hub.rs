@@ -41,6 +41,8 @@ pub struct Hub {
     resume_pending: AtomicBool,
     /// The current topic labels' vectors, while the session is live.
     pub labels: crate::embed::labels::LabelVectors,
+    /// The stop tokens of the replies under way or waiting their turn.
+    pub stops: crate::stops::ReplyStops,
 }
 
 impl Hub {
@@ -58,6 +60,7 @@ impl Hub {
             abandoned: watch::channel(false).0,
             grace,
             labels: Default::default(),
+            stops: Default::default(),
             resume_pending: AtomicBool::new(false),
         }
     }

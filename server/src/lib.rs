@@ -2,7 +2,7 @@
 //!
 //! The modules are in three layers, each using only the ones below it:
 //! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
-//!   `providers`, `embed`, `tokens`, `hub`, `background`, `wire_error`;
+//!   `providers`, `embed`, `tokens`, `stops`, `hub`, `background`, `wire_error`;
 //! - services, each with its own error: `approvals`, `budgets`, `calls`, `context_sets`, `files`, `tools`, `mcp`, `items`,
 //!   `context`, `topics`, `sessions`, `turn`, `chat`;
 //! - the edge: `routes` and `error` (the wire error built from the services' errors), with
@@ -31,6 +31,7 @@ pub mod rate_limits;
 pub mod routes;
 pub mod sessions;
 pub mod state;
+pub mod stops;
 pub mod storage;
 pub mod tokens;
 pub mod tools;

@@ -40,7 +40,13 @@ pub struct ToolCtx<'a> {
     pub count: &'a (dyn Fn(&str) -> u32 + Sync),
     /// The reply's model (what an image a tool returns costs it).
     pub model: &'a str,
+    /// Cancelled when the user stops the reply: a call not run yet never runs, one waiting for
+    /// approval or running is given up (its result says so).
+    pub stop: &'a tokio_util::sync::CancellationToken,
 }
+
+/// What the model is told of a call the user's stop prevented or cut short.
+const STOPPED: &str = "not run: the user stopped the reply";
 
 /// A successful tool run.
 #[derive(Debug, Clone)]
@@ -397,9 +403,16 @@ impl ToolSet {
                 };
                 match serde_json::from_str::<Value>(raw) {
                     Err(e) => Err(ToolError::NotJson(e.to_string()).to_string()),
-                    Ok(args) => match self.approve(ctx, tool.as_ref(), &call).await {
-                        Some(refused) => Err(refused),
-                        None => tool.call(ctx, args).await.map_err(|e| e.to_string()),
+                    // Dropping the approval's wait withdraws it (`cancelled`).
+                    Ok(args) => tokio::select! {
+                        biased;
+                        () = ctx.stop.cancelled() => Err(STOPPED.to_owned()),
+                        r = async {
+                            match self.approve(ctx, tool.as_ref(), &call).await {
+                                Some(refused) => Err(refused),
+                                None => tool.call(ctx, args).await.map_err(|e| e.to_string()),
+                            }
+                        } => r,
                     },
                 }
             }

@@ -289,3 +289,52 @@ async fn a_pending_approval_survives_a_new_tab_and_runs_once() {
     assert_eq!(approvals.len(), 1, "{messages:?}");
     assert_eq!(approvals[0]["approvals"][0]["decision"], "allow");
 }
+
+/// Stopping a reply while its call waits for approval withdraws the approval (`cancelled`, to
+/// every tab), gives the call a result saying it was not run, makes no further provider call,
+/// and ends the reply `stopped`.
+async fn a_stop_withdraws_the_waiting_approval(api: Api) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(api, dir.path(), "", "").await;
+    let (mut ws, id, token) = tab(&server).await;
+    server
+        .fake
+        .queue(vec![call("demo__add_note", r#"{"text": "buy milk"}"#)]);
+    chat(&mut ws, "remember to buy milk").await;
+    let asked = until(&mut ws, "approval_request").await;
+    let reply = asked["data"]["messageId"].as_str().unwrap().to_owned();
+    ws.send(json!({"type": "stop", "data": {"messageId": reply}}))
+        .await;
+    let decided = until(&mut ws, "approval").await;
+    assert_eq!(decided["data"]["decision"], "cancelled", "{decided}");
+    let done = until(&mut ws, "done").await;
+    let message = &done["data"]["message"];
+    assert_eq!(message["status"], "stopped", "{done}");
+    let result = &message["toolRounds"][0]["exchanges"][0];
+    assert_eq!(result["isError"], true, "{done}");
+    assert!(
+        result["result"]
+            .as_str()
+            .unwrap()
+            .contains("the user stopped the reply"),
+        "{done}"
+    );
+    // One provider request: the one that asked for the call.
+    assert_eq!(server.fake.requests().len(), 1);
+    // Stored as told, beside the withdrawn approval's message.
+    let stored = server.messages(&id, &token).await;
+    let kept = stored.iter().find(|m| m["id"] == reply.as_str()).unwrap();
+    assert_eq!(kept["status"], "stopped");
+    assert!(kept.get("error").is_none(), "{kept}");
+    assert!(stored.iter().any(|m| m["role"] == "approval"), "{stored:?}");
+}
+
+#[tokio::test]
+async fn a_stop_withdraws_the_waiting_approval_openai() {
+    a_stop_withdraws_the_waiting_approval(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn a_stop_withdraws_the_waiting_approval_anthropic() {
+    a_stop_withdraws_the_waiting_approval(Api::Anthropic).await;
+}

@@ -49,10 +49,11 @@ export interface Attachment {
   height?: number;
 }
 
-/** Token counts as the provider reported them. */
+/** Token counts as the provider reported them (or, when `counted`, our counts: a stopped reply). */
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
+  counted?: boolean;
   [key: string]: unknown;
 }
 
@@ -81,7 +82,7 @@ export interface ChatMessage {
   id: string;
   role: 'user' | 'assistant';
   content: string;
-  status: 'complete' | 'streaming' | 'failed';
+  status: 'complete' | 'streaming' | 'failed' | 'stopped';
   /** Milliseconds since the Unix epoch. */
   createdAt: number;
   clientMessageId?: string;
@@ -212,6 +213,12 @@ export interface GlassboxChatElement extends HTMLElement {
   approve(approvalId: string, decision: 'allow' | 'deny' | 'allow_session', reason?: string): Promise<void>;
   /** Replaces the session's overrides of the agent's defaults ({} clears them). */
   setOverrides(overrides: Record<string, unknown>): Promise<void>;
+  /**
+   * Stops a streaming reply (`messageId`, else the one streaming now): it ends with status
+   * `stopped` and its text so far, in every tab. False when none was streaming. (The connection
+   * status `stopped` is something else: the element was removed.)
+   */
+  stopReply(messageId?: string | null): Promise<boolean>;
   /** The receipt a turn answering `text` would have now, without sending it. */
   preview(text: string, attachments?: Attachment[] | null, context?: PageContext | null): Promise<Receipt>;
   /** Deletes this conversation on the server and starts a new one. */

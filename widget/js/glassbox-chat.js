@@ -149,6 +149,15 @@ class GlassboxChat extends Base {
     return this.#withChat((chat) => chat.approve(String(approvalId ?? ''), String(decision ?? ''), reason ?? undefined));
   }
 
+  /**
+   * Stops a streaming reply (`messageId`, else the one streaming now): it ends `stopped` with its
+   * text so far. Resolves to false when none was streaming. Not `close()`/removal, which end the
+   * connection (its status is then `stopped`).
+   */
+  async stopReply(messageId) {
+    return this.#withChat((chat) => chat.stopReply(messageId == null ? undefined : String(messageId)));
+  }
+
   /** Removes an item ({kind, name}) from the session. */
   async removeItem(item) {
     return this.#withChat((chat) => chat.removeItem(item ?? null));

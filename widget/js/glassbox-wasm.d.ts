@@ -49,6 +49,8 @@ export class GlassboxClient {
   /** Resolves to the attachment for `sendMessage`. */
   uploadFile(file: File): Promise<Attachment>;
   retry(messageId: string): void;
+  /** Stops `messageId`, else the reply streaming now; false when none was. */
+  stopReply(messageId?: string | null): boolean;
   setContext(setName: string, items: string[], mode?: 'replace' | 'merge' | null): void;
   setFilter(labels: string[]): void;
   clearSession(): void;

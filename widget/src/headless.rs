@@ -8,7 +8,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::{
     approve_on, context_args, js_error, send_message_on, set_filter_on, set_page_context_on,
-    upload_file_on,
+    stop_reply_on, upload_file_on,
 };
 
 /// Options of a headless chat: `{server, session?, agent?, model?}`.
@@ -113,10 +113,17 @@ impl GlassboxClient {
         Ok(upload_file_on(self.live()?, file))
     }
 
-    /// Asks again for a failed reply.
+    /// Asks again for a failed or stopped reply.
     pub fn retry(&self, message_id: String) -> Result<(), JsValue> {
         self.live()?.retry(&message_id);
         Ok(())
+    }
+
+    /// As the element's `stopReply`: stops `messageId`, else the reply streaming now; false when
+    /// none was.
+    #[wasm_bindgen(js_name = stopReply)]
+    pub fn stop_reply(&self, message_id: Option<String>) -> Result<bool, JsValue> {
+        Ok(stop_reply_on(self.live()?, message_id))
     }
 
     /// As the element's `setContext`.

@@ -332,6 +332,14 @@ impl GlassboxWidget {
         approve_on(self.live()?, &approval_id, &decision, reason)
     }
 
+    /// Stops a streaming reply: `messageId`, else the one streaming now. It ends `stopped` with
+    /// the text so far (every tab sees it); false when no reply was streaming. The connection
+    /// stays open (its status `stopped` is another thing: the element was removed).
+    #[wasm_bindgen(js_name = stopReply)]
+    pub fn stop_reply(&self, message_id: Option<String>) -> Result<bool, JsValue> {
+        Ok(stop_reply_on(self.live()?, message_id))
+    }
+
     /// Removes an item (`{kind, name}`) from the session, whatever brought it in.
     #[wasm_bindgen(js_name = removeItem)]
     pub fn remove_item(&self, item: JsValue) -> Result<(), JsValue> {
@@ -424,6 +432,18 @@ impl GlassboxWidget {
 
 mod headless;
 pub use headless::GlassboxClient;
+
+/// Stops reply `message_id`, else the one streaming now, on `client` (the element's and the
+/// headless client's `stopReply`); false when there was none to stop.
+pub(crate) fn stop_reply_on(client: glassbox_app::ChatClient, message_id: Option<String>) -> bool {
+    match message_id.or_else(|| client.streaming_reply()) {
+        Some(id) => {
+            client.stop_reply(&id);
+            true
+        }
+        None => false,
+    }
+}
 
 /// Answers the approval `approval_id` on `client` (the element's and the headless client's
 /// `approve`): `decision` is `allow`, `deny` or `allow_session`, else `invalid_approval`.

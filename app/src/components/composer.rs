@@ -1,4 +1,5 @@
 //! The composer: Enter sends, Shift+Enter adds a line; refusals show under it and the text is kept.
+//! While a reply streams its button is Stop (Esc too), which stops that reply.
 //! Files come in by the paperclip's picker, by paste, or dropped on the chat ([`Attaching`]); each shows as
 //! a chip until the message that carries it is sent.
 
@@ -43,16 +44,33 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
             let _ = el.focus();
         }
     };
+    // The reply a Stop would stop; one button is Send or Stop, so focus stays on it.
+    let replying = Memo::new(move |_| client.streaming_reply());
+    let stop = move || {
+        if let Some(id) = replying.get_untracked() {
+            client.stop_reply(&id);
+        }
+    };
     let problems = move || {
         let mut all = attaching.problems.get();
         all.extend(problem.get());
         all
     };
     view! {
-        <form class="gb-composer" part="composer" on:submit=move |ev| {
-            ev.prevent_default();
-            send();
-        }>
+        <form
+            class="gb-composer"
+            part="composer"
+            on:submit=move |ev| {
+                ev.prevent_default();
+                send();
+            }
+            on:keydown=move |ev: leptos::ev::KeyboardEvent| {
+                if ev.key() == "Escape" && replying.with_untracked(Option::is_some) {
+                    ev.prevent_default();
+                    stop();
+                }
+            }
+        >
             <Show when=move || attaching.files.with(|f| !f.is_empty())>
                 <ul class="gb-attached" part="attached" aria-label="Files attached to this message">
                     <For each=move || attaching.files.get() key=|f| (f.key, f.upload == Upload::Sending) let:file>
@@ -121,13 +139,23 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
             </button>
             <button
                 class="gb-send"
-                part="send"
-                type="submit"
+                class:gb-stop=move || replying.with(Option::is_some)
+                part=move || if replying.with(Option::is_some) { "stop" } else { "send" }
+                type=move || if replying.with(Option::is_some) { "button" } else { "submit" }
+                title=move || replying.with(Option::is_some).then_some("Stop the reply (Esc)")
+                on:click=move |ev| {
+                    if replying.with_untracked(Option::is_some) {
+                        ev.prevent_default();
+                        stop();
+                    }
+                }
                 disabled=move || {
-                    attaching.busy() || (text.with(|t| t.trim().is_empty()) && !attaching.any_ready())
+                    replying.with(Option::is_none)
+                        && (attaching.busy()
+                            || (text.with(|t| t.trim().is_empty()) && !attaching.any_ready()))
                 }
             >
-                "Send"
+                {move || if replying.with(Option::is_some) { "Stop" } else { "Send" }}
             </button>
             <Show when=move || !problems().is_empty()>
                 <div class="gb-composer-error" role="alert">

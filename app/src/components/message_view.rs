@@ -1,5 +1,5 @@
 //! One message: a user bubble (plain text, as typed) or an assistant reply (markdown), with its state:
-//! streaming, failed with Retry, or complete with the provider's token usage.
+//! streaming, failed with Retry, stopped with Retry, or complete with the provider's token usage.
 
 use glassbox_core::ErrorCode;
 use glassbox_core::vocab::{Attachment, MessageStatus, Role, ToolExchange};
@@ -51,6 +51,7 @@ pub fn MessageView(
     let highlight_id = id.clone();
     let highlighted = move || in_context.is_some_and(|c| c.has(&highlight_id));
     let retry_id = id.clone();
+    let stopped_id = id.clone();
     let view_id = id.clone();
     let mark_id = id.clone();
     view! {
@@ -86,6 +87,19 @@ pub fn MessageView(
                     </span>
                 </Show>
             </div>
+            <Show when=move || status.get() == MessageStatus::Stopped>
+                {
+                    let retry_id = stopped_id.clone();
+                    view! {
+                        <div class="gb-stopped" part="stopped">
+                            <span class="gb-stopped-text">"Stopped"</span>
+                            <button class="gb-retry" on:click=move |_| client.retry(&retry_id)>
+                                "Retry"
+                            </button>
+                        </div>
+                    }
+                }
+            </Show>
             {move || {
                 error
                     .get()
@@ -123,11 +137,19 @@ pub fn MessageView(
                     )
                 });
                 let reported = usage.map(|u| {
-                    format!(
-                        "{} in · {} out reported by the provider",
-                        grouped(u.input_tokens),
-                        grouped(u.output_tokens)
-                    )
+                    if u.counted {
+                        format!(
+                            "~{} in · ~{} out spent by our count (stopped before the provider reported)",
+                            grouped(u.input_tokens),
+                            grouped(u.output_tokens)
+                        )
+                    } else {
+                        format!(
+                            "{} in · {} out reported by the provider",
+                            grouped(u.input_tokens),
+                            grouped(u.output_tokens)
+                        )
+                    }
                 });
                 let compression = report
                     .and_then(|r| r.compression)

@@ -98,7 +98,10 @@ pub fn left_out_rows(receipt: &Receipt) -> Vec<ReceiptRow> {
 /// The totals of `receipt` beside `usage`.
 pub fn totals(receipt: &Receipt, usage: Option<Usage>) -> ReceiptTotals {
     let counted = receipt.totals.counted_input_tokens;
-    let reported = usage.map(|u| (u.input_tokens, u.output_tokens));
+    // Our own counts (a stopped reply's) are not the provider's report.
+    let reported = usage
+        .filter(|u| !u.counted)
+        .map(|u| (u.input_tokens, u.output_tokens));
     ReceiptTotals {
         parts_tokens: receipt.parts.iter().map(|p| u64::from(p.tokens)).sum(),
         counted_input: counted,
@@ -1070,6 +1073,7 @@ mod tests {
             Some(Usage {
                 input_tokens: 1_000,
                 output_tokens: 42,
+                counted: false,
             }),
         );
         assert_eq!(t.parts_tokens, 1_000);
@@ -1085,8 +1089,19 @@ mod tests {
             Some(Usage {
                 input_tokens: 0,
                 output_tokens: 0,
+                counted: false,
             }),
         );
         assert_eq!(zero.drift_percent, None);
+        // Our counts of a stopped reply are no report to compare with.
+        let ours = totals(
+            &r,
+            Some(Usage {
+                input_tokens: 1_003,
+                output_tokens: 9,
+                counted: true,
+            }),
+        );
+        assert_eq!((ours.reported, ours.drift_percent), (None, None));
     }
 }

@@ -55,6 +55,9 @@ pub enum MessageStatus {
     Streaming,
     /// The reply stopped early; `content` holds what arrived and `error` says why. Retryable.
     Failed,
+    /// The user stopped the reply (`stop`): `content` holds what had streamed, the receipt and
+    /// the usage spent are kept, no error. Retryable; its text reaches the model as a reply's.
+    Stopped,
 }
 
 impl MessageStatus {
@@ -65,12 +68,16 @@ impl MessageStatus {
     }
 }
 
-/// Token usage as reported by the provider.
+/// Token usage as reported by the provider (or, when `counted`, by our count).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The provider reported nothing (a reply stopped mid-stream): these are the server's counts
+    /// of what went and what came back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub counted: bool,
 }
 
 #[cfg(test)]
@@ -87,6 +94,7 @@ mod tests {
             MessageStatus::Complete,
             MessageStatus::Streaming,
             MessageStatus::Failed,
+            MessageStatus::Stopped,
         ] {
             assert_eq!(status.as_str().parse::<MessageStatus>(), Ok(status));
             assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());

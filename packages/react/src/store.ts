@@ -126,8 +126,8 @@ export class ChatStore {
   getSnapshot = (): ChatState => this.#state;
 
   /** Runs `action` on the client, once it is there; rejects with the client's typed error. */
-  async call(action: (client: GlassboxClient) => void): Promise<void> {
-    action(await this.#open());
+  async call<T>(action: (client: GlassboxClient) => T): Promise<T> {
+    return action(await this.#open());
   }
 
   sendMessage = (text: string, attachments?: Attachment[] | null, context?: PageContext | null) =>
@@ -138,6 +138,8 @@ export class ChatStore {
   uploadFile = async (file: File): Promise<Attachment> => (await this.#open()).uploadFile(file);
 
   retry = (messageId: string) => this.call((c) => c.retry(messageId));
+
+  stopReply = (messageId?: string | null) => this.call((c) => c.stopReply(messageId ?? null));
 
   setContext = (setName: string, items: string[], mode?: 'replace' | 'merge') =>
     this.call((c) => c.setContext(setName, items, mode ?? null));

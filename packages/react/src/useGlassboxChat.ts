@@ -19,8 +19,13 @@ export interface GlassboxChat extends ChatState {
    * Rejects with `file_too_large`, `file_type_not_allowed`, … (the wire's codes).
    */
   uploadFile(file: File): Promise<Attachment>;
-  /** Asks again for a failed reply. */
+  /** Asks again for a failed or stopped reply. */
   retry(messageId: string): Promise<void>;
+  /**
+   * Stops a streaming reply (`messageId`, else the one streaming now): it ends with status
+   * `stopped` and the text so far. Resolves to false when none was streaming.
+   */
+  stopReply(messageId?: string | null): Promise<boolean>;
   /** Changes one of the session's context sets. */
   setContext(setName: string, items: string[], mode?: 'replace' | 'merge'): Promise<void>;
   /** Selects topics by label; `[]` clears the filter. */
@@ -58,6 +63,7 @@ export function useGlassboxChat(options: ChatOptions): GlassboxChat {
       setFilter: store.setFilter,
       clearSession: store.clearSession,
       approve: store.approve,
+      stopReply: store.stopReply,
     }),
     [state, store],
   );

@@ -236,7 +236,7 @@ impl Provider for AnthropicProvider {
                     StreamEvent::MessageDelta { delta, usage } => {
                         stop_reason = delta.get("stop_reason").and_then(Value::as_str).map(str::to_owned).or(stop_reason);
                         if usage.is_some() {
-                            yield ProviderEvent::Usage(Usage { input_tokens, output_tokens: tokens(&usage, "output_tokens") });
+                            yield ProviderEvent::Usage(Usage { input_tokens, output_tokens: tokens(&usage, "output_tokens"), counted: false });
                         }
                     }
                     StreamEvent::MessageStop => {

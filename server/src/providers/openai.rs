@@ -228,7 +228,7 @@ impl Provider for OpenAiProvider {
                     Err(ProviderError::Upstream(msg))?;
                 }
                 if let Some(u) = chunk.usage {
-                    yield ProviderEvent::Usage(Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens });
+                    yield ProviderEvent::Usage(Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens, counted: false });
                 }
                 for choice in chunk.choices {
                     if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {

@@ -179,6 +179,10 @@ pub fn app(state: AppState) -> Router {
             "/api/sessions/{id}/messages/{message_id}/mark",
             put(rest::mark_message),
         )
+        .route(
+            "/api/sessions/{id}/messages/{message_id}/stop",
+            post(rest::stop_reply),
+        )
         .route("/v1/embeddings", post(embeddings::create))
         .route_layer(middleware::from_fn_with_state(state.clone(), origin::guard))
         .layer(cors);

@@ -299,6 +299,21 @@ pub async fn mark_message(
     Ok(Json(view))
 }
 
+/// `POST /api/sessions/{id}/messages/{message_id}/stop` (token), no body: stops the reply while
+/// it streams (every tab receives `done` with status `stopped`). Answers `{messageId, stopped}`:
+/// `stopped` is false when the reply had already ended (nothing changes); 404 `not_found` when the
+/// session has no such reply.
+pub async fn stop_reply(
+    State(state): State<AppState>,
+    AuthedSession(session): AuthedSession,
+    Path(MessagePath { message_id }): Path<MessagePath>,
+) -> Result<Json<serde_json::Value>, AppError> {
+    let stopped = state.chat.stop(&session.hub, &message_id).await?;
+    Ok(Json(
+        serde_json::json!({"messageId": message_id, "stopped": stopped}),
+    ))
+}
+
 /// The body of `PUT …/mark`.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

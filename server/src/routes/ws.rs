@@ -193,6 +193,13 @@ async fn handle<W: Sink<Message> + Unpin>(
             .chat
             .retry(&a.hub, &a.model, &r.message_id, address)
             .await?),
+        // Every tab hears the end (`done`, status `stopped`); an ended reply is left as it is.
+        (ClientFrame::Stop(s), Some(a)) => state
+            .chat
+            .stop(&a.hub, &s.message_id)
+            .await
+            .map(|_| ())
+            .map_err(AppError::from),
         (ClientFrame::Settings(settings), Some(a)) => {
             state.limits.command(&a.hub.session_id)?;
             let info = state

@@ -386,18 +386,19 @@ impl Store {
         Ok(())
     }
 
-    /// Resets a failed reply to empty and streaming, for a retry.
+    /// Resets a failed or stopped reply to empty and streaming, for a retry.
     pub async fn restart_reply(&self, session_id: &str, id: &str) -> Result<bool, StorageError> {
         let res = sqlx::query(
             "UPDATE messages SET content = '', status = ?, error_json = NULL, usage_json = NULL, \
              tool_rounds_json = NULL \
-             WHERE session_id = ? AND id = ? AND role = ? AND status = ?",
+             WHERE session_id = ? AND id = ? AND role = ? AND status IN (?, ?)",
         )
         .bind(name(MessageStatus::Streaming))
         .bind(session_id)
         .bind(id)
         .bind(name(Role::Assistant))
         .bind(name(MessageStatus::Failed))
+        .bind(name(MessageStatus::Stopped))
         .execute(&self.writer)
         .await?;
         Ok(res.rows_affected() == 1)

@@ -25,12 +25,13 @@ use glassbox_core::wire::{
 
 use crate::background::TurnStarting;
 use crate::budgets::BudgetError;
-use crate::calls::Calls;
+use crate::calls::{CallFailure, Calls};
 use crate::config::Config;
 use crate::context::ContextWindows;
 use crate::hub::Hub;
 use crate::items::Items;
 use crate::rate_limits::{RateLimited, RateLimits};
+use crate::stops::StopHandle;
 use crate::storage::{ReplyOutcome, StorageError, Store};
 use crate::tokens::TokenCounter;
 use crate::tools::{ToolCtx, ToolSet};
@@ -99,6 +100,15 @@ impl ToWire for TurnError {
     }
 }
 
+/// How a reply ends.
+enum Ending {
+    Complete,
+    /// Kept with its partial text; retryable.
+    Failed(WireError),
+    /// The user stopped it; kept with its partial text, no error; retryable.
+    Stopped,
+}
+
 /// What the reply holds so far.
 #[derive(Default)]
 struct Reply {
@@ -114,6 +124,7 @@ impl Reply {
             let total = self.usage.get_or_insert_with(Usage::default);
             total.input_tokens += u.input_tokens;
             total.output_tokens += u.output_tokens;
+            total.counted |= u.counted;
         }
     }
 }
@@ -199,6 +210,7 @@ impl TurnEngine {
         user_message_id: &str,
         reply_id: &str,
         starting: TurnStarting,
+        stop: &StopHandle,
     ) -> Result<(), TurnError> {
         let mut starting = Some(starting);
         let session_id = hub.session_id.as_str();
@@ -220,7 +232,13 @@ impl TurnEngine {
             );
             let error = TurnError::ContextOverflow(overflow).to_wire();
             return self
-                .finish(hub, reply_id, &reply, &plan.receipt, Some(error))
+                .finish(
+                    hub,
+                    reply_id,
+                    &reply,
+                    Some(&plan.receipt),
+                    Ending::Failed(error),
+                )
                 .await;
         }
         let encoding = gathered.info.encoding.clone();
@@ -235,10 +253,22 @@ impl TurnEngine {
             reply.content.clone(),
         );
         loop {
+            // Stopped while planning, or during the tool round before: no further call.
+            if stop.is_stopped() {
+                return self
+                    .finish(hub, reply_id, &reply, Some(&plan.receipt), Ending::Stopped)
+                    .await;
+            }
             // Every provider call is within the session's and the day's budget, or not made.
             if let Err(e) = self.calls.budgets.check(session_id).await {
                 return self
-                    .finish(hub, reply_id, &reply, &plan.receipt, Some(e.to_wire()))
+                    .finish(
+                        hub,
+                        reply_id,
+                        &reply,
+                        Some(&plan.receipt),
+                        Ending::Failed(e.to_wire()),
+                    )
                     .await;
             }
             let text_before = reply.content.len();
@@ -257,22 +287,44 @@ impl TurnEngine {
                     text,
                 }));
             };
-            let out = self
-                .calls
-                .stream(request, hub.abandoned(), &mut on_text)
-                .await;
+            // Cancelled when the user stops the reply (dropping the stream closes the provider's
+            // connection: nothing more is read or billed), or when nobody is left to read it.
+            let cancel = async {
+                tokio::select! {
+                    () = hub.abandoned() => {}
+                    () = stop.stopped() => {}
+                }
+            };
+            let out = self.calls.stream(request, cancel, &mut on_text).await;
             // A call that answered with tool calls and no text: the turn is under way all the same.
             starting.take();
             // Spent, failure or not: what the provider reported, else our count of what went and
             // came back.
-            let usage = out.as_ref().ok().and_then(|o| o.usage);
+            let spent = out
+                .as_ref()
+                .ok()
+                .and_then(|o| o.usage)
+                .unwrap_or_else(|| Usage {
+                    input_tokens: u64::from(plan.receipt.totals.counted_input_tokens),
+                    output_tokens: u64::from(
+                        self.tokens.count(&encoding, &reply.content[text_before..]),
+                    ),
+                    counted: true,
+                });
             self.calls
                 .budgets
-                .record_call(session_id, Some(hub), usage, || {
-                    u64::from(plan.receipt.totals.counted_input_tokens)
-                        + u64::from(self.tokens.count(&encoding, &reply.content[text_before..]))
-                })
+                .record_spend(
+                    session_id,
+                    Some(hub),
+                    spent.input_tokens + spent.output_tokens,
+                )
                 .await?;
+            if stop.is_stopped() && matches!(out, Err(CallFailure::Cancelled)) {
+                reply.add_usage(Some(spent));
+                return self
+                    .finish(hub, reply_id, &reply, Some(&plan.receipt), Ending::Stopped)
+                    .await;
+            }
             let out = match out {
                 Ok(out) => out,
                 Err(failure) => {
@@ -289,8 +341,8 @@ impl TurnEngine {
                             hub,
                             reply_id,
                             &reply,
-                            &plan.receipt,
-                            Some(failure.to_wire()),
+                            Some(&plan.receipt),
+                            Ending::Failed(failure.to_wire()),
                         )
                         .await;
                 }
@@ -298,7 +350,7 @@ impl TurnEngine {
             reply.add_usage(out.usage);
             if out.calls.is_empty() {
                 return self
-                    .finish(hub, reply_id, &reply, &plan.receipt, None)
+                    .finish(hub, reply_id, &reply, Some(&plan.receipt), Ending::Complete)
                     .await;
             }
             let at = reply.content.len();
@@ -315,6 +367,7 @@ impl TurnEngine {
                 approval_timeout: gathered.approval_timeout,
                 count: &count,
                 model,
+                stop: stop.token(),
             };
             let exchanges: Vec<ToolExchange> = if over_limit {
                 out.calls
@@ -356,13 +409,19 @@ impl TurnEngine {
                     "tool round limit reached"
                 );
                 return self
-                    .finish(hub, reply_id, &reply, &plan.receipt, None)
+                    .finish(hub, reply_id, &reply, Some(&plan.receipt), Ending::Complete)
                     .await;
             }
             if let Some(overflow) = plan.receipt.overflow {
                 let error = TurnError::ContextOverflow(overflow).to_wire();
                 return self
-                    .finish(hub, reply_id, &reply, &plan.receipt, Some(error))
+                    .finish(
+                        hub,
+                        reply_id,
+                        &reply,
+                        Some(&plan.receipt),
+                        Ending::Failed(error),
+                    )
                     .await;
             }
             request = gathered.request(
@@ -399,17 +458,28 @@ impl TurnEngine {
         }
     }
 
-    /// Stores the reply's final state and tells the clients: `done`, or `error` (the partial text
-    /// and the rounds made are kept, and the reply can be retried).
+    /// Ends reply `reply_id`, stopped while it waited behind the session's reply under way: it
+    /// is stored `stopped`, empty, and told (`done`).
+    pub async fn stopped_while_queued(&self, hub: &Hub, reply_id: &str) -> Result<(), TurnError> {
+        self.finish(hub, reply_id, &Reply::default(), None, Ending::Stopped)
+            .await
+    }
+
+    /// Stores the reply's final state and tells the clients: `done` (complete or stopped), or
+    /// `error` (the partial text and the rounds made are kept, and the reply can be retried).
     async fn finish(
         &self,
         hub: &Hub,
         reply_id: &str,
         reply: &Reply,
-        receipt: &Receipt,
-        error: Option<WireError>,
+        receipt: Option<&Receipt>,
+        ending: Ending,
     ) -> Result<(), TurnError> {
-        let error = error.map(|e| e.for_message(reply_id));
+        let (status, error) = match ending {
+            Ending::Complete => (MessageStatus::Complete, None),
+            Ending::Stopped => (MessageStatus::Stopped, None),
+            Ending::Failed(e) => (MessageStatus::Failed, Some(e.for_message(reply_id))),
+        };
         let stored: ChatMessage = self
             .store
             .finish_reply(
@@ -417,13 +487,9 @@ impl TurnEngine {
                 reply_id,
                 ReplyOutcome {
                     content: &reply.content,
-                    status: if error.is_some() {
-                        MessageStatus::Failed
-                    } else {
-                        MessageStatus::Complete
-                    },
+                    status,
                     usage: reply.usage,
-                    receipt: Some(receipt),
+                    receipt,
                     tool_rounds: &reply.rounds,
                     error: error.as_ref(),
                 },

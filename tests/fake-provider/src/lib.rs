@@ -226,6 +226,8 @@ struct Shared {
     open_streams: Arc<AtomicUsize>,
     /// When the latest reply's first and last text chunks were handed to the connection.
     text_times: Arc<Mutex<TextTimes>>,
+    /// Text chunks handed to their connection so far, all streams together.
+    texts_taken: Arc<AtomicUsize>,
 }
 
 impl Shared {
@@ -239,6 +241,7 @@ impl Shared {
             record,
             open_streams: Arc::default(),
             text_times: Arc::default(),
+            texts_taken: Arc::default(),
         }
     }
 }
@@ -347,6 +350,13 @@ impl FakeProvider {
 
     /// When the latest streamed reply's first and last text chunks were handed to its connection
     /// (wall clock); `None` until a reply has sent its last text chunk.
+    /// Text chunks handed to their connections so far, all streams together: a chunk counts once
+    /// the connection asked for what follows it (a closed connection asks for nothing more).
+    pub fn texts_taken(&self) -> usize {
+        self.shared.texts_taken.load(Ordering::SeqCst)
+    }
+
+    /// When the latest reply's first and last text chunks were handed to the connection.
     pub fn last_reply_text_times(&self) -> Option<(SystemTime, SystemTime)> {
         let t = *self
             .shared
@@ -464,6 +474,8 @@ enum Piece {
     TextSent {
         first: bool,
     },
+    /// The text chunk before this one was taken by the connection (counted).
+    Taken,
     Stall,
     Cut,
     /// Waits at the gate (polled once the chunk before was taken by the connection).
@@ -475,6 +487,7 @@ fn sse(shared: &Shared, pieces: Vec<Piece>) -> Response {
         pieces,
         OpenStream::new(&shared.open_streams),
         shared.text_times.clone(),
+        shared.texts_taken.clone(),
     );
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
@@ -487,6 +500,7 @@ fn body_stream(
     pieces: Vec<Piece>,
     open: OpenStream,
     text_times: Arc<Mutex<TextTimes>>,
+    texts_taken: Arc<AtomicUsize>,
 ) -> impl Stream<Item = Result<Bytes, std::io::Error>> {
     async_stream::stream! {
         let _open = open;
@@ -503,6 +517,9 @@ fn body_stream(
                     } else {
                         t.last = now;
                     }
+                }
+                Piece::Taken => {
+                    texts_taken.fetch_add(1, Ordering::SeqCst);
                 }
                 Piece::Stall => futures::future::pending::<()>().await,
                 Piece::Wait(gate) => gate.pass().await,
@@ -563,6 +580,7 @@ fn push_texts(
             pieces.push(Piece::Sleep(delay));
         }
         pieces.push(piece(t));
+        pieces.push(Piece::Taken);
         mark_text(pieces, i, texts.len());
         waits(pieces, i + 1);
     }
