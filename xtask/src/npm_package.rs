@@ -126,6 +126,7 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
     }
     write_if_changed(&dir.join("index.js"), ENTRY.as_bytes())?;
     write_if_changed(&dir.join("README.md"), README.as_bytes())?;
+    copy_licenses(&dir)?;
     files.extend(
         [
             "index.js",
@@ -135,11 +136,11 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
         ]
         .map(String::from),
     );
-    let manifest = json!({
+    files.extend(LICENSE_FILES.map(String::from));
+    let mut manifest = json!({
         "name": NAME,
         "version": workspace_version()?,
         "description": "The Glassbox chat widget and token meter as custom elements (Rust + WebAssembly).",
-        "license": "MIT OR Apache-2.0",
         "type": "module",
         "main": "./index.js",
         "module": "./index.js",
@@ -158,6 +159,9 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
         "sideEffects": true,
         "files": files,
     });
+    if let Some(fields) = manifest.as_object_mut() {
+        fields.extend(shared_metadata()?);
+    }
     write_if_changed(
         &dir.join("package.json"),
         (serde_json::to_string_pretty(&manifest)? + "\n").as_bytes(),
@@ -168,6 +172,11 @@ pub fn write(dist: &Path) -> Result<PathBuf> {
 
 /// The workspace's version (`[workspace.package] version`), which every crate and package shares.
 pub fn workspace_version() -> Result<String> {
+    workspace_field("version")
+}
+
+/// A string field of `[workspace.package]` in the root Cargo.toml (`version`, `repository`, …).
+pub fn workspace_field(name: &str) -> Result<String> {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml"))?;
     let section = manifest
         .split("[workspace.package]")
@@ -175,13 +184,33 @@ pub fn workspace_version() -> Result<String> {
         .context("Cargo.toml has no [workspace.package]")?;
     section
         .lines()
+        .take_while(|line| !line.trim_start().starts_with('['))
         .find_map(|line| {
-            let value = line
-                .trim()
-                .strip_prefix("version")?
-                .trim()
-                .strip_prefix('=')?;
-            Some(value.trim().trim_matches('"').to_owned())
+            let (key, value) = line.split_once('=')?;
+            (key.trim() == name).then(|| value.trim().trim_matches('"').to_owned())
         })
-        .context("[workspace.package] has no version")
+        .with_context(|| format!("[workspace.package] has no {name}"))
+}
+
+/// The metadata both npm packages share: license, repository, homepage.
+pub fn shared_metadata() -> Result<serde_json::Map<String, serde_json::Value>> {
+    let mut fields = serde_json::Map::new();
+    fields.insert("license".into(), workspace_field("license")?.into());
+    fields.insert(
+        "repository".into(),
+        json!({"type": "git", "url": format!("git+{}.git", workspace_field("repository")?)}),
+    );
+    fields.insert("homepage".into(), workspace_field("homepage")?.into());
+    Ok(fields)
+}
+
+/// The license files every package carries, copied from the repository's root.
+pub const LICENSE_FILES: [&str; 2] = ["LICENSE-MIT", "LICENSE-APACHE"];
+
+/// Copies the license files into the package folder `dir`.
+pub fn copy_licenses(dir: &Path) -> Result<()> {
+    for name in LICENSE_FILES {
+        copy_if_changed(&root().join(name), &dir.join(name))?;
+    }
+    Ok(())
 }

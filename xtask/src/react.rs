@@ -114,11 +114,10 @@ pub fn build(dist: &Path) -> Result<()> {
 /// The package's `package.json` and README.
 fn write_manifest(out: &Path) -> Result<()> {
     let version = crate::npm_package::workspace_version()?;
-    let manifest = json!({
+    let mut manifest = json!({
         "name": NAME,
         "version": version,
         "description": "The Glassbox chat in React: useGlassboxChat and <GlassboxChat>.",
-        "license": "MIT OR Apache-2.0",
         "type": "module",
         "main": "./index.js",
         "types": "./index.d.ts",
@@ -127,10 +126,14 @@ fn write_manifest(out: &Path) -> Result<()> {
             "./package.json": "./package.json"
         },
         "sideEffects": ["./GlassboxChat.js"],
-        "files": ["*.js", "*.d.ts", "README.md"],
+        "files": ["*.js", "*.d.ts", "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
         "dependencies": { crate::npm_package::NAME: version },
         "peerDependencies": { "react": ">=18 <20" },
     });
+    if let Some(fields) = manifest.as_object_mut() {
+        fields.extend(crate::npm_package::shared_metadata()?);
+    }
+    crate::npm_package::copy_licenses(out)?;
     write_if_changed(
         &out.join("package.json"),
         (serde_json::to_string_pretty(&manifest)? + "\n").as_bytes(),
@@ -138,7 +141,8 @@ fn write_manifest(out: &Path) -> Result<()> {
     write_if_changed(
         &out.join("README.md"),
         "# glassbox-react\n\nThe Glassbox chat in React 18 and 19: `useGlassboxChat({server, session?, agent?, model?})`\n\
-         for a chat you draw yourself, `<GlassboxChat pageContext={…} mode=\"launcher\" />` for the widget.\n\
+         for a chat you draw yourself, `<GlassboxChat server=\"https://chat.example.com\" pageContext={…} mode=\"launcher\" />`\n\
+         for the widget (`server` is the Glassbox server; left out, it is the page's own origin).\n\
          See the project's docs/embedding.md, \"React\".\n"
             .as_bytes(),
     )?;

@@ -183,6 +183,70 @@ async fn a_file_named_in_a_message_appears_in_the_footer_live_and_renders_inert(
     .await
 }
 
+/// Stop: while a reply streams the composer's button says Stop; clicking it ends the reply as
+/// "Stopped" with its text so far and a Retry, the provider hands over nothing more, the button is
+/// Send again; Esc in the composer stops the next one; Retry regenerates a stopped reply.
+#[tokio::test]
+async fn stop_ends_a_streaming_reply_by_click_and_by_escape_and_retry_regenerates_it() -> Result<()> {
+    let slow = Behaviour::Reply {
+        chunks: (0..2000).map(|i| format!("w{i} ")).collect(),
+        delay: std::time::Duration::from_millis(10),
+    };
+    let fake = FakeProvider::start(slow).await?;
+    let base = fake.openai_base();
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "sk-e2e"),
+        ("OPENAI_BASE_URL", &base),
+    ])
+    .await?;
+    in_browser(format!("http://{}/", server.addr), "stop", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        send_from_composer(&client, "count to two thousand").await?;
+        let stop_shown = "const b = document.querySelector('glassbox-chat').shadowRoot.querySelector('button.gb-send'); return b && b.classList.contains('gb-stop') && b.textContent.trim() === 'Stop' && !b.disabled && b.getAttribute('part') === 'stop';";
+        wait_for(&client, "the Stop button while the reply streams", stop_shown).await?;
+        wait_for(&client, "some text of the reply", "return (document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant] .gb-markdown')?.textContent ?? '').includes('w5');").await?;
+        shadow_element(&client, "button.gb-send").await?.click().await?;
+        let stopped = "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=stopped] .gb-stopped .gb-retry');";
+        wait_for(&client, "the reply marked Stopped with a Retry", stopped).await?;
+        let taken = fake.texts_taken();
+        let shown = client.execute(MESSAGES, vec![]).await?;
+        let text = shown[1]["text"].as_str().unwrap_or_default().to_owned();
+        assert!(text.starts_with("w0 w1 w2"), "the text so far stays: {text}");
+        assert!(!text.contains("w1999"), "stopped before the end");
+        let label = client.execute("return document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-stopped-text').textContent;", vec![]).await?;
+        assert_eq!(label, json!("Stopped"));
+        assert!(
+            shown[1].get("status") == Some(&json!("stopped")),
+            "{shown}"
+        );
+        let send_back = "const b = document.querySelector('glassbox-chat').shadowRoot.querySelector('button.gb-send'); return b.textContent.trim() === 'Send' && !b.classList.contains('gb-stop');";
+        wait_for(&client, "the Send button back", send_back).await?;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(fake.texts_taken() <= taken + 1, "the provider kept streaming after the stop");
+
+        // Esc in the composer stops the next reply.
+        send_from_composer(&client, "again").await?;
+        wait_for(&client, "the Stop button again", stop_shown).await?;
+        wait_for(&client, "the second reply's text", "return document.querySelectorAll && (document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-role=assistant]')[1]?.textContent ?? '').includes('w3');").await?;
+        shadow_element(&client, "textarea.gb-input").await?.send_keys("\u{E00C}").await?; // Escape
+        wait_for(&client, "both replies stopped", "return document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-role=assistant][data-status=stopped]').length === 2;").await?;
+
+        // Retry regenerates the first stopped reply in place.
+        fake.set(Behaviour::reply(&["Whole ", "answer."]));
+        shadow_element(&client, ".gb-stopped .gb-retry").await?.click().await?;
+        wait_for(&client, "the retried reply to complete", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
+        let done = client.execute(MESSAGES, vec![]).await?;
+        let done = done.as_array().cloned().unwrap_or_default();
+        assert_eq!(done.len(), 4, "{done:?}");
+        assert_eq!(done[1]["id"], shown[1]["id"]);
+        assert_eq!(done[1]["text"], "Whole answer.");
+        Ok(())
+    })
+    .await
+}
+
 const ROOT: &str = "const r = document.querySelector('glassbox-chat').shadowRoot;";
 const DIALOG: &str = "const r = document.querySelector('glassbox-chat').shadowRoot; const d = r.querySelector('dialog.gb-context-dialog');";
 
