@@ -157,7 +157,14 @@ impl Attaching {
         });
         let this = *self;
         leptos::task::spawn_local(async move {
-            let result = upload(&config.server, &session, &file, &name, &declared).await;
+            let result = upload_in_chunk(
+                config.server.clone(),
+                session.clone(),
+                file,
+                name.clone(),
+                declared,
+            )
+            .await;
             match result {
                 // Finished for a conversation that is no longer this one (a reconnect to the same
                 // one keeps it): dropped, and the server forgets it.
@@ -273,7 +280,49 @@ pub async fn upload_file(client: ChatClient, file: web_sys::File) -> Result<Atta
     let declared = file.type_();
     check(&name, &declared, file.size() as u64)?;
     let (config, session) = session_of(client, &name)?;
-    upload(&config.server, &session, &file, &name, &declared).await
+    upload_in_chunk(config.server, session, file, name, declared).await
+}
+
+/// An upload under way, as the chunk's function returns it.
+type Uploading =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Attachment, WireError>>>>;
+
+/// The upload's function (server, session, file, its name, its declared type).
+type Uploader =
+    fn(String, session_store::StoredSession, web_sys::File, String, String) -> Uploading;
+
+crate::chunks::split_fn! {
+    /// The upload's code: a chunk of its own with the `split` feature, fetched when the composer
+    /// gets the focus or a file is first attached.
+    load_uploader / preload_uploader () -> Uploader => start_upload
+}
+
+/// [`upload`] with owned arguments, boxed: the function the chunk hands out.
+fn start_upload(
+    server: String,
+    session: session_store::StoredSession,
+    file: web_sys::File,
+    name: String,
+    declared: String,
+) -> Uploading {
+    Box::pin(async move { upload(&server, &session, &file, &name, &declared).await })
+}
+
+/// Uploads one file with the chunk's code (fetched first when it has not come yet).
+async fn upload_in_chunk(
+    server: String,
+    session: session_store::StoredSession,
+    file: web_sys::File,
+    name: String,
+    declared: String,
+) -> Result<Attachment, WireError> {
+    let start = load_uploader().await.map_err(|_| {
+        WireError::new(
+            ErrorCode::Internal,
+            format!("{name}: the upload could not start (this part of the chat did not load); attach it again"),
+        )
+    })?;
+    start(server, session, file, name, declared).await
 }
 
 /// The file's URL on the server, `…/files` for an upload.

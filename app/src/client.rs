@@ -220,10 +220,10 @@ impl ChatClient {
         }));
     }
 
-    /// The reply streaming now, if any (what Stop stops).
+    /// The reply streaming now, if any (what Stop stops); read without subscribing.
     pub fn streaming_reply(&self) -> Option<String> {
         self.transcript
-            .with(|t| t.streaming_reply().map(str::to_owned))
+            .with_untracked(|t| t.streaming_reply().map(str::to_owned))
     }
 
     /// Asks the server to regenerate a failed or stopped reply.

@@ -30,7 +30,7 @@ pub struct ChatHandle {
     theme: RwSignal<Theme>,
     counts: token_counts::TokenCounts,
     /// The idle URL capture, while the widget lives (none when the host turned it off).
-    _capture: Option<gloo_timers::callback::Interval>,
+    _capture: Option<std::rc::Rc<std::cell::RefCell<Option<gloo_timers::callback::Interval>>>>,
     _view: leptos::mount::UnmountHandle<leptos::tachys::view::any_view::AnyViewState>,
 }
 
@@ -84,7 +84,7 @@ pub fn mount(
     let capture = client
         .config()
         .and_then(|c| c.capture)
-        .map(|rule| url_capture::watch(client, rule));
+        .map(|rule| url_capture::start(client, rule));
     ChatHandle {
         client,
         theme,

@@ -19,8 +19,38 @@ const QUIET_TICKS: u32 = 3;
 /// it, e.g. over the session's command limit).
 const RESEND_TICKS: u32 = 60;
 
+/// The watch's code: a chunk of its own with the `split` feature (a capture waits seconds of quiet
+/// anyway), fetched once the chat has mounted.
+type Watch = fn(ChatClient, CaptureRule) -> Interval;
+
+crate::chunks::split_fn! {
+    /// The URL watch, from its chunk.
+    load_watch / preload_watch () -> Watch => watch
+}
+
+/// Starts the watch once its code has come; it runs while the returned slot holds it (a chat
+/// removed before then starts none).
+pub fn start(
+    client: ChatClient,
+    rule: CaptureRule,
+) -> std::rc::Rc<std::cell::RefCell<Option<Interval>>> {
+    let slot = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let weak = std::rc::Rc::downgrade(&slot);
+    leptos::task::spawn_local(async move {
+        match load_watch().await {
+            Ok(watch) => {
+                if let Some(slot) = weak.upgrade() {
+                    *slot.borrow_mut() = Some(watch(client, rule));
+                }
+            }
+            Err(e) => leptos::logging::warn!("glassbox: the URL capture is off: {e}"),
+        }
+    });
+    slot
+}
+
 /// Watches the URL while the returned interval lives.
-pub fn watch(client: ChatClient, rule: CaptureRule) -> Interval {
+fn watch(client: ChatClient, rule: CaptureRule) -> Interval {
     let mut quiet = 0u32;
     let mut last_sent: Option<(Option<String>, Vec<String>)> = None;
     let mut since_sent = 0u32;

@@ -131,6 +131,7 @@ impl<'de> de::DeserializeSeed<'de> for EventSeed<'_> {
             "preview" => E::Preview(Deserialize::deserialize(d)?),
             "approval_request" => E::ApprovalRequest(Deserialize::deserialize(d)?),
             "approval" => E::Approval(Deserialize::deserialize(d)?),
+            "heartbeat" => E::Heartbeat(Deserialize::deserialize(d)?),
             other => return Err(de::Error::unknown_variant(other, ServerEvent::VARIANTS)),
         })
     }

@@ -145,7 +145,7 @@ impl Transcript {
             ServerEvent::Filter(f) => self.filter = Some(f.clone()),
             ServerEvent::Items(v) => self.items = Some(v.clone()),
             // For the composer, which asked; the transcript keeps nothing of it.
-            ServerEvent::Preview(_) => {}
+            ServerEvent::Preview(_) | ServerEvent::Heartbeat(_) => {}
             ServerEvent::Mark(m) => {
                 if let Some(msg) = self.messages.iter_mut().find(|x| x.id == m.message_id) {
                     msg.mark = m.mark;
@@ -301,12 +301,14 @@ mod tests {
         t.apply(&frame(
             1,
             ServerEvent::Session(SessionInfo {
+                protocol: crate::wire::PROTOCOL_VERSION,
                 session_id: "s".into(),
                 token: None,
                 model: "m".into(),
                 agent: None,
                 context: None,
                 budget: None,
+                heartbeat_ms: None,
             }),
         ));
         t.apply(&frame(

@@ -430,6 +430,19 @@ pub enum ServerEvent {
     ApprovalRequest(ApprovalRequest),
     /// An approval was decided (by a user in any tab, or by the server: timed out, cancelled).
     Approval(ApprovalDecided),
+    /// The WebSocket is alive (every `heartbeatMs`, beside a ping browsers hide from pages): not
+    /// numbered (`syncId` 0), never replayed; nothing to apply.
+    Heartbeat(Empty),
+}
+
+impl ServerFrame {
+    /// The heartbeat frame (not numbered).
+    pub fn heartbeat() -> Self {
+        Self {
+            sync_id: 0,
+            event: ServerEvent::Heartbeat(Empty {}),
+        }
+    }
 }
 
 /// Why a `context` event was sent.
@@ -463,11 +476,19 @@ pub struct ToolEvent {
     pub exchange: ToolExchange,
 }
 
+/// The version of this protocol a server speaks (`session.protocol`): it changes when a client must
+/// learn something new to keep working (CHANGELOG.md says what). 1: the first numbered, with `stop`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
 /// The session a connection works in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     pub session_id: String,
+    /// The protocol version the server speaks ([`PROTOCOL_VERSION`]); 0 from a server older than
+    /// the numbering.
+    #[serde(default)]
+    pub protocol: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
     /// The model replies come from.
@@ -481,6 +502,10 @@ pub struct SessionInfo {
     /// The session's token budget, when the server sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<SessionBudget>,
+    /// On the WebSocket: how often the server sends `heartbeat` (ms); a client that hears nothing
+    /// for three of these reconnects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_ms: Option<u32>,
 }
 
 /// Tokens (input + output) a session may spend, and has spent.

@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use glassbox_core::wire::SessionInfo;
+use glassbox_core::wire::{PROTOCOL_VERSION, SessionInfo};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -202,12 +202,14 @@ impl Sessions {
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {
+                        protocol: PROTOCOL_VERSION,
                         session_id: id,
                         token: Some(token),
                         model,
                         agent: settings.agent,
                         context: None,
                         budget: None,
+                        heartbeat_ms: None,
                     },
                 })
             }
@@ -241,12 +243,14 @@ impl Sessions {
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {
+                        protocol: PROTOCOL_VERSION,
                         session_id: id.to_owned(),
                         token: None,
                         model,
                         agent: agent_name,
                         context: None,
                         budget: None,
+                        heartbeat_ms: None,
                     },
                 })
             }

@@ -819,3 +819,18 @@ async fn fast_deltas_are_coalesced_per_connection_and_resume_exactly() {
     };
     assert_eq!(done.message.content, pieces.concat());
 }
+
+/// `session` names the protocol version the server speaks.
+#[tokio::test]
+async fn the_session_names_the_protocol_version() {
+    let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["Hi."])).await;
+    let mut ws = server.ws().await;
+    ws.send(json!({"type": "hello", "data": {}})).await;
+    let (_, raw) = ws.next().await;
+    assert_eq!(raw["type"], "session", "{raw}");
+    assert_eq!(
+        raw["data"]["protocol"],
+        glassbox_core::wire::PROTOCOL_VERSION,
+        "{raw}"
+    );
+}

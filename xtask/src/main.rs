@@ -46,6 +46,8 @@ usage: cargo xtask <command>
   sticky lofo      standing-instruction precision / recall on each fixture, trained without it
   sticky read FILE a labelled set not among the fixtures, read as the server reads (a new set's
                    first reading: the estimate for unseen phrasing); lists what it got wrong
+  screenshot       make docs/screenshot.png (the README's picture) in headless Chromium: the demo
+                   page with the demo agent, a tool call approved and answered
   layers           check that no crate has a cycle among its modules, at any depth (also run by
                    `test`); names the references that close each cycle
   model            provision the embedding model (all-MiniLM-L6-v2 as ONNX) into ~/.cache/glassbox/models
@@ -72,6 +74,7 @@ fn main() -> Result<()> {
                 "unknown benchmark {other:?}; available: gateway, embed, tokens, render, context, size\n\n{USAGE}"
             )
         }
+        ["screenshot"] => run::screenshot(),
         ["layers"] => layers::check(),
         ["model"] => model::provision().map(|_| ()),
         ["sticky", "train"] => sticky::train_committed(),

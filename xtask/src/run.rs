@@ -319,20 +319,46 @@ fn release_bin_with(
     args: &[&std::ffi::OsStr],
     env: &[(&str, &std::ffi::OsStr)],
 ) -> Result<()> {
-    say(format!("building and running {name} (release)"));
-    run(Command::new("cargo")
-        .current_dir(root())
-        .args([
-            "run",
-            "--release",
-            "--package",
-            "glassbox-e2e",
-            "--bin",
-            name,
-            "--",
-        ])
+    e2e_bin(name, true, args, env)
+}
+
+/// Builds and runs the e2e crate's binary `name`, optimized or as the tests build it.
+fn e2e_bin(
+    name: &str,
+    release: bool,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<()> {
+    let profile = if release { "release" } else { "debug" };
+    say(format!("building and running {name} ({profile})"));
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root()).arg("run");
+    if release {
+        cmd.arg("--release");
+    }
+    run(cmd
+        .args(["--package", "glassbox-e2e", "--bin", name, "--"])
         .args(args)
         .envs(env.iter().copied()))
+}
+
+/// The README's picture (`docs/screenshot.png`): the demo page in headless Chromium with the demo
+/// agent, a tool call approved and answered. The tests' debug build, so it is quick after
+/// `cargo xtask test`.
+pub fn screenshot() -> Result<()> {
+    build::widget()?;
+    browser()?;
+    let mcp_demo = build_mcp_demo(false)?;
+    let model_dir = model::provision()?;
+    e2e_bin(
+        "screenshot",
+        false,
+        &[],
+        &[
+            ("GLASSBOX_MCP_DEMO", mcp_demo.as_os_str()),
+            ("GLASSBOX_EMBED_MODEL_DIR", model_dir.as_os_str()),
+        ],
+    )
 }
 
 fn set_default(cmd: &mut Command, key: &str, value: String) {

@@ -1,13 +1,15 @@
 //! The socket to the server: opens it, hands each frame that arrives to its [`Events`], sends
 //! frames while it is open, and after a close reconnects with backoff (at least as long as a
 //! refused join asked), counting the wait down in [`ConnectionStatus`]. [`hello`] is the first
-//! frame on each socket: it resumes the session from the last sync id seen.
+//! frame on each socket: it resumes the session from the last sync id seen. A socket on which
+//! nothing arrives for three of the server's heartbeat intervals is given up and reconnected (a
+//! proxy or network path that died without closing it).
 
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
 use glassbox_core::transcript::Transcript;
-use glassbox_core::wire::{ClientFrame, Hello, ServerFrame};
+use glassbox_core::wire::{ClientFrame, Hello, ServerEvent, ServerFrame};
 use gloo_timers::callback::{Interval, Timeout};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -76,7 +78,14 @@ pub struct Connection {
     stopped: Cell<bool>,
     reconnect_timer: RefCell<Option<Timeout>>,
     countdown: RefCell<Option<Interval>>,
+    /// When the current socket last received anything (ms since the epoch).
+    heard: Cell<f64>,
+    /// Checks, every heartbeat interval, that the socket still hears the server.
+    watchdog: RefCell<Option<Interval>>,
 }
+
+/// Heartbeat intervals without a frame after which the socket is given up.
+const SILENT_BEATS: f64 = 3.0;
 
 /// An open WebSocket with its event handlers (kept alive as long as the socket).
 struct Socket {
@@ -113,6 +122,8 @@ impl Connection {
             stopped: Cell::new(false),
             reconnect_timer: RefCell::new(None),
             countdown: RefCell::new(None),
+            heard: Cell::new(0.0),
+            watchdog: RefCell::new(None),
         })
     }
 
@@ -121,11 +132,35 @@ impl Connection {
         self.joined.get()
     }
 
-    /// The server answered `hello`: connected, and the backoff starts over.
-    pub fn set_joined(&self) {
+    /// The server answered `hello`: connected, and the backoff starts over. With the server's
+    /// heartbeat interval, a socket that then hears nothing for three intervals is reconnected.
+    pub fn set_joined(self: &Rc<Self>, heartbeat_ms: Option<u32>) {
         self.joined.set(true);
         self.attempt.set(0);
         self.status.set(ConnectionStatus::Connected);
+        let watchdog = heartbeat_ms.filter(|ms| *ms > 0).map(|ms| {
+            let weak = Rc::downgrade(self);
+            Interval::new(ms, move || {
+                let Some(this) = weak.upgrade() else { return };
+                if js_sys::Date::now() - this.heard.get() > SILENT_BEATS * f64::from(ms) {
+                    leptos::logging::warn!(
+                        "glassbox: nothing from the server for {} s; reconnecting",
+                        3 * ms / 1000
+                    );
+                    this.lost();
+                }
+            })
+        });
+        *self.watchdog.borrow_mut() = watchdog;
+    }
+
+    /// Gives up the current socket (it went silent) and reconnects after the backoff.
+    fn lost(self: &Rc<Self>) {
+        self.watchdog.borrow_mut().take();
+        // Dropping the socket closes it and removes its handlers (no close event follows).
+        self.socket.borrow_mut().take();
+        self.joined.set(false);
+        self.schedule_reconnect();
     }
 
     /// The next reconnect waits at least `ms` (a join refused by the session's join limit).
@@ -157,7 +192,9 @@ impl Connection {
             return;
         }
         self.socket.borrow_mut().take();
+        self.watchdog.borrow_mut().take();
         self.joined.set(false);
+        self.heard.set(js_sys::Date::now());
         self.status.set(ConnectionStatus::Connecting);
         let ws = match WebSocket::new(&self.url) {
             Ok(ws) => ws,
@@ -175,11 +212,15 @@ impl Connection {
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new({
             let weak = weak.clone();
             move |ev: MessageEvent| {
-                let events = weak.upgrade().and_then(|c| c.events.upgrade());
-                let (Some(events), Some(text)) = (events, ev.data().as_string()) else {
+                let Some(this) = weak.upgrade() else { return };
+                this.heard.set(js_sys::Date::now());
+                let (Some(events), Some(text)) = (this.events.upgrade(), ev.data().as_string())
+                else {
                     return;
                 };
                 match serde_json::from_str::<ServerFrame>(&text) {
+                    // It only said the line is alive.
+                    Ok(frame) if matches!(frame.event, ServerEvent::Heartbeat(_)) => {}
                     Ok(frame) => events.received(frame),
                     Err(e) => leptos::logging::warn!("glassbox: unreadable frame from server: {e}"),
                 }
@@ -188,6 +229,7 @@ impl Connection {
         let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_ev: CloseEvent| {
             if let Some(this) = weak.upgrade() {
                 this.joined.set(false);
+                this.watchdog.borrow_mut().take();
                 // Dropping the socket here would free this closure while it runs; the next open replaces it.
                 this.schedule_reconnect();
             }
@@ -213,6 +255,7 @@ impl Connection {
     /// Closes the connection for good.
     pub fn stop(&self) {
         self.stopped.set(true);
+        self.watchdog.borrow_mut().take();
         self.reconnect_timer.borrow_mut().take();
         self.countdown.borrow_mut().take();
         self.socket.borrow_mut().take();

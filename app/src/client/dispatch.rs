@@ -173,8 +173,8 @@ impl Events for Parts {
             return;
         }
         self.session.apply(&frame);
-        if let ServerEvent::Session(_) = frame.event {
-            self.conn.set_joined();
+        if let ServerEvent::Session(info) = &frame.event {
+            self.conn.set_joined(info.heartbeat_ms);
             for request in self.session.unsent() {
                 self.conn.send(&ClientFrame::Chat(request));
             }

@@ -232,14 +232,15 @@ fn touched(event: &ServerEvent) -> Option<Touched<'_>> {
         | ServerEvent::Filter(_)
         | ServerEvent::Items(_)
         | ServerEvent::Preview(_)
+        | ServerEvent::Heartbeat(_)
         | ServerEvent::ApprovalRequest(_)
         | ServerEvent::Delta(_) => return None,
     };
     Some(Touched::One(one))
 }
 
-/// What the polite live region says for `event`: a reply completed (its first 200 characters),
-/// stopped or failed; nothing per piece.
+/// What the polite live region says for `event`: a reply completed (its first 200 characters) or
+/// failed; nothing per piece (a stopped reply's "Stopped" line is an alert of its own).
 fn announcement(event: &ServerEvent) -> Option<String> {
     match event {
         ServerEvent::Done(d) if d.message.status == MessageStatus::Complete => {
@@ -247,9 +248,6 @@ fn announcement(event: &ServerEvent) -> Option<String> {
             let cut = text.char_indices().nth(200).map_or(text.len(), |(i, _)| i);
             let more = if cut < text.len() { "…" } else { "" };
             Some(format!("Reply complete: {}{more}", &text[..cut]))
-        }
-        ServerEvent::Done(d) if d.message.status == MessageStatus::Stopped => {
-            Some("Reply stopped.".to_owned())
         }
         ServerEvent::Error(e) if e.message_id.is_some() => {
             Some(format!("Reply failed: {}", e.message))

@@ -8,7 +8,7 @@ use leptos::html::{Input, Textarea};
 use leptos::prelude::*;
 
 use super::draft_preview::preload_preview_body;
-use crate::attach::{Attaching, PendingFile, Upload};
+use crate::attach::{Attaching, PendingFile, Upload, preload_uploader};
 use crate::chunks::prefetch;
 use crate::client::ChatClient;
 
@@ -44,10 +44,10 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
             let _ = el.focus();
         }
     };
-    // The reply a Stop would stop; one button is Send or Stop, so focus stays on it.
-    let replying = Memo::new(move |_| client.streaming_reply());
+    // One button is Send, or Stop while a reply streams, so focus stays on it.
+    let replying = move || client.transcript.with(|t| t.streaming_reply().is_some());
     let stop = move || {
-        if let Some(id) = replying.get_untracked() {
+        if let Some(id) = client.streaming_reply() {
             client.stop_reply(&id);
         }
     };
@@ -62,10 +62,10 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
             part="composer"
             on:submit=move |ev| {
                 ev.prevent_default();
-                send();
+                if client.streaming_reply().is_some() { stop() } else { send() }
             }
             on:keydown=move |ev: leptos::ev::KeyboardEvent| {
-                if ev.key() == "Escape" && replying.with_untracked(Option::is_some) {
+                if ev.key() == "Escape" && client.streaming_reply().is_some() {
                     ev.prevent_default();
                     stop();
                 }
@@ -87,7 +87,11 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
                 aria-label="Message"
                 prop:value=move || text.get()
                 on:input=move |ev| client.set_draft(event_target_value(&ev))
-                on:focus=move |_| prefetch(preload_preview_body)
+                // Writing may come with files: the upload's code too.
+                on:focus=move |_| {
+                    prefetch(preload_preview_body);
+                    prefetch(preload_uploader);
+                }
                 on:paste=move |ev: leptos::ev::ClipboardEvent| {
                     // Text copied from an office program comes with a picture of itself: the
                     // text is pasted, the picture is not attached.
@@ -139,23 +143,19 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
             </button>
             <button
                 class="gb-send"
-                class:gb-stop=move || replying.with(Option::is_some)
-                part=move || if replying.with(Option::is_some) { "stop" } else { "send" }
-                type=move || if replying.with(Option::is_some) { "button" } else { "submit" }
-                title=move || replying.with(Option::is_some).then_some("Stop the reply (Esc)")
-                on:click=move |ev| {
-                    if replying.with_untracked(Option::is_some) {
-                        ev.prevent_default();
-                        stop();
-                    }
-                }
+                class:gb-stop=move || replying()
+                part="send"
+                type="submit"
                 disabled=move || {
-                    replying.with(Option::is_none)
+                    !replying()
                         && (attaching.busy()
                             || (text.with(|t| t.trim().is_empty()) && !attaching.any_ready()))
                 }
             >
-                {move || if replying.with(Option::is_some) { "Stop" } else { "Send" }}
+                // Both words are there; the stylesheet shows the one that applies (cheaper than a
+                // reactive text in the first download).
+                <span class="gb-send-word">"Send"</span>
+                <span class="gb-stop-word">"Stop"</span>
             </button>
             <Show when=move || !problems().is_empty()>
                 <div class="gb-composer-error" role="alert">

@@ -3,6 +3,7 @@
 
 use glassbox_core::ErrorCode;
 use glassbox_core::vocab::{Attachment, MessageStatus, Role, ToolExchange};
+use glassbox_core::wire::WireError;
 use leptos::prelude::*;
 
 use super::context_viewer::ContextViewer;
@@ -10,7 +11,7 @@ use super::in_context::InContext;
 use super::markdown_view::MarkdownView;
 use super::receipt_view::preload_receipt_view;
 use super::token_meter::grouped;
-use crate::chunks::prefetch;
+use crate::chunks::{lazy_panel, lazy_panel_fn, prefetch};
 use crate::client::ChatClient;
 use glassbox_core::context::MessageMark;
 
@@ -33,7 +34,17 @@ pub fn MessageView(
     let role = Memo::new(move |_| message.with(|m| m.role));
     let status = Memo::new(move |_| message.with(|m| m.status));
     let content = move || message.with(|m| m.content.clone());
-    let error = Memo::new(move |_| message.with(|m| m.error.clone()));
+    // Why a reply ended early, with Retry: its error, or "Stopped" when the user stopped it (the
+    // same line, so a stopped reply costs the first load no view of its own).
+    let error = Memo::new(move |_| {
+        message.with(|m| match (&m.error, m.status) {
+            (None, MessageStatus::Stopped) => Some(WireError {
+                retryable: true,
+                ..WireError::new(ErrorCode::Cancelled, "Stopped")
+            }),
+            (e, _) => e.clone(),
+        })
+    });
     let usage = Memo::new(move |_| message.with(|m| m.usage));
     let report = Memo::new(move |_| message.with(|m| m.receipt.clone().map(|r| r.totals)));
     let attachments = Memo::new(move |_| message.with(|m| m.attachments.clone()));
@@ -51,7 +62,6 @@ pub fn MessageView(
     let highlight_id = id.clone();
     let highlighted = move || in_context.is_some_and(|c| c.has(&highlight_id));
     let retry_id = id.clone();
-    let stopped_id = id.clone();
     let view_id = id.clone();
     let mark_id = id.clone();
     view! {
@@ -87,19 +97,6 @@ pub fn MessageView(
                     </span>
                 </Show>
             </div>
-            <Show when=move || status.get() == MessageStatus::Stopped>
-                {
-                    let retry_id = stopped_id.clone();
-                    view! {
-                        <div class="gb-stopped" part="stopped">
-                            <span class="gb-stopped-text">"Stopped"</span>
-                            <button class="gb-retry" on:click=move |_| client.retry(&retry_id)>
-                                "Retry"
-                            </button>
-                        </div>
-                    }
-                }
-            </Show>
             {move || {
                 error
                     .get()
@@ -194,16 +191,25 @@ pub fn MessageView(
     .into_any()
 }
 
+lazy_panel_fn! {
+    /// A message's mark options: a chunk of their own, fetched when a menu is first neared or
+    /// opened.
+    mark_options / preload_mark_options (
+        client: ChatClient,
+        id: String,
+        mark: Signal<Option<MessageMark>>,
+    ) => view! { <MarkOptions client=client id=id mark=mark /> }
+}
+
 /// A message's mark as a badge, and a small menu to pin it (always sent), exclude it (never sent)
-/// or clear the mark.
+/// or clear the mark; the menu's options come from their chunk when it first opens.
 #[component]
 fn MarkMenu(
     client: ChatClient,
     id: String,
     #[prop(into)] mark: Signal<Option<MessageMark>>,
 ) -> impl IntoView {
-    let set = move |id: &str, m: Option<MessageMark>| client.mark_message(id, m);
-    let (pin_id, exclude_id, clear_id) = (id.clone(), id.clone(), id);
+    let open = RwSignal::new(false);
     view! {
         <div class="gb-mark">
             {move || match mark.get() {
@@ -211,32 +217,55 @@ fn MarkMenu(
                 Some(MessageMark::Excluded) => Some(view! { <span class="gb-mark-badge">"⊘ excluded: never sent"</span> }),
                 None => None,
             }}
-            <details class="gb-mark-menu">
-                <summary aria-label="Message options" title="Pin or exclude this message">"⋯"</summary>
-                <div class="gb-mark-options" role="group" aria-label="What reaches the model">
-                    <button
-                        type="button"
-                        aria-pressed=move || (mark.get() == Some(MessageMark::Pinned)).to_string()
-                        on:click=move |_| set(&pin_id, Some(MessageMark::Pinned))
-                    >
-                        "Pin: always send"
-                    </button>
-                    <button
-                        type="button"
-                        aria-pressed=move || (mark.get() == Some(MessageMark::Excluded)).to_string()
-                        on:click=move |_| set(&exclude_id, Some(MessageMark::Excluded))
-                    >
-                        "Exclude: never send"
-                    </button>
-                    <button
-                        type="button"
-                        disabled=move || mark.get().is_none()
-                        on:click=move |_| set(&clear_id, None)
-                    >
-                        "Clear"
-                    </button>
-                </div>
+            <details class="gb-mark-menu" on:toggle=move |_| open.update(|o| *o = !*o)>
+                <summary
+                    aria-label="Message options"
+                    title="Pin or exclude this message"
+                    on:pointerenter=move |_| prefetch(preload_mark_options)
+                >
+                    "⋯"
+                </summary>
+                {move || {
+                    let id = id.clone();
+                    open.get().then(|| lazy_panel("mark", move || mark_options(client, id.clone(), mark)))
+                }}
             </details>
+        </div>
+    }
+}
+
+/// Pin, exclude, clear: what reaches the model of one message.
+#[component]
+fn MarkOptions(
+    client: ChatClient,
+    id: String,
+    #[prop(into)] mark: Signal<Option<MessageMark>>,
+) -> impl IntoView {
+    let set = move |id: &str, m: Option<MessageMark>| client.mark_message(id, m);
+    let (pin_id, exclude_id, clear_id) = (id.clone(), id.clone(), id);
+    view! {
+        <div class="gb-mark-options" role="group" aria-label="What reaches the model">
+            <button
+                type="button"
+                aria-pressed=move || (mark.get() == Some(MessageMark::Pinned)).to_string()
+                on:click=move |_| set(&pin_id, Some(MessageMark::Pinned))
+            >
+                "Pin: always send"
+            </button>
+            <button
+                type="button"
+                aria-pressed=move || (mark.get() == Some(MessageMark::Excluded)).to_string()
+                on:click=move |_| set(&exclude_id, Some(MessageMark::Excluded))
+            >
+                "Exclude: never send"
+            </button>
+            <button
+                type="button"
+                disabled=move || mark.get().is_none()
+                on:click=move |_| set(&clear_id, None)
+            >
+                "Clear"
+            </button>
         </div>
     }
 }

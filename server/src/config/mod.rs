@@ -87,6 +87,8 @@ pub struct Config {
     pub provider_idle_timeout: Duration,
     pub provider_total_timeout: Duration,
     pub disconnect_grace: Duration,
+    /// Every WebSocket's ping and `heartbeat` interval (zero: none).
+    pub ws_heartbeat: Duration,
     pub offline_delay: Duration,
     /// Folder with the embedding model; `None` switches embeddings off.
     pub embed_model_dir: Option<PathBuf>,
@@ -327,6 +329,7 @@ impl TryFrom<Settings> for Config {
             provider_idle_timeout: p.provider_idle_timeout_ms,
             provider_total_timeout: p.provider_total_timeout_ms,
             disconnect_grace: s.disconnect_grace_ms,
+            ws_heartbeat: s.ws_heartbeat_ms,
             offline_delay: p.offline_delay_ms,
             embed_model_dir: bool::from(e.embeddings)
                 .then(|| e.embed_model_dir.unwrap_or_else(default_model_dir)),

@@ -5,6 +5,7 @@ mod embeddings;
 mod extract;
 mod files;
 mod health;
+mod heartbeat;
 mod origin;
 mod rest;
 mod session;

@@ -10,6 +10,9 @@
 //! sync id, so a fast provider's thousands of small pieces do not become thousands of events on
 //! the host page. Any other frame sends the waiting text first; ids stay in order, and a client
 //! resuming from a coalesced frame's id gets exactly what followed it.
+//!
+//! A heartbeat (`heartbeat`) keeps quiet connections alive through proxies and closes peers
+//! that went silent.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -32,6 +35,7 @@ use tokio::sync::broadcast;
 use tracing::Instrument;
 
 use super::client_addr::ClientAddr;
+use super::heartbeat::Heartbeat;
 use crate::embed::service::Urgency;
 use crate::error::AppError;
 use crate::hub::{ClientLease, Hub};
@@ -92,9 +96,16 @@ where
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
 {
     let mut attached: Option<Attached> = None;
+    let mut beat = Heartbeat::new(state.config.ws_heartbeat);
     loop {
         let incoming = match attached.as_mut() {
-            None => stream.next().await,
+            None => tokio::select! {
+                m = stream.next() => m,
+                () = beat.due() => {
+                    if beat.beat(&mut sink).await.is_err() { return; }
+                    continue;
+                }
+            },
             Some(a) => {
                 let due = a.waiting.as_ref().map(|(_, since)| *since + COALESCE);
                 tokio::select! {
@@ -116,9 +127,17 @@ where
                         if flush(&mut sink, a).await.is_err() { return; }
                         continue;
                     }
+                    () = beat.due() => {
+                        if flush(&mut sink, a).await.is_err() || beat.beat(&mut sink).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
                 }
             }
         };
+        // Anything from the peer, a pong included, says it is alive.
+        beat.heard();
         let text = match incoming {
             Some(Ok(Message::Text(t))) => t,
             Some(Ok(Message::Binary(b))) => match String::from_utf8(b.to_vec()) {
@@ -321,7 +340,8 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
             forward(sink, &mut a, f).await.map_err(closed)?;
         }
     }
-    let info = state.windows.with_context(open.info).await?;
+    let mut info = state.windows.with_context(open.info).await?;
+    info.heartbeat_ms = Heartbeat::new(state.config.ws_heartbeat).interval_ms();
     let session = a.hub.private(ServerEvent::Session(info));
     if resume == Resume::Snapshot {
         // Frames queued before it are in the snapshot that follows: the session frame goes alone

@@ -280,8 +280,18 @@ impl Ws {
             .expect("ws send");
     }
 
-    /// The next server frame, as typed value and raw JSON (fails after 10 s).
+    /// The next server frame but a heartbeat, as typed value and raw JSON (fails after 10 s).
     pub async fn next(&mut self) -> (ServerFrame, Value) {
+        loop {
+            let (frame, raw) = self.next_any().await;
+            if !matches!(frame.event, ServerEvent::Heartbeat(_)) {
+                return (frame, raw);
+            }
+        }
+    }
+
+    /// The next server frame, heartbeats included (fails after 10 s).
+    pub async fn next_any(&mut self) -> (ServerFrame, Value) {
         loop {
             let msg = tokio::time::timeout(Duration::from_secs(10), self.socket.next())
                 .await

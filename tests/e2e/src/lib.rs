@@ -340,6 +340,80 @@ async fn new_session(
         .await
 }
 
+/// A TCP proxy on loopback in front of the server that behaves as reverse proxies do with quiet
+/// connections: one that carries no byte either way for `idle` is cut (nginx's 60 s
+/// `proxy_read_timeout`, here shorter). Counts what it cut; [`IdleCuttingProxy::mute`] makes every
+/// connection open now carry nothing more without closing it, as a dead network path does.
+pub struct IdleCuttingProxy {
+    pub addr: SocketAddr,
+    cuts: Arc<std::sync::atomic::AtomicUsize>,
+    muted: tokio::sync::broadcast::Sender<()>,
+}
+
+impl IdleCuttingProxy {
+    /// Starts forwarding a free loopback port to `target`, cutting connections idle for `idle`.
+    pub async fn start(target: SocketAddr, idle: Duration) -> Result<Self> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let cuts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (muted, _) = tokio::sync::broadcast::channel::<()>(4);
+        let (counted, mutes) = (cuts.clone(), muted.clone());
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let counted = counted.clone();
+                let mut mute = mutes.subscribe();
+                tokio::spawn(async move {
+                    let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let (mut in_read, mut in_write) = inbound.into_split();
+                    let (mut out_read, mut out_write) = outbound.into_split();
+                    let (mut up, mut down) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+                    let mut last = tokio::time::Instant::now();
+                    loop {
+                        tokio::select! {
+                            n = in_read.read(&mut up) => match n {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => {
+                                    if out_write.write_all(&up[..n]).await.is_err() { return; }
+                                    last = tokio::time::Instant::now();
+                                }
+                            },
+                            n = out_read.read(&mut down) => match n {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => {
+                                    if in_write.write_all(&down[..n]).await.is_err() { return; }
+                                    last = tokio::time::Instant::now();
+                                }
+                            },
+                            () = tokio::time::sleep_until(last + idle) => {
+                                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                return;
+                            }
+                            _ = mute.recv() => break,
+                        }
+                    }
+                    // Muted: open, and silent both ways, until the test ends.
+                    let _keep = (in_read, in_write, out_read, out_write);
+                    futures::future::pending::<()>().await;
+                });
+            }
+        });
+        Ok(Self { addr, cuts, muted })
+    }
+
+    /// Connections cut so far for carrying nothing for the idle time.
+    pub fn cuts(&self) -> usize {
+        self.cuts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Every connection open now carries nothing more, and is never closed by the proxy.
+    pub fn mute(&self) {
+        let _ = self.muted.send(());
+    }
+}
+
 /// A TCP proxy on loopback in front of the server whose open connections can be cut at will, as a
 /// network drop would (new connections keep working), and whose new WebSocket connections can be
 /// held back until the test lets them through.

@@ -6,7 +6,7 @@ use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::key::Key;
 use fantoccini::{Client, Locator};
 use glassbox_e2e::widget_page::{CONNECTED, shadow_element};
-use glassbox_e2e::{CuttableProxy, in_browser, start_server, wait_for};
+use glassbox_e2e::{CuttableProxy, IdleCuttingProxy, in_browser, start_server, wait_for};
 use glassbox_fake_provider::{Behaviour, FakeProvider, Gate};
 use serde_json::json;
 
@@ -187,7 +187,8 @@ async fn a_file_named_in_a_message_appears_in_the_footer_live_and_renders_inert(
 /// "Stopped" with its text so far and a Retry, the provider hands over nothing more, the button is
 /// Send again; Esc in the composer stops the next one; Retry regenerates a stopped reply.
 #[tokio::test]
-async fn stop_ends_a_streaming_reply_by_click_and_by_escape_and_retry_regenerates_it() -> Result<()> {
+async fn stop_ends_a_streaming_reply_by_click_and_by_escape_and_retry_regenerates_it() -> Result<()>
+{
     let slow = Behaviour::Reply {
         chunks: (0..2000).map(|i| format!("w{i} ")).collect(),
         delay: std::time::Duration::from_millis(10),
@@ -204,24 +205,24 @@ async fn stop_ends_a_streaming_reply_by_click_and_by_escape_and_retry_regenerate
         client.goto(&url).await?;
         wait_for(&client, "the widget to connect", CONNECTED).await?;
         send_from_composer(&client, "count to two thousand").await?;
-        let stop_shown = "const b = document.querySelector('glassbox-chat').shadowRoot.querySelector('button.gb-send'); return b && b.classList.contains('gb-stop') && b.textContent.trim() === 'Stop' && !b.disabled && b.getAttribute('part') === 'stop';";
+        let stop_shown = "const b = document.querySelector('glassbox-chat').shadowRoot.querySelector('button.gb-send'); return b && b.classList.contains('gb-stop') && b.innerText.trim() === 'Stop' && !b.disabled;";
         wait_for(&client, "the Stop button while the reply streams", stop_shown).await?;
         wait_for(&client, "some text of the reply", "return (document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant] .gb-markdown')?.textContent ?? '').includes('w5');").await?;
         shadow_element(&client, "button.gb-send").await?.click().await?;
-        let stopped = "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=stopped] .gb-stopped .gb-retry');";
+        let stopped = "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=stopped] .gb-error .gb-retry');";
         wait_for(&client, "the reply marked Stopped with a Retry", stopped).await?;
         let taken = fake.texts_taken();
         let shown = client.execute(MESSAGES, vec![]).await?;
         let text = shown[1]["text"].as_str().unwrap_or_default().to_owned();
         assert!(text.starts_with("w0 w1 w2"), "the text so far stays: {text}");
         assert!(!text.contains("w1999"), "stopped before the end");
-        let label = client.execute("return document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-stopped-text').textContent;", vec![]).await?;
+        let label = client.execute("return document.querySelector('glassbox-chat').shadowRoot.querySelector('[data-status=stopped] .gb-error-text').textContent;", vec![]).await?;
         assert_eq!(label, json!("Stopped"));
         assert!(
             shown[1].get("status") == Some(&json!("stopped")),
             "{shown}"
         );
-        let send_back = "const b = document.querySelector('glassbox-chat').shadowRoot.querySelector('button.gb-send'); return b.textContent.trim() === 'Send' && !b.classList.contains('gb-stop');";
+        let send_back = "const b = document.querySelector('glassbox-chat').shadowRoot.querySelector('button.gb-send'); return b.innerText.trim() === 'Send' && !b.classList.contains('gb-stop');";
         wait_for(&client, "the Send button back", send_back).await?;
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert!(fake.texts_taken() <= taken + 1, "the provider kept streaming after the stop");
@@ -235,13 +236,90 @@ async fn stop_ends_a_streaming_reply_by_click_and_by_escape_and_retry_regenerate
 
         // Retry regenerates the first stopped reply in place.
         fake.set(Behaviour::reply(&["Whole ", "answer."]));
-        shadow_element(&client, ".gb-stopped .gb-retry").await?.click().await?;
+        shadow_element(&client, "[data-status=stopped] .gb-retry").await?.click().await?;
         wait_for(&client, "the retried reply to complete", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
         let done = client.execute(MESSAGES, vec![]).await?;
         let done = done.as_array().cloned().unwrap_or_default();
         assert_eq!(done.len(), 4, "{done:?}");
         assert_eq!(done[1]["id"], shown[1]["id"]);
         assert_eq!(done[1]["text"], "Whole answer.");
+        Ok(())
+    })
+    .await
+}
+
+/// Records every state the connection badge takes from now on (`window.__states`).
+const WATCH_STATUS: &str = "const s = document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-status'); window.__states = []; new MutationObserver(() => window.__states.push(s.dataset.state)).observe(s, {attributes: true, attributeFilter: ['data-state']}); return true;";
+
+/// Behind a proxy that cuts connections idle for 30 s (as nginx does after 60 s), a widget left
+/// alone for 90 s is still connected, never having reconnected (the server's heartbeats keep the
+/// line busy), and shows a reply sent from another tab.
+#[tokio::test]
+async fn a_widget_left_alone_behind_an_idle_cutting_proxy_stays_connected() -> Result<()> {
+    use std::time::Duration;
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "1"),
+    ])
+    .await?;
+    let proxy = IdleCuttingProxy::start(server.addr, Duration::from_secs(30)).await?;
+    // The control: a connection that carries nothing is cut.
+    let mut quiet = tokio::net::TcpStream::connect(proxy.addr).await?;
+    in_browser(format!("http://{}/", proxy.addr), "idle-proxy", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        let first = client.window().await?;
+        client.execute(WATCH_STATUS, vec![]).await?;
+        tokio::time::sleep(Duration::from_secs(90)).await;
+        let states = client.execute("return window.__states;", vec![]).await?;
+        assert_eq!(states, json!([]), "the widget lost its connection while left alone");
+
+        // Another tab of the same browser: the same conversation (the session is in localStorage).
+        let other = client.new_window(true).await?;
+        client.switch_to_window(other.handle).await?;
+        client.goto(&url).await?;
+        wait_for(&client, "the second tab to connect", CONNECTED).await?;
+        send_from_composer(&client, "hello from the other tab").await?;
+        client.switch_to_window(first).await?;
+        wait_for(&client, "the first tab to show the reply", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
+        let shown = client.execute(MESSAGES, vec![]).await?;
+        assert_eq!(shown[0]["text"], "hello from the other tab", "{shown}");
+        let states = client.execute("return window.__states;", vec![]).await?;
+        assert_eq!(states, json!([]), "the first tab reconnected: {states}");
+        Ok(())
+    })
+    .await?;
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(1), quiet.read(&mut byte)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the proxy did not cut an idle connection"
+    );
+    assert!(proxy.cuts() >= 1);
+    Ok(())
+}
+
+/// A socket on which nothing arrives for three heartbeat intervals (a dead network path that never
+/// closed it) is given up: the widget reconnects by itself.
+#[tokio::test]
+async fn a_socket_that_hears_nothing_for_three_heartbeats_is_reconnected() -> Result<()> {
+    use std::time::Duration;
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_WS_HEARTBEAT_MS", "1000"),
+    ])
+    .await?;
+    let proxy = IdleCuttingProxy::start(server.addr, Duration::from_secs(600)).await?;
+    in_browser(format!("http://{}/", proxy.addr), "silent-socket", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        client.execute(WATCH_STATUS, vec![]).await?;
+        proxy.mute();
+        wait_for(&client, "the widget to give the silent socket up", "return window.__states.some(s => s !== 'connected');").await?;
+        wait_for(&client, "the widget to reconnect by itself", CONNECTED).await?;
+        send_from_composer(&client, "back?").await?;
+        wait_for(&client, "a reply on the new socket", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
         Ok(())
     })
     .await

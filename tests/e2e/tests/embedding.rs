@@ -451,6 +451,22 @@ async fn a_hostile_page_at_320_px_and_two_widgets_side_by_side() -> Result<()> {
     .await
 }
 
+/// The Content-Security-Policy a document of the repo gives: its fenced block that begins
+/// `default-src 'none'`, on one line.
+fn documented_policy(doc: &str) -> Result<String> {
+    let text = std::fs::read_to_string(glassbox_e2e::root().join(doc))?;
+    let start = text
+        .find("default-src 'none'; script-src")
+        .with_context(|| format!("{doc} gives no Content-Security-Policy"))?;
+    let end = text[start..]
+        .find("```")
+        .with_context(|| format!("{doc}: the policy's block does not end"))?;
+    Ok(text[start..start + end]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
 #[tokio::test]
 async fn a_strict_content_security_policy_page_works_with_the_documented_policy() -> Result<()> {
     let public = tempfile::tempdir()?;
@@ -459,14 +475,20 @@ async fn a_strict_content_security_policy_page_works_with_the_documented_policy(
     let glassbox = glassbox_for(std::slice::from_ref(&origin)).await?;
     let gb = format!("http://{}", glassbox.addr);
     let ws = format!("ws://{}", glassbox.addr);
-    // docs/embedding.md, "Content-Security-Policy": exactly this, with our two origins. No inline
-    // scripts or styles, no eval but WebAssembly's. The token worker starts from a blob that
-    // imports its module from the server, which Chromium checks against worker-src.
-    let policy = format!(
-        "default-src 'none'; script-src 'self' {gb} 'wasm-unsafe-eval'; style-src {gb}; \
-         connect-src {gb} {ws}; worker-src blob: {gb}; img-src 'self' data:; base-uri 'none'; \
-         object-src 'none'; frame-ancestors 'none'"
-    );
+    // The policy the README, docs/deployment.md and docs/embedding.md give, exactly, with our two
+    // origins: no inline scripts or styles, no eval but WebAssembly's. The token worker starts from a
+    // blob that imports its module from the server, which Chromium checks against worker-src.
+    let documented = documented_policy("docs/embedding.md")?;
+    for other in ["README.md", "docs/deployment.md"] {
+        assert_eq!(
+            documented_policy(other)?,
+            documented,
+            "{other} gives another policy"
+        );
+    }
+    let policy = documented
+        .replace("wss://glassbox.example.com", &ws)
+        .replace("https://glassbox.example.com", &gb);
     site.set_header("content-security-policy", &policy)?;
     write_page(public.path(), "probe.js", PROBE_JS)?;
     write_page(

@@ -211,12 +211,19 @@ async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() ->
             .await?;
 
         // Exclude the instruction from its menu: marked, and out of the highlighted set.
+        // The menu's options are fetched when it first opens.
         client
             .execute(
-                &format!("{ROOT} const m = [...r.querySelectorAll('.gb-message')].find(m => m.textContent.includes('Be concise')); m.querySelector('.gb-mark-menu summary').click(); [...m.querySelectorAll('.gb-mark-options button')].find(b => b.textContent.startsWith('Exclude')).click();"),
+                &format!("{ROOT} const m = [...r.querySelectorAll('.gb-message')].find(m => m.textContent.includes('Be concise')); m.querySelector('.gb-mark-menu summary').click(); return true;"),
                 vec![],
             )
             .await?;
+        wait_for(
+            &client,
+            "the menu's Exclude button",
+            &format!("{ROOT} const m = [...r.querySelectorAll('.gb-message')].find(m => m.textContent.includes('Be concise')); const b = [...m.querySelectorAll('.gb-mark-options button')].find(b => b.textContent.startsWith('Exclude')); if (b) b.click(); return !!b;"),
+        )
+        .await?;
         let excluded = wait_for(
             &client,
             "the message to show it is excluded",

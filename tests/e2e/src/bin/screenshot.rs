@@ -1,6 +1,6 @@
 //! `cargo xtask screenshot`: the README's picture, made in headless Chromium. The demo page with the
 //! repo's demo agent and the offline provider (no key): a question that calls the demo MCP server's
-//! `current_time`, approved in the widget's dialog, then "View context" of the reply, written to
+//! `current_time`, approved in the widget's dialog, and the reply with its tool line, written to
 //! `docs/screenshot.png`. xtask builds the widget and the demo MCP server and names them.
 
 use std::time::Duration;
@@ -25,7 +25,7 @@ async fn main() -> Result<()> {
     let url = format!("http://{}/", server.addr);
     let written = out.clone();
     in_browser(url, "screenshot", |client, url| async move {
-        client.set_window_size(1200, 820).await?;
+        client.set_window_size(1200, 960).await?;
         client.goto(&url).await?;
         wait_for(&client, "the widget to connect", CONNECTED).await?;
         let input = shadow_element(&client, "textarea.gb-input").await?;
@@ -40,16 +40,7 @@ async fn main() -> Result<()> {
             &format!("{ROOT} return !!r.querySelector('.gb-message[data-role=assistant][data-status=complete] .gb-view-context');"),
         )
         .await?;
-        client
-            .execute(&format!("{ROOT} [...r.querySelectorAll('.gb-view-context')].pop().click(); return true;"), vec![])
-            .await?;
-        wait_for(
-            &client,
-            "View context with its tools",
-            &format!("{ROOT} const c = r.querySelector('dialog.gb-context-dialog .gb-item-column[data-column=tools]'); return c && c.querySelectorAll('.gb-item').length > 0;"),
-        )
-        .await?;
-        // Fonts and the dialog's opening settle.
+        // Fonts and the list's scrolling settle.
         tokio::time::sleep(Duration::from_millis(600)).await;
         let png = client.screenshot().await?;
         std::fs::write(&written, png).with_context(|| format!("writing {}", written.display()))?;
