@@ -220,6 +220,14 @@ impl ChatClient {
         }));
     }
 
+    /// Whether `message_id` is a reply streaming now; read without subscribing.
+    pub fn is_streaming(&self, message_id: &str) -> bool {
+        self.transcript.with_untracked(|t| {
+            t.find(message_id)
+                .is_some_and(|m| m.status == glassbox_core::vocab::MessageStatus::Streaming)
+        })
+    }
+
     /// The reply streaming now, if any (what Stop stops); read without subscribing.
     pub fn streaming_reply(&self) -> Option<String> {
         self.transcript

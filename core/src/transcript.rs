@@ -95,11 +95,11 @@ impl Transcript {
             .any(|m| m.status == MessageStatus::Streaming)
     }
 
-    /// The reply streaming now (the newest, should there be several): what Stop stops.
+    /// The reply streaming now: what Stop stops. Replies of a session run one at a time, in
+    /// order, so when a second waits its turn the oldest is the one under way.
     pub fn streaming_reply(&self) -> Option<&str> {
         self.messages
             .iter()
-            .rev()
             .find(|m| m.role == Role::Assistant && m.status == MessageStatus::Streaming)
             .map(|m| m.id.as_str())
     }
@@ -351,6 +351,23 @@ mod tests {
         assert_eq!(t.streaming_reply(), None);
         assert_eq!(t.messages.len(), 2);
         assert_eq!(t.last_sync_id(), Some(6));
+    }
+
+    #[test]
+    fn the_reply_under_way_is_the_oldest_streaming_one() {
+        let mut t = Transcript::default();
+        for (sync_id, id) in [(1, "a1"), (2, "a2")] {
+            t.apply(&frame(
+                sync_id,
+                ServerEvent::ReplyStart(ReplyStart {
+                    message_id: id.into(),
+                    reply_to: "u".into(),
+                    created_at: 0,
+                }),
+            ));
+        }
+        // The second waits its turn behind the first: Stop stops the one streaming text.
+        assert_eq!(t.streaming_reply(), Some("a1"));
     }
 
     #[test]

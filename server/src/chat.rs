@@ -148,6 +148,8 @@ impl Chat {
             message: message.clone(),
             duplicate: false,
         }));
+        // Registered before `reply_start`, so a stop that answers it finds the reply.
+        let stop = hub.stops.register(&reply.id);
         hub.publish(reply_start(&reply));
         self.spawn_turn(
             hub.clone(),
@@ -156,6 +158,7 @@ impl Chat {
             reply.id.clone(),
             permit,
             starting,
+            stop,
         );
         Ok(Submitted {
             message,
@@ -193,6 +196,7 @@ impl Chat {
                 "only a failed or stopped reply can be retried",
             ));
         }
+        let stop = hub.stops.register(&reply.id);
         hub.publish(reply_start(&reply));
         self.spawn_turn(
             hub.clone(),
@@ -201,12 +205,14 @@ impl Chat {
             reply.id,
             permit,
             starting,
+            stop,
         );
         Ok(())
     }
 
     /// Stops reply `message_id` of the session: true when it was under way (or waiting its turn)
-    /// and now ends as `stopped` (every tab receives `done`); false when it had already ended.
+    /// and is asked to end as `stopped` (every tab receives `done`; a reply whose stream had
+    /// already finished as the stop came still ends `complete`); false when it had already ended.
     /// An id that is no reply of the session is `not_found`.
     pub async fn stop(&self, hub: &Hub, message_id: &str) -> Result<bool, ChatError> {
         if hub.stops.stop(message_id) {
@@ -230,10 +236,9 @@ impl Chat {
         reply_id: String,
         permit: AddressPermit,
         starting: TurnStarting,
+        stop: crate::stops::StopHandle,
     ) {
         let turns = self.turns.clone();
-        // Registered now, so a stop right after `reply_start` finds it.
-        let stop = hub.stops.register(&reply_id);
         // The turn logs under the request or connection that started it.
         let span = tracing::Span::current();
         tokio::spawn(

@@ -45,8 +45,8 @@ pub struct ToolCtx<'a> {
     pub stop: &'a tokio_util::sync::CancellationToken,
 }
 
-/// What the model is told of a call the user's stop prevented or cut short.
-const STOPPED: &str = "not run: the user stopped the reply";
+/// What the model is told of a call the user's stop prevented or cut short (it may have started).
+const STOPPED: &str = "stopped: the user stopped the reply before this call finished (it may not have run, or only in part)";
 
 /// A successful tool run.
 #[derive(Debug, Clone)]

@@ -77,6 +77,13 @@ async fn without_a_heartbeat_nothing_is_sent_and_nobody_is_closed() {
     ws.send(json!({"type": "hello", "data": {}})).await;
     let (_, raw) = ws.next().await;
     assert!(raw["data"].get("heartbeatMs").is_none(), "{raw}");
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // 600 ms of frames (the join's, then none): no heartbeat among them.
+    let start = Instant::now();
+    while let Some(left) = Duration::from_millis(600).checked_sub(start.elapsed()) {
+        let Ok((frame, raw)) = tokio::time::timeout(left, ws.next_any()).await else {
+            break;
+        };
+        assert!(!matches!(frame.event, ServerEvent::Heartbeat(_)), "{raw}");
+    }
     assert!(!ws.closed_within(Duration::from_millis(300)).await);
 }

@@ -167,7 +167,7 @@ export interface SessionItems {
 export interface GlassboxChatEventMap {
   /** The user's message, as the server stored it. */
   'glassbox:message': CustomEvent<ChatMessage>;
-  /** A finished reply. */
+  /** A finished reply: `status` 'complete', or 'stopped' when the user stopped it. */
   'glassbox:reply': CustomEvent<ChatMessage>;
   /** A tool call waits for the user's yes (the widget shows its dialog; `approve` answers too). */
   'glassbox:approval': CustomEvent<ApprovalRequest>;

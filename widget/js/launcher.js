@@ -108,7 +108,8 @@ export class Launcher {
     this.#on(this.#panel, 'keydown', (e) => {
       // Esc inside "View context" closes that dialog first (a modal dialog keeps focus itself).
       if (root.querySelector('dialog[open]')) return;
-      if (e.key === 'Escape') {
+      // Esc the chat used already (the composer's, to stop a reply) does not close the panel too.
+      if (e.key === 'Escape' && !e.defaultPrevented) {
         e.preventDefault();
         this.close();
       } else if (e.key === 'Tab' && matchMedia(FULL_SCREEN).matches) {

@@ -436,13 +436,16 @@ pub use headless::GlassboxClient;
 /// Stops reply `message_id`, else the one streaming now, on `client` (the element's and the
 /// headless client's `stopReply`); false when there was none to stop.
 pub(crate) fn stop_reply_on(client: glassbox_app::ChatClient, message_id: Option<String>) -> bool {
-    match message_id.or_else(|| client.streaming_reply()) {
-        Some(id) => {
-            client.stop_reply(&id);
-            true
-        }
-        None => false,
-    }
+    let id = match message_id {
+        Some(id) if client.is_streaming(&id) => id,
+        Some(_) => return false,
+        None => match client.streaming_reply() {
+            Some(id) => id,
+            None => return false,
+        },
+    };
+    client.stop_reply(&id);
+    true
 }
 
 /// Answers the approval `approval_id` on `client` (the element's and the headless client's

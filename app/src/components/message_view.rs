@@ -136,7 +136,7 @@ pub fn MessageView(
                 let reported = usage.map(|u| {
                     if u.counted {
                         format!(
-                            "~{} in · ~{} out spent by our count (stopped before the provider reported)",
+                            "~{} in · ~{} out spent, by our count where the provider reported none (stopped)",
                             grouped(u.input_tokens),
                             grouped(u.output_tokens)
                         )
@@ -217,7 +217,12 @@ fn MarkMenu(
                 Some(MessageMark::Excluded) => Some(view! { <span class="gb-mark-badge">"⊘ excluded: never sent"</span> }),
                 None => None,
             }}
-            <details class="gb-mark-menu" on:toggle=move |_| open.update(|o| *o = !*o)>
+            <details
+                class="gb-mark-menu"
+                on:toggle=move |ev| {
+                    open.set(event_target::<web_sys::Element>(&ev).has_attribute("open"))
+                }
+            >
                 <summary
                     aria-label="Message options"
                     title="Pin or exclude this message"

@@ -64,8 +64,8 @@ pub struct Settings {
     /// A reply keeps streaming this long (ms) after its last client left, then is cancelled.
     #[arg(long, env = "GLASSBOX_DISCONNECT_GRACE_MS", default_value = "10000", value_parser = millis)]
     pub disconnect_grace_ms: Duration,
-    /// How often (ms) each WebSocket gets a ping and a `heartbeat` frame; a peer silent for three
-    /// of these is closed (0: never). Keeps quiet sockets open through proxies' idle timeouts.
+    /// How often (ms) each WebSocket gets a ping and a `heartbeat` frame; a peer that answers none
+    /// of three pings in a row is closed (0: never). Keeps quiet sockets open through proxies' idle timeouts.
     #[arg(long, env = "GLASSBOX_WS_HEARTBEAT_MS", default_value = "20000", value_parser = millis)]
     pub ws_heartbeat_ms: Duration,
     #[command(flatten)]

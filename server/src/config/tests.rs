@@ -201,9 +201,9 @@ fn help_lists_every_setting_with_its_variable() {
 }
 
 #[test]
-fn the_readme_table_lists_the_same_variables() {
-    let readme = include_str!("../../../README.md");
-    let listed: BTreeSet<String> = readme
+fn the_configuration_page_lists_the_same_variables() {
+    let page = include_str!("../../../docs/configuration.md");
+    let listed: BTreeSet<String> = page
         .lines()
         .skip_while(|l| !l.starts_with("| variable"))
         .skip(2)

@@ -76,6 +76,7 @@ mod tests {
             (MessageStatus::Complete, "complete"),
             (MessageStatus::Streaming, "streaming"),
             (MessageStatus::Failed, "failed"),
+            (MessageStatus::Stopped, "stopped"),
         ]);
         round_trips(&[(FileKind::Image, "image"), (FileKind::Text, "text")]);
         round_trips(&[

@@ -498,9 +498,10 @@ impl TurnEngine {
         match error {
             Some(e) => hub.publish(ServerEvent::Error(e)),
             None => {
+                let said = !stored.content.trim().is_empty();
                 let frame = hub.publish(ServerEvent::Done(Done { message: stored }));
-                // Topics follow each reply, in the background.
-                if self.config.topics_enabled {
+                // Topics follow each reply that says something, in the background.
+                if self.config.topics_enabled && said {
                     self.topics.clone().warm_reply(hub.session_id.clone());
                     self.topics.clone().spawn_extraction(hub.session_id.clone());
                 }
