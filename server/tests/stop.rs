@@ -35,6 +35,18 @@ async fn until_deltas(ws: &mut Ws, count: usize) -> String {
     }
 }
 
+/// `POST …/messages/{id}/stop` of `session` with `token`.
+async fn post_stop(server: &TestServer, session: &str, id: &str, token: &str) -> reqwest::Response {
+    let url = server.url(&format!("/api/sessions/{session}/messages/{id}/stop"));
+    server
+        .http
+        .post(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// Reads frames until the reply ends; returns the raw end frame.
 async fn until_end(ws: &mut Ws) -> Value {
     loop {
@@ -110,14 +122,7 @@ async fn stops_at_once_and_keeps_the_partial_reply(api: Api) {
     assert_eq!(stored[1]["content"], kept);
 
     // A stop of an ended reply changes nothing and says so.
-    let url = server.url(&format!("/api/sessions/{session}/messages/{reply}/stop"));
-    let resp = server
-        .http
-        .post(&url)
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_stop(&server, &session, &reply, &token).await;
     assert_eq!(resp.status(), 200);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body, json!({"messageId": reply, "stopped": false}));
@@ -162,29 +167,16 @@ async fn rest_stops_a_reply_and_the_stopped_text_reaches_the_model() {
     ws.send(json!({"type": "chat", "data": {"message": "count for me"}}))
         .await;
     let reply = until_deltas(&mut ws, 3).await;
-    let url = |id: &str| server.url(&format!("/api/sessions/{session}/messages/{id}/stop"));
 
     let (_, other_token, _) = server.new_session().await;
-    let resp = server
-        .http
-        .post(url(&reply))
-        .bearer_auth(&other_token)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_stop(&server, &session, &reply, &other_token).await;
     assert!(
         resp.status() == 401 || resp.status() == 403 || resp.status() == 404,
         "another session's token: {}",
         resp.status()
     );
 
-    let resp = server
-        .http
-        .post(url(&reply))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_stop(&server, &session, &reply, &token).await;
     assert_eq!(resp.status(), 200);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body, json!({"messageId": reply, "stopped": true}));
@@ -195,13 +187,7 @@ async fn rest_stops_a_reply_and_the_stopped_text_reaches_the_model() {
         .unwrap()
         .to_owned();
 
-    let resp = server
-        .http
-        .post(url("msg_nope"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_stop(&server, &session, "msg_nope", &token).await;
     assert_eq!(resp.status(), 404);
 
     server.fake.set(Behaviour::reply(&["Fine."]));

@@ -68,9 +68,9 @@ impl Heartbeat {
             .await
             .map_err(|_| Gone)
     }
+}
 
-    /// The interval in whole milliseconds, for the `session` frame (`None` without a heartbeat).
-    pub fn interval_ms(&self) -> Option<u32> {
-        (!self.every.is_zero()).then(|| u32::try_from(self.every.as_millis()).unwrap_or(u32::MAX))
-    }
+/// The interval `every` in whole milliseconds, for the `session` frame (`None`: no heartbeat).
+pub fn interval_ms(every: Duration) -> Option<u32> {
+    (!every.is_zero()).then(|| u32::try_from(every.as_millis()).unwrap_or(u32::MAX))
 }

@@ -341,7 +341,7 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
         }
     }
     let mut info = state.windows.with_context(open.info).await?;
-    info.heartbeat_ms = Heartbeat::new(state.config.ws_heartbeat).interval_ms();
+    info.heartbeat_ms = super::heartbeat::interval_ms(state.config.ws_heartbeat);
     let session = a.hub.private(ServerEvent::Session(info));
     if resume == Resume::Snapshot {
         // Frames queued before it are in the snapshot that follows: the session frame goes alone
