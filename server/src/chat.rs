@@ -148,17 +148,13 @@ impl Chat {
             message: message.clone(),
             duplicate: false,
         }));
-        // Registered before `reply_start`, so a stop that answers it finds the reply.
-        let stop = hub.stops.register(&reply.id);
-        hub.publish(reply_start(&reply));
         self.spawn_turn(
             hub.clone(),
             model.to_owned(),
             message.id.clone(),
-            reply.id.clone(),
+            &reply,
             permit,
             starting,
-            stop,
         );
         Ok(Submitted {
             message,
@@ -196,16 +192,13 @@ impl Chat {
                 "only a failed or stopped reply can be retried",
             ));
         }
-        let stop = hub.stops.register(&reply.id);
-        hub.publish(reply_start(&reply));
         self.spawn_turn(
             hub.clone(),
             model.to_owned(),
             reply_to,
-            reply.id,
+            &reply,
             permit,
             starting,
-            stop,
         );
         Ok(())
     }
@@ -225,19 +218,22 @@ impl Chat {
         }
     }
 
-    /// Runs the reply in the background; `permit` holds the address's streaming slot until it
-    /// ends, `starting` counts the turn as starting until its first token (not while it waits
-    /// for the session's reply under way).
+    /// Tells every tab the reply starts (`reply_start`) and runs it in the background; `permit`
+    /// holds the address's streaming slot until it ends, `starting` counts the turn as starting
+    /// until its first token (not while it waits for the session's reply under way).
     fn spawn_turn(
         &self,
         hub: Arc<Hub>,
         model: String,
         user_message_id: String,
-        reply_id: String,
+        reply: &ChatMessage,
         permit: AddressPermit,
         starting: TurnStarting,
-        stop: crate::stops::StopHandle,
     ) {
+        // Registered before `reply_start`, so a stop that answers it finds the reply.
+        let stop = hub.stops.register(&reply.id);
+        hub.publish(reply_start(reply));
+        let reply_id = reply.id.clone();
         let turns = self.turns.clone();
         // The turn logs under the request or connection that started it.
         let span = tracing::Span::current();
