@@ -132,6 +132,7 @@ impl<'de> de::DeserializeSeed<'de> for EventSeed<'_> {
             "approval_request" => E::ApprovalRequest(Deserialize::deserialize(d)?),
             "approval" => E::Approval(Deserialize::deserialize(d)?),
             "heartbeat" => E::Heartbeat(Deserialize::deserialize(d)?),
+            "sessions" => E::Sessions(Deserialize::deserialize(d)?),
             other => return Err(de::Error::unknown_variant(other, ServerEvent::VARIANTS)),
         })
     }

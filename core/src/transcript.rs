@@ -44,6 +44,8 @@ pub struct Transcript {
     pub filter: Option<FilterView>,
     /// The agent's items and the session's choices; `None` until the server sent them.
     pub items: Option<crate::wire::ItemsView>,
+    /// The verified user's sessions, newest first; `None` until the server sent them.
+    pub sessions: Option<crate::wire::SessionList>,
     /// Tool calls waiting for the user's answer, oldest first.
     pub approvals: Vec<crate::wire::ApprovalRequest>,
     cursor: SyncCursor,
@@ -144,6 +146,7 @@ impl Transcript {
             }
             ServerEvent::Filter(f) => self.filter = Some(f.clone()),
             ServerEvent::Items(v) => self.items = Some(v.clone()),
+            ServerEvent::Sessions(list) => self.sessions = Some(list.clone()),
             // For the composer, which asked; the transcript keeps nothing of it.
             ServerEvent::Preview(_) | ServerEvent::Heartbeat(_) => {}
             ServerEvent::Mark(m) => {
@@ -306,6 +309,7 @@ mod tests {
                 token: None,
                 model: "m".into(),
                 agent: None,
+                user: None,
                 context: None,
                 budget: None,
                 heartbeat_ms: None,

@@ -62,6 +62,77 @@ pub enum ClientFrame {
     /// Answer an `approval_request`: every tab then receives `approval`. An unknown or already
     /// answered `approvalId` changes nothing (the first answer wins).
     Approve(Approve),
+    /// Ask for the verified user's sessions (`data: {}`): answered, to this connection only, with
+    /// `sessions`. `unauthorized` on a connection without a verified user.
+    ListSessions(Empty),
+    /// Rename one of the verified user's sessions (or this connection's session); a `null` or
+    /// blank title returns it to its first message. Answered with `sessions` when a user is verified.
+    RenameSession(RenameSession),
+}
+
+/// A user the host's backend vouches for: `hash` is the hex HMAC-SHA256 of the UTF-8 `id` under
+/// the server's `GLASSBOX_IDENTITY_SECRET` (either case). docs/embedding.md shows how to make it.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UserClaim {
+    /// The host's own id of the user: 1–128 characters.
+    pub id: String,
+    /// A missing hash reads as empty (and is refused as a wrong one).
+    #[serde(default)]
+    pub hash: String,
+}
+
+impl std::fmt::Debug for UserClaim {
+    /// The hash is a credential: logs show the id only.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserClaim").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// The longest title a session keeps (characters); longer ones are cut.
+pub const MAX_TITLE_CHARS: usize = 80;
+
+/// A session's title made from `text` (a rename, or its first user message): runs of white space
+/// made one space, cut to [`MAX_TITLE_CHARS`] characters (an ellipsis marks a cut).
+pub fn session_title(text: &str) -> String {
+    let mut words = text.split_whitespace().flat_map(|w| [" ", w]).skip(1).flat_map(str::chars);
+    let mut title: String = words.by_ref().take(MAX_TITLE_CHARS).collect();
+    if words.next().is_some() {
+        title.pop();
+        title.push('…');
+    }
+    title
+}
+
+/// A session's new title.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RenameSession {
+    /// The session to rename: this connection's when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// At most [`MAX_TITLE_CHARS`] characters are kept; `null` or blank: the first message again.
+    pub title: Option<String>,
+}
+
+/// One of a verified user's sessions, as the session drawer lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    /// The user's title, else the first user message cut to [`MAX_TITLE_CHARS`] characters.
+    pub title: String,
+    /// When the last message was written (ms since the Unix epoch; the creation for an empty one).
+    pub updated_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+/// A verified user's sessions, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionList {
+    pub sessions: Vec<SessionSummary>,
 }
 
 /// The user's answer to an `approval_request`.
@@ -194,12 +265,17 @@ pub struct MarkMessage {
     pub mark: Option<crate::context::MessageMark>,
 }
 
-/// The (empty) data of a `delete_session` frame.
+/// The data of a `delete_session` frame: `{}` deletes this connection's session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeleteSession {}
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeleteSession {
+    /// Another of the verified user's sessions (answered with `sessions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
 
-/// Opens a new session (no id) or resumes one (id + token), optionally replaying missed frames.
+/// Opens a new session (no id) or resumes one (id + token, or id + the verified user who owns
+/// it), optionally replaying missed frames.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Hello {
@@ -217,6 +293,9 @@ pub struct Hello {
     /// An existing session keeps the agent it was created with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// A verified user: a new session is theirs, and theirs resume without a token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<UserClaim>,
 }
 
 /// A user message with optional page context and attachments.
@@ -433,6 +512,8 @@ pub enum ServerEvent {
     /// The WebSocket is alive (every `heartbeatMs`, beside a ping browsers hide from pages): not
     /// numbered (`syncId` 0), never replayed; nothing to apply.
     Heartbeat(Empty),
+    /// The verified user's sessions (to the connection that asked, or that renamed or deleted one).
+    Sessions(SessionList),
 }
 
 impl ServerFrame {
@@ -506,6 +587,9 @@ pub struct SessionInfo {
     /// for three of these reconnects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_ms: Option<u32>,
+    /// The verified user the session is opened for (their id), when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// Tokens (input + output) a session may spend, and has spent.
@@ -724,6 +808,27 @@ mod tests {
         };
         assert!(stopped("Half an ans").reaches_model());
         assert!(!stopped(" ").reaches_model());
+    }
+
+    #[test]
+    fn titles_are_one_line_of_at_most_80_characters() {
+        assert_eq!(session_title("  How do I\n\n sort   a list? "), "How do I sort a list?");
+        assert_eq!(session_title(""), "");
+        let long = "é".repeat(200);
+        let t = session_title(&long);
+        assert_eq!(t.chars().count(), MAX_TITLE_CHARS);
+        assert!(t.ends_with('…'));
+        let exact = "x".repeat(MAX_TITLE_CHARS);
+        assert_eq!(session_title(&exact), exact, "no cut, no ellipsis");
+    }
+
+    #[test]
+    fn a_user_claim_never_logs_its_hash() {
+        let claim: UserClaim = serde_json::from_value(json!({"id": "u-1", "hash": "abc123"})).unwrap();
+        assert!(!format!("{claim:?}").contains("abc123"));
+        let missing: UserClaim = serde_json::from_value(json!({"id": "u-1"})).unwrap();
+        assert_eq!(missing.hash, "", "a missing hash reads as a wrong one, not a bad frame");
+        assert!(serde_json::from_value::<UserClaim>(json!({"id": "u", "hash": "h", "x": 1})).is_err());
     }
 
     #[test]

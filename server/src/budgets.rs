@@ -1,4 +1,5 @@
-//! Spending caps: tokens (input + output) per session and per UTC day for the whole server, from
+//! Spending caps: tokens (input + output) per session, per UTC day for the whole server, and per
+//! UTC day for each verified user over all their sessions, from
 //! the provider's reported usage (our own count when it reports none). A message, a retry, every
 //! tool round and every summary is refused with `budget_exhausted` before the provider is called
 //! once a cap is reached; the daily one says when it resets. 0 turns a cap off.
@@ -22,6 +23,8 @@ pub enum BudgetExhausted {
     Session { limit: u64 },
     #[error("this server has used today's budget of {limit} tokens; it resets at midnight UTC")]
     Daily { limit: u64, resets_in: Duration },
+    #[error("you have used today's budget of {limit} tokens; it resets at midnight UTC")]
+    UserDaily { limit: u64, resets_in: Duration },
 }
 
 impl BudgetExhausted {
@@ -29,7 +32,8 @@ impl BudgetExhausted {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             BudgetExhausted::Session { .. } => None,
-            BudgetExhausted::Daily { resets_in, .. } => Some(*resets_in),
+            BudgetExhausted::Daily { resets_in, .. }
+            | BudgetExhausted::UserDaily { resets_in, .. } => Some(*resets_in),
         }
     }
 }
@@ -86,25 +90,34 @@ impl Budgets {
         Self { store, caps }
     }
 
-    /// Refuses when the session or the server has no tokens left today.
+    /// Refuses when the session, the server today, or the session's verified user today has no
+    /// tokens left.
     pub async fn check(&self, session_id: &str) -> Result<(), BudgetError> {
         let caps = self.caps;
-        if caps.session_tokens == 0 && caps.daily_tokens == 0 {
+        if caps.session_tokens == 0 && caps.daily_tokens == 0 && caps.user_daily_tokens == 0 {
             return Ok(());
         }
         let now = now_ms();
-        let (session, day) = self.store.tokens_spent(session_id, today(now)).await?;
-        if caps.session_tokens > 0 && session >= caps.session_tokens {
+        let spent = self.store.tokens_spent(session_id, today(now)).await?;
+        let reached = |limit: u64, used: u64| limit > 0 && used >= limit;
+        let resets_in = Duration::from_millis(((today(now) + 1) * DAY_MS - now).max(0) as u64);
+        if reached(caps.session_tokens, spent.session) {
             return Err(BudgetExhausted::Session {
                 limit: caps.session_tokens,
             }
             .into());
         }
-        if caps.daily_tokens > 0 && day >= caps.daily_tokens {
-            let resets = (today(now) + 1) * DAY_MS - now;
+        if reached(caps.user_daily_tokens, spent.user_day) {
+            return Err(BudgetExhausted::UserDaily {
+                limit: caps.user_daily_tokens,
+                resets_in,
+            }
+            .into());
+        }
+        if reached(caps.daily_tokens, spent.server_day) {
             return Err(BudgetExhausted::Daily {
                 limit: caps.daily_tokens,
-                resets_in: Duration::from_millis(resets.max(0) as u64),
+                resets_in,
             }
             .into());
         }
@@ -155,7 +168,7 @@ impl Budgets {
         if limit == 0 {
             return Ok(None);
         }
-        let (used, _) = self.store.tokens_spent(session_id, today(now_ms())).await?;
+        let used = self.store.tokens_spent(session_id, today(now_ms())).await?.session;
         Ok(Some(SessionBudget { limit, used }))
     }
 }

@@ -1,7 +1,6 @@
 //! Chat messages in: store the user message, then start its reply (`turn`) in the background, one
 //! reply at a time per session. A failed reply keeps its partial text and can be retried in place.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use glassbox_core::limits::{InputError, validate_chat};
@@ -14,7 +13,7 @@ use crate::background::TurnStarting;
 use crate::budgets::{BudgetError, Budgets};
 use crate::hub::Hub;
 use crate::ids::{new_id, now_ms};
-use crate::rate_limits::{AddressPermit, RateLimited, RateLimits};
+use crate::rate_limits::{AddressPermit, Caller, RateLimited, RateLimits};
 use crate::storage::{NewUserMessage, StorageError, Store};
 use crate::turn::TurnEngine;
 use crate::wire_error::ToWire;
@@ -92,13 +91,13 @@ impl Chat {
     }
 
     /// Validates and stores a user message, then starts its reply in the background.
-    /// Nothing is stored when validation fails or a rate limit of `address` or the session refuses.
+    /// Nothing is stored when validation fails or a rate limit of `caller` or the session refuses.
     pub async fn submit(
         &self,
         hub: &Arc<Hub>,
         model: &str,
         req: ChatRequest,
-        address: Option<IpAddr>,
+        caller: Option<&Caller>,
     ) -> Result<Submitted, ChatError> {
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
@@ -110,8 +109,8 @@ impl Chat {
             .await?;
         // What refuses without spending comes first, so a refused message costs no allowance.
         self.budgets.check(session_id).await?;
-        let permit = self.limits.stream(address)?;
-        self.limits.message(address, session_id)?;
+        let permit = self.limits.stream(caller)?;
+        self.limits.message(caller, session_id)?;
         let starting = TurnStarting::begin();
         self.store.touch_session(session_id, now_ms()).await?;
         let id = new_id();
@@ -170,12 +169,12 @@ impl Chat {
         hub: &Arc<Hub>,
         model: &str,
         message_id: &str,
-        address: Option<IpAddr>,
+        caller: Option<&Caller>,
     ) -> Result<(), ChatError> {
         let session_id = hub.session_id.as_str();
         self.budgets.check(session_id).await?;
-        let permit = self.limits.stream(address)?;
-        self.limits.message(address, session_id)?;
+        let permit = self.limits.stream(caller)?;
+        self.limits.message(caller, session_id)?;
         let starting = TurnStarting::begin();
         self.store.touch_session(session_id, now_ms()).await?;
         let reply = self

@@ -22,6 +22,7 @@ pub mod embed;
 pub mod error;
 pub mod files;
 pub mod hub;
+pub mod identity;
 pub mod ids;
 pub mod items;
 pub mod mcp;

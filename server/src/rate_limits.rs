@@ -1,7 +1,7 @@
-//! Rate limits per client address and per session (`governor`'s keyed GCRA limiters): sessions
-//! created per hour and messages per minute for each address, messages and commands (settings, context
+//! Rate limits per client and per session (`governor`'s keyed GCRA limiters): sessions
+//! created per hour and messages per minute for each client, messages and commands (settings, context
 //! and topic commands) per minute for each session, and streaming replies and uploads at once for each
-//! address. Each refusal says when to try again. A limit set
+//! client. A client is a verified user when there is one, else its address ([`Caller`]). Each refusal says when to try again. A limit set
 //! to 0 is off. Keys not seen for a while are forgotten by `sweep`, so memory stays bounded by the
 //! addresses active in the last hour.
 
@@ -15,6 +15,8 @@ use governor::clock::{Clock, DefaultClock};
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
+
+use crate::identity::VerifiedUser;
 
 /// The configured limits (0 switches one off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
@@ -83,6 +85,38 @@ pub struct RateLimited {
     pub retry_after: Duration,
 }
 
+/// Who a per-client limit counts: a verified user (on any address), else the client's address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Caller {
+    /// IPv6 addresses by their /64 (see [`Caller::address`]).
+    Address(IpAddr),
+    User(VerifiedUser),
+}
+
+impl Caller {
+    /// The caller of a request from `ip`: IPv6 addresses count by their /64 (one customer's usual
+    /// allocation), so a client cannot step around the limits by changing the low bits.
+    pub fn address(ip: IpAddr) -> Self {
+        Caller::Address(address_key(ip))
+    }
+
+    /// The verified user when there is one, else the address (`None`: neither is known, and
+    /// nothing is limited per client).
+    pub fn of(user: Option<&VerifiedUser>, address: Option<IpAddr>) -> Option<Self> {
+        user.cloned()
+            .map(Caller::User)
+            .or_else(|| address.map(Self::address))
+    }
+
+    /// The refusal's words for this kind of caller.
+    fn says(&self, address: &'static str, user: &'static str) -> &'static str {
+        match self {
+            Caller::Address(_) => address,
+            Caller::User(_) => user,
+        }
+    }
+}
+
 /// One keyed limiter on clock `C`.
 type Keyed<K, C> =
     RateLimiter<K, DefaultKeyedStateStore<K>, C, NoOpMiddleware<<C as Clock>::Instant>>;
@@ -91,27 +125,29 @@ type Keyed<K, C> =
 pub struct RateLimits<C: Clock = DefaultClock> {
     config: RateLimitConfig,
     clock: C,
-    sessions: Option<Keyed<IpAddr, C>>,
-    address_messages: Option<Keyed<IpAddr, C>>,
+    sessions: Option<Keyed<Caller, C>>,
+    address_messages: Option<Keyed<Caller, C>>,
     session_messages: Option<Keyed<String, C>>,
     session_commands: Option<Keyed<String, C>>,
     session_joins: Option<Keyed<String, C>>,
     session_previews: Option<Keyed<String, C>>,
-    streams: Arc<Mutex<HashMap<IpAddr, u32>>>,
-    uploads: Arc<Mutex<HashMap<IpAddr, u32>>>,
+    streams: Arc<Mutex<HashMap<Caller, u32>>>,
+    uploads: Arc<Mutex<HashMap<Caller, u32>>>,
 }
 
-/// Held while something an address may do only so many times at once (a streaming reply, an
-/// upload) goes on; dropping it frees the address's place.
+/// Held while something a client may do only so many times at once (a streaming reply, an
+/// upload) goes on; dropping it frees the client's place.
 #[derive(Debug)]
 pub struct AddressPermit {
-    held: Arc<Mutex<HashMap<IpAddr, u32>>>,
-    address: Option<IpAddr>,
+    held: Arc<Mutex<HashMap<Caller, u32>>>,
+    address: Option<Caller>,
 }
 
 impl Drop for AddressPermit {
     fn drop(&mut self) {
-        let Some(address) = self.address else { return };
+        let Some(address) = self.address.take() else {
+            return;
+        };
         if let Ok(mut held) = self.held.lock()
             && let Some(n) = held.get_mut(&address)
         {
@@ -123,10 +159,10 @@ impl Drop for AddressPermit {
     }
 }
 
-/// Takes one of `max` places of `address` in `held` (`None`, or a `max` of 0: not limited).
+/// Takes one of `max` places of `caller` in `held` (`None`, or a `max` of 0: not limited).
 fn hold(
-    held: &Arc<Mutex<HashMap<IpAddr, u32>>>,
-    address: Option<IpAddr>,
+    held: &Arc<Mutex<HashMap<Caller, u32>>>,
+    caller: Option<&Caller>,
     max: u32,
     refused: RateLimited,
 ) -> Result<AddressPermit, RateLimited> {
@@ -134,11 +170,11 @@ fn hold(
         held: held.clone(),
         address,
     };
-    let (Some(address), Some(max)) = (address.map(address_key), NonZeroU32::new(max)) else {
+    let (Some(address), Some(max)) = (caller.cloned(), NonZeroU32::new(max)) else {
         return Ok(permit(None));
     };
     let mut counts = held.lock().map_err(|_| refused)?;
-    let n = counts.entry(address).or_insert(0);
+    let n = counts.entry(address.clone()).or_insert(0);
     if *n >= max.get() {
         return Err(refused);
     }
@@ -220,25 +256,31 @@ impl<C: Clock + Clone> RateLimits<C> {
         })
     }
 
-    /// A new session for `address` (`None`: the address is unknown and not limited).
-    pub fn create_session(&self, address: Option<IpAddr>) -> Result<(), RateLimited> {
-        match address {
-            Some(a) => self.check(
+    /// A new session for `caller` (`None`: unknown and not limited).
+    pub fn create_session(&self, caller: Option<&Caller>) -> Result<(), RateLimited> {
+        match caller {
+            Some(c) => self.check(
                 &self.sessions,
-                &address_key(a),
-                "too many new sessions from this address",
+                c,
+                c.says(
+                    "too many new sessions from this address",
+                    "too many new sessions for this user",
+                ),
             ),
             None => Ok(()),
         }
     }
 
-    /// A message in `session` from `address`.
-    pub fn message(&self, address: Option<IpAddr>, session: &str) -> Result<(), RateLimited> {
-        if let Some(a) = address {
+    /// A message in `session` from `caller`.
+    pub fn message(&self, caller: Option<&Caller>, session: &str) -> Result<(), RateLimited> {
+        if let Some(c) = caller {
             self.check(
                 &self.address_messages,
-                &address_key(a),
-                "too many messages from this address",
+                c,
+                c.says(
+                    "too many messages from this address",
+                    "too many messages from this user",
+                ),
             )?;
         }
         self.check(
@@ -275,41 +317,56 @@ impl<C: Clock + Clone> RateLimits<C> {
         )
     }
 
-    /// Another request from `address` that costs the server work (embeddings): it counts against
-    /// the address's messages per minute.
-    pub fn request(&self, address: Option<IpAddr>) -> Result<(), RateLimited> {
-        match address {
-            Some(a) => self.check(
+    /// Another request from `caller` that costs the server work (embeddings): it counts against
+    /// the caller's messages per minute.
+    pub fn request(&self, caller: Option<&Caller>) -> Result<(), RateLimited> {
+        match caller {
+            Some(c) => self.check(
                 &self.address_messages,
-                &address_key(a),
-                "too many requests from this address",
+                c,
+                c.says(
+                    "too many requests from this address",
+                    "too many requests from this user",
+                ),
             ),
             None => Ok(()),
         }
     }
 
-    /// A streaming reply for `address`; the permit frees the slot when the reply ends.
-    pub fn stream(&self, address: Option<IpAddr>) -> Result<AddressPermit, RateLimited> {
+    /// A streaming reply for `caller`; the permit frees the slot when the reply ends.
+    pub fn stream(&self, caller: Option<&Caller>) -> Result<AddressPermit, RateLimited> {
+        let what = caller.map_or("", |c| {
+            c.says(
+                "too many replies streaming for this address",
+                "too many replies streaming for this user",
+            )
+        });
         hold(
             &self.streams,
-            address,
+            caller,
             self.config.streams_per_address,
             RateLimited {
-                what: "too many replies streaming for this address",
+                what,
                 retry_after: STREAM_RETRY,
             },
         )
     }
 
-    /// An upload from `address`, read or waiting; the permit frees the place when it is stored
+    /// An upload from `caller`, read or waiting; the permit frees the place when it is stored
     /// or refused.
-    pub fn upload(&self, address: Option<IpAddr>) -> Result<AddressPermit, RateLimited> {
+    pub fn upload(&self, caller: Option<&Caller>) -> Result<AddressPermit, RateLimited> {
+        let what = caller.map_or("", |c| {
+            c.says(
+                "too many uploads at once from this address",
+                "too many uploads at once from this user",
+            )
+        });
         hold(
             &self.uploads,
-            address,
+            caller,
             self.config.uploads_per_address,
             RateLimited {
-                what: "too many uploads at once from this address",
+                what,
                 retry_after: UPLOAD_RETRY,
             },
         )
@@ -343,8 +400,8 @@ impl<C: Clock + Clone> RateLimits<C> {
 mod tests {
     use super::*;
 
-    fn ip(last: u8) -> Option<IpAddr> {
-        Some(IpAddr::from([10, 0, 0, last]))
+    fn ip(last: u8) -> Option<Caller> {
+        Some(Caller::address(IpAddr::from([10, 0, 0, last])))
     }
 
     #[test]
@@ -359,39 +416,39 @@ mod tests {
             joins_per_minute: 1,
             previews_per_minute: 2,
         });
-        assert!(limits.create_session(ip(1)).is_ok());
-        assert!(limits.create_session(ip(1)).is_ok());
-        let refused = limits.create_session(ip(1)).unwrap_err();
+        assert!(limits.create_session(ip(1).as_ref()).is_ok());
+        assert!(limits.create_session(ip(1).as_ref()).is_ok());
+        let refused = limits.create_session(ip(1).as_ref()).unwrap_err();
         assert!(refused.retry_after > Duration::from_secs(60), "{refused:?}");
-        assert!(limits.create_session(ip(2)).is_ok(), "another address");
+        assert!(limits.create_session(ip(2).as_ref()).is_ok(), "another address");
         assert!(limits.create_session(None).is_ok(), "unknown address");
 
         for _ in 0..3 {
-            assert!(limits.message(ip(1), "s1").is_ok());
+            assert!(limits.message(ip(1).as_ref(), "s1").is_ok());
         }
-        let refused = limits.message(ip(1), "s1").unwrap_err();
+        let refused = limits.message(ip(1).as_ref(), "s1").unwrap_err();
         assert_eq!(refused.what, "too many messages in this session");
         assert!(
             refused.retry_after > Duration::ZERO && refused.retry_after <= Duration::from_secs(20)
         );
         // The address's own budget: 4 a minute over all its sessions (one was spent by the
         // refused call above, which the address limiter had already let through).
-        let refused = limits.message(ip(1), "s2").unwrap_err();
+        let refused = limits.message(ip(1).as_ref(), "s2").unwrap_err();
         assert_eq!(refused.what, "too many messages from this address");
 
-        let first = limits.stream(ip(1)).unwrap();
-        assert!(limits.stream(ip(1)).is_err());
-        assert!(limits.stream(ip(2)).is_ok());
+        let first = limits.stream(ip(1).as_ref()).unwrap();
+        assert!(limits.stream(ip(1).as_ref()).is_err());
+        assert!(limits.stream(ip(2).as_ref()).is_ok());
         drop(first);
-        assert!(limits.stream(ip(1)).is_ok(), "the slot is free again");
+        assert!(limits.stream(ip(1).as_ref()).is_ok(), "the slot is free again");
 
-        let uploads = [limits.upload(ip(1)).unwrap(), limits.upload(ip(1)).unwrap()];
-        let refused = limits.upload(ip(1)).unwrap_err();
+        let uploads = [limits.upload(ip(1).as_ref()).unwrap(), limits.upload(ip(1).as_ref()).unwrap()];
+        let refused = limits.upload(ip(1).as_ref()).unwrap_err();
         assert_eq!(refused.what, "too many uploads at once from this address");
-        assert!(limits.upload(ip(2)).is_ok(), "another address");
-        let _streaming = limits.stream(ip(1)).unwrap();
+        assert!(limits.upload(ip(2).as_ref()).is_ok(), "another address");
+        let _streaming = limits.stream(ip(1).as_ref()).unwrap();
         drop(uploads);
-        assert!(limits.upload(ip(1)).is_ok(), "the places are free again");
+        assert!(limits.upload(ip(1).as_ref()).is_ok(), "the places are free again");
 
         assert!(limits.command("s1").is_ok());
         assert!(limits.command("s1").is_ok());
@@ -405,7 +462,7 @@ mod tests {
         assert_eq!(refused.what, "too many previews in this session");
         assert!(limits.preview("s2").is_ok(), "another session");
         assert!(
-            limits.message(ip(3), "s3").is_ok(),
+            limits.message(ip(3).as_ref(), "s3").is_ok(),
             "messages are counted apart"
         );
 
@@ -424,10 +481,10 @@ mod tests {
     fn the_default_lets_one_message_upload_all_its_files_at_once() {
         let limits = RateLimits::new(RateLimitConfig::default());
         let held: Vec<_> = (0..glassbox_core::limits::MAX_ATTACHMENTS)
-            .map(|_| limits.upload(ip(1)).unwrap())
+            .map(|_| limits.upload(ip(1).as_ref()).unwrap())
             .collect();
         assert!(
-            limits.upload(ip(1)).is_err(),
+            limits.upload(ip(1).as_ref()).is_err(),
             "one more is refused until one ends"
         );
         drop(held);
@@ -444,9 +501,9 @@ mod tests {
             },
             clock.clone(),
         );
-        assert!(limits.message(ip(1), "s").is_ok());
-        assert!(limits.message(ip(1), "s").is_ok());
-        let wait = limits.message(ip(1), "s").unwrap_err().retry_after;
+        assert!(limits.message(ip(1).as_ref(), "s").is_ok());
+        assert!(limits.message(ip(1).as_ref(), "s").is_ok());
+        let wait = limits.message(ip(1).as_ref(), "s").unwrap_err().retry_after;
         assert_eq!(
             wait,
             Duration::from_secs(30),
@@ -454,15 +511,15 @@ mod tests {
         );
         clock.advance(wait);
         assert!(
-            limits.message(ip(1), "s").is_ok(),
+            limits.message(ip(1).as_ref(), "s").is_ok(),
             "lifted once the wait is over"
         );
 
-        assert!(limits.create_session(ip(1)).is_ok());
-        let wait = limits.create_session(ip(1)).unwrap_err().retry_after;
+        assert!(limits.create_session(ip(1).as_ref()).is_ok());
+        let wait = limits.create_session(ip(1).as_ref()).unwrap_err().retry_after;
         assert_eq!(wait, Duration::from_secs(3_600));
         clock.advance(wait);
-        assert!(limits.create_session(ip(1)).is_ok());
+        assert!(limits.create_session(ip(1).as_ref()).is_ok());
     }
 
     #[test]
@@ -474,9 +531,38 @@ mod tests {
         let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
         let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
         let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
-        assert!(limits.create_session(Some(a)).is_ok());
-        assert!(limits.create_session(Some(b)).is_err(), "same /64");
-        assert!(limits.create_session(Some(other)).is_ok());
+        let c = |ip| Some(Caller::address(ip));
+        assert!(limits.create_session(c(a).as_ref()).is_ok());
+        assert!(limits.create_session(c(b).as_ref()).is_err(), "same /64");
+        assert!(limits.create_session(c(other).as_ref()).is_ok());
+    }
+
+    #[test]
+    fn a_verified_user_is_counted_apart_from_their_address_and_on_every_address() {
+        let limits = RateLimits::new(RateLimitConfig {
+            sessions_per_hour: 1,
+            streams_per_address: 1,
+            ..RateLimitConfig::default()
+        });
+        let identity = crate::identity::Identity::new(Some("a-secret-of-sixteen+".parse().unwrap()));
+        let user = |id: &str| {
+            identity
+                .verify(&glassbox_core::wire::UserClaim {
+                    id: id.into(),
+                    hash: crate::identity::user_hash("a-secret-of-sixteen+", id),
+                })
+                .unwrap()
+        };
+        let (ann, bob) = (user("ann"), user("bob"));
+        let on = |u: &VerifiedUser, last| Caller::of(Some(u), Some(IpAddr::from([10, 0, 0, last])));
+        assert!(limits.create_session(on(&ann, 1).as_ref()).is_ok());
+        let refused = limits.create_session(on(&ann, 2).as_ref()).unwrap_err();
+        assert_eq!(refused.what, "too many new sessions for this user", "another address, same user");
+        assert!(limits.create_session(on(&bob, 1).as_ref()).is_ok(), "another user, same address");
+        assert!(limits.create_session(ip(1).as_ref()).is_ok(), "the address itself, anonymous");
+        let _streaming = limits.stream(on(&ann, 1).as_ref()).unwrap();
+        assert!(limits.stream(on(&ann, 3).as_ref()).is_err());
+        assert!(limits.stream(ip(3).as_ref()).is_ok());
     }
 
     #[test]
@@ -492,13 +578,13 @@ mod tests {
             previews_per_minute: 0,
         });
         for _ in 0..1_000 {
-            assert!(limits.create_session(ip(1)).is_ok());
-            assert!(limits.message(ip(1), "s").is_ok());
+            assert!(limits.create_session(ip(1).as_ref()).is_ok());
+            assert!(limits.message(ip(1).as_ref(), "s").is_ok());
             assert!(limits.command("s").is_ok());
             assert!(limits.join("s").is_ok());
             assert!(limits.preview("s").is_ok());
-            std::mem::forget(limits.stream(ip(1)).unwrap());
-            std::mem::forget(limits.upload(ip(1)).unwrap());
+            std::mem::forget(limits.stream(ip(1).as_ref()).unwrap());
+            std::mem::forget(limits.upload(ip(1).as_ref()).unwrap());
         }
     }
 }

@@ -1,9 +1,10 @@
-//! Session creation and access: unguessable ids, a token issued once, only its hash stored.
+//! Session creation and access: unguessable ids, a token issued once, only its hash stored; a
+//! verified user's sessions are also reachable by that user, without the token.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use glassbox_core::wire::{PROTOCOL_VERSION, SessionInfo};
+use glassbox_core::wire::{PROTOCOL_VERSION, SessionInfo, SessionSummary, UserClaim, session_title};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -13,8 +14,9 @@ use crate::agents::Agent;
 use crate::config::Config;
 use crate::embed::service::EmbeddingService;
 use crate::hub::{Hub, Hubs};
+use crate::identity::{Identity, IdentityError, VerifiedUser};
 use crate::ids::{new_id, now_ms};
-use crate::rate_limits::{RateLimited, RateLimits};
+use crate::rate_limits::{Caller, RateLimited, RateLimits};
 use crate::storage::{StorageError, Store};
 use crate::tools::{ToolRegistry, ToolScope};
 use crate::wire_error::ToWire;
@@ -29,6 +31,8 @@ pub enum SessionError {
     #[error("agent {name:?} is not configured on this server (configured: {})", known.join(", "))]
     UnknownAgent { name: String, known: Vec<String> },
     #[error(transparent)]
+    Identity(#[from] IdentityError),
+    #[error(transparent)]
     RateLimited(#[from] RateLimited),
     #[error("storage failed")]
     Storage(#[from] StorageError),
@@ -41,6 +45,7 @@ impl ToWire for SessionError {
             SessionError::Unauthorized => ErrorCode::Unauthorized,
             SessionError::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
             SessionError::UnknownAgent { .. } => ErrorCode::UnknownAgent,
+            SessionError::Identity(e) => e.code(),
             SessionError::RateLimited(e) => e.code(),
             SessionError::Storage(e) => e.code(),
         }
@@ -64,6 +69,7 @@ pub struct Sessions {
     embeddings: Arc<EmbeddingService>,
     tools: ToolRegistry,
     items: crate::items::Items,
+    identity: Identity,
 }
 
 /// What a client asks for when it opens a session.
@@ -76,14 +82,18 @@ pub struct Ask<'a> {
     pub model: Option<&'a str>,
     /// A new session's agent; the first configured when `None`.
     pub agent: Option<&'a str>,
-    /// Where the request comes from (the new-session limit).
+    /// Where the request comes from (the new-session limit of an anonymous client).
     pub address: Option<IpAddr>,
+    /// The user the host vouches for: a new session is theirs, and theirs open without a token.
+    pub user: Option<&'a UserClaim>,
 }
 
 /// A session opened by a client.
 pub struct OpenSession {
     pub hub: Arc<Hub>,
     pub info: SessionInfo,
+    /// The verified user of the request (whoever owns the session).
+    pub user: Option<VerifiedUser>,
 }
 
 fn hash_token(token: &str) -> String {
@@ -107,6 +117,7 @@ impl Sessions {
         items: crate::items::Items,
     ) -> Self {
         Self {
+            identity: Identity::new(config.identity_secret.clone()),
             config,
             store,
             hubs,
@@ -117,19 +128,69 @@ impl Sessions {
         }
     }
 
-    /// Opens an existing session by its id and token (a REST route's `{id}` and bearer token);
-    /// unknown ids and wrong tokens are both [`SessionError::Unauthorized`].
+    /// Opens an existing session by its id and token, or the verified user who owns it (a REST
+    /// route's `{id}`, bearer token and user headers); unknown ids, wrong tokens and another
+    /// user's sessions are all [`SessionError::Unauthorized`].
     pub async fn existing(
         &self,
         id: &str,
         token: Option<&str>,
+        user: Option<&UserClaim>,
     ) -> Result<OpenSession, SessionError> {
         let ask = Ask {
             id: Some(id),
             token,
+            user,
             ..Ask::default()
         };
         self.open_or_join(ask, false).await
+    }
+
+    /// The user of `claim`, checked against the server's secret.
+    pub fn verify(&self, claim: &UserClaim) -> Result<VerifiedUser, IdentityError> {
+        self.identity.verify(claim)
+    }
+
+    /// `user`'s sessions, newest first (those with a message or a title).
+    pub async fn list(&self, user: &VerifiedUser) -> Result<Vec<SessionSummary>, SessionError> {
+        Ok(self.store.user_sessions(user.id()).await?)
+    }
+
+    /// Renames session `id`, which the caller may reach (its own, or `user`'s): a blank or absent
+    /// title returns it to its first message. Returns the title as stored.
+    pub async fn rename(
+        &self,
+        id: &str,
+        title: Option<&str>,
+    ) -> Result<Option<String>, SessionError> {
+        let title = title.map(session_title).filter(|t| !t.is_empty());
+        if self.store.rename_session(id, title.as_deref()).await? {
+            Ok(title)
+        } else {
+            Err(SessionError::Unauthorized)
+        }
+    }
+
+    /// The session a command of a connection in `current` names: `current` itself when `target`
+    /// is absent or the same, else `target` when it belongs to the connection's `user` (another
+    /// user's, an anonymous one and an unknown id are all [`SessionError::Unauthorized`]).
+    pub async fn reachable(
+        &self,
+        current: &str,
+        target: Option<&str>,
+        user: Option<&VerifiedUser>,
+    ) -> Result<String, SessionError> {
+        let Some(target) = target.filter(|t| *t != current) else {
+            return Ok(current.to_owned());
+        };
+        let user = user.ok_or(SessionError::Identity(IdentityError::NoUser))?;
+        let row = self.store.session(target).await?.ok_or(SessionError::Unauthorized)?;
+        match row.user_id {
+            Some(owner) if same_bytes(owner.as_bytes(), user.id().as_bytes()) => {
+                Ok(target.to_owned())
+            }
+            _ => Err(SessionError::Unauthorized),
+        }
     }
 
     /// Opens a session: a new one when `ask.id` is `None` (within the sessions-per-hour limit of
@@ -176,11 +237,14 @@ impl Sessions {
 
     async fn open_or_join(&self, ask: Ask<'_>, join: bool) -> Result<OpenSession, SessionError> {
         let grace = self.config.disconnect_grace;
+        // A claimed user is checked first: a wrong hash opens nothing, whatever else is asked.
+        let user = self.identity.verify_opt(ask.user)?;
         match ask.id {
             None => {
                 let agent = self.agent_for_new(ask.agent)?;
                 let model = self.model_for(ask.model, agent.as_deref())?;
-                self.limits.create_session(ask.address)?;
+                self.limits
+                    .create_session(Caller::of(user.as_ref(), ask.address).as_ref())?;
                 let id = new_id();
                 let mut raw = [0u8; 32];
                 rand::rng().fill_bytes(&mut raw);
@@ -194,11 +258,12 @@ impl Sessions {
                         .unwrap_or_default(),
                     ..SessionSettings::default()
                 };
+                let owner = user.as_ref().map(VerifiedUser::id);
                 self.store
-                    .create_session(&id, &hash_token(&token), now_ms(), &settings)
+                    .create_session(&id, &hash_token(&token), now_ms(), &settings, owner)
                     .await?;
                 let hub = self.hubs.get_or_create(&id, grace, false);
-                tracing::info!(session = %id, agent = ?settings.agent, "session created");
+                tracing::info!(session = %id, agent = ?settings.agent, user = ?owner, "session created");
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {
@@ -207,21 +272,29 @@ impl Sessions {
                         token: Some(token),
                         model,
                         agent: settings.agent,
+                        user: owner.map(str::to_owned),
                         context: None,
                         budget: None,
                         heartbeat_ms: None,
                     },
+                    user,
                 })
             }
             Some(id) => {
-                let token = ask.token.ok_or(SessionError::Unauthorized)?;
-                // Unknown ids and wrong tokens look the same to the caller.
+                // Unknown ids, wrong tokens and another user's sessions look the same to the caller.
                 let row = self
                     .store
                     .session(id)
                     .await?
                     .ok_or(SessionError::Unauthorized)?;
-                if !same_bytes(row.token_hash.as_bytes(), hash_token(token).as_bytes()) {
+                let by_token = ask.token.is_some_and(|token| {
+                    same_bytes(row.token_hash.as_bytes(), hash_token(token).as_bytes())
+                });
+                let by_owner = match (&user, &row.user_id) {
+                    (Some(user), Some(owner)) => same_bytes(owner.as_bytes(), user.id().as_bytes()),
+                    _ => false,
+                };
+                if !(by_token || by_owner) {
                     return Err(SessionError::Unauthorized);
                 }
                 if join {
@@ -248,10 +321,12 @@ impl Sessions {
                         token: None,
                         model,
                         agent: agent_name,
+                        user: user.as_ref().map(|u| u.id().to_owned()),
                         context: None,
                         budget: None,
                         heartbeat_ms: None,
                     },
+                    user,
                 })
             }
         }

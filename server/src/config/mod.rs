@@ -89,6 +89,8 @@ pub struct Config {
     pub disconnect_grace: Duration,
     /// Every WebSocket's ping and `heartbeat` interval (zero: none).
     pub ws_heartbeat: Duration,
+    /// `None`: no user is verified (every session is anonymous).
+    pub identity_secret: Option<crate::identity::IdentitySecret>,
     pub offline_delay: Duration,
     /// Folder with the embedding model; `None` switches embeddings off.
     pub embed_model_dir: Option<PathBuf>,
@@ -330,6 +332,7 @@ impl TryFrom<Settings> for Config {
             provider_total_timeout: p.provider_total_timeout_ms,
             disconnect_grace: s.disconnect_grace_ms,
             ws_heartbeat: s.ws_heartbeat_ms,
+            identity_secret: s.identity_secret,
             offline_delay: p.offline_delay_ms,
             embed_model_dir: bool::from(e.embeddings)
                 .then(|| e.embed_model_dir.unwrap_or_else(default_model_dir)),
@@ -387,6 +390,10 @@ pub struct BudgetConfig {
     #[arg(long, env = "GLASSBOX_BUDGET_DAILY_TOKENS",
         default_value_t = BudgetConfig::default().daily_tokens)]
     pub daily_tokens: u64,
+    /// Tokens one verified user may spend per UTC day, over all their sessions.
+    #[arg(long, env = "GLASSBOX_BUDGET_USER_DAILY_TOKENS",
+        default_value_t = BudgetConfig::default().user_daily_tokens)]
+    pub user_daily_tokens: u64,
 }
 
 impl Default for BudgetConfig {
@@ -394,6 +401,7 @@ impl Default for BudgetConfig {
         Self {
             session_tokens: 500_000,
             daily_tokens: 10_000_000,
+            user_daily_tokens: 1_000_000,
         }
     }
 }

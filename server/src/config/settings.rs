@@ -13,6 +13,7 @@ use super::values::{
 };
 use super::{BudgetConfig, ProviderName};
 use crate::client_addr::TrustedProxies;
+use crate::identity::IdentitySecret;
 use crate::origins::AllowedOrigins;
 use crate::rate_limits::RateLimitConfig;
 
@@ -68,6 +69,11 @@ pub struct Settings {
     /// of three pings in a row is closed (0: never). Keeps quiet sockets open through proxies' idle timeouts.
     #[arg(long, env = "GLASSBOX_WS_HEARTBEAT_MS", default_value = "20000", value_parser = millis)]
     pub ws_heartbeat_ms: Duration,
+    /// The secret a host's backend makes users' hashes with (HMAC-SHA256 of the user id; at least
+    /// 16 bytes): verified users' sessions are theirs on any device [default: none, every session
+    /// is anonymous].
+    #[arg(long, env = "GLASSBOX_IDENTITY_SECRET", hide_env_values = true)]
+    pub identity_secret: Option<IdentitySecret>,
     #[command(flatten)]
     pub provider: ProviderSettings,
     #[command(flatten)]

@@ -167,7 +167,7 @@ fn values_are_read() {
 #[test]
 fn limit_vars_are_the_limits_definitions() {
     let limits: Vec<String> = LIMIT_VARS.into_iter().collect();
-    assert_eq!(limits.len(), 10, "{limits:?}");
+    assert_eq!(limits.len(), 11, "{limits:?}");
     assert!(limits.iter().all(|v| variables().contains(v)));
     assert!(limits.contains(&"GLASSBOX_LIMIT_SESSIONS_PER_HOUR".to_owned()));
     assert!(limits.contains(&"GLASSBOX_BUDGET_DAILY_TOKENS".to_owned()));
@@ -180,7 +180,8 @@ fn limit_vars_are_the_limits_definitions() {
         c.budgets,
         BudgetConfig {
             session_tokens: 0,
-            daily_tokens: 0
+            daily_tokens: 0,
+            user_daily_tokens: 0,
         }
     );
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client_addr::ClientAddr;
 use super::extract::JsonBody;
+use crate::rate_limits::Caller;
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -55,7 +56,7 @@ pub async fn create(
     ClientAddr(address): ClientAddr,
     JsonBody(body): JsonBody<EmbeddingsRequest>,
 ) -> Result<Json<EmbeddingsResponse>, AppError> {
-    state.limits.request(address)?;
+    state.limits.request(Caller::of(None, address).as_ref())?;
     let service = &state.embeddings;
     if let Some(model) = body.model.filter(|m| m != &service.model) {
         return Err(AppError::ModelNotAllowed(model));

@@ -5,9 +5,12 @@ use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use glassbox_core::decode::{DecodeError, decode_body};
 use glassbox_core::limits::MAX_FRAME_BYTES;
+use glassbox_core::wire::UserClaim;
 use serde::de::DeserializeOwned;
 
 use crate::error::AppError;
+use crate::identity::IdentityError;
+use crate::sessions::SessionError;
 
 /// A JSON body of at most `MAX_FRAME_BYTES`, sent as `application/json`: any other content type
 /// is 415, so a page on another site cannot send one without a CORS preflight (which it fails).
@@ -103,6 +106,35 @@ impl<S: Send + Sync> FromRequestParts<S> for BearerToken {
             .filter(|t| !t.is_empty())
             .ok_or(AppError::Unauthorized)?;
         Ok(BearerToken(Some(token.to_owned())))
+    }
+}
+
+/// The header naming the verified user of a REST request.
+pub const USER_HEADER: &str = "x-glassbox-user";
+/// The header with that user's hash (hex HMAC-SHA256 of the id under the identity secret).
+pub const USER_HASH_HEADER: &str = "x-glassbox-user-hash";
+
+/// The user a REST request claims (`X-Glassbox-User` and `X-Glassbox-User-Hash`; checked by
+/// `Sessions`). No `X-Glassbox-User`: none. The id is the header's UTF-8 bytes.
+pub struct UserHeaders(pub Option<UserClaim>);
+
+impl<S: Send + Sync> FromRequestParts<S> for UserHeaders {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, AppError> {
+        let text = |name| {
+            parts
+                .headers
+                .get(name)
+                .map(|v| std::str::from_utf8(v.as_bytes()).map(str::to_owned))
+                .transpose()
+                .map_err(|_| AppError::from(SessionError::from(IdentityError::BadId)))
+        };
+        let Some(id) = text(USER_HEADER)? else {
+            return Ok(UserHeaders(None));
+        };
+        let hash = text(USER_HASH_HEADER)?.unwrap_or_default();
+        Ok(UserHeaders(Some(UserClaim { id, hash })))
     }
 }
 

@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use super::client_addr::ClientAddr;
 use super::session::{AuthedSession, FilePath};
+use crate::rate_limits::Caller;
 use crate::error::AppError;
 use crate::files::FilesError;
 use crate::state::AppState;
@@ -40,7 +41,8 @@ pub async fn upload(
 ) -> Result<(StatusCode, Json<Attachment>), AppError> {
     // One client cannot hold every place among the uploads being read (checked first: a refused
     // upload costs none of the session's commands).
-    let _held = state.limits.upload(address)?;
+    let caller = Caller::of(session.user.as_ref(), address);
+    let _held = state.limits.upload(caller.as_ref())?;
     // Uploads count as the session's commands: bounded per minute.
     state.limits.command(&session.info.session_id)?;
     let Query(Upload { name }) =

@@ -9,10 +9,11 @@ mod heartbeat;
 mod origin;
 mod rest;
 mod session;
+mod user_sessions;
 mod ws;
 
 use axum::Router;
-use axum::http::{HeaderValue, Method, header};
+use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware;
 use axum::routing::{get, post, put};
 use tower::Layer;
@@ -140,12 +141,24 @@ pub fn app(state: AppState) -> Router {
             Method::PATCH,
             Method::DELETE,
         ])
-        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            HeaderName::from_static(extract::USER_HEADER),
+            HeaderName::from_static(extract::USER_HASH_HEADER),
+        ])
         .expose_headers([header::RETRY_AFTER, header::CONTENT_DISPOSITION])
         .max_age(std::time::Duration::from_secs(600));
     let api = Router::new()
         .route("/api/chat", post(rest::chat))
-        .route("/api/sessions", post(rest::create_session))
+        .route(
+            "/api/sessions",
+            post(rest::create_session).get(user_sessions::list),
+        )
+        .route(
+            "/api/sessions/{id}/title",
+            put(user_sessions::rename),
+        )
         .route(
             "/api/sessions/{id}",
             get(rest::session_messages)

@@ -21,12 +21,13 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use super::client_addr::ClientAddr;
-use super::extract::{BearerToken, JsonBody, OptionalJsonBody};
+use super::extract::{BearerToken, JsonBody, OptionalJsonBody, UserHeaders};
 use super::session::{AuthedSession, MessagePath};
 use crate::chat::Submitted;
 use crate::context_sets;
 use crate::error::AppError;
 use crate::hub::ClientLease;
+use crate::rate_limits::Caller;
 use crate::sessions::Ask;
 use crate::state::AppState;
 use glassbox_core::context::agent_settings::SessionOverrides;
@@ -36,11 +37,13 @@ use glassbox_core::context::{CompressionSettings, ContextInfo, Receipt};
 pub async fn create_session(
     State(state): State<AppState>,
     ClientAddr(address): ClientAddr,
+    UserHeaders(user): UserHeaders,
     OptionalJsonBody(body): OptionalJsonBody<NewSession>,
 ) -> Result<Json<SessionInfo>, AppError> {
     let ask = Ask {
         agent: body.agent.as_deref(),
         address,
+        user: user.as_ref(),
         ..Ask::default()
     };
     let info = state.sessions.open(ask).await?.info;
@@ -328,6 +331,7 @@ pub async fn chat(
     headers: HeaderMap,
     ClientAddr(address): ClientAddr,
     BearerToken(token): BearerToken,
+    UserHeaders(user): UserHeaders,
     JsonBody(body): JsonBody<RestChatRequest>,
 ) -> Result<Response, AppError> {
     let ask = Ask {
@@ -335,14 +339,16 @@ pub async fn chat(
         token: token.as_deref(),
         agent: body.agent.as_deref(),
         address,
+        user: user.as_ref(),
         ..Ask::default()
     };
     let session = state.sessions.open(ask).await?;
     let lease = session.hub.attach();
     let frames = session.hub.subscribe();
+    let caller = Caller::of(session.user.as_ref(), address);
     let submitted = state
         .chat
-        .submit(&session.hub, &session.info.model, body.chat, address)
+        .submit(&session.hub, &session.info.model, body.chat, caller.as_ref())
         .await?;
     let wants_sse = headers
         .get(header::ACCEPT)

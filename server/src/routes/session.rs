@@ -5,14 +5,15 @@ use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use serde::Deserialize;
 
-use super::extract::BearerToken;
+use super::extract::{BearerToken, UserHeaders};
 use crate::error::AppError;
 use crate::sessions::OpenSession;
 use crate::state::AppState;
 
-/// The session of the route's `{id}`, opened with `Authorization: Bearer <token>`. A missing or
-/// malformed token, a wrong one and an unknown id are all `unauthorized` (401); a path that does
-/// not decode is `invalid_frame` (400).
+/// The session of the route's `{id}`, opened with `Authorization: Bearer <token>` or by the
+/// verified user who owns it (`X-Glassbox-User` and `X-Glassbox-User-Hash`). A missing or
+/// malformed token, a wrong one, a wrong hash, another user's session and an unknown id are all
+/// `unauthorized` (401); a path that does not decode is `invalid_frame` (400).
 pub struct AuthedSession(pub OpenSession);
 
 /// The route's `{id}` (other path parameters are the handler's).
@@ -27,7 +28,13 @@ impl FromRequestParts<AppState> for AuthedSession {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
         let Path(SessionPath { id }) = Path::from_request_parts(parts, state).await?;
         let BearerToken(token) = BearerToken::from_request_parts(parts, state).await?;
-        Ok(Self(state.sessions.existing(&id, token.as_deref()).await?))
+        let UserHeaders(user) = UserHeaders::from_request_parts(parts, state).await?;
+        Ok(Self(
+            state
+                .sessions
+                .existing(&id, token.as_deref(), user.as_ref())
+                .await?,
+        ))
     }
 }
 

@@ -29,7 +29,8 @@ use glassbox_core::sync::Resume;
 
 use crate::context_sets;
 use glassbox_core::wire::{
-    ClientFrame, ContextEvent, ContextReason, Hello, Preview, ServerEvent, ServerFrame, Snapshot,
+    ClientFrame, ContextEvent, ContextReason, Hello, Preview, ServerEvent, ServerFrame,
+    SessionList, Snapshot,
 };
 use tokio::sync::broadcast;
 use tracing::Instrument;
@@ -39,7 +40,9 @@ use super::heartbeat::Heartbeat;
 use crate::embed::service::Urgency;
 use crate::error::AppError;
 use crate::hub::{ClientLease, Hub};
-use crate::sessions::Ask;
+use crate::identity::{IdentityError, VerifiedUser};
+use crate::rate_limits::Caller;
+use crate::sessions::{Ask, SessionError};
 use crate::state::AppState;
 use crate::wire_error::ToWire;
 
@@ -80,6 +83,10 @@ struct Attached {
     state: AppState,
     hub: Arc<Hub>,
     model: String,
+    /// The verified user of the hello, if any (their sessions are reachable from here).
+    user: Option<VerifiedUser>,
+    /// Whom the per-client limits count: the user, else the address.
+    caller: Option<Caller>,
     frames: broadcast::Receiver<Arc<ServerFrame>>,
     last_sent: u64,
     /// Streamed text not sent yet: deltas of one message merged, with the last one's sync id,
@@ -204,13 +211,13 @@ async fn handle<W: Sink<Message> + Unpin>(
         (_, None) => Err(AppError::HelloRequired),
         (ClientFrame::Chat(req), Some(a)) => state
             .chat
-            .submit(&a.hub, &a.model, req, address)
+            .submit(&a.hub, &a.model, req, a.caller.as_ref())
             .await
             .map(|_| ())
             .map_err(AppError::from),
         (ClientFrame::Retry(r), Some(a)) => Ok(state
             .chat
-            .retry(&a.hub, &a.model, &r.message_id, address)
+            .retry(&a.hub, &a.model, &r.message_id, a.caller.as_ref())
             .await?),
         // Every tab hears the end (`done`, status `stopped`); an ended reply is left as it is.
         (ClientFrame::Stop(s), Some(a)) => state
@@ -233,9 +240,33 @@ async fn handle<W: Sink<Message> + Unpin>(
             context_sets::change(&state.store, &a.hub, &args).await?;
             Ok(())
         }
-        // Every tab, this one included, then hears that the session is gone.
-        (ClientFrame::DeleteSession(_), Some(a)) => {
-            Ok(state.sessions.delete(&a.hub.session_id).await?)
+        // Every tab of it, this one included when it is this one, then hears that it is gone.
+        (ClientFrame::DeleteSession(d), Some(a)) => {
+            let id = state
+                .sessions
+                .reachable(&a.hub.session_id, d.session_id.as_deref(), a.user.as_ref())
+                .await?;
+            state.sessions.delete(&id).await?;
+            if id == a.hub.session_id {
+                return Ok(());
+            }
+            send_sessions(state, sink, attached).await
+        }
+        (ClientFrame::RenameSession(r), Some(a)) => {
+            state.limits.command(&a.hub.session_id)?;
+            let id = state
+                .sessions
+                .reachable(&a.hub.session_id, r.session_id.as_deref(), a.user.as_ref())
+                .await?;
+            state.sessions.rename(&id, r.title.as_deref()).await?;
+            if a.user.is_none() {
+                return Ok(());
+            }
+            send_sessions(state, sink, attached).await
+        }
+        (ClientFrame::ListSessions(_), Some(a)) => {
+            state.limits.command(&a.hub.session_id)?;
+            send_sessions(state, sink, attached).await
         }
         (ClientFrame::SetFilter(f), Some(a)) => {
             state.topics.set_filter(&a.hub, &f.labels).await?;
@@ -304,6 +335,26 @@ async fn handle<W: Sink<Message> + Unpin>(
     }
 }
 
+/// Sends this connection its verified user's sessions (`unauthorized` without one).
+async fn send_sessions<W: Sink<Message> + Unpin>(
+    state: &AppState,
+    sink: &mut W,
+    attached: &mut Option<Attached>,
+) -> Result<(), AppError> {
+    let Some(a) = attached.as_mut() else {
+        return Err(AppError::HelloRequired);
+    };
+    let user = a
+        .user
+        .as_ref()
+        .ok_or(SessionError::Identity(IdentityError::NoUser))?;
+    let sessions = state.sessions.list(user).await?;
+    let frame = a.hub.private(ServerEvent::Sessions(SessionList { sessions }));
+    send_private(sink, a, frame)
+        .await
+        .map_err(|_| AppError::Conflict("socket closed"))
+}
+
 /// Opens the session, answers `session`, then replays missed frames or sends a snapshot.
 async fn hello_to_session<W: Sink<Message> + Unpin>(
     state: &AppState,
@@ -317,6 +368,7 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
         model: hello.model.as_deref(),
         agent: hello.agent.as_deref(),
         address,
+        user: hello.user.as_ref(),
     };
     let open = state.sessions.join(ask).await?;
     // Subscribe before looking back, so nothing falls between replay and live frames.
@@ -326,6 +378,8 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
         _lease: open.hub.attach(),
         hub: open.hub,
         model: open.info.model.clone(),
+        caller: Caller::of(open.user.as_ref(), address),
+        user: open.user,
         last_sent: 0,
         waiting: None,
     };

@@ -18,6 +18,7 @@
 mod files;
 mod named;
 mod rows;
+mod users;
 
 pub use files::{FileRow, FileStored, NewFile};
 
@@ -58,6 +59,19 @@ pub enum StorageError {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SessionRow {
     pub token_hash: String,
+    /// The verified user the session belongs to (`None`: anonymous, reachable by token only).
+    pub user_id: Option<String>,
+}
+
+/// Tokens spent, as the spending caps read them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spent {
+    /// By the session, ever.
+    pub session: u64,
+    /// By the whole server today.
+    pub server_day: u64,
+    /// By the session's verified user today (0 for an anonymous session).
+    pub user_day: u64,
 }
 
 /// A user message about to be stored.
@@ -130,47 +144,57 @@ impl Store {
         Ok(res.rows_affected())
     }
 
-    /// Stores a new session.
+    /// Stores a new session (of verified user `user_id`, when given).
     pub async fn create_session(
         &self,
         id: &str,
         token_hash: &str,
         now: i64,
         settings: &SessionSettings,
+        user_id: Option<&str>,
     ) -> Result<(), StorageError> {
         sqlx::query(
-            "INSERT INTO sessions (id, token_hash, created_at, last_active_at, settings_json) \
-             VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO sessions (id, token_hash, created_at, last_active_at, settings_json, \
+             user_id) VALUES (?, ?, ?, ?, ?, ?)",
         )
         .bind(id)
         .bind(token_hash)
         .bind(now)
         .bind(now)
         .bind(to_json(settings))
+        .bind(user_id)
         .execute(&self.writer)
         .await?;
         Ok(())
     }
 
-    /// Tokens spent by `session_id` and by the whole server on `day` (days since the epoch, UTC).
+    /// Tokens spent by `session_id`, by the whole server on `day` (days since the epoch, UTC), and
+    /// by the session's verified user on `day` (0 for an anonymous session).
     pub async fn tokens_spent(
         &self,
         session_id: &str,
         day: i64,
-    ) -> Result<(u64, u64), StorageError> {
-        let (session, day): (Option<i64>, Option<i64>) = sqlx::query_as(
-            "SELECT (SELECT tokens_used FROM sessions WHERE id = ?) AS session, \
-                    (SELECT tokens FROM usage_days WHERE day = ?) AS day",
+    ) -> Result<Spent, StorageError> {
+        let (session, server, user): (Option<i64>, Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT (SELECT tokens_used FROM sessions WHERE id = ?1) AS session, \
+                    (SELECT tokens FROM usage_days WHERE day = ?2) AS day, \
+                    (SELECT u.tokens FROM user_usage_days u JOIN sessions s \
+                       ON s.user_id = u.user_id WHERE s.id = ?1 AND u.day = ?2) AS user",
         )
         .bind(session_id)
         .bind(day)
         .fetch_one(&self.writer)
         .await?;
         let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
-        Ok((n(session), n(day)))
+        Ok(Spent {
+            session: n(session),
+            server_day: n(server),
+            user_day: n(user),
+        })
     }
 
-    /// Adds `tokens` to what `session_id` and the server spent on `day`; returns the session's total.
+    /// Adds `tokens` to what `session_id`, the server and the session's verified user (if any)
+    /// spent on `day`; returns the session's total.
     pub async fn spend_tokens(
         &self,
         session_id: &str,
@@ -185,6 +209,16 @@ impl Store {
         )
         .bind(day)
         .bind(tokens)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO user_usage_days (user_id, day, tokens) \
+             SELECT user_id, ?, ? FROM sessions WHERE id = ? AND user_id IS NOT NULL \
+             ON CONFLICT (user_id, day) DO UPDATE SET tokens = tokens + excluded.tokens",
+        )
+        .bind(day)
+        .bind(tokens)
+        .bind(session_id)
         .execute(&mut *tx)
         .await?;
         let used: Option<i64> = sqlx::query_scalar(
@@ -287,7 +321,7 @@ impl Store {
     /// Looks a session up.
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>, StorageError> {
         Ok(
-            sqlx::query_as("SELECT token_hash FROM sessions WHERE id = ?")
+            sqlx::query_as("SELECT token_hash, user_id FROM sessions WHERE id = ?")
                 .bind(id)
                 .fetch_optional(&self.reader)
                 .await?,

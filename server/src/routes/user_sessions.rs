@@ -1,0 +1,53 @@
+//! A verified user's sessions over REST: `GET /api/sessions` lists them, `PUT
+//! /api/sessions/{id}/title` renames one (the WebSocket's `list_sessions` and `rename_session`).
+
+use axum::Json;
+use axum::extract::State;
+use glassbox_core::wire::{RenameSession, SessionList};
+use serde::Deserialize;
+
+use super::extract::{JsonBody, UserHeaders};
+use super::session::AuthedSession;
+use crate::error::AppError;
+use crate::identity::IdentityError;
+use crate::sessions::SessionError;
+use crate::state::AppState;
+
+/// `GET /api/sessions` with `X-Glassbox-User` and `X-Glassbox-User-Hash`: the user's sessions,
+/// newest first. Without a verified user: `unauthorized`.
+pub async fn list(
+    State(state): State<AppState>,
+    UserHeaders(claim): UserHeaders,
+) -> Result<Json<SessionList>, AppError> {
+    let claim = claim.ok_or(SessionError::Identity(IdentityError::NoUser))?;
+    let user = state.sessions.verify(&claim).map_err(SessionError::from)?;
+    Ok(Json(SessionList {
+        sessions: state.sessions.list(&user).await?,
+    }))
+}
+
+/// Body of `PUT /api/sessions/{id}/title`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TitleBody {
+    /// `null` or blank: the first message again.
+    title: Option<String>,
+}
+
+/// `PUT /api/sessions/{id}/title` (the session's token, or its verified user): renames it;
+/// answers with the title as stored (`null` when back to the first message).
+pub async fn rename(
+    State(state): State<AppState>,
+    AuthedSession(session): AuthedSession,
+    JsonBody(body): JsonBody<TitleBody>,
+) -> Result<Json<RenameSession>, AppError> {
+    state.limits.command(&session.info.session_id)?;
+    let stored = state
+        .sessions
+        .rename(&session.info.session_id, body.title.as_deref())
+        .await?;
+    Ok(Json(RenameSession {
+        session_id: Some(session.info.session_id),
+        title: stored,
+    }))
+}
