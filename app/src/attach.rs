@@ -338,13 +338,20 @@ fn files_url(server: &str, session: &session_store::StoredSession, id: Option<&s
     }
 }
 
+/// A request to the session's files: with its token, else as its verified user.
 fn request(
     method: &str,
-    token: &str,
+    session: &session_store::StoredSession,
     content_type: Option<&str>,
 ) -> Result<web_sys::RequestInit, JsValue> {
     let headers = web_sys::Headers::new()?;
-    headers.set("Authorization", &format!("Bearer {token}"))?;
+    if !session.token.is_empty() {
+        headers.set("Authorization", &format!("Bearer {}", session.token))?;
+    }
+    if let Some(user) = &session.user {
+        headers.set("X-Glassbox-User", &user.id)?;
+        headers.set("X-Glassbox-User-Hash", &user.hash)?;
+    }
     if let Some(t) = content_type {
         headers.set("Content-Type", t)?;
     }
@@ -378,7 +385,7 @@ async fn upload(
             format!("{name}: the upload failed; check the connection and attach it again"),
         )
     };
-    let init = request("POST", &session.token, Some(content_type)).map_err(failed)?;
+    let init = request("POST", session, Some(content_type)).map_err(failed)?;
     init.set_body(file);
     let window = web_sys::window().ok_or_else(|| failed(JsValue::NULL))?;
     let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init(&url, &init))
@@ -421,7 +428,7 @@ async fn upload(
 pub async fn fetch_text(client: ChatClient, id: &str) -> Option<String> {
     let config = client.config()?;
     let session = client.session()?;
-    let init = request("GET", &session.token, None).ok()?;
+    let init = request("GET", &session, None).ok()?;
     let url = files_url(&config.server, &session, Some(id));
     let window = web_sys::window()?;
     let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init(&url, &init))
@@ -442,7 +449,7 @@ pub async fn fetch_text(client: ChatClient, id: &str) -> Option<String> {
 fn forget(server: &str, session: &session_store::StoredSession, a: &Attachment) {
     let Some(id) = a.id.as_deref() else { return };
     let url = files_url(server, session, Some(id));
-    if let (Some(window), Ok(init)) = (web_sys::window(), request("DELETE", &session.token, None)) {
+    if let (Some(window), Ok(init)) = (web_sys::window(), request("DELETE", session, None)) {
         let _ = window.fetch_with_str_and_init(&url, &init);
     }
 }

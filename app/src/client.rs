@@ -19,7 +19,8 @@ use glassbox_core::limits::{InputError, validate_chat};
 use glassbox_core::transcript::Transcript;
 use glassbox_core::vocab::{Attachment, PageContext};
 use glassbox_core::wire::{
-    ChatMessage, ChatRequest, ClientFrame, ItemChange, RetryRequest, StopRequest,
+    ChatMessage, ChatRequest, ClientFrame, DeleteSession, ItemChange, RenameSession, RetryRequest,
+    StopRequest,
 };
 use leptos::prelude::*;
 
@@ -126,14 +127,13 @@ impl ChatClient {
         self.parts()?.session.cell(id)
     }
 
-    /// The session this client joined and its token (`None` before it has joined one).
+    /// The session this client joined, its token and its verified user (`None` before it has
+    /// joined one).
     pub fn session(&self) -> Option<StoredSession> {
         let parts = self.parts()?;
-        parts
-            .conn
-            .is_joined()
-            .then(|| parts.session.asked())
-            .flatten()
+        let mut session = parts.conn.is_joined().then(|| parts.session.asked())??;
+        session.user.clone_from(&parts.config.user);
+        Some(session)
     }
 
     /// The session this client last asked for or joined, joined now or not (a reconnect keeps it).
@@ -389,6 +389,42 @@ impl ChatClient {
                 .send(&ClientFrame::DeleteSession(Default::default()));
         } else {
             parts.start_afresh();
+        }
+    }
+
+    /// Whether the host vouches for a user (whose sessions the drawer lists).
+    pub fn has_user(&self) -> bool {
+        self.parts().is_some_and(|p| p.config.user.is_some())
+    }
+
+    /// Asks for the verified user's sessions (answered with `sessions`, kept in the transcript).
+    pub fn list_sessions(&self) {
+        self.send_frame(ClientFrame::ListSessions(Default::default()));
+    }
+
+    /// Renames one of the user's sessions (`None` or blank: its first message again).
+    pub fn rename_session(&self, session_id: String, title: Option<String>) {
+        self.send_frame(ClientFrame::RenameSession(RenameSession {
+            session_id: Some(session_id),
+            title,
+        }));
+    }
+
+    /// Deletes one of the user's sessions: this one as the "New chat" control does, another
+    /// in place (the list is sent again).
+    pub fn delete_listed_session(&self, session_id: String) {
+        if self.last_session().is_some_and(|s| s.session_id == session_id) {
+            return self.clear_session();
+        }
+        self.send_frame(ClientFrame::DeleteSession(DeleteSession {
+            session_id: Some(session_id),
+        }));
+    }
+
+    /// Opens another of the user's sessions in place of this one.
+    pub fn open_session(&self, session_id: String) {
+        if let Some(parts) = self.parts() {
+            parts.open_session(session_id);
         }
     }
 

@@ -3,6 +3,7 @@
 
 use glassbox_core::context::capture::CaptureRule;
 use glassbox_core::context::footer::FooterLinks;
+use glassbox_core::wire::UserClaim;
 
 /// Colour theme of the widget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, strum::IntoStaticStr, strum::EnumString)]
@@ -49,16 +50,24 @@ pub struct WidgetConfig {
     pub capture: Option<CaptureRule>,
     /// Whether "View context" may show the page context's values (key names are always shown).
     pub show_context_values: bool,
+    /// The user the host's backend vouches for (`user-id` and `user-hash`): their sessions are
+    /// theirs on any device.
+    pub user: Option<UserClaim>,
 }
 
 impl WidgetConfig {
     /// The local-storage slot of the conversation: the `session` name, per agent when one is
-    /// asked for (each agent keeps its own conversation).
+    /// asked for (each agent keeps its own conversation), per verified user when there is one
+    /// (another user of the same browser starts their own).
     pub fn slot(&self) -> String {
-        match &self.agent {
-            Some(agent) => format!("{}@{agent}", self.session),
-            None => self.session.clone(),
+        let mut slot = self.session.clone();
+        if let Some(agent) = &self.agent {
+            slot = format!("{slot}@{agent}");
         }
+        if let Some(user) = &self.user {
+            slot = format!("{slot}~{}", user.id);
+        }
+        slot
     }
 
     /// The token worker's script URL.
@@ -109,6 +118,7 @@ mod tests {
             footer_links: FooterLinks::default(),
             capture: None,
             show_context_values: true,
+            user: None,
         };
         assert_eq!(c("https://x.org/").ws_url(), "wss://x.org/ws");
         assert_eq!(

@@ -4,12 +4,25 @@
 use glassbox_core::vocab::Attachment;
 use serde::{Deserialize, Serialize};
 
-/// Credentials of a session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Credentials of a session: its token (empty for a verified user's session opened from their
+/// list, whose token this browser never saw), and the user, who needs none (never stored here).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredSession {
     pub session_id: String,
     pub token: String,
+    #[serde(skip)]
+    pub user: Option<glassbox_core::wire::UserClaim>,
+}
+
+impl StoredSession {
+    /// A verified user's session known by its id only.
+    pub fn of_user(session_id: String) -> Self {
+        Self {
+            session_id,
+            ..Self::default()
+        }
+    }
 }
 
 fn key(server: &str, slot: &str) -> String {

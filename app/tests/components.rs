@@ -166,6 +166,7 @@ fn mount_drawer(items: ItemsView) -> Mounted {
             footer_links: FooterLinks::default(),
             capture: None,
             show_context_values: false,
+            user: None,
         };
         let host = web_sys::window()
             .unwrap()

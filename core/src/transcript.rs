@@ -114,8 +114,11 @@ impl Transcript {
     /// Forgets everything (a new session).
     pub fn reset(&mut self) {
         let pending = std::mem::take(&mut self.pending);
+        // The verified user's list is theirs, not the session's: it stays while another opens.
+        let sessions = self.sessions.take();
         *self = Transcript {
             pending,
+            sessions,
             ..Default::default()
         };
     }

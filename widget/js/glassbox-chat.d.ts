@@ -282,6 +282,11 @@ export interface GlassboxChatAttributes {
   'applet-link'?: string;
   capture?: string;
   'hide-context-values'?: boolean | '';
+  /** A user the host's backend vouches for (with `user-hash`, the hex HMAC-SHA256 of this id under
+   * the server's GLASSBOX_IDENTITY_SECRET): their conversations follow them to any device. */
+  'user-id'?: string;
+  /** The hash of `user-id`, made by the host's backend (never in the browser's code). */
+  'user-hash'?: string;
   /** The folder of the token worker and vocabularies (default: beside the script on a Glassbox
    * server, else the server's `/widget/`). */
   assets?: string;

@@ -31,7 +31,7 @@ function load(assets, vocab) {
 // in place).
 const CHAT_ATTRIBUTES = [
   'server', 'session', 'agent', 'model', 'vocab', 'assets', 'file-link', 'applet-link', 'capture',
-  'hide-context-values',
+  'hide-context-values', 'user-id', 'user-hash',
 ];
 
 // Without a DOM (server-side rendering imports this module too) there is nothing to define.
@@ -257,6 +257,8 @@ class GlassboxChat extends Base {
           appletLink: this.getAttribute('applet-link'),
           capture: this.getAttribute('capture'),
           hideContextValues: this.hasAttribute('hide-context-values'),
+          userId: this.getAttribute('user-id') || null,
+          userHash: this.getAttribute('user-hash') || null,
         });
         this.#mountedWith = this.#identity();
         addPanelStyles(this.shadowRoot);

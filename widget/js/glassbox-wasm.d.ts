@@ -36,7 +36,14 @@ export interface ClientSnapshot {
 export class GlassboxClient {
   /** Connects; `onChange` runs after each batch of changes (streamed text once per frame). */
   constructor(
-    options: { server: string; session?: string; agent?: string; model?: string },
+    options: {
+      server: string;
+      session?: string;
+      agent?: string;
+      model?: string;
+      /** A user the host's backend vouches for (`hash`: hex HMAC-SHA256 of `id`). */
+      user?: { id: string; hash: string } | null;
+    },
     onChange: () => void,
   );
   snapshot(): ClientSnapshot | null;

@@ -11,7 +11,7 @@ use crate::{
     stop_reply_on, upload_file_on,
 };
 
-/// Options of a headless chat: `{server, session?, agent?, model?}`.
+/// Options of a headless chat: `{server, session?, agent?, model?, user?: {id, hash}}`.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Options {
@@ -22,6 +22,9 @@ struct Options {
     agent: Option<String>,
     #[serde(default)]
     model: Option<String>,
+    /// The user the host's backend vouches for.
+    #[serde(default)]
+    user: Option<glassbox_core::wire::UserClaim>,
 }
 
 /// A chat connection with no view. `onChange` is called (with no arguments) after each batch of
@@ -55,6 +58,7 @@ impl GlassboxClient {
             footer_links: FooterLinks::default(),
             capture: None,
             show_context_values: true,
+            user: options.user.filter(|u| !u.id.is_empty()),
         };
         let chat = HeadlessChat::start(config, events.clone(), move || {
             let _ = on_change.call0(&JsValue::NULL);

@@ -44,6 +44,20 @@ struct Options {
     /// Set when the host forbids showing page-context values in "View context".
     #[serde(default)]
     hide_context_values: bool,
+    /// The verified user's id (`user-id`) and its hash (`user-hash`, made by the host's backend).
+    #[serde(default)]
+    user_id: Option<String>,
+    #[serde(default)]
+    user_hash: Option<String>,
+}
+
+/// The user a host vouches for: none without an id (a hash alone says nothing).
+fn user_claim(id: Option<String>, hash: Option<String>) -> Option<glassbox_core::wire::UserClaim> {
+    id.filter(|id| !id.is_empty())
+        .map(|id| glassbox_core::wire::UserClaim {
+            id,
+            hash: hash.unwrap_or_default(),
+        })
 }
 
 /// A link template attribute: unset → the default, `none` → no links.
@@ -177,6 +191,7 @@ impl GlassboxWidget {
             },
             capture,
             show_context_values: !options.hide_context_values,
+            user: user_claim(options.user_id, options.user_hash),
         };
         Ok(GlassboxWidget {
             handle: Some(glassbox_app::mount(container, host, config)),

@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
 use glassbox_core::transcript::Transcript;
-use glassbox_core::wire::{ClientFrame, Hello, ServerEvent, ServerFrame};
+use glassbox_core::wire::{ClientFrame, Hello, ServerEvent, ServerFrame, UserClaim};
 use gloo_timers::callback::{Interval, Timeout};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -42,12 +42,14 @@ pub trait Events {
 }
 
 /// The `hello` that joins `asked` (a new session when `None`), resuming after the last frame of
-/// `transcript` when the transcript is of that session.
+/// `transcript` when the transcript is of that session; as `user` when the host vouches for one
+/// (whose sessions need no token).
 pub fn hello(
     asked: Option<StoredSession>,
     transcript: &Transcript,
     model: Option<String>,
     agent: Option<String>,
+    user: Option<UserClaim>,
 ) -> Hello {
     let last_sync_id = match &asked {
         Some(s) if transcript.session_id.as_deref() == Some(s.session_id.as_str()) => {
@@ -57,10 +59,11 @@ pub fn hello(
     };
     Hello {
         session_id: asked.as_ref().map(|s| s.session_id.clone()),
-        token: asked.map(|s| s.token),
+        token: asked.map(|s| s.token).filter(|t| !t.is_empty()),
         last_sync_id,
         model,
         agent,
+        user,
     }
 }
 
@@ -307,6 +310,7 @@ mod tests {
         StoredSession {
             session_id: session_id.into(),
             token: format!("token-of-{session_id}"),
+            ..Default::default()
         }
     }
 
@@ -319,6 +323,7 @@ mod tests {
             &t,
             Some("gpt".into()),
             Some("helper".into()),
+            None,
         );
         assert_eq!(h.session_id.as_deref(), Some("s1"));
         assert_eq!(h.token.as_deref(), Some("token-of-s1"));
@@ -331,7 +336,7 @@ mod tests {
     fn hello_for_another_session_starts_it_from_the_beginning() {
         let mut t = Transcript::default();
         assert!(t.apply(&session_frame(7, "s1")));
-        let h = hello(Some(stored("s2")), &t, None, None);
+        let h = hello(Some(stored("s2")), &t, None, None, None);
         assert_eq!(h.session_id.as_deref(), Some("s2"));
         assert_eq!(h.token.as_deref(), Some("token-of-s2"));
         assert_eq!(h.last_sync_id, None);
@@ -341,7 +346,21 @@ mod tests {
     fn hello_without_a_session_asks_for_a_new_one() {
         let mut t = Transcript::default();
         assert!(t.apply(&session_frame(3, "s1")));
-        let h = hello(None, &t, None, None);
+        let h = hello(None, &t, None, None, None);
         assert_eq!((h.session_id, h.token, h.last_sync_id), (None, None, None));
+    }
+
+    #[test]
+    fn a_users_session_opened_from_the_list_is_asked_for_without_a_token() {
+        let t = Transcript::default();
+        let user = UserClaim {
+            id: "ann".into(),
+            hash: "ab".into(),
+        };
+        let listed = StoredSession::of_user("s9".into());
+        let h = hello(Some(listed), &t, None, None, Some(user.clone()));
+        assert_eq!(h.session_id.as_deref(), Some("s9"));
+        assert_eq!(h.token, None, "no empty token is sent");
+        assert_eq!(h.user, Some(user));
     }
 }

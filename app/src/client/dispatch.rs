@@ -37,7 +37,11 @@ enum JoinRefusal {
 /// How `e` refuses the join, given whether the socket has `joined` and a session was `asked` for.
 fn join_refusal(e: &WireError, joined: bool, asked: bool) -> Option<JoinRefusal> {
     match e.code {
-        ErrorCode::Unauthorized | ErrorCode::NotFound if !joined => Some(JoinRefusal::Stale),
+        // Without a session asked for there is nothing stale to forget: a refused user (a wrong
+        // hash, a server without identity) is shown, not asked again.
+        ErrorCode::Unauthorized | ErrorCode::NotFound if !joined && asked => {
+            Some(JoinRefusal::Stale)
+        }
         ErrorCode::RateLimited if !joined && asked => Some(JoinRefusal::Limited(
             e.retry_after_ms.unwrap_or(0).min(60_000) as u32,
         )),
@@ -77,13 +81,20 @@ impl Parts {
         self.conn.open();
     }
 
+    /// Leaves this session for another of the verified user's (from their list).
+    pub fn open_session(&self, session_id: String) {
+        self.session.switch_to(session_id);
+        self.conn.open();
+    }
+
     fn say_hello(&self) {
         let asked = self.session.resume();
         let (model, agent) = (self.config.model.clone(), self.config.agent.clone());
+        let user = self.config.user.clone();
         let hello = self
             .session
             .transcript()
-            .with_untracked(|t| connection::hello(asked, t, model, agent));
+            .with_untracked(|t| connection::hello(asked, t, model, agent, user));
         self.conn.send(&ClientFrame::Hello(hello));
     }
 
@@ -201,10 +212,8 @@ mod tests {
                 join_refusal(&error(code), false, true),
                 Some(JoinRefusal::Stale)
             );
-            assert_eq!(
-                join_refusal(&error(code), false, false),
-                Some(JoinRefusal::Stale)
-            );
+            // Nothing was asked for (a new session, refused for its user): shown, not retried.
+            assert_eq!(join_refusal(&error(code), false, false), None);
         }
         assert_eq!(join_refusal(&error(ErrorCode::NotFound), true, true), None);
     }

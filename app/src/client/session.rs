@@ -102,6 +102,15 @@ impl Session {
         self.transcript.update(|t| t.reset());
     }
 
+    /// Asks for another of the verified user's sessions (known by its id) in place of this one:
+    /// the transcript starts afresh, the messages not yet sent are dropped.
+    pub fn switch_to(&self, session_id: String) {
+        self.clear();
+        let next = StoredSession::of_user(session_id);
+        session_store::save(&self.server, &self.slot, &next);
+        *self.asked.borrow_mut() = Some(next);
+    }
+
     /// Forgets the session, its transcript and the messages not yet sent (a new chat).
     pub fn clear(&self) {
         self.forget();
@@ -233,6 +242,7 @@ fn touched(event: &ServerEvent) -> Option<Touched<'_>> {
         | ServerEvent::Items(_)
         | ServerEvent::Preview(_)
         | ServerEvent::Heartbeat(_)
+        | ServerEvent::Sessions(_)
         | ServerEvent::ApprovalRequest(_)
         | ServerEvent::Delta(_) => return None,
     };
@@ -261,6 +271,7 @@ fn given_session(info: &SessionInfo) -> Option<StoredSession> {
     info.token.as_ref().map(|token| StoredSession {
         session_id: info.session_id.clone(),
         token: token.clone(),
+        ..Default::default()
     })
 }
 
@@ -298,6 +309,7 @@ mod tests {
         StoredSession {
             session_id: session_id.into(),
             token: "t".into(),
+            ..Default::default()
         }
     }
 
@@ -437,7 +449,8 @@ mod tests {
             given,
             Some(StoredSession {
                 session_id: "new".into(),
-                token: "tok".into()
+                token: "tok".into(),
+                ..Default::default()
             })
         );
         assert_eq!(given_session(&info("s1", None)), None);

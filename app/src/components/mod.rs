@@ -20,3 +20,4 @@ pub mod receipt_view;
 pub mod session_drawer;
 pub mod token_meter;
 pub mod topic_panel;
+pub mod user_sessions;

@@ -10,6 +10,7 @@ use leptos::prelude::*;
 use serde_json::{Map, Value};
 
 use super::badge::Badge;
+use super::user_sessions::UserSessions;
 use crate::chunks::lazy_panel_fn;
 use crate::client::ChatClient;
 
@@ -133,14 +134,16 @@ lazy_panel_fn! {
     session_drawer / preload_session_drawer (client: ChatClient) => view! { <SessionDrawer client=client /> }
 }
 
-/// The drawer (shown while open). It is built once per agent: the server's `items` pushes update
-/// the checkboxes and inputs in place, so focus and typing survive another tab's change.
+/// The drawer (shown while open): a verified user's conversations first, then this one's items
+/// and settings. It is built once per agent: the server's `items` pushes update the checkboxes
+/// and inputs in place, so focus and typing survive another tab's change.
 #[component]
 pub fn SessionDrawer(client: ChatClient) -> impl IntoView {
     let items = client.items;
     let agent = Memo::new(move |_| items.with(|v| v.as_ref().map(|v| v.agent.clone())));
     view! {
         <section class="gb-drawer" part="drawer" aria-label="This conversation's rules, references and settings">
+            {client.has_user().then(|| view! { <UserSessions client=client /> })}
             {move || match agent.get() {
                 None => view! { <p class="gb-drawer-empty">"Waiting for the server…"</p> }.into_any(),
                 Some(None) => view! {

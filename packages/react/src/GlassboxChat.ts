@@ -12,7 +12,10 @@ import type {
 } from 'glassbox-chat';
 
 /** Props of `<GlassboxChat>`: the element's attributes, page context and event callbacks. */
-export interface GlassboxChatProps extends Omit<GlassboxChatAttributes, 'hide-context-values'> {
+export interface GlassboxChatProps
+  extends Omit<GlassboxChatAttributes, 'hide-context-values' | 'user-id' | 'user-hash'> {
+  /** A user your backend vouches for (`hash`: hex HMAC-SHA256 of `id`, made on your server). */
+  user?: { id: string; hash: string } | null;
   /** Sent with every later message as data for the model; never shown in the message. */
   pageContext?: PageContext | null;
   /** "View context" shows page-context keys only, never their values. */
@@ -39,6 +42,7 @@ export function GlassboxChat(props: GlassboxChatProps) {
   const {
     pageContext,
     hideContextValues,
+    user,
     onMessage,
     onReply,
     onError,
@@ -85,6 +89,7 @@ export function GlassboxChat(props: GlassboxChatProps) {
     ref,
     ...attributes,
     ...(hideContextValues ? { 'hide-context-values': '' } : {}),
+    ...(user ? { 'user-id': user.id, 'user-hash': user.hash } : {}),
     className,
     style,
   });

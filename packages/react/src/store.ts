@@ -26,6 +26,12 @@ export interface ChatOptions {
   /** A model the server allows. */
   model?: string;
   /**
+   * A user your backend vouches for: `hash` is the hex HMAC-SHA256 of `id` under the server's
+   * `GLASSBOX_IDENTITY_SECRET`, made on your server (docs/embedding.md). Their conversations are
+   * theirs on any device; the conversation slot is kept per user.
+   */
+  user?: { id: string; hash: string } | null;
+  /**
    * Keep the page context a message was sent with on the local message (`message.context`), for
    * display hints. Off by default: the context goes to the model, not into `messages`.
    */
@@ -160,8 +166,10 @@ export class ChatStore {
     this.#loading ??= import('glassbox-chat/wasm')
       .then(({ loadGlassbox }) => loadGlassbox(wasmSource))
       .then(({ GlassboxClient }) => {
-        const { server, session, agent, model } = this.#options;
-        const client = new GlassboxClient({ server, session, agent, model }, () => this.#update(client));
+        const { server, session, agent, model, user } = this.#options;
+        const client = new GlassboxClient({ server, session, agent, model, user: user ?? null }, () =>
+          this.#update(client),
+        );
         this.#client = client;
         return client;
       })
@@ -261,6 +269,8 @@ export function chatStore(options: ChatOptions): ChatStore {
     options.session ?? 'default',
     options.agent ?? null,
     options.model ?? null,
+    options.user?.id ?? null,
+    options.user?.hash ?? null,
     Boolean(options.keepContext),
   ]);
   let store = stores.get(key);

@@ -47,9 +47,13 @@ export interface GlassboxChat extends ChatState {
  */
 export function useGlassboxChat(options: ChatOptions): GlassboxChat {
   const { server, session, agent, model, keepContext } = options;
+  const [userId, userHash] = [options.user?.id, options.user?.hash];
   const store = useMemo(
-    () => chatStore({ server, session, agent, model, keepContext }),
-    [server, session, agent, model, keepContext],
+    () => {
+      const user = userId ? { id: userId, hash: userHash ?? '' } : null;
+      return chatStore({ server, session, agent, model, user, keepContext });
+    },
+    [server, session, agent, model, userId, userHash, keepContext],
   );
   const state = useSyncExternalStore(store.subscribe, store.getSnapshot, store.getSnapshot);
   return useMemo(

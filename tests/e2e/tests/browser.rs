@@ -310,6 +310,76 @@ async fn a_widget_left_alone_behind_an_idle_cutting_proxy_stays_connected() -> R
     Ok(())
 }
 
+/// A verified user (the host sets `user-id` and `user-hash`) finds a conversation started in one
+/// browser in another browser's session drawer, opens it there, renames it, and both browsers are
+/// then in one conversation. A wrong hash is shown as an error, not retried in a loop.
+#[tokio::test]
+async fn a_user_finds_their_conversation_in_a_second_browser() -> Result<()> {
+    const SECRET: &str = "e2e-identity-secret-0123456789";
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "1"),
+        ("GLASSBOX_IDENTITY_SECRET", SECRET),
+    ])
+    .await?;
+    let url = format!("http://{}/", server.addr);
+    let hash = glassbox_server::identity::user_hash(SECRET, "ann@example.com");
+    let as_user = format!("const c = document.querySelector('glassbox-chat'); c.setAttribute('user-id', 'ann@example.com'); c.setAttribute('user-hash', '{hash}'); return true;");
+    let driver = glassbox_e2e::start_driver().await?;
+    let (home, work) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let laptop = glassbox_e2e::browser(&driver, home.path()).await?;
+    let phone = glassbox_e2e::browser(&driver, work.path()).await?;
+    let outcome = async {
+        laptop.goto(&url).await?;
+        wait_for(&laptop, "the laptop to connect", CONNECTED).await?;
+        laptop.execute(&as_user, vec![]).await?;
+        wait_for(&laptop, "the laptop to connect as the user", CONNECTED).await?;
+        send_from_composer(&laptop, "Plan the garden party").await?;
+        wait_for(&laptop, "the reply", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
+
+        // Another browser (its own storage): the user's conversation is in the drawer.
+        phone.goto(&url).await?;
+        wait_for(&phone, "the phone to connect", CONNECTED).await?;
+        phone.execute(&as_user, vec![]).await?;
+        wait_for(&phone, "the phone to connect as the user", CONNECTED).await?;
+        let shown = phone.execute(MESSAGES, vec![]).await?;
+        assert_eq!(shown, json!([]), "a new device starts a new conversation");
+        shadow_element(&phone, ".gb-drawer-toggle").await?.click().await?;
+        let listed = wait_for(&phone, "the conversation in the drawer", "const l = [...document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-conversation-name')].map(n => n.textContent); return l.length ? l : null;").await?;
+        assert_eq!(listed, json!(["Plan the garden party"]), "the phone's empty conversation is not listed");
+        shadow_element(&phone, ".gb-conversation-open").await?.click().await?;
+        wait_for(&phone, "the conversation to open", "return document.querySelectorAll && document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-message-id]').length === 2;").await?;
+        let shown = phone.execute(MESSAGES, vec![]).await?;
+        assert_eq!(shown[0]["text"], "Plan the garden party", "{shown}");
+        assert_eq!(shown[1]["status"], "complete", "{shown}");
+        wait_for(&phone, "the open one marked current", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-conversation[aria-current=true]');").await?;
+
+        // Renamed in place (Enter keeps it).
+        shadow_element(&phone, ".gb-conversation-rename").await?.click().await?;
+        // The new title goes to the focused field, as a person types it.
+        wait_for(&phone, "the title field focused", "return document.querySelector('glassbox-chat').shadowRoot.activeElement?.classList.contains('gb-conversation-title');").await?;
+        type_keys(&phone, "Garden party, June").await?;
+        press(&phone, Key::Enter).await?;
+        wait_for(&phone, "the new title", "return [...document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-conversation-name')].some(n => n.textContent === 'Garden party, June');").await?;
+
+        // One conversation on two devices: the laptop hears the phone's message and its reply.
+        send_from_composer(&phone, "And the music?").await?;
+        wait_for(&laptop, "the phone's message on the laptop", "return document.querySelector('glassbox-chat').shadowRoot.querySelectorAll('.gb-message[data-role=assistant][data-status=complete]').length === 2;").await?;
+        let shown = laptop.execute(MESSAGES, vec![]).await?;
+        assert_eq!(shown[2]["text"], "And the music?", "{shown}");
+
+        // A wrong hash: an error the user sees, and no storm of hellos.
+        laptop.execute("const c = document.querySelector('glassbox-chat'); c.setAttribute('user-hash', '00'); return true;", vec![]).await?;
+        let notice = wait_for(&laptop, "the refusal shown", "return document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-notice')?.textContent;").await?;
+        assert!(notice.as_str().unwrap_or("").contains("does not match"), "{notice}");
+        Ok::<(), anyhow::Error>(())
+    }
+    .await;
+    let _ = laptop.close().await;
+    let _ = phone.close().await;
+    outcome
+}
+
 /// A socket on which nothing arrives for three heartbeat intervals (a dead network path that never
 /// closed it) is given up: the widget reconnects by itself.
 #[tokio::test]
@@ -337,6 +407,18 @@ async fn a_socket_that_hears_nothing_for_three_heartbeats_is_reconnected() -> Re
 
 const ROOT: &str = "const r = document.querySelector('glassbox-chat').shadowRoot;";
 const DIALOG: &str = "const r = document.querySelector('glassbox-chat').shadowRoot; const d = r.querySelector('dialog.gb-context-dialog');";
+
+/// Types `text` on the keyboard (into whatever has focus).
+async fn type_keys(client: &Client, text: &str) -> Result<()> {
+    let mut keys = KeyActions::new("keyboard".into());
+    for c in text.chars() {
+        keys = keys
+            .then(KeyAction::Down { value: c })
+            .then(KeyAction::Up { value: c });
+    }
+    client.perform_actions(keys).await?;
+    Ok(())
+}
 
 /// Presses `key` on the keyboard (whatever has focus gets it; WebDriver key codes, e.g. Key::Enter).
 async fn press(client: &Client, key: Key) -> Result<()> {
