@@ -41,8 +41,9 @@ export class GlassboxClient {
       session?: string;
       agent?: string;
       model?: string;
-      /** A user the host's backend vouches for (`hash`: hex HMAC-SHA256 of `id`). */
-      user?: { id: string; hash: string } | null;
+      /** A user the host's backend vouches for, and its hash (hex HMAC-SHA256 of the id). */
+      userId?: string | null;
+      userHash?: string | null;
     },
     onChange: () => void,
   );

@@ -11,7 +11,7 @@ use crate::{
     stop_reply_on, upload_file_on,
 };
 
-/// Options of a headless chat: `{server, session?, agent?, model?, user?: {id, hash}}`.
+/// Options of a headless chat: `{server, session?, agent?, model?, userId?, userHash?}`.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Options {
@@ -22,9 +22,11 @@ struct Options {
     agent: Option<String>,
     #[serde(default)]
     model: Option<String>,
-    /// The user the host's backend vouches for.
+    /// The user the host's backend vouches for, and its hash (as the element's attributes).
     #[serde(default)]
-    user: Option<glassbox_core::wire::UserClaim>,
+    user_id: Option<String>,
+    #[serde(default)]
+    user_hash: Option<String>,
 }
 
 /// A chat connection with no view. `onChange` is called (with no arguments) after each batch of
@@ -58,7 +60,7 @@ impl GlassboxClient {
             footer_links: FooterLinks::default(),
             capture: None,
             show_context_values: true,
-            user: options.user.filter(|u| !u.id.is_empty()),
+            user: crate::user_claim(options.user_id, options.user_hash),
         };
         let chat = HeadlessChat::start(config, events.clone(), move || {
             let _ = on_change.call0(&JsValue::NULL);

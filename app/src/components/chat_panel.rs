@@ -11,7 +11,7 @@ use super::composer::Composer;
 use super::compression_settings::{compression_settings, preload_compression_settings};
 use super::connection_status::ConnectionBadge;
 use super::context_footer::ContextFooter;
-use super::context_view::ContextDialog;
+use super::context_view::context_dialog;
 use super::context_viewer::ContextViewer;
 use super::draft_preview::DraftPreviewStrip;
 use super::in_context::InContext;
@@ -93,6 +93,12 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
         .unwrap_or_default();
     let show_values = config.is_some_and(|c| c.show_context_values);
     let viewer = ContextViewer::new();
+    let dialog_wanted = RwSignal::new(false);
+    Effect::new(move |_| {
+        if viewer.showing.with(Option::is_some) {
+            dialog_wanted.set(true);
+        }
+    });
     let budget = Memo::new(move |_| transcript.with(|t| t.budget));
     let topics_open = RwSignal::new(false);
     let drawer_open = RwSignal::new(false);
@@ -247,7 +253,12 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             <DraftPreviewStrip client=client />
             <Composer client=client attaching=attaching />
             <ContextFooter sets=context_sets links=footer_links changed_keys=changed_keys />
-            <ContextDialog client=client viewer=viewer show_values=show_values messages=content />
+            // Mounted when a reply's context is first asked for, and kept.
+            {move || {
+                dialog_wanted
+                    .get()
+                    .then(|| lazy_panel("context", move || context_dialog(client, viewer, show_values, content)))
+            }}
         </div>
     }
 }

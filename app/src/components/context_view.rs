@@ -1,6 +1,7 @@
-//! "View context": the modal dialog that shows a reply's receipt (`receipt_view`, loaded on first
-//! use). Opened from a reply's button (so by keyboard too); Esc or the close button closes it and
-//! focus returns to that button, or to the message a history entry pointed at.
+//! "View context": the modal dialog that shows a reply's receipt. The dialog and the receipt's view
+//! are chunks, fetched when a reply's button is first neared and mounted when it is first used.
+//! Opened from a reply's button (so by keyboard too); Esc or the close button closes it and focus
+//! returns to that button, or to the message a history entry pointed at.
 
 use leptos::html::{Dialog, Div};
 use leptos::prelude::*;
@@ -8,7 +9,7 @@ use wasm_bindgen::JsCast;
 
 use super::context_viewer::ContextViewer;
 use super::receipt_view::receipt_view;
-use crate::chunks::lazy_panel;
+use crate::chunks::{lazy_panel, lazy_panel_fn};
 use crate::client::ChatClient;
 use crate::frame::next_frame;
 
@@ -16,6 +17,16 @@ use crate::frame::next_frame;
 const HIGHLIGHT_MS: u32 = 2_500;
 /// Frames to wait for a message of a long history to be rendered (30 more per frame).
 const MAX_FRAMES_TO_FIND: u32 = 1_200;
+
+lazy_panel_fn! {
+    /// The dialog's code: a chunk, mounted once a reply's context is first asked for.
+    context_dialog / preload_context_dialog (
+        client: ChatClient,
+        viewer: ContextViewer,
+        show_values: bool,
+        messages: NodeRef<Div>
+    ) => view! { <ContextDialog client=client viewer=viewer show_values=show_values messages=messages /> }
+}
 
 /// The dialog (one per widget). `messages` is the element holding the message views.
 #[component]

@@ -9,6 +9,7 @@ use leptos::prelude::*;
 use super::context_viewer::ContextViewer;
 use super::in_context::InContext;
 use super::markdown_view::MarkdownView;
+use super::context_view::preload_context_dialog;
 use super::receipt_view::preload_receipt_view;
 use super::token_meter::grouped;
 use crate::chunks::{lazy_panel, lazy_panel_fn, prefetch};
@@ -171,8 +172,8 @@ pub fn MessageView(
                                 class="gb-link-button gb-view-context"
                                 type="button"
                                 aria-haspopup="dialog"
-                                on:pointerenter=move |_| prefetch(preload_receipt_view)
-                                on:focus=move |_| prefetch(preload_receipt_view)
+                                on:pointerenter=move |_| { prefetch(preload_context_dialog); prefetch(preload_receipt_view) }
+                                on:focus=move |_| { prefetch(preload_context_dialog); prefetch(preload_receipt_view) }
                                 on:click=move |ev: leptos::ev::MouseEvent| {
                                     let opener = ev
                                         .current_target()

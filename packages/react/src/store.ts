@@ -167,8 +167,9 @@ export class ChatStore {
       .then(({ loadGlassbox }) => loadGlassbox(wasmSource))
       .then(({ GlassboxClient }) => {
         const { server, session, agent, model, user } = this.#options;
-        const client = new GlassboxClient({ server, session, agent, model, user: user ?? null }, () =>
-          this.#update(client),
+        const client = new GlassboxClient(
+          { server, session, agent, model, userId: user?.id ?? null, userHash: user?.hash ?? null },
+          () => this.#update(client),
         );
         this.#client = client;
         return client;

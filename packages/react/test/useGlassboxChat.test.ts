@@ -1,7 +1,8 @@
 // useGlassboxChat against the real Glassbox server (offline provider) on loopback, in jsdom:
 // StrictMode keeps one socket, page context reaches the model and not the message, calls made
 // before the wasm loaded are kept, the last unmount closes the connection, and a tool call waiting
-// for the user's yes is listed and answered.
+// for the user's yes is listed and answered, and a user the host vouches for owns their sessions.
+import { createHmac, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { StrictMode, createElement, useEffect } from 'react';
@@ -12,6 +13,7 @@ import { configureGlassbox, useGlassboxChat } from '../src/index.js';
 import type { GlassboxChatState } from '../src/index.js';
 
 const server = process.env.GLASSBOX_TEST_SERVER ?? '';
+const identitySecret = process.env.GLASSBOX_TEST_IDENTITY_SECRET ?? '';
 const sockets = { opened: 0, closed: 0 };
 
 beforeAll(() => {
@@ -103,6 +105,22 @@ describe('useGlassboxChat', () => {
     await act(() => first.seen.current!.sendMessage('Seen by both'));
     await waitFor(() => expect(replies(second.seen.current)).toHaveLength(1), { timeout: 20_000 });
     expect(second.seen.current!.messages[0].content).toBe('Seen by both');
+  });
+
+  it('opens a session owned by the user the host vouches for, listed for that user only', async () => {
+    // The hash as a Node backend makes it (docs/embedding.md).
+    const id = `user-${randomUUID()}`;
+    const hash = createHmac('sha256', identitySecret).update(id).digest('hex');
+    const { seen } = renderChat({ server, session: 'user', user: { id, hash } });
+    await waitFor(() => expect(seen.current?.status).toBe('connected'), { timeout: 20_000 });
+    await act(() => seen.current!.sendMessage('Remember me'));
+    await waitFor(() => expect(replies(seen.current)).toHaveLength(1), { timeout: 20_000 });
+    const list = (h: string) =>
+      fetch(`${server}/api/sessions`, { headers: { 'X-Glassbox-User': id, 'X-Glassbox-User-Hash': h } });
+    const listed = await (await list(hash)).json();
+    expect(listed.sessions.map((s: { sessionId: string }) => s.sessionId)).toEqual([seen.current!.sessionId]);
+    expect(listed.sessions[0].title).toBe('Remember me');
+    expect((await list('00'.repeat(32))).status).toBe(401);
   });
 
   it('lists a tool call waiting for approval and answers it with approve', async () => {

@@ -439,7 +439,7 @@ async fn open_context_of_last_reply(client: &Client) -> Result<()> {
     wait_for(
         client,
         "the dialog to open",
-        &format!("{DIALOG} return d.open && !!d.querySelector('.gb-receipt-row');"),
+        &format!("{DIALOG} return !!d && d.open && !!d.querySelector('.gb-receipt-row');"),
     )
     .await?;
     Ok(())
@@ -1008,7 +1008,7 @@ async fn view_context_shows_the_agents_rules_and_references_with_badges_and_scor
         let columns = wait_for(
             &client,
             "the item columns",
-            &format!("{DIALOG} const s = d.querySelector('.gb-receipt-items'); if (!s) return null; const col = c => [...s.querySelectorAll(`.gb-item-column[data-column=${{c}}] .gb-item-list > .gb-item`)].map(i => [i.querySelector('.gb-item-label').textContent, i.querySelector('.gb-item-badge').textContent, i.dataset.include]); return {{rules: col('rules'), references: col('references'), misses: [...s.querySelectorAll('.gb-item-miss[data-cause=below_threshold]')].map(i => [i.querySelector('.gb-item-label').textContent, i.querySelector('.gb-item-why').textContent])}};"),
+            &format!("{DIALOG} const s = d && d.querySelector('.gb-receipt-items'); if (!s) return null; const col = c => [...s.querySelectorAll(`.gb-item-column[data-column=${{c}}] .gb-item-list > .gb-item`)].map(i => [i.querySelector('.gb-item-label').textContent, i.querySelector('.gb-item-badge').textContent, i.dataset.include]); return {{rules: col('rules'), references: col('references'), misses: [...s.querySelectorAll('.gb-item-miss[data-cause=below_threshold]')].map(i => [i.querySelector('.gb-item-label').textContent, i.querySelector('.gb-item-why').textContent])}};"),
         )
         .await?;
         let references = columns["references"].as_array().cloned().unwrap_or_default();

@@ -33,6 +33,9 @@ fn strip_ansi(text: &str) -> String {
 /// The page origin Vitest's jsdom runs at (packages/react/vitest.config.ts).
 const JSDOM_ORIGIN: &str = "http://localhost:3000";
 
+/// The server's identity secret in the hook's tests, which make users' hashes as a host would.
+const IDENTITY_SECRET: &str = "react-identity-secret-0123456789";
+
 #[tokio::test]
 async fn the_react_hooks_vitest_suite_passes_against_the_real_server() -> Result<()> {
     // The repo's MCP server under `ask`: the hook's approvals and `approve`.
@@ -44,6 +47,7 @@ async fn the_react_hooks_vitest_suite_passes_against_the_real_server() -> Result
         ("GLASSBOX_ALLOWED_ORIGINS", JSDOM_ORIGIN),
         ("GLASSBOX_CONFIG", config.as_str()),
         ("GLASSBOX_EMBEDDINGS", "off"),
+        ("GLASSBOX_IDENTITY_SECRET", IDENTITY_SECRET),
     ])
     .await?;
     mcp_ready(&server).await?;
@@ -59,6 +63,7 @@ async fn the_react_hooks_vitest_suite_passes_against_the_real_server() -> Result
             .arg(vitest)
             .args(["run", "--reporter=verbose"])
             .env("GLASSBOX_TEST_SERVER", format!("http://{}", server.addr))
+            .env("GLASSBOX_TEST_IDENTITY_SECRET", IDENTITY_SECRET)
             .env("CI", "1")
             .current_dir(project)
             .output()
@@ -69,9 +74,9 @@ async fn the_react_hooks_vitest_suite_passes_against_the_real_server() -> Result
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}\n{stderr}");
     assert!(out.status.success(), "vitest failed:\n{stdout}\n{stderr}");
-    // Four tests, with React 19 and with React 18, all passed.
+    // Five tests, with React 19 and with React 18, all passed.
     let plain = strip_ansi(&stdout);
-    assert!(plain.contains(" 8 passed (8)"), "every test ran:\n{plain}");
+    assert!(plain.contains(" 10 passed (10)"), "every test ran:\n{plain}");
     Ok(())
 }
 

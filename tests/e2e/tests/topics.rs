@@ -199,7 +199,7 @@ async fn clicking_a_topic_filters_what_the_model_gets_and_everything_agrees() ->
         let whys = wait_for(
             &client,
             "the receipt",
-            &format!("{ROOT} const d = r.querySelector('dialog.gb-context-dialog'); return d.open && [...d.querySelectorAll('.gb-receipt-row')].map(x => x.textContent).join(' | ');"),
+            &format!("{ROOT} const d = r.querySelector('dialog.gb-context-dialog'); return !!d && d.open && [...d.querySelectorAll('.gb-receipt-row')].map(x => x.textContent).join(' | ');"),
         )
         .await?;
         let whys = whys.as_str().unwrap_or_default();
