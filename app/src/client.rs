@@ -392,6 +392,16 @@ impl ChatClient {
         }
     }
 
+    /// What the chat shows before its first message: the host's placeholder, welcome and starters,
+    /// else the session's agent's.
+    pub fn greeting(&self) -> glassbox_core::wire::Greeting {
+        let agent = self.transcript.with(|t| t.greeting.clone());
+        match self.parts() {
+            Some(parts) => parts.config.greeting.or(&agent),
+            None => agent,
+        }
+    }
+
     /// Whether the host vouches for a user (whose sessions the drawer lists).
     pub fn has_user(&self) -> bool {
         self.parts().is_some_and(|p| p.config.user.is_some())

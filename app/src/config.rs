@@ -3,7 +3,7 @@
 
 use glassbox_core::context::capture::CaptureRule;
 use glassbox_core::context::footer::FooterLinks;
-use glassbox_core::wire::UserClaim;
+use glassbox_core::wire::{Greeting, UserClaim};
 
 /// Colour theme of the widget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, strum::IntoStaticStr, strum::EnumString)]
@@ -53,6 +53,9 @@ pub struct WidgetConfig {
     /// The user the host's backend vouches for (`user-id` and `user-hash`): their sessions are
     /// theirs on any device.
     pub user: Option<UserClaim>,
+    /// The host's placeholder, welcome and starters (`placeholder`, `welcome`, `starters`), cut to
+    /// their limits; each wins over the agent's.
+    pub greeting: Greeting,
 }
 
 impl WidgetConfig {
@@ -119,6 +122,7 @@ mod tests {
             capture: None,
             show_context_values: true,
             user: None,
+            greeting: Greeting::default(),
         };
         assert_eq!(c("https://x.org/").ws_url(), "wss://x.org/ws");
         assert_eq!(

@@ -74,6 +74,17 @@ pub struct Snapshot {
     pub context_info: Option<ContextInfo>,
     /// Tool calls waiting for the user's yes, oldest first (answer with `approve`).
     pub approvals: Vec<glassbox_core::wire::ApprovalRequest>,
+    /// What to show before the first message: the host's words, else the session's agent's.
+    pub greeting: GreetingView,
+}
+
+/// A [`glassbox_core::wire::Greeting`] as a framework reads it.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GreetingView {
+    pub placeholder: Option<String>,
+    pub welcome: Option<String>,
+    pub starters: Vec<String>,
 }
 
 /// A running chat without a view. Dropping it closes the connection.
@@ -124,6 +135,7 @@ impl HeadlessChat {
             ConnectionStatus::Reconnecting { in_secs } => ("reconnecting", Some(in_secs)),
             ConnectionStatus::Stopped => ("stopped", None),
         };
+        let greeting = untrack(|| self.client.greeting());
         let mut seen = self.seen.borrow_mut();
         self.client.transcript.with_untracked(|t| {
             let mut changed = Vec::new();
@@ -157,6 +169,11 @@ impl HeadlessChat {
                 filter: t.filter.clone(),
                 context_info: t.context.clone(),
                 approvals: t.approvals.clone(),
+                greeting: GreetingView {
+                    placeholder: greeting.placeholder,
+                    welcome: greeting.welcome,
+                    starters: greeting.starters,
+                },
             }
         })
     }

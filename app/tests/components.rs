@@ -167,6 +167,7 @@ fn mount_drawer(items: ItemsView) -> Mounted {
             capture: None,
             show_context_values: false,
             user: None,
+            greeting: Default::default(),
         };
         let host = web_sys::window()
             .unwrap()

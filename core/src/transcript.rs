@@ -46,6 +46,8 @@ pub struct Transcript {
     pub items: Option<crate::wire::ItemsView>,
     /// The verified user's sessions, newest first; `None` until the server sent them.
     pub sessions: Option<crate::wire::SessionList>,
+    /// The session's agent's greeting (placeholder, welcome, starters), from `session`.
+    pub greeting: crate::wire::Greeting,
     /// Tool calls waiting for the user's answer, oldest first.
     pub approvals: Vec<crate::wire::ApprovalRequest>,
     cursor: SyncCursor,
@@ -131,6 +133,7 @@ impl Transcript {
         match &frame.event {
             ServerEvent::Session(info) => {
                 self.session_id = Some(info.session_id.clone());
+                self.greeting = crate::wire::Greeting::of(info);
                 if info.context.is_some() {
                     self.context = info.context.clone();
                 }
@@ -313,6 +316,9 @@ mod tests {
                 model: "m".into(),
                 agent: None,
                 user: None,
+                placeholder: None,
+                welcome: None,
+                starters: vec![],
                 context: None,
                 budget: None,
                 heartbeat_ms: None,

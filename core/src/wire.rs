@@ -630,6 +630,87 @@ pub struct SessionInfo {
     /// The verified user the session is opened for (their id), when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// The agent's [`Greeting`]: the composer's placeholder, the welcome line, the starters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub welcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub starters: Vec<String>,
+}
+
+/// What a chat shows before its first message: the composer's placeholder, a welcome line (shown,
+/// never sent to the model) and up to four starter prompts (a click sends one). An agent sets them
+/// (they come in `session`); the host's own override each (docs/agents.md, "Their own words").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Greeting {
+    pub placeholder: Option<String>,
+    pub welcome: Option<String>,
+    pub starters: Vec<String>,
+}
+
+impl Greeting {
+    /// At most this many starters.
+    pub const MAX_STARTERS: usize = 4;
+    /// The longest placeholder and starter (characters).
+    pub const MAX_LINE_CHARS: usize = 200;
+    /// The longest welcome (characters).
+    pub const MAX_WELCOME_CHARS: usize = 2_000;
+
+    /// What is wrong with a greeting an operator wrote, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        let long = |t: &str, max: usize| t.chars().count() > max;
+        if self.placeholder.as_deref().is_some_and(|p| long(p, Self::MAX_LINE_CHARS)) {
+            return Err(format!("placeholder: at most {} characters", Self::MAX_LINE_CHARS));
+        }
+        if self.welcome.as_deref().is_some_and(|w| long(w, Self::MAX_WELCOME_CHARS)) {
+            return Err(format!("welcome: at most {} characters", Self::MAX_WELCOME_CHARS));
+        }
+        if self.starters.len() > Self::MAX_STARTERS {
+            return Err(format!("starters: at most {}", Self::MAX_STARTERS));
+        }
+        match self.starters.iter().find(|s| s.trim().is_empty() || long(s, Self::MAX_LINE_CHARS)) {
+            Some(_) => Err(format!("starters: each 1–{} characters", Self::MAX_LINE_CHARS)),
+            None => Ok(()),
+        }
+    }
+
+    /// The greeting cut to the limits (a host's: what a page gives is shown, within bounds).
+    pub fn bounded(mut self) -> Self {
+        let cut = |t: String, max: usize| t.chars().take(max).collect::<String>();
+        self.placeholder = self.placeholder.map(|p| cut(p, Self::MAX_LINE_CHARS));
+        self.welcome = self.welcome.map(|w| cut(w, Self::MAX_WELCOME_CHARS));
+        self.starters.retain(|s| !s.trim().is_empty());
+        self.starters.truncate(Self::MAX_STARTERS);
+        self.starters = self
+            .starters
+            .into_iter()
+            .map(|s| cut(s, Self::MAX_LINE_CHARS))
+            .collect();
+        self
+    }
+
+    /// Each of this greeting's parts, else `fallback`'s (the host's over the agent's).
+    pub fn or(&self, fallback: &Greeting) -> Greeting {
+        Greeting {
+            placeholder: self.placeholder.clone().or_else(|| fallback.placeholder.clone()),
+            welcome: self.welcome.clone().or_else(|| fallback.welcome.clone()),
+            starters: if self.starters.is_empty() {
+                fallback.starters.clone()
+            } else {
+                self.starters.clone()
+            },
+        }
+    }
+
+    /// The agent's greeting a `session` frame carries.
+    pub fn of(info: &SessionInfo) -> Greeting {
+        Greeting {
+            placeholder: info.placeholder.clone(),
+            welcome: info.welcome.clone(),
+            starters: info.starters.clone(),
+        }
+    }
 }
 
 /// Tokens (input + output) a session may spend, and has spent.
@@ -891,6 +972,46 @@ mod tests {
         ] {
             assert!(serde_json::from_value::<SessionList>(bad.clone()).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_greeting_is_checked_for_operators_bounded_for_hosts_and_layered() {
+        let long = "x".repeat(Greeting::MAX_LINE_CHARS + 1);
+        let ok = Greeting {
+            placeholder: Some("Ask about your order…".into()),
+            welcome: Some("Hi! I answer questions about orders.".into()),
+            starters: vec!["Where is my order?".into(), "Return an item".into()],
+        };
+        assert_eq!(ok.check(), Ok(()));
+        let too_many = Greeting {
+            starters: vec!["a".into(); 5],
+            ..Greeting::default()
+        };
+        assert!(too_many.check().unwrap_err().contains("at most 4"));
+        let blank = Greeting {
+            starters: vec![" ".into()],
+            ..Greeting::default()
+        };
+        assert!(blank.check().is_err());
+        let placeholder = Greeting {
+            placeholder: Some(long.clone()),
+            ..Greeting::default()
+        };
+        assert!(placeholder.check().unwrap_err().starts_with("placeholder"));
+        // A host's is cut to the limits rather than refused.
+        let host = Greeting {
+            placeholder: Some(long),
+            welcome: None,
+            starters: vec!["one".into(), " ".into(), "two".into(), "three".into(), "four".into(), "five".into()],
+        }
+        .bounded();
+        assert_eq!(host.placeholder.as_deref().map(|p| p.chars().count()), Some(Greeting::MAX_LINE_CHARS));
+        assert_eq!(host.starters, ["one", "two", "three", "four"]);
+        // The host's parts win; the agent's fill the rest.
+        let layered = host.or(&ok);
+        assert_eq!(layered.welcome, ok.welcome);
+        assert_eq!(layered.starters, host.starters);
+        assert_eq!(Greeting::default().or(&ok), ok);
     }
 
     #[test]

@@ -259,6 +259,7 @@ impl Sessions {
                     ..SessionSettings::default()
                 };
                 let owner = user.as_ref().map(VerifiedUser::id);
+                let greeting = agent.as_ref().map(|a| a.greeting.clone()).unwrap_or_default();
                 self.store
                     .create_session(&id, &hash_token(&token), now_ms(), &settings, owner)
                     .await?;
@@ -273,6 +274,9 @@ impl Sessions {
                         model,
                         agent: settings.agent,
                         user: owner.map(str::to_owned),
+                        placeholder: greeting.placeholder,
+                        welcome: greeting.welcome,
+                        starters: greeting.starters,
                         context: None,
                         budget: None,
                         heartbeat_ms: None,
@@ -311,6 +315,7 @@ impl Sessions {
                     (name, agent)
                 };
                 let model = self.model_for(ask.model, agent.as_deref())?;
+                let greeting = agent.as_ref().map(|a| a.greeting.clone()).unwrap_or_default();
                 self.store.touch_session(id, now_ms()).await?;
                 let hub = self.hubs.get_or_create(id, grace, true);
                 Ok(OpenSession {
@@ -322,6 +327,9 @@ impl Sessions {
                         model,
                         agent: agent_name,
                         user: user.as_ref().map(|u| u.id().to_owned()),
+                        placeholder: greeting.placeholder,
+                        welcome: greeting.welcome,
+                        starters: greeting.starters,
                         context: None,
                         budget: None,
                         heartbeat_ms: None,

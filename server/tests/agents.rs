@@ -191,3 +191,55 @@ async fn a_bad_configuration_stops_the_start_with_its_file_and_line() {
     );
     assert!(text.contains("sometimes"), "{text}");
 }
+
+/// An agent's own words (placeholder, welcome, starters) reach the widget in `session`, over the
+/// WebSocket and REST; an agent with none sends none; too many starters stop the start at its line.
+#[tokio::test]
+async fn an_agents_greeting_comes_with_its_sessions_and_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("glassbox.toml");
+    std::fs::write(
+        &file,
+        "[[agents]]\nname = \"shop\"\nplaceholder = \"Ask about your order…\"\n\
+         welcome = \"Hi! I know your orders.\"\nstarters = [\"Where is my order?\", \"Return an item\"]\n\n\
+         [[agents]]\nname = \"plain\"\n",
+    )
+    .unwrap();
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["Fine."]),
+        &[("GLASSBOX_CONFIG", file.display().to_string().as_str())],
+    )
+    .await;
+    let mut ws = server.ws().await;
+    ws.send(json!({"type": "hello", "data": {}})).await;
+    let (_, raw) = ws.next().await;
+    assert_eq!(raw["type"], "session");
+    assert_eq!(raw["data"]["placeholder"], "Ask about your order…");
+    assert_eq!(raw["data"]["welcome"], "Hi! I know your orders.");
+    assert_eq!(raw["data"]["starters"], json!(["Where is my order?", "Return an item"]));
+    let rest = server.post_json("/api/sessions", &json!({"agent": "plain"})).await;
+    for key in ["placeholder", "welcome", "starters"] {
+        assert!(rest.get(key).is_none(), "{key}: {rest}");
+    }
+
+    std::fs::write(
+        &file,
+        "[[agents]]\nname = \"shop\"\nstarters = [\"a\", \"b\", \"c\", \"d\", \"e\"]\n",
+    )
+    .unwrap();
+    let mut vars = std::collections::HashMap::new();
+    vars.insert("GLASSBOX_CONFIG".to_owned(), file.display().to_string());
+    vars.insert(
+        "GLASSBOX_DATA_DIR".to_owned(),
+        dir.path().join("data").display().to_string(),
+    );
+    vars.insert("GLASSBOX_EMBEDDINGS".to_owned(), "off".to_owned());
+    let config = glassbox_server::config::Config::from_lookup(|k| vars.get(k).cloned()).unwrap();
+    let Err(e) = glassbox_server::build_state(config).await else {
+        panic!("five starters must stop the start")
+    };
+    let text = e.to_string();
+    assert!(text.starts_with(&format!("{}:1: ", file.display())), "{text}");
+    assert!(text.contains("starters: at most 4"), "{text}");
+}

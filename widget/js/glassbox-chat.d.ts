@@ -287,6 +287,12 @@ export interface GlassboxChatAttributes {
   'user-id'?: string;
   /** The hash of `user-id`, made by the host's backend (never in the browser's code). */
   'user-hash'?: string;
+  /** The composer's placeholder (over the agent's). */
+  placeholder?: string;
+  /** Shown before the first message, never sent to the model (over the agent's). */
+  welcome?: string;
+  /** Up to four prompts shown as chips on an empty chat, as a JSON array of strings (over the agent's). */
+  starters?: string;
   /** The folder of the token worker and vocabularies (default: beside the script on a Glassbox
    * server, else the server's `/widget/`). */
   assets?: string;

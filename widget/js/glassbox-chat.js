@@ -31,7 +31,7 @@ function load(assets, vocab) {
 // in place).
 const CHAT_ATTRIBUTES = [
   'server', 'session', 'agent', 'model', 'vocab', 'assets', 'file-link', 'applet-link', 'capture',
-  'hide-context-values', 'user-id', 'user-hash',
+  'hide-context-values', 'user-id', 'user-hash', 'placeholder', 'welcome', 'starters',
 ];
 
 // Without a DOM (server-side rendering imports this module too) there is nothing to define.
@@ -259,6 +259,9 @@ class GlassboxChat extends Base {
           hideContextValues: this.hasAttribute('hide-context-values'),
           userId: this.getAttribute('user-id') || null,
           userHash: this.getAttribute('user-hash') || null,
+          placeholder: this.getAttribute('placeholder'),
+          welcome: this.getAttribute('welcome'),
+          starters: this.getAttribute('starters'),
         });
         this.#mountedWith = this.#identity();
         addPanelStyles(this.shadowRoot);

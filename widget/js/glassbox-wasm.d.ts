@@ -30,6 +30,8 @@ export interface ClientSnapshot {
   contextInfo: { model: string; contextLimit: number; [key: string]: unknown } | null;
   /** Tool calls waiting for the user's yes, oldest first. */
   approvals: ApprovalRequest[];
+  /** What to show before the first message: the host's words, else the session's agent's. */
+  greeting: { placeholder: string | null; welcome: string | null; starters: string[] };
 }
 
 /** A chat connection with no view (the element's client). */
@@ -44,6 +46,10 @@ export class GlassboxClient {
       /** A user the host's backend vouches for, and its hash (hex HMAC-SHA256 of the id). */
       userId?: string | null;
       userHash?: string | null;
+      /** The host's own words, over the agent's (`snapshot().greeting` has the result). */
+      placeholder?: string | null;
+      welcome?: string | null;
+      starters?: string[];
     },
     onChange: () => void,
   );

@@ -11,7 +11,8 @@ use crate::{
     stop_reply_on, upload_file_on,
 };
 
-/// Options of a headless chat: `{server, session?, agent?, model?, userId?, userHash?}`.
+/// Options of a headless chat: `{server, session?, agent?, model?, userId?, userHash?,
+/// placeholder?, welcome?, starters?}`.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Options {
@@ -27,6 +28,13 @@ struct Options {
     user_id: Option<String>,
     #[serde(default)]
     user_hash: Option<String>,
+    /// The host's own words, over the agent's (the snapshot's `greeting` has the result).
+    #[serde(default)]
+    placeholder: Option<String>,
+    #[serde(default)]
+    welcome: Option<String>,
+    #[serde(default)]
+    starters: Vec<String>,
 }
 
 /// A chat connection with no view. `onChange` is called (with no arguments) after each batch of
@@ -61,6 +69,12 @@ impl GlassboxClient {
             capture: None,
             show_context_values: true,
             user: crate::user_claim(options.user_id, options.user_hash),
+            greeting: glassbox_core::wire::Greeting {
+                placeholder: options.placeholder.filter(|p| !p.trim().is_empty()),
+                welcome: options.welcome.filter(|w| !w.trim().is_empty()),
+                starters: options.starters,
+            }
+            .bounded(),
         };
         let chat = HeadlessChat::start(config, events.clone(), move || {
             let _ = on_change.call0(&JsValue::NULL);

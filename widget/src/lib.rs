@@ -49,6 +49,38 @@ struct Options {
     user_id: Option<String>,
     #[serde(default)]
     user_hash: Option<String>,
+    /// The host's own words: the composer's placeholder, the welcome line, the starters (a JSON
+    /// array of strings, as the `starters` attribute holds them).
+    #[serde(default)]
+    placeholder: Option<String>,
+    #[serde(default)]
+    welcome: Option<String>,
+    #[serde(default)]
+    starters: Option<String>,
+}
+
+/// The host's greeting from its attributes, cut to the limits; `starters` that are not a JSON
+/// array of strings are left out with a warning in the console.
+fn host_greeting(
+    placeholder: Option<String>,
+    welcome: Option<String>,
+    starters: Option<String>,
+) -> glassbox_core::wire::Greeting {
+    let starters = match starters.as_deref().map(str::trim) {
+        None | Some("") => Vec::new(),
+        Some(raw) => serde_json::from_str::<Vec<String>>(raw).unwrap_or_else(|_| {
+            web_sys::console::warn_1(
+                &"<glassbox-chat starters>: not a JSON array of strings; no starters".into(),
+            );
+            Vec::new()
+        }),
+    };
+    glassbox_core::wire::Greeting {
+        placeholder: placeholder.filter(|p| !p.trim().is_empty()),
+        welcome: welcome.filter(|w| !w.trim().is_empty()),
+        starters,
+    }
+    .bounded()
 }
 
 /// The user a host vouches for: none without an id (a hash alone says nothing).
@@ -192,6 +224,7 @@ impl GlassboxWidget {
             capture,
             show_context_values: !options.hide_context_values,
             user: user_claim(options.user_id, options.user_hash),
+            greeting: host_greeting(options.placeholder, options.welcome, options.starters),
         };
         Ok(GlassboxWidget {
             handle: Some(glassbox_app::mount(container, host, config)),

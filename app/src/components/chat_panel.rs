@@ -12,6 +12,7 @@ use super::compression_settings::{compression_settings, preload_compression_sett
 use super::connection_status::ConnectionBadge;
 use super::context_footer::ContextFooter;
 use super::context_view::context_dialog;
+use super::empty_chat::empty_chat;
 use super::context_viewer::ContextViewer;
 use super::draft_preview::DraftPreviewStrip;
 use super::in_context::InContext;
@@ -63,6 +64,11 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
         })
     };
     let empty = move || transcript.with(|t| t.messages.is_empty() && t.pending.is_empty());
+    // A welcome or starters to show (the host's or the agent's): the empty chat's own chunk.
+    let greeted = Memo::new(move |_| {
+        let g = client.greeting();
+        g.welcome.is_some() || !g.starters.is_empty()
+    });
     let show_compression = Memo::new(move |_| {
         transcript.with(|t| {
             t.context
@@ -224,7 +230,11 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                 >
                     <div class="gb-messages-content" node_ref=content>
                         <Show when=empty>
-                            <p class="gb-empty">"Ask anything. Replies stream in here."</p>
+                            {move || if greeted.get() {
+                                lazy_greeting(client)
+                            } else {
+                                view! { <p class="gb-empty">"Ask anything. Replies stream in here."</p> }.into_any()
+                            }}
                         </Show>
                         <For each=message_ids key=|id| id.clone() let:id>
                             <MessageView client=client id=id show_compression=show_compression viewer=viewer />
@@ -261,6 +271,20 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             }}
         </div>
     }
+}
+
+/// The welcome and starters, loaded quietly: the plain empty line shows until they arrive.
+fn lazy_greeting(client: ChatClient) -> AnyView {
+    view! {
+        <Suspense fallback=|| view! { <p class="gb-empty">"Ask anything. Replies stream in here."</p> }>
+            {move || Suspend::new(async move {
+                empty_chat(client).await.unwrap_or_else(|_| {
+                    view! { <p class="gb-empty">"Ask anything. Replies stream in here."</p> }.into_any()
+                })
+            })}
+        </Suspense>
+    }
+    .into_any()
 }
 
 /// The page-context keys that changed with the latest user message (against the one before).

@@ -80,10 +80,11 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
             </Show>
             <textarea
                 class="gb-input"
+                dir="auto"
                 part="input"
                 node_ref=input
                 rows="2"
-                placeholder="Write a message…"
+                placeholder=move || client.greeting().placeholder.unwrap_or_else(|| "Write a message…".to_owned())
                 aria-label="Message"
                 prop:value=move || text.get()
                 on:input=move |ev| client.set_draft(event_target_value(&ev))

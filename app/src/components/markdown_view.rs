@@ -79,7 +79,7 @@ pub fn MarkdownView(message: RwSignal<ChatMessage>) -> impl IntoView {
             }
         });
     });
-    view! { <div class="gb-markdown" node_ref=target></div> }
+    view! { <div class="gb-markdown" dir="auto" node_ref=target></div> }
 }
 
 impl Render for Shown {

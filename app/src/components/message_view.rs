@@ -86,7 +86,7 @@ pub fn MessageView(
                 <ToolLines exchanges=exchanges />
                 {move || match role.get() {
                     // An approval's content is its line ("Allowed: demo.add_note").
-                    Role::User | Role::Approval => view! { <div class="gb-plain">{content}</div> }.into_any(),
+                    Role::User | Role::Approval => view! { <div class="gb-plain" dir="auto">{content}</div> }.into_any(),
                     Role::Assistant => view! { <MarkdownView message=message /> }.into_any(),
                 }}
                 <AttachmentList attachments=attachments />
@@ -407,7 +407,7 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
             data-status=move || if error().is_some() { "refused" } else { "sending" }
         >
             <div class="gb-bubble">
-                <div class="gb-plain">{text}</div>
+                <div class="gb-plain" dir="auto">{text}</div>
                 <AttachmentList attachments=Signal::derive(move || {
                     pending.with(|p| p.as_ref().map(|p| p.request.attachments.clone()).unwrap_or_default())
                 }) />

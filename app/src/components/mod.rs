@@ -10,6 +10,7 @@ pub mod context_footer;
 pub mod context_view;
 pub mod context_viewer;
 pub mod draft_preview;
+pub mod empty_chat;
 mod history_window;
 mod icons;
 mod in_context;

@@ -13,7 +13,9 @@ import type {
 
 /** Props of `<GlassboxChat>`: the element's attributes, page context and event callbacks. */
 export interface GlassboxChatProps
-  extends Omit<GlassboxChatAttributes, 'hide-context-values' | 'user-id' | 'user-hash'> {
+  extends Omit<GlassboxChatAttributes, 'hide-context-values' | 'user-id' | 'user-hash' | 'starters'> {
+  /** Up to four prompts shown as chips on an empty chat (over the agent's). */
+  starters?: string[];
   /** A user your backend vouches for (`hash`: hex HMAC-SHA256 of `id`, made on your server). */
   user?: { id: string; hash: string } | null;
   /** Sent with every later message as data for the model; never shown in the message. */
@@ -43,6 +45,7 @@ export function GlassboxChat(props: GlassboxChatProps) {
     pageContext,
     hideContextValues,
     user,
+    starters,
     onMessage,
     onReply,
     onError,
@@ -90,6 +93,7 @@ export function GlassboxChat(props: GlassboxChatProps) {
     ...attributes,
     ...(hideContextValues ? { 'hide-context-values': '' } : {}),
     ...(user ? { 'user-id': user.id, 'user-hash': user.hash } : {}),
+    ...(starters?.length ? { starters: JSON.stringify(starters) } : {}),
     className,
     style,
   });

@@ -31,6 +31,12 @@ export interface ChatOptions {
    * theirs on any device; the conversation slot is kept per user.
    */
   user?: { id: string; hash: string } | null;
+  /** The composer's placeholder, over the agent's (read back as `greeting.placeholder`). */
+  placeholder?: string;
+  /** Shown before the first message, never sent to the model, over the agent's. */
+  welcome?: string;
+  /** Up to four prompts to offer on an empty chat, over the agent's. */
+  starters?: string[];
   /**
    * Keep the page context a message was sent with on the local message (`message.context`), for
    * display hints. Off by default: the context goes to the model, not into `messages`.
@@ -64,6 +70,8 @@ export interface ChatState {
   contextInfo: ClientSnapshot['contextInfo'];
   /** Tool calls waiting for the user's yes, oldest first (answer with `approve`). */
   approvals: ApprovalRequest[];
+  /** What to show before the first message: your options' words, else the session's agent's. */
+  greeting: ClientSnapshot['greeting'];
   /** The newest error that concerns no message. */
   error: GlassboxErrorDetail | null;
 }
@@ -80,6 +88,7 @@ const INITIAL: ChatState = {
   filter: null,
   contextInfo: null,
   approvals: [],
+  greeting: { placeholder: null, welcome: null, starters: [] },
   error: null,
 };
 
@@ -166,9 +175,19 @@ export class ChatStore {
     this.#loading ??= import('glassbox-chat/wasm')
       .then(({ loadGlassbox }) => loadGlassbox(wasmSource))
       .then(({ GlassboxClient }) => {
-        const { server, session, agent, model, user } = this.#options;
+        const { server, session, agent, model, user, placeholder, welcome, starters } = this.#options;
         const client = new GlassboxClient(
-          { server, session, agent, model, userId: user?.id ?? null, userHash: user?.hash ?? null },
+          {
+            server,
+            session,
+            agent,
+            model,
+            userId: user?.id ?? null,
+            userHash: user?.hash ?? null,
+            placeholder: placeholder ?? null,
+            welcome: welcome ?? null,
+            starters: starters ?? [],
+          },
           () => this.#update(client),
         );
         this.#client = client;
@@ -256,6 +275,7 @@ export class ChatStore {
       filter: snapshot.filter,
       contextInfo: snapshot.contextInfo,
       approvals: snapshot.approvals ?? [],
+      greeting: snapshot.greeting ?? INITIAL.greeting,
       error: snapshot.notice,
     });
   }
@@ -272,6 +292,9 @@ export function chatStore(options: ChatOptions): ChatStore {
     options.model ?? null,
     options.user?.id ?? null,
     options.user?.hash ?? null,
+    options.placeholder ?? null,
+    options.welcome ?? null,
+    options.starters ?? [],
     Boolean(options.keepContext),
   ]);
   let store = stores.get(key);

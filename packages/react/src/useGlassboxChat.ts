@@ -46,14 +46,16 @@ export interface GlassboxChat extends ChatState {
  * connection; it closes when the last of them unmounts.
  */
 export function useGlassboxChat(options: ChatOptions): GlassboxChat {
-  const { server, session, agent, model, keepContext } = options;
+  const { server, session, agent, model, keepContext, placeholder, welcome } = options;
   const [userId, userHash] = [options.user?.id, options.user?.hash];
+  const startersKey = JSON.stringify(options.starters ?? []);
   const store = useMemo(
     () => {
       const user = userId ? { id: userId, hash: userHash ?? '' } : null;
-      return chatStore({ server, session, agent, model, user, keepContext });
+      const starters = JSON.parse(startersKey) as string[];
+      return chatStore({ server, session, agent, model, user, keepContext, placeholder, welcome, starters });
     },
-    [server, session, agent, model, userId, userHash, keepContext],
+    [server, session, agent, model, userId, userHash, keepContext, placeholder, welcome, startersKey],
   );
   const state = useSyncExternalStore(store.subscribe, store.getSnapshot, store.getSnapshot);
   return useMemo(

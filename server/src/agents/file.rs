@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use glassbox_core::context::agent_settings::{AgentSettings, ToolPermission};
+use glassbox_core::wire::Greeting;
 use serde::Deserialize;
 
 use super::items::read_items;
@@ -83,6 +84,13 @@ struct AgentShape {
     /// How long a call waits for the user's answer (milliseconds).
     #[serde(default = "defaults::approval_timeout_ms")]
     approval_timeout_ms: u64,
+    /// The composer's placeholder in its sessions.
+    placeholder: Option<String>,
+    /// Shown before the first message, never sent to the model.
+    welcome: Option<String>,
+    /// Up to four prompts shown as chips on an empty chat.
+    #[serde(default)]
+    starters: Vec<String>,
 }
 
 impl AgentShape {
@@ -190,6 +198,14 @@ pub(super) fn read(
                 ),
             ));
         }
+        let greeting = Greeting {
+            placeholder: a.placeholder.clone().filter(|p| !p.trim().is_empty()),
+            welcome: a.welcome.clone().filter(|w| !w.trim().is_empty()),
+            starters: a.starters.clone(),
+        };
+        greeting
+            .check()
+            .map_err(|e| AgentConfigError::new(file, line, format!("agent {:?}: {e}", a.name)))?;
         let items_dir = a.items.as_deref().map(|d| base.join(d));
         let items = match &items_dir {
             None => Vec::new(),
@@ -215,6 +231,7 @@ pub(super) fn read(
             items,
             mcp_servers,
             approval_timeout: std::time::Duration::from_millis(a.approval_timeout_ms),
+            greeting,
         });
     }
     Ok(agents)

@@ -55,6 +55,8 @@ pub struct Agent {
     pub mcp_servers: Vec<McpServerConfig>,
     /// How long a tool call waits for the user's answer before it counts as denied.
     pub approval_timeout: std::time::Duration,
+    /// What its chats show before the first message (placeholder, welcome, starters).
+    pub greeting: glassbox_core::wire::Greeting,
 }
 
 impl Agent {

@@ -380,6 +380,63 @@ async fn a_user_finds_their_conversation_in_a_second_browser() -> Result<()> {
     outcome
 }
 
+/// A chat greets in its own words: the agent's placeholder, welcome and starters, then the host's
+/// attributes over them (right-to-left text laid out right to left); a starter's click sends it, and
+/// the welcome never reaches the model.
+#[tokio::test]
+async fn a_chat_greets_in_its_own_words_and_a_starter_sends() -> Result<()> {
+    let fake = FakeProvider::start(Behaviour::reply(&["On its way."])).await?;
+    let base = fake.openai_base();
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("glassbox.toml");
+    std::fs::write(
+        &config,
+        "[[agents]]\nname = \"shop\"\nplaceholder = \"Ask about your order…\"\n\
+         welcome = \"Hi! I know your orders.\"\nstarters = [\"Where is my order?\", \"Return an item\"]\n",
+    )?;
+    let config = config.display().to_string();
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "sk-e2e"),
+        ("OPENAI_BASE_URL", &base),
+        ("GLASSBOX_CONFIG", &config),
+    ])
+    .await?;
+    const GREETING: &str = "const r = document.querySelector('glassbox-chat').shadowRoot; const w = r.querySelector('.gb-welcome'); return w && {welcome: w.textContent, direction: getComputedStyle(w).direction, starters: [...r.querySelectorAll('.gb-starter')].map(b => b.textContent), placeholder: r.querySelector('textarea.gb-input').placeholder};";
+    in_browser(format!("http://{}/", server.addr), "greeting", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        let agent = wait_for(&client, "the agent's welcome", GREETING).await?;
+        assert_eq!(
+            agent,
+            json!({"welcome": "Hi! I know your orders.", "direction": "ltr", "starters": ["Where is my order?", "Return an item"], "placeholder": "Ask about your order…"})
+        );
+        // The host's words, each over the agent's.
+        client.execute("const c = document.querySelector('glassbox-chat'); c.setAttribute('welcome', 'مرحبا! كيف أساعدك؟'); c.setAttribute('starters', JSON.stringify(['أين طلبي؟'])); c.setAttribute('placeholder', 'Your question'); return true;", vec![]).await?;
+        let host = wait_for(&client, "the host's welcome", &GREETING.replace("return w &&", "return w && w.textContent.startsWith('مرحبا') &&")).await?;
+        assert_eq!(
+            host,
+            json!({"welcome": "مرحبا! كيف أساعدك؟", "direction": "rtl", "starters": ["أين طلبي؟"], "placeholder": "Your question"})
+        );
+        shadow_element(&client, ".gb-starter").await?.click().await?;
+        wait_for(&client, "the reply", "return !!document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-message[data-role=assistant][data-status=complete]');").await?;
+        let shown = client.execute(MESSAGES, vec![]).await?;
+        assert_eq!(shown[0]["text"], "أين طلبي؟", "{shown}");
+        let layout = client.execute("const r = document.querySelector('glassbox-chat').shadowRoot; return [!!r.querySelector('.gb-welcome'), getComputedStyle(r.querySelector('.gb-message[data-role=user] .gb-plain')).direction];", vec![]).await?;
+        assert_eq!(layout, json!([false, "rtl"]), "the welcome goes with the first message; the message reads right to left");
+        Ok(())
+    })
+    .await?;
+    // The chat (and any topic extraction after it) carried the starter, never the welcome.
+    let sent: Vec<String> = fake.requests().iter().map(|r| r.body.to_string()).collect();
+    assert!(sent.first().is_some_and(|b| b.contains("أين طلبي؟")), "{sent:?}");
+    assert!(
+        sent.iter().all(|b| !b.contains("مرحبا") && !b.contains("Hi! I know your orders")),
+        "the welcome reached the model: {sent:?}"
+    );
+    Ok(())
+}
+
 /// A socket on which nothing arrives for three heartbeat intervals (a dead network path that never
 /// closed it) is given up: the widget reconnects by itself.
 #[tokio::test]
