@@ -215,6 +215,20 @@ class GlassboxChat extends Base {
     if (!launcher || this.#widget || this.#launcher.isOpen) this.#mount().catch(() => {});
   }
 
+  /** The `starters` attribute: a JSON array of strings (anything else: none, with a warning). */
+  #starters() {
+    const raw = this.getAttribute('starters');
+    if (!raw || !raw.trim()) return [];
+    try {
+      const list = JSON.parse(raw);
+      if (Array.isArray(list) && list.every((s) => typeof s === 'string')) return list;
+    } catch {
+      // Warned below.
+    }
+    console.warn('<glassbox-chat starters>: not a JSON array of strings; no starters');
+    return [];
+  }
+
   #server() {
     return this.getAttribute('server') || defaultServer;
   }
@@ -261,7 +275,7 @@ class GlassboxChat extends Base {
           userHash: this.getAttribute('user-hash') || null,
           placeholder: this.getAttribute('placeholder'),
           welcome: this.getAttribute('welcome'),
-          starters: this.getAttribute('starters'),
+          starters: this.#starters(),
         });
         this.#mountedWith = this.#identity();
         addPanelStyles(this.shadowRoot);

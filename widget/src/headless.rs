@@ -69,12 +69,7 @@ impl GlassboxClient {
             capture: None,
             show_context_values: true,
             user: crate::user_claim(options.user_id, options.user_hash),
-            greeting: glassbox_core::wire::Greeting {
-                placeholder: options.placeholder.filter(|p| !p.trim().is_empty()),
-                welcome: options.welcome.filter(|w| !w.trim().is_empty()),
-                starters: options.starters,
-            }
-            .bounded(),
+            greeting: crate::host_greeting(options.placeholder, options.welcome, options.starters),
         };
         let chat = HeadlessChat::start(config, events.clone(), move || {
             let _ = on_change.call0(&JsValue::NULL);

@@ -49,32 +49,22 @@ struct Options {
     user_id: Option<String>,
     #[serde(default)]
     user_hash: Option<String>,
-    /// The host's own words: the composer's placeholder, the welcome line, the starters (a JSON
-    /// array of strings, as the `starters` attribute holds them).
+    /// The host's own words: the composer's placeholder, the welcome line, the starters.
     #[serde(default)]
     placeholder: Option<String>,
     #[serde(default)]
     welcome: Option<String>,
     #[serde(default)]
-    starters: Option<String>,
+    starters: Vec<String>,
 }
 
-/// The host's greeting from its attributes, cut to the limits; `starters` that are not a JSON
-/// array of strings are left out with a warning in the console.
-fn host_greeting(
+/// The host's greeting from its attributes, cut to the limits (the element's script reads the
+/// `starters` attribute's JSON array).
+pub(crate) fn host_greeting(
     placeholder: Option<String>,
     welcome: Option<String>,
-    starters: Option<String>,
+    starters: Vec<String>,
 ) -> glassbox_core::wire::Greeting {
-    let starters = match starters.as_deref().map(str::trim) {
-        None | Some("") => Vec::new(),
-        Some(raw) => serde_json::from_str::<Vec<String>>(raw).unwrap_or_else(|_| {
-            web_sys::console::warn_1(
-                &"<glassbox-chat starters>: not a JSON array of strings; no starters".into(),
-            );
-            Vec::new()
-        }),
-    };
     glassbox_core::wire::Greeting {
         placeholder: placeholder.filter(|p| !p.trim().is_empty()),
         welcome: welcome.filter(|w| !w.trim().is_empty()),

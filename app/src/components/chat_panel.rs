@@ -231,7 +231,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     <div class="gb-messages-content" node_ref=content>
                         <Show when=empty>
                             {move || if greeted.get() {
-                                lazy_greeting(client)
+                                // Its own chunk; the loading line is not shown here (it is tiny).
+                                view! { <div class="gb-greeting-slot">{lazy_panel("welcome", move || empty_chat(client))}</div> }.into_any()
                             } else {
                                 view! { <p class="gb-empty">"Ask anything. Replies stream in here."</p> }.into_any()
                             }}
@@ -271,20 +272,6 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             }}
         </div>
     }
-}
-
-/// The welcome and starters, loaded quietly: the plain empty line shows until they arrive.
-fn lazy_greeting(client: ChatClient) -> AnyView {
-    view! {
-        <Suspense fallback=|| view! { <p class="gb-empty">"Ask anything. Replies stream in here."</p> }>
-            {move || Suspend::new(async move {
-                empty_chat(client).await.unwrap_or_else(|_| {
-                    view! { <p class="gb-empty">"Ask anything. Replies stream in here."</p> }.into_any()
-                })
-            })}
-        </Suspense>
-    }
-    .into_any()
 }
 
 /// The page-context keys that changed with the latest user message (against the one before).
