@@ -79,7 +79,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
 
     // The list follows the newest message while the user is at the bottom; a message they send
     // brings them back there.
-    let follow = Follow::attach(list, content);
+    let sentinel: NodeRef<Div> = NodeRef::new();
+    let follow = Follow::attach(list, content, sentinel);
     let pending_count = StoredValue::new(0usize);
     Effect::new(move |_| {
         let n = transcript.with(|t| t.pending.len());
@@ -225,7 +226,6 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     aria-live="off"
                     aria-label="Conversation"
                     node_ref=list
-                    on:scroll=move |_| follow.on_scroll()
                     on:wheel=move |ev: leptos::ev::WheelEvent| follow.on_wheel(ev.delta_y())
                 >
                     <div class="gb-messages-content" node_ref=content>
@@ -244,6 +244,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                             <PendingView client=client client_message_id=cid />
                         </For>
                     </div>
+                    // In view while the list is at its bottom (see `message_list_follow`).
+                    <div class="gb-messages-end" node_ref=sentinel aria-hidden="true"></div>
                 </div>
                 <button
                     class="gb-jump-latest"

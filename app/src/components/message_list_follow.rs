@@ -1,9 +1,13 @@
 //! Keeping the newest message in view. While the user is at the bottom of the list it follows what
 //! arrives, however tall an update is; when they scroll up it stops and "Jump to latest" shows.
 //!
-//! Nothing reads layout per streamed piece: a `ResizeObserver` on the list and its content runs after
-//! the browser's own layout, once per frame at most, and scrolls to the bottom if the list is following.
-//! Scrolling up (wheel, keys, scrollbar) is what stops following; reaching the bottom resumes it.
+//! Nothing reads layout while a reply streams: a `ResizeObserver` on the list and its content runs
+//! after the browser's own layout, once per frame at most, and scrolls to the bottom if the list is
+//! following; an `IntersectionObserver` on a sentinel after the last message says whether the
+//! bottom is in view (computed by the browser after layout too). Scrolling up (wheel, keys,
+//! scrollbar) takes the sentinel out of view, which stops following; bringing it back resumes it.
+//! (Reading the scroll position in a scroll handler forced a layout of the whole list while text
+//! was being appended: at 256 kB, 60 ms of a frame.)
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -27,55 +31,83 @@ pub struct Follow {
 
 struct State {
     following: Cell<bool>,
-    /// The scroll position last seen, to tell scrolling up from content growing.
-    last_top: Cell<i32>,
 }
 
-/// Keeps the observer and its callback alive while the list is mounted.
-struct Observer {
-    observer: web_sys::ResizeObserver,
-    _callback: Closure<dyn FnMut(js_sys::Array, web_sys::ResizeObserver)>,
+/// Keeps the observers and their callbacks alive while the list is mounted.
+struct Observers {
+    resize: web_sys::ResizeObserver,
+    _on_resize: Closure<dyn FnMut(js_sys::Array, web_sys::ResizeObserver)>,
+    bottom: web_sys::IntersectionObserver,
+    _on_bottom: Closure<dyn FnMut(js_sys::Array, web_sys::IntersectionObserver)>,
 }
 
-impl Drop for Observer {
+impl Drop for Observers {
     fn drop(&mut self) {
-        self.observer.disconnect();
+        self.resize.disconnect();
+        self.bottom.disconnect();
     }
 }
 
 impl Follow {
-    /// Follows `content` (the list's inner element) growing inside the scrolling `list`.
-    pub fn attach(list: NodeRef<Div>, content: NodeRef<Div>) -> Self {
+    /// Follows `content` (the list's inner element) growing inside the scrolling `list`;
+    /// `sentinel` is an empty element after the last message.
+    pub fn attach(list: NodeRef<Div>, content: NodeRef<Div>, sentinel: NodeRef<Div>) -> Self {
         let state = Rc::new(State {
             following: Cell::new(true),
-            last_top: Cell::new(0),
         });
         let follow = Self {
             following: RwSignal::new(true),
             list,
             state: StoredValue::new_local(state),
         };
-        let observer = StoredValue::new_local(None::<Observer>);
+        let observers = StoredValue::new_local(None::<Observers>);
         Effect::new(move |_| {
-            let (Some(content), Some(frame)) = (content.get(), list.get()) else {
+            let (Some(content), Some(frame), Some(end)) = (content.get(), list.get(), sentinel.get())
+            else {
                 return;
             };
-            let callback = Closure::<dyn FnMut(js_sys::Array, web_sys::ResizeObserver)>::new(
+            let on_resize = Closure::<dyn FnMut(js_sys::Array, web_sys::ResizeObserver)>::new(
                 move |_: js_sys::Array, _: web_sys::ResizeObserver| follow.content_resized(),
             );
-            let Ok(ro) = web_sys::ResizeObserver::new(callback.as_ref().unchecked_ref()) else {
+            let on_bottom =
+                Closure::<dyn FnMut(js_sys::Array, web_sys::IntersectionObserver)>::new(
+                    move |entries: js_sys::Array, _: web_sys::IntersectionObserver| {
+                        // The newest entry says where the sentinel is now.
+                        let newest = entries
+                            .iter()
+                            .last()
+                            .and_then(|e| e.dyn_into::<web_sys::IntersectionObserverEntry>().ok());
+                        if let Some(entry) = newest {
+                            follow.bottom_seen(entry.is_intersecting());
+                        }
+                    },
+                );
+            let Ok(resize) = web_sys::ResizeObserver::new(on_resize.as_ref().unchecked_ref())
+            else {
+                return;
+            };
+            let options = web_sys::IntersectionObserverInit::new();
+            options.set_root(Some(&frame));
+            options.set_root_margin(&format!("0px 0px {AT_BOTTOM_PX}px 0px"));
+            let Ok(bottom) = web_sys::IntersectionObserver::new_with_options(
+                on_bottom.as_ref().unchecked_ref(),
+                &options,
+            ) else {
                 return;
             };
             // The content growing, or the list itself shrinking (a banner, the settings panel).
-            ro.observe(&content);
-            ro.observe(&frame);
-            observer.set_value(Some(Observer {
-                observer: ro,
-                _callback: callback,
+            resize.observe(&content);
+            resize.observe(&frame);
+            bottom.observe(&end);
+            observers.set_value(Some(Observers {
+                resize,
+                _on_resize: on_resize,
+                bottom,
+                _on_bottom: on_bottom,
             }));
         });
         on_cleanup(move || {
-            observer.try_set_value(None);
+            observers.try_set_value(None);
         });
         follow
     }
@@ -89,36 +121,26 @@ impl Follow {
         if let Some(state) = self.state()
             && state.following.get()
         {
-            self.scroll_to_bottom(&state);
+            self.scroll_to_bottom();
         }
     }
 
-    fn scroll_to_bottom(&self, state: &State) {
+    /// Scrolls to the bottom (where layout is up to date: after layout, or on the user's click).
+    fn scroll_to_bottom(&self) {
         if let Some(el) = self.list.get_untracked() {
             el.set_scroll_top(el.scroll_height());
-            state.last_top.set(el.scroll_top());
         }
     }
 
-    /// A scroll happened (the user's or ours): moving up stops following, reaching the bottom
-    /// resumes it. Content growing below does not count as moving.
-    pub fn on_scroll(&self) {
-        let (Some(state), Some(el)) = (self.state(), self.list.get_untracked()) else {
-            return;
-        };
-        let top = el.scroll_top();
-        let from_bottom = el.scroll_height() - top - el.client_height();
-        // Moving up stops following, however little, unless the browser only clamped the position
-        // to a shorter list (then it is exactly at the bottom).
-        if top < state.last_top.get() && from_bottom > 1 {
-            self.set_following(&state, false);
-        } else if from_bottom <= AT_BOTTOM_PX {
-            self.set_following(&state, true);
+    /// After layout: the bottom came into view (follow again) or left it. While following, a
+    /// resize scrolls back down before this is computed, so leaving means the user scrolled up.
+    fn bottom_seen(&self, in_view: bool) {
+        if let Some(state) = self.state() {
+            self.set_following(&state, in_view);
         }
-        state.last_top.set(top);
     }
 
-    /// A wheel turned: upwards stops following at once (before the scroll event arrives).
+    /// A wheel turned: upwards stops following at once (before the sentinel leaves the view).
     pub fn on_wheel(&self, delta_y: f64) {
         let can_move_up = self
             .list
@@ -136,7 +158,7 @@ impl Follow {
     pub fn jump_to_latest(&self) {
         if let Some(state) = self.state() {
             self.set_following(&state, true);
-            self.scroll_to_bottom(&state);
+            self.scroll_to_bottom();
         }
     }
 
