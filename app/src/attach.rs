@@ -338,7 +338,8 @@ fn files_url(server: &str, session: &session_store::StoredSession, id: Option<&s
     }
 }
 
-/// A request to the session's files: with its token, else as its verified user.
+/// A request to the session's files: with its token, else as its verified user (the id
+/// percent-encoded: a header carries only a few characters as they are).
 fn request(
     method: &str,
     session: &session_store::StoredSession,
@@ -347,9 +348,9 @@ fn request(
     let headers = web_sys::Headers::new()?;
     if !session.token.is_empty() {
         headers.set("Authorization", &format!("Bearer {}", session.token))?;
-    }
-    if let Some(user) = &session.user {
-        headers.set("X-Glassbox-User", &user.id)?;
+    } else if let Some(user) = &session.user {
+        let id = String::from(js_sys::encode_uri_component(&user.id));
+        headers.set("X-Glassbox-User", &id)?;
         headers.set("X-Glassbox-User-Hash", &user.hash)?;
     }
     if let Some(t) = content_type {

@@ -423,7 +423,10 @@ impl ChatClient {
     /// Deletes one of the user's sessions: this one as the "New chat" control does, another
     /// in place (the list is sent again).
     pub fn delete_listed_session(&self, session_id: String) {
-        if self.last_session().is_some_and(|s| s.session_id == session_id) {
+        if self
+            .last_session()
+            .is_some_and(|s| s.session_id == session_id)
+        {
             return self.clear_session();
         }
         self.send_frame(ClientFrame::DeleteSession(DeleteSession {
@@ -435,6 +438,17 @@ impl ChatClient {
     pub fn open_session(&self, session_id: String) {
         if let Some(parts) = self.parts() {
             parts.open_session(session_id);
+        }
+    }
+
+    /// Starts a new conversation: a verified user's current one stays theirs (listed in the
+    /// drawer); an anonymous one is deleted, as "New chat" does ([`Self::clear_session`]).
+    pub fn new_conversation(&self) {
+        let Some(parts) = self.parts() else { return };
+        if parts.config.user.is_some() {
+            parts.start_afresh();
+        } else {
+            self.clear_session();
         }
     }
 

@@ -85,7 +85,9 @@ pub struct UserClaim {
 impl std::fmt::Debug for UserClaim {
     /// The hash is a credential: logs show the id only.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UserClaim").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("UserClaim")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -95,7 +97,11 @@ pub const MAX_TITLE_CHARS: usize = 80;
 /// A session's title made from `text` (a rename, or its first user message): runs of white space
 /// made one space, cut to [`MAX_TITLE_CHARS`] characters (an ellipsis marks a cut).
 pub fn session_title(text: &str) -> String {
-    let mut words = text.split_whitespace().flat_map(|w| [" ", w]).skip(1).flat_map(str::chars);
+    let mut words = text
+        .split_whitespace()
+        .flat_map(|w| [" ", w])
+        .skip(1)
+        .flat_map(str::chars);
     let mut title: String = words.by_ref().take(MAX_TITLE_CHARS).collect();
     if words.next().is_some() {
         title.pop();
@@ -143,7 +149,8 @@ impl<'de> Deserialize<'de> for SessionList {
         use serde::de::Error;
         use serde_json::Value;
         let value = Value::deserialize(d)?;
-        let missing = |field: &str| D::Error::custom(format!("sessions: missing or wrong `{field}`"));
+        let missing =
+            |field: &str| D::Error::custom(format!("sessions: missing or wrong `{field}`"));
         let text = |v: &Value, field: &str| {
             v.get(field)
                 .and_then(Value::as_str)
@@ -660,17 +667,46 @@ impl Greeting {
     /// What is wrong with a greeting an operator wrote, if anything.
     pub fn check(&self) -> Result<(), String> {
         let long = |t: &str, max: usize| t.chars().count() > max;
-        if self.placeholder.as_deref().is_some_and(|p| long(p, Self::MAX_LINE_CHARS)) {
-            return Err(format!("placeholder: at most {} characters", Self::MAX_LINE_CHARS));
+        if self
+            .placeholder
+            .as_deref()
+            .is_some_and(|p| long(p, Self::MAX_LINE_CHARS))
+        {
+            return Err(format!(
+                "placeholder: at most {} characters",
+                Self::MAX_LINE_CHARS
+            ));
         }
-        if self.welcome.as_deref().is_some_and(|w| long(w, Self::MAX_WELCOME_CHARS)) {
-            return Err(format!("welcome: at most {} characters", Self::MAX_WELCOME_CHARS));
+        if self
+            .welcome
+            .as_deref()
+            .is_some_and(|w| long(w, Self::MAX_WELCOME_CHARS))
+        {
+            return Err(format!(
+                "welcome: at most {} characters",
+                Self::MAX_WELCOME_CHARS
+            ));
         }
         if self.starters.len() > Self::MAX_STARTERS {
             return Err(format!("starters: at most {}", Self::MAX_STARTERS));
         }
-        match self.starters.iter().find(|s| s.trim().is_empty() || long(s, Self::MAX_LINE_CHARS)) {
-            Some(_) => Err(format!("starters: each 1–{} characters", Self::MAX_LINE_CHARS)),
+        if self
+            .starters
+            .iter()
+            .enumerate()
+            .any(|(i, s)| self.starters[..i].contains(s))
+        {
+            return Err("starters: each once".to_owned());
+        }
+        match self
+            .starters
+            .iter()
+            .find(|s| s.trim().is_empty() || long(s, Self::MAX_LINE_CHARS))
+        {
+            Some(_) => Err(format!(
+                "starters: each 1–{} characters",
+                Self::MAX_LINE_CHARS
+            )),
             None => Ok(()),
         }
     }
@@ -680,20 +716,24 @@ impl Greeting {
         let cut = |t: String, max: usize| t.chars().take(max).collect::<String>();
         self.placeholder = self.placeholder.map(|p| cut(p, Self::MAX_LINE_CHARS));
         self.welcome = self.welcome.map(|w| cut(w, Self::MAX_WELCOME_CHARS));
-        self.starters.retain(|s| !s.trim().is_empty());
-        self.starters.truncate(Self::MAX_STARTERS);
-        self.starters = self
-            .starters
-            .into_iter()
-            .map(|s| cut(s, Self::MAX_LINE_CHARS))
-            .collect();
+        let mut starters: Vec<String> = Vec::with_capacity(Self::MAX_STARTERS);
+        for s in self.starters.drain(..).filter(|s| !s.trim().is_empty()) {
+            let s = cut(s, Self::MAX_LINE_CHARS);
+            if starters.len() < Self::MAX_STARTERS && !starters.contains(&s) {
+                starters.push(s);
+            }
+        }
+        self.starters = starters;
         self
     }
 
     /// Each of this greeting's parts, else `fallback`'s (the host's over the agent's).
     pub fn or(&self, fallback: &Greeting) -> Greeting {
         Greeting {
-            placeholder: self.placeholder.clone().or_else(|| fallback.placeholder.clone()),
+            placeholder: self
+                .placeholder
+                .clone()
+                .or_else(|| fallback.placeholder.clone()),
             welcome: self.welcome.clone().or_else(|| fallback.welcome.clone()),
             starters: if self.starters.is_empty() {
                 fallback.starters.clone()
@@ -933,7 +973,10 @@ mod tests {
 
     #[test]
     fn titles_are_one_line_of_at_most_80_characters() {
-        assert_eq!(session_title("  How do I\n\n sort   a list? "), "How do I sort a list?");
+        assert_eq!(
+            session_title("  How do I\n\n sort   a list? "),
+            "How do I sort a list?"
+        );
         assert_eq!(session_title(""), "");
         let long = "é".repeat(200);
         let t = session_title(&long);
@@ -970,7 +1013,10 @@ mod tests {
             json!({"sessions": [{"sessionId": 5, "title": "t", "updatedAt": 1}]}),
             json!({"sessions": [{"sessionId": "s", "title": "t", "updatedAt": 1, "agent": 3}]}),
         ] {
-            assert!(serde_json::from_value::<SessionList>(bad.clone()).is_err(), "{bad}");
+            assert!(
+                serde_json::from_value::<SessionList>(bad.clone()).is_err(),
+                "{bad}"
+            );
         }
     }
 
@@ -993,6 +1039,11 @@ mod tests {
             ..Greeting::default()
         };
         assert!(blank.check().is_err());
+        let twice = Greeting {
+            starters: vec!["a".into(), "a".into()],
+            ..Greeting::default()
+        };
+        assert_eq!(twice.check(), Err("starters: each once".to_owned()));
         let placeholder = Greeting {
             placeholder: Some(long.clone()),
             ..Greeting::default()
@@ -1002,10 +1053,21 @@ mod tests {
         let host = Greeting {
             placeholder: Some(long),
             welcome: None,
-            starters: vec!["one".into(), " ".into(), "two".into(), "three".into(), "four".into(), "five".into()],
+            starters: vec![
+                "one".into(),
+                " ".into(),
+                "two".into(),
+                "one".into(),
+                "three".into(),
+                "four".into(),
+                "five".into(),
+            ],
         }
         .bounded();
-        assert_eq!(host.placeholder.as_deref().map(|p| p.chars().count()), Some(Greeting::MAX_LINE_CHARS));
+        assert_eq!(
+            host.placeholder.as_deref().map(|p| p.chars().count()),
+            Some(Greeting::MAX_LINE_CHARS)
+        );
         assert_eq!(host.starters, ["one", "two", "three", "four"]);
         // The host's parts win; the agent's fill the rest.
         let layered = host.or(&ok);
@@ -1016,11 +1078,17 @@ mod tests {
 
     #[test]
     fn a_user_claim_never_logs_its_hash() {
-        let claim: UserClaim = serde_json::from_value(json!({"id": "u-1", "hash": "abc123"})).unwrap();
+        let claim: UserClaim =
+            serde_json::from_value(json!({"id": "u-1", "hash": "abc123"})).unwrap();
         assert!(!format!("{claim:?}").contains("abc123"));
         let missing: UserClaim = serde_json::from_value(json!({"id": "u-1"})).unwrap();
-        assert_eq!(missing.hash, "", "a missing hash reads as a wrong one, not a bad frame");
-        assert!(serde_json::from_value::<UserClaim>(json!({"id": "u", "hash": "h", "x": 1})).is_err());
+        assert_eq!(
+            missing.hash, "",
+            "a missing hash reads as a wrong one, not a bad frame"
+        );
+        assert!(
+            serde_json::from_value::<UserClaim>(json!({"id": "u", "hash": "h", "x": 1})).is_err()
+        );
     }
 
     #[test]

@@ -168,7 +168,11 @@ impl Budgets {
         if limit == 0 {
             return Ok(None);
         }
-        let used = self.store.tokens_spent(session_id, today(now_ms())).await?.session;
+        let used = self
+            .store
+            .tokens_spent(session_id, today(now_ms()))
+            .await?
+            .session;
         Ok(Some(SessionBudget { limit, used }))
     }
 }

@@ -420,7 +420,10 @@ mod tests {
         assert!(limits.create_session(ip(1).as_ref()).is_ok());
         let refused = limits.create_session(ip(1).as_ref()).unwrap_err();
         assert!(refused.retry_after > Duration::from_secs(60), "{refused:?}");
-        assert!(limits.create_session(ip(2).as_ref()).is_ok(), "another address");
+        assert!(
+            limits.create_session(ip(2).as_ref()).is_ok(),
+            "another address"
+        );
         assert!(limits.create_session(None).is_ok(), "unknown address");
 
         for _ in 0..3 {
@@ -440,15 +443,24 @@ mod tests {
         assert!(limits.stream(ip(1).as_ref()).is_err());
         assert!(limits.stream(ip(2).as_ref()).is_ok());
         drop(first);
-        assert!(limits.stream(ip(1).as_ref()).is_ok(), "the slot is free again");
+        assert!(
+            limits.stream(ip(1).as_ref()).is_ok(),
+            "the slot is free again"
+        );
 
-        let uploads = [limits.upload(ip(1).as_ref()).unwrap(), limits.upload(ip(1).as_ref()).unwrap()];
+        let uploads = [
+            limits.upload(ip(1).as_ref()).unwrap(),
+            limits.upload(ip(1).as_ref()).unwrap(),
+        ];
         let refused = limits.upload(ip(1).as_ref()).unwrap_err();
         assert_eq!(refused.what, "too many uploads at once from this address");
         assert!(limits.upload(ip(2).as_ref()).is_ok(), "another address");
         let _streaming = limits.stream(ip(1).as_ref()).unwrap();
         drop(uploads);
-        assert!(limits.upload(ip(1).as_ref()).is_ok(), "the places are free again");
+        assert!(
+            limits.upload(ip(1).as_ref()).is_ok(),
+            "the places are free again"
+        );
 
         assert!(limits.command("s1").is_ok());
         assert!(limits.command("s1").is_ok());
@@ -516,7 +528,10 @@ mod tests {
         );
 
         assert!(limits.create_session(ip(1).as_ref()).is_ok());
-        let wait = limits.create_session(ip(1).as_ref()).unwrap_err().retry_after;
+        let wait = limits
+            .create_session(ip(1).as_ref())
+            .unwrap_err()
+            .retry_after;
         assert_eq!(wait, Duration::from_secs(3_600));
         clock.advance(wait);
         assert!(limits.create_session(ip(1).as_ref()).is_ok());
@@ -544,7 +559,7 @@ mod tests {
             streams_per_address: 1,
             ..RateLimitConfig::default()
         });
-        let identity = crate::identity::Identity::new(Some("a-secret-of-sixteen+".parse().unwrap()));
+        let identity = crate::identity::Identity::new(Some(b"a-secret-of-sixteen+"));
         let user = |id: &str| {
             identity
                 .verify(&glassbox_core::wire::UserClaim {
@@ -557,9 +572,18 @@ mod tests {
         let on = |u: &VerifiedUser, last| Caller::of(Some(u), Some(IpAddr::from([10, 0, 0, last])));
         assert!(limits.create_session(on(&ann, 1).as_ref()).is_ok());
         let refused = limits.create_session(on(&ann, 2).as_ref()).unwrap_err();
-        assert_eq!(refused.what, "too many new sessions for this user", "another address, same user");
-        assert!(limits.create_session(on(&bob, 1).as_ref()).is_ok(), "another user, same address");
-        assert!(limits.create_session(ip(1).as_ref()).is_ok(), "the address itself, anonymous");
+        assert_eq!(
+            refused.what, "too many new sessions for this user",
+            "another address, same user"
+        );
+        assert!(
+            limits.create_session(on(&bob, 1).as_ref()).is_ok(),
+            "another user, same address"
+        );
+        assert!(
+            limits.create_session(ip(1).as_ref()).is_ok(),
+            "the address itself, anonymous"
+        );
         let _streaming = limits.stream(on(&ann, 1).as_ref()).unwrap();
         assert!(limits.stream(on(&ann, 3).as_ref()).is_err());
         assert!(limits.stream(ip(3).as_ref()).is_ok());

@@ -4,7 +4,9 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use glassbox_core::wire::{PROTOCOL_VERSION, SessionInfo, SessionSummary, UserClaim, session_title};
+use glassbox_core::wire::{
+    PROTOCOL_VERSION, SessionInfo, SessionSummary, UserClaim, session_title,
+};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -30,6 +32,8 @@ pub enum SessionError {
     ModelNotAllowed(String),
     #[error("agent {name:?} is not configured on this server (configured: {})", known.join(", "))]
     UnknownAgent { name: String, known: Vec<String> },
+    #[error("no such session among this user's")]
+    NotListed,
     #[error(transparent)]
     Identity(#[from] IdentityError),
     #[error(transparent)]
@@ -45,6 +49,7 @@ impl ToWire for SessionError {
             SessionError::Unauthorized => ErrorCode::Unauthorized,
             SessionError::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
             SessionError::UnknownAgent { .. } => ErrorCode::UnknownAgent,
+            SessionError::NotListed => ErrorCode::NotFound,
             SessionError::Identity(e) => e.code(),
             SessionError::RateLimited(e) => e.code(),
             SessionError::Storage(e) => e.code(),
@@ -117,7 +122,7 @@ impl Sessions {
         items: crate::items::Items,
     ) -> Self {
         Self {
-            identity: Identity::new(config.identity_secret.clone()),
+            identity: Identity::new(config.identity_secret.as_ref().map(|s| s.bytes())),
             config,
             store,
             hubs,
@@ -173,7 +178,8 @@ impl Sessions {
 
     /// The session a command of a connection in `current` names: `current` itself when `target`
     /// is absent or the same, else `target` when it belongs to the connection's `user` (another
-    /// user's, an anonymous one and an unknown id are all [`SessionError::Unauthorized`]).
+    /// user's, an anonymous one and an unknown id are all [`SessionError::NotListed`]: the
+    /// connection's own session is fine, so no `unauthorized` that would end it).
     pub async fn reachable(
         &self,
         current: &str,
@@ -183,13 +189,17 @@ impl Sessions {
         let Some(target) = target.filter(|t| *t != current) else {
             return Ok(current.to_owned());
         };
-        let user = user.ok_or(SessionError::Identity(IdentityError::NoUser))?;
-        let row = self.store.session(target).await?.ok_or(SessionError::Unauthorized)?;
+        let user = user.ok_or(SessionError::NotListed)?;
+        let row = self
+            .store
+            .session(target)
+            .await?
+            .ok_or(SessionError::NotListed)?;
         match row.user_id {
             Some(owner) if same_bytes(owner.as_bytes(), user.id().as_bytes()) => {
                 Ok(target.to_owned())
             }
-            _ => Err(SessionError::Unauthorized),
+            _ => Err(SessionError::NotListed),
         }
     }
 
@@ -259,12 +269,15 @@ impl Sessions {
                     ..SessionSettings::default()
                 };
                 let owner = user.as_ref().map(VerifiedUser::id);
-                let greeting = agent.as_ref().map(|a| a.greeting.clone()).unwrap_or_default();
+                let greeting = agent
+                    .as_ref()
+                    .map(|a| a.greeting.clone())
+                    .unwrap_or_default();
                 self.store
                     .create_session(&id, &hash_token(&token), now_ms(), &settings, owner)
                     .await?;
                 let hub = self.hubs.get_or_create(&id, grace, false);
-                tracing::info!(session = %id, agent = ?settings.agent, user = ?owner, "session created");
+                tracing::info!(session = %id, agent = ?settings.agent, verified_user = owner.is_some(), "session created");
                 Ok(OpenSession {
                     hub,
                     info: SessionInfo {
@@ -315,7 +328,10 @@ impl Sessions {
                     (name, agent)
                 };
                 let model = self.model_for(ask.model, agent.as_deref())?;
-                let greeting = agent.as_ref().map(|a| a.greeting.clone()).unwrap_or_default();
+                let greeting = agent
+                    .as_ref()
+                    .map(|a| a.greeting.clone())
+                    .unwrap_or_default();
                 self.store.touch_session(id, now_ms()).await?;
                 let hub = self.hubs.get_or_create(id, grace, true);
                 Ok(OpenSession {

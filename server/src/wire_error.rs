@@ -10,6 +10,7 @@ use glassbox_core::ErrorCode;
 use glassbox_core::wire::WireError;
 
 use crate::embed::service::EmbedServiceError;
+use crate::identity::IdentityError;
 use crate::providers::ProviderError;
 use crate::rate_limits::RateLimited;
 use crate::storage::StorageError;
@@ -53,6 +54,13 @@ impl ToWire for StorageError {
 impl ToWire for ProviderError {
     fn code(&self) -> ErrorCode {
         ProviderError::code(self)
+    }
+}
+
+/// Every way a claimed user is not verified is `unauthorized`.
+impl ToWire for IdentityError {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::Unauthorized
     }
 }
 

@@ -217,8 +217,13 @@ async fn an_agents_greeting_comes_with_its_sessions_and_is_checked() {
     assert_eq!(raw["type"], "session");
     assert_eq!(raw["data"]["placeholder"], "Ask about your order…");
     assert_eq!(raw["data"]["welcome"], "Hi! I know your orders.");
-    assert_eq!(raw["data"]["starters"], json!(["Where is my order?", "Return an item"]));
-    let rest = server.post_json("/api/sessions", &json!({"agent": "plain"})).await;
+    assert_eq!(
+        raw["data"]["starters"],
+        json!(["Where is my order?", "Return an item"])
+    );
+    let rest = server
+        .post_json("/api/sessions", &json!({"agent": "plain"}))
+        .await;
     for key in ["placeholder", "welcome", "starters"] {
         assert!(rest.get(key).is_none(), "{key}: {rest}");
     }
@@ -240,6 +245,9 @@ async fn an_agents_greeting_comes_with_its_sessions_and_is_checked() {
         panic!("five starters must stop the start")
     };
     let text = e.to_string();
-    assert!(text.starts_with(&format!("{}:1: ", file.display())), "{text}");
+    assert!(
+        text.starts_with(&format!("{}:1: ", file.display())),
+        "{text}"
+    );
     assert!(text.contains("starters: at most 4"), "{text}");
 }

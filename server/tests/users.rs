@@ -42,7 +42,8 @@ async fn hello(ws: &mut Ws, data: Value) -> Result<Value, Value> {
 
 /// Sends a chat message and waits for the reply to end.
 async fn say(ws: &mut Ws, text: &str) {
-    ws.send(json!({"type": "chat", "data": {"message": text}})).await;
+    ws.send(json!({"type": "chat", "data": {"message": text}}))
+        .await;
     ws.until_reply_ends().await;
 }
 
@@ -83,24 +84,51 @@ async fn a_user_finds_their_conversation_on_another_connection_without_its_token
     let server = start(&[]).await;
     // The first device: a new session, owned by the user.
     let mut laptop = server.ws().await;
-    let info = hello(&mut laptop, json!({"user": user("ann")})).await.unwrap();
+    let info = hello(&mut laptop, json!({"user": user("ann")}))
+        .await
+        .unwrap();
     assert_eq!(info["user"], "ann");
     let id = info["sessionId"].as_str().unwrap().to_owned();
-    assert!(info["token"].is_string(), "a new session still gets its token");
-    say(&mut laptop, "  How do I\n\nsort a list in Rust, keeping equal elements in their original order please?").await;
+    assert!(
+        info["token"].is_string(),
+        "a new session still gets its token"
+    );
+    say(
+        &mut laptop,
+        "  How do I\n\nsort a list in Rust, keeping equal elements in their original order please?",
+    )
+    .await;
 
     // The second device knows only the user: it lists the sessions, and opens one without a token.
     let mut phone = server.ws().await;
-    let other = hello(&mut phone, json!({"user": user("ann")})).await.unwrap();
-    assert_ne!(other["sessionId"], id.as_str(), "a hello without an id opens a new session");
-    phone.send(json!({"type": "list_sessions", "data": {}})).await;
+    let other = hello(&mut phone, json!({"user": user("ann")}))
+        .await
+        .unwrap();
+    assert_ne!(
+        other["sessionId"],
+        id.as_str(),
+        "a hello without an id opens a new session"
+    );
+    phone
+        .send(json!({"type": "list_sessions", "data": {}}))
+        .await;
     let list = sessions(&mut phone).await;
-    assert_eq!(list.len(), 1, "the empty new session is not listed: {list:?}");
+    assert_eq!(
+        list.len(),
+        1,
+        "the empty new session is not listed: {list:?}"
+    );
     assert_eq!(list[0]["sessionId"], id.as_str());
     let title = list[0]["title"].as_str().unwrap();
     assert_eq!(title.chars().count(), 80, "{title}");
-    assert!(title.starts_with("How do I sort a list in Rust") && title.ends_with('…'), "{title}");
-    assert!(list[0]["updatedAt"].as_i64().unwrap() > 1_700_000_000_000, "milliseconds");
+    assert!(
+        title.starts_with("How do I sort a list in Rust") && title.ends_with('…'),
+        "{title}"
+    );
+    assert!(
+        list[0]["updatedAt"].as_i64().unwrap() > 1_700_000_000_000,
+        "milliseconds"
+    );
 
     let mut phone = server.ws().await;
     let resumed = hello(&mut phone, json!({"sessionId": id, "user": user("ann")}))
@@ -109,9 +137,14 @@ async fn a_user_finds_their_conversation_on_another_connection_without_its_token
     assert_eq!(resumed["sessionId"], id.as_str());
     assert!(resumed["token"].is_null(), "the token is never shown again");
     say(&mut phone, "And in reverse?").await;
-    // Both devices are in one conversation: the laptop hears the phone's message and reply.
-    let (frame, _) = laptop.next().await;
-    assert!(matches!(frame.event, ServerEvent::Accepted(_)), "{frame:?}");
+    // Both devices are in one conversation: the laptop hears the phone's message.
+    let heard = loop {
+        let (frame, _) = laptop.next().await;
+        if let ServerEvent::Accepted(a) = frame.event {
+            break a.message.content;
+        }
+    };
+    assert_eq!(heard, "And in reverse?");
 
     // REST with the user's headers: the list, and the session itself, without a bearer token.
     let hash = user_hash(SECRET, "ann");
@@ -123,13 +156,33 @@ async fn a_user_finds_their_conversation_on_another_connection_without_its_token
         .await
         .unwrap();
     assert_eq!(listed["sessions"][0]["sessionId"], id.as_str());
-    let session = get(&server, &format!("/api/sessions/{id}"), Some(("ann", &hash)))
-        .send()
-        .await
-        .unwrap();
+    let session = get(
+        &server,
+        &format!("/api/sessions/{id}"),
+        Some(("ann", &hash)),
+    )
+    .send()
+    .await
+    .unwrap();
     assert_eq!(session.status(), 200);
     let session: Value = session.json().await.unwrap();
     assert_eq!(session["messages"].as_array().unwrap().len(), 4);
+
+    // An id beyond ASCII goes percent-encoded in the header.
+    let id = "zoë@example.com";
+    let hash = user_hash(SECRET, id);
+    let created = server
+        .http
+        .post(server.url("/api/sessions"))
+        .header("x-glassbox-user", "zo%C3%AB%40example.com")
+        .header("x-glassbox-user-hash", &hash)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 200);
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(created["user"], id);
 }
 
 #[tokio::test]
@@ -143,17 +196,38 @@ async fn wrong_hashes_and_other_users_read_nothing() {
     say(&mut ann, "my secret plans").await;
     let anonymous_id = {
         let mut ws = server.ws().await;
-        hello(&mut ws, json!({})).await.unwrap()["sessionId"].as_str().unwrap().to_owned()
+        hello(&mut ws, json!({})).await.unwrap()["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     };
 
     let bob_hash = user_hash(SECRET, "bob");
     let refusals = [
-        ("wrong hash", json!({"sessionId": id, "user": {"id": "ann", "hash": "00".repeat(32)}})),
-        ("missing hash", json!({"sessionId": id, "user": {"id": "ann"}})),
-        ("another user's hash", json!({"sessionId": id, "user": {"id": "ann", "hash": bob_hash}})),
-        ("another user's session", json!({"sessionId": id, "user": user("bob")})),
-        ("an anonymous session", json!({"sessionId": anonymous_id, "user": user("bob")})),
-        ("a wrong hash, even for a new session", json!({"user": {"id": "bob", "hash": "ab"}})),
+        (
+            "wrong hash",
+            json!({"sessionId": id, "user": {"id": "ann", "hash": "00".repeat(32)}}),
+        ),
+        (
+            "missing hash",
+            json!({"sessionId": id, "user": {"id": "ann"}}),
+        ),
+        (
+            "another user's hash",
+            json!({"sessionId": id, "user": {"id": "ann", "hash": bob_hash}}),
+        ),
+        (
+            "another user's session",
+            json!({"sessionId": id, "user": user("bob")}),
+        ),
+        (
+            "an anonymous session",
+            json!({"sessionId": anonymous_id, "user": user("bob")}),
+        ),
+        (
+            "a wrong hash, even for a new session",
+            json!({"user": {"id": "bob", "hash": "ab"}}),
+        ),
         ("an id too long", json!({"user": user(&"x".repeat(129))})),
     ];
     for (why, data) in refusals {
@@ -170,25 +244,43 @@ async fn wrong_hashes_and_other_users_read_nothing() {
     hello(&mut bob, json!({"user": user("bob")})).await.unwrap();
     bob.send(json!({"type": "list_sessions", "data": {}})).await;
     assert!(sessions(&mut bob).await.is_empty());
-    bob.send(json!({"type": "delete_session", "data": {"sessionId": id}})).await;
-    assert_eq!(error(&mut bob).await["code"], "unauthorized");
-    bob.send(json!({"type": "rename_session", "data": {"sessionId": id, "title": "mine"}})).await;
-    assert_eq!(error(&mut bob).await["code"], "unauthorized");
-    let resp = get(&server, &format!("/api/sessions/{id}"), Some(("bob", &bob_hash)))
-        .send()
-        .await
-        .unwrap();
+    // Not among his: `not_found`, and his own conversation goes on (no `unauthorized` ending it).
+    bob.send(json!({"type": "delete_session", "data": {"sessionId": id}}))
+        .await;
+    assert_eq!(error(&mut bob).await["code"], "not_found");
+    bob.send(json!({"type": "rename_session", "data": {"sessionId": id, "title": "mine"}}))
+        .await;
+    assert_eq!(error(&mut bob).await["code"], "not_found");
+    say(&mut bob, "still mine").await;
+    let resp = get(
+        &server,
+        &format!("/api/sessions/{id}"),
+        Some(("bob", &bob_hash)),
+    )
+    .send()
+    .await
+    .unwrap();
     assert_eq!(resp.status(), 401);
     let resp = get(&server, "/api/sessions", None).send().await.unwrap();
     assert_eq!(resp.status(), 401);
     let body: Value = resp.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("verified user"), "{body}");
-    let resp = get(&server, "/api/sessions", Some(("ann", &bob_hash))).send().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("verified user"),
+        "{body}"
+    );
+    let resp = get(&server, "/api/sessions", Some(("ann", &bob_hash)))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 401);
     // An anonymous connection cannot list.
     let mut anon = server.ws().await;
     hello(&mut anon, json!({})).await.unwrap();
-    anon.send(json!({"type": "list_sessions", "data": {}})).await;
+    anon.send(json!({"type": "list_sessions", "data": {}}))
+        .await;
     assert_eq!(error(&mut anon).await["code"], "unauthorized");
     // Ann's session is untouched.
     let messages = server.state.store.messages(&id).await.unwrap();
@@ -199,9 +291,17 @@ async fn wrong_hashes_and_other_users_read_nothing() {
 async fn without_a_secret_a_user_is_refused_in_words_that_say_so() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["Sure."])).await;
     let mut ws = server.ws().await;
-    let err = hello(&mut ws, json!({"user": user("ann")})).await.unwrap_err();
+    let err = hello(&mut ws, json!({"user": user("ann")}))
+        .await
+        .unwrap_err();
     assert_eq!(err["code"], "unauthorized");
-    assert!(err["message"].as_str().unwrap().contains("identity is not configured"), "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("identity is not configured"),
+        "{err}"
+    );
     // Anonymous sessions work as ever.
     assert!(hello(&mut ws, json!({})).await.is_ok());
     let resp = server
@@ -233,7 +333,10 @@ async fn a_user_renames_and_deletes_their_sessions_from_any_of_them() {
     say(&mut ws, "Second topic").await;
     ws.send(json!({"type": "list_sessions", "data": {}})).await;
     let list = sessions(&mut ws).await;
-    let ids: Vec<&str> = list.iter().map(|s| s["sessionId"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = list
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, [second.as_str(), first.as_str()], "newest first");
 
     // Rename another of hers from this connection; a null title returns to the first message.
@@ -261,7 +364,8 @@ async fn a_user_renames_and_deletes_their_sessions_from_any_of_them() {
     assert_eq!(renamed["title"].as_str().unwrap().chars().count(), 80);
 
     // Delete the other one from here: this connection stays in its own session.
-    ws.send(json!({"type": "delete_session", "data": {"sessionId": first}})).await;
+    ws.send(json!({"type": "delete_session", "data": {"sessionId": first}}))
+        .await;
     let list = sessions(&mut ws).await;
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["sessionId"], second.as_str());
@@ -308,23 +412,47 @@ async fn a_users_daily_budget_spans_their_sessions_and_their_limits_follow_them(
     }
     let refused = refused.expect("the user's budget ran out");
     assert_eq!(refused.status(), 402);
-    assert!(refused.headers().get("retry-after").is_some(), "it resets at midnight UTC");
+    assert!(
+        refused.headers().get("retry-after").is_some(),
+        "it resets at midnight UTC"
+    );
     let body: Value = refused.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("you have used today's budget"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("you have used today's budget")
+    );
     // A new session of the same user is refused too; an anonymous one is not.
-    let resp = post(json!({"message": "again"}), true).send().await.unwrap();
-    assert_eq!(resp.status(), 402, "the day's budget spans the user's sessions");
+    let resp = post(json!({"message": "again"}), true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        402,
+        "the day's budget spans the user's sessions"
+    );
     let calls = server.fake.requests().len();
-    let resp = post(json!({"message": "hello"}), false).send().await.unwrap();
+    let resp = post(json!({"message": "hello"}), false)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(server.fake.requests().len(), calls + 1);
 
     // Two sessions an hour: Ann has made two (from this address); the address itself, anonymous,
     // made one and may make another; Bob, on the same address, has his own count.
-    let resp = post(json!({"message": "third"}), true).send().await.unwrap();
+    let resp = post(json!({"message": "third"}), true)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 429);
     let body: Value = resp.json().await.unwrap();
-    assert_eq!(body["error"]["message"].as_str().unwrap().split(';').next(), Some("too many new sessions for this user"));
+    assert_eq!(
+        body["error"]["message"].as_str().unwrap().split(';').next(),
+        Some("too many new sessions for this user")
+    );
     let bob = server
         .http
         .post(server.url("/api/sessions"))
@@ -347,7 +475,10 @@ async fn cors_lets_allowed_pages_send_the_user_headers() {
         .request(reqwest::Method::OPTIONS, server.url("/api/sessions"))
         .header("origin", "https://shop.example.com")
         .header("access-control-request-method", "GET")
-        .header("access-control-request-headers", "x-glassbox-user, x-glassbox-user-hash")
+        .header(
+            "access-control-request-headers",
+            "x-glassbox-user, x-glassbox-user-hash",
+        )
         .send()
         .await
         .unwrap();
@@ -355,5 +486,8 @@ async fn cors_lets_allowed_pages_send_the_user_headers() {
         .to_str()
         .unwrap()
         .to_lowercase();
-    assert!(allowed.contains("x-glassbox-user") && allowed.contains("x-glassbox-user-hash"), "{allowed}");
+    assert!(
+        allowed.contains("x-glassbox-user") && allowed.contains("x-glassbox-user-hash"),
+        "{allowed}"
+    );
 }

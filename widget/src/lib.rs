@@ -74,7 +74,10 @@ pub(crate) fn host_greeting(
 }
 
 /// The user a host vouches for: none without an id (a hash alone says nothing).
-pub(crate) fn user_claim(id: Option<String>, hash: Option<String>) -> Option<glassbox_core::wire::UserClaim> {
+pub(crate) fn user_claim(
+    id: Option<String>,
+    hash: Option<String>,
+) -> Option<glassbox_core::wire::UserClaim> {
     id.filter(|id| !id.is_empty())
         .map(|id| glassbox_core::wire::UserClaim {
             id,

@@ -12,9 +12,9 @@ use super::compression_settings::{compression_settings, preload_compression_sett
 use super::connection_status::ConnectionBadge;
 use super::context_footer::ContextFooter;
 use super::context_view::context_dialog;
-use super::empty_chat::empty_chat;
 use super::context_viewer::ContextViewer;
 use super::draft_preview::DraftPreviewStrip;
+use super::empty_chat::empty_chat;
 use super::in_context::InContext;
 use super::markdown_view::MarkdownLoader;
 use super::message_view::{MessageView, PendingView};
@@ -154,8 +154,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     class="gb-icon-button gb-new-chat"
                     type="button"
                     aria-label="New chat"
-                    title="New chat (this conversation is deleted)"
-                    on:click=move |_| client.clear_session()
+                    title=move || if client.has_user() { "New chat (this conversation stays in your list)" } else { "New chat (this conversation is deleted)" }
+                    on:click=move |_| client.new_conversation()
                 >
                     "+"
                 </button>

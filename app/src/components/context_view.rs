@@ -42,7 +42,20 @@ pub fn ContextDialog(
         let open = viewer.showing.with(Option::is_some);
         let Some(d) = dialog.get() else { return };
         if open && !d.open() {
-            let _ = d.show_modal();
+            // Mounted from its chunk, the dialog may not be in the document yet when this first
+            // runs: it opens at the next frame then.
+            if d.is_connected() {
+                let _ = d.show_modal();
+            } else {
+                request_animation_frame(move || {
+                    if viewer.showing.with_untracked(Option::is_some)
+                        && d.is_connected()
+                        && !d.open()
+                    {
+                        let _ = d.show_modal();
+                    }
+                });
+            }
         } else if !open && d.open() {
             d.close();
         }

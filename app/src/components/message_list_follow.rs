@@ -1,13 +1,13 @@
 //! Keeping the newest message in view. While the user is at the bottom of the list it follows what
 //! arrives, however tall an update is; when they scroll up it stops and "Jump to latest" shows.
 //!
-//! Nothing reads layout while a reply streams: a `ResizeObserver` on the list and its content runs
-//! after the browser's own layout, once per frame at most, and scrolls to the bottom if the list is
-//! following; an `IntersectionObserver` on a sentinel after the last message says whether the
-//! bottom is in view (computed by the browser after layout too). Scrolling up (wheel, keys,
-//! scrollbar) takes the sentinel out of view, which stops following; bringing it back resumes it.
-//! (Reading the scroll position in a scroll handler forced a layout of the whole list while text
-//! was being appended: at 256 kB, 60 ms of a frame.)
+//! Nothing reads layout while a reply streams, except where the browser has just laid it out: a
+//! `ResizeObserver` on the list and its content runs after layout, once per frame at most; if the
+//! list is following it scrolls to the bottom, unless the user moved up since the last time (keys,
+//! scrollbar, touch: any amount up stops following, as a wheel turned up does at once). An
+//! `IntersectionObserver` on a sentinel after the last message says when the bottom comes into
+//! view again (following resumes) or leaves it. (Reading the scroll position in a scroll handler
+//! forced a layout of the whole list while text was being appended: at 256 kB, 60 ms of a frame.)
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -31,6 +31,8 @@ pub struct Follow {
 
 struct State {
     following: Cell<bool>,
+    /// Where this list last scrolled itself to, to tell the user moving up from text arriving.
+    last_top: Cell<i32>,
 }
 
 /// Keeps the observers and their callbacks alive while the list is mounted.
@@ -54,6 +56,7 @@ impl Follow {
     pub fn attach(list: NodeRef<Div>, content: NodeRef<Div>, sentinel: NodeRef<Div>) -> Self {
         let state = Rc::new(State {
             following: Cell::new(true),
+            last_top: Cell::new(0),
         });
         let follow = Self {
             following: RwSignal::new(true),
@@ -62,26 +65,29 @@ impl Follow {
         };
         let observers = StoredValue::new_local(None::<Observers>);
         Effect::new(move |_| {
-            let (Some(content), Some(frame), Some(end)) = (content.get(), list.get(), sentinel.get())
+            let (Some(content), Some(frame), Some(end)) =
+                (content.get(), list.get(), sentinel.get())
             else {
                 return;
             };
             let on_resize = Closure::<dyn FnMut(js_sys::Array, web_sys::ResizeObserver)>::new(
                 move |_: js_sys::Array, _: web_sys::ResizeObserver| follow.content_resized(),
             );
-            let on_bottom =
-                Closure::<dyn FnMut(js_sys::Array, web_sys::IntersectionObserver)>::new(
-                    move |entries: js_sys::Array, _: web_sys::IntersectionObserver| {
-                        // The newest entry says where the sentinel is now.
-                        let newest = entries
-                            .iter()
-                            .last()
-                            .and_then(|e| e.dyn_into::<web_sys::IntersectionObserverEntry>().ok());
-                        if let Some(entry) = newest {
-                            follow.bottom_seen(entry.is_intersecting());
-                        }
-                    },
-                );
+            let on_bottom = Closure::<dyn FnMut(js_sys::Array, web_sys::IntersectionObserver)>::new(
+                move |entries: js_sys::Array, _: web_sys::IntersectionObserver| {
+                    // The newest entry says where the sentinel is now; none counts while the
+                    // list is hidden (a closed launcher): it keeps following meanwhile.
+                    let newest = entries
+                        .iter()
+                        .last()
+                        .and_then(|e| e.dyn_into::<web_sys::IntersectionObserverEntry>().ok());
+                    if let Some(entry) = newest
+                        && entry.root_bounds().is_some_and(|r| r.height() > 0.0)
+                    {
+                        follow.bottom_seen(entry.is_intersecting());
+                    }
+                },
+            );
             let Ok(resize) = web_sys::ResizeObserver::new(on_resize.as_ref().unchecked_ref())
             else {
                 return;
@@ -116,28 +122,42 @@ impl Follow {
         self.state.try_get_value()
     }
 
-    /// After layout: the content changed size; scroll to the bottom if following.
+    /// After layout: the content changed size; scroll to the bottom if following, unless the user
+    /// moved up since this list last scrolled (not only the browser clamping it to a shorter list,
+    /// which leaves it exactly at the bottom).
     fn content_resized(&self) {
-        if let Some(state) = self.state()
-            && state.following.get()
-        {
-            self.scroll_to_bottom();
+        let (Some(state), Some(el)) = (self.state(), self.list.get_untracked()) else {
+            return;
+        };
+        if !state.following.get() {
+            return;
         }
+        let top = el.scroll_top();
+        let from_bottom = el.scroll_height() - top - el.client_height();
+        if top < state.last_top.get() && from_bottom > 1 {
+            self.set_following(&state, false);
+            return;
+        }
+        self.scroll_to_bottom(&state);
     }
 
     /// Scrolls to the bottom (where layout is up to date: after layout, or on the user's click).
-    fn scroll_to_bottom(&self) {
+    fn scroll_to_bottom(&self, state: &State) {
         if let Some(el) = self.list.get_untracked() {
             el.set_scroll_top(el.scroll_height());
+            state.last_top.set(el.scroll_top());
         }
     }
 
     /// After layout: the bottom came into view (follow again) or left it. While following, a
     /// resize scrolls back down before this is computed, so leaving means the user scrolled up.
     fn bottom_seen(&self, in_view: bool) {
-        if let Some(state) = self.state() {
-            self.set_following(&state, in_view);
+        let Some(state) = self.state() else { return };
+        if in_view && let Some(el) = self.list.get_untracked() {
+            // Laid out just now: reading the position costs nothing.
+            state.last_top.set(el.scroll_top());
         }
+        self.set_following(&state, in_view);
     }
 
     /// A wheel turned: upwards stops following at once (before the sentinel leaves the view).
@@ -158,7 +178,7 @@ impl Follow {
     pub fn jump_to_latest(&self) {
         if let Some(state) = self.state() {
             self.set_following(&state, true);
-            self.scroll_to_bottom();
+            self.scroll_to_bottom(&state);
         }
     }
 

@@ -6,10 +6,10 @@ use glassbox_core::vocab::{Attachment, MessageStatus, Role, ToolExchange};
 use glassbox_core::wire::WireError;
 use leptos::prelude::*;
 
+use super::context_view::preload_context_dialog;
 use super::context_viewer::ContextViewer;
 use super::in_context::InContext;
 use super::markdown_view::MarkdownView;
-use super::context_view::preload_context_dialog;
 use super::receipt_view::preload_receipt_view;
 use super::token_meter::grouped;
 use crate::chunks::{lazy_panel, lazy_panel_fn, prefetch};

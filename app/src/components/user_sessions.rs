@@ -35,9 +35,8 @@ pub fn UserSessions(client: ChatClient) -> impl IntoView {
             client.list_sessions();
         }
     });
-    let sessions = Memo::new(move |_| {
-        transcript.with(|t| t.sessions.as_ref().map(|l| l.sessions.clone()))
-    });
+    let sessions =
+        Memo::new(move |_| transcript.with(|t| t.sessions.as_ref().map(|l| l.sessions.clone())));
     // Rebuilt only when the list appears or empties: a new list updates its rows in place, so a
     // row being renamed or confirming a delete keeps its state (and its focus).
     let state = Memo::new(move |_| sessions.with(|s| s.as_ref().map(Vec::is_empty)));
@@ -56,7 +55,7 @@ pub fn UserSessions(client: ChatClient) -> impl IntoView {
         <section class="gb-conversations" aria-label="Your conversations">
             <div class="gb-conversations-bar">
                 <h3 class="gb-drawer-heading">"Your conversations"</h3>
-                <button class="gb-new-conversation" type="button" on:click=move |_| client.clear_session()>
+                <button class="gb-new-conversation" type="button" on:click=move |_| client.new_conversation()>
                     "New conversation"
                 </button>
             </div>
@@ -135,6 +134,10 @@ fn Conversation(
         let id = id.clone();
         move |title: String| {
             renaming.set(None);
+            // Unchanged: nothing to store (a title made from the first message stays so).
+            if title == summary.with_untracked(|s| s.0.clone()) {
+                return;
+            }
             client.rename_session(id.clone(), Some(title).filter(|t| !t.trim().is_empty()));
         }
     };
@@ -234,6 +237,10 @@ mod tests {
         assert_eq!(ago(now - 3 * 3_600_000, now), "3 h ago");
         assert_eq!(ago(now - 30 * 3_600_000, now), "yesterday");
         assert_eq!(ago(now - 5 * 86_400_000, now), "5 days ago");
-        assert_eq!(ago(now + 60_000, now), "just now", "a clock ahead is not the future");
+        assert_eq!(
+            ago(now + 60_000, now),
+            "just now",
+            "a clock ahead is not the future"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Server configuration: flags and environment variables (`GLASSBOX_*`, provider keys), each
 //! defined once in [`Settings`], resolved into a [`Config`].
 
+mod identity_secret;
 mod settings;
 mod values;
 
@@ -15,6 +16,7 @@ use crate::client_addr::{ProxyConfigError, TrustedProxies};
 use crate::origins::{AllowedOrigins, OriginConfigError};
 use crate::rate_limits::RateLimitConfig;
 
+pub use identity_secret::IdentitySecret;
 pub use settings::Settings;
 pub use values::{LogFormat, OrOff, Switch, Tools, ValueError};
 
@@ -90,7 +92,7 @@ pub struct Config {
     /// Every WebSocket's ping and `heartbeat` interval (zero: none).
     pub ws_heartbeat: Duration,
     /// `None`: no user is verified (every session is anonymous).
-    pub identity_secret: Option<crate::identity::IdentitySecret>,
+    pub identity_secret: Option<IdentitySecret>,
     pub offline_delay: Duration,
     /// Folder with the embedding model; `None` switches embeddings off.
     pub embed_model_dir: Option<PathBuf>,

@@ -11,9 +11,8 @@ use super::values::{
     LogFormat, OrOff, Switch, Tools, allowed_origins, at_least_one, chat_turns, millis,
     model_limit, or_off, session_ttl, threshold, trusted_proxies,
 };
-use super::{BudgetConfig, ProviderName};
+use super::{BudgetConfig, IdentitySecret, ProviderName};
 use crate::client_addr::TrustedProxies;
-use crate::identity::IdentitySecret;
 use crate::origins::AllowedOrigins;
 use crate::rate_limits::RateLimitConfig;
 

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::client_addr::ClientAddr;
 use super::extract::JsonBody;
-use crate::rate_limits::Caller;
 use crate::error::AppError;
+use crate::rate_limits::Caller;
 use crate::state::AppState;
 
 /// One string or a list of strings.

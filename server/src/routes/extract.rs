@@ -115,7 +115,8 @@ pub const USER_HEADER: &str = "x-glassbox-user";
 pub const USER_HASH_HEADER: &str = "x-glassbox-user-hash";
 
 /// The user a REST request claims (`X-Glassbox-User` and `X-Glassbox-User-Hash`; checked by
-/// `Sessions`). No `X-Glassbox-User`: none. The id is the header's UTF-8 bytes.
+/// `Sessions`). No `X-Glassbox-User`: none. The id is percent-decoded (a header carries only
+/// visible ASCII as it is: `encodeURIComponent(id)`), then read as UTF-8.
 pub struct UserHeaders(pub Option<UserClaim>);
 
 impl<S: Send + Sync> FromRequestParts<S> for UserHeaders {
@@ -126,7 +127,11 @@ impl<S: Send + Sync> FromRequestParts<S> for UserHeaders {
             parts
                 .headers
                 .get(name)
-                .map(|v| std::str::from_utf8(v.as_bytes()).map(str::to_owned))
+                .map(|v| {
+                    percent_encoding::percent_decode(v.as_bytes())
+                        .decode_utf8()
+                        .map(|t| t.into_owned())
+                })
                 .transpose()
                 .map_err(|_| AppError::from(SessionError::from(IdentityError::BadId)))
         };

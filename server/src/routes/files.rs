@@ -14,9 +14,9 @@ use serde::Deserialize;
 
 use super::client_addr::ClientAddr;
 use super::session::{AuthedSession, FilePath};
-use crate::rate_limits::Caller;
 use crate::error::AppError;
 use crate::files::FilesError;
+use crate::rate_limits::Caller;
 use crate::state::AppState;
 
 /// Longest an upload's body may take to arrive.

@@ -155,10 +155,7 @@ pub fn app(state: AppState) -> Router {
             "/api/sessions",
             post(rest::create_session).get(user_sessions::list),
         )
-        .route(
-            "/api/sessions/{id}/title",
-            put(user_sessions::rename),
-        )
+        .route("/api/sessions/{id}/title", put(user_sessions::rename))
         .route(
             "/api/sessions/{id}",
             get(rest::session_messages)

@@ -348,7 +348,12 @@ pub async fn chat(
     let caller = Caller::of(session.user.as_ref(), address);
     let submitted = state
         .chat
-        .submit(&session.hub, &session.info.model, body.chat, caller.as_ref())
+        .submit(
+            &session.hub,
+            &session.info.model,
+            body.chat,
+            caller.as_ref(),
+        )
         .await?;
     let wants_sse = headers
         .get(header::ACCEPT)

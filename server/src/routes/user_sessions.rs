@@ -10,17 +10,23 @@ use super::extract::{JsonBody, UserHeaders};
 use super::session::AuthedSession;
 use crate::error::AppError;
 use crate::identity::IdentityError;
+use crate::rate_limits::Caller;
 use crate::sessions::SessionError;
 use crate::state::AppState;
 
 /// `GET /api/sessions` with `X-Glassbox-User` and `X-Glassbox-User-Hash`: the user's sessions,
-/// newest first. Without a verified user: `unauthorized`.
+/// newest first (within the user's `GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE`). Without a
+/// verified user: `unauthorized`.
 pub async fn list(
     State(state): State<AppState>,
     UserHeaders(claim): UserHeaders,
 ) -> Result<Json<SessionList>, AppError> {
     let claim = claim.ok_or(SessionError::Identity(IdentityError::NoUser))?;
     let user = state.sessions.verify(&claim).map_err(SessionError::from)?;
+    // Each list reads the user's sessions: it counts as one of their requests per minute.
+    state
+        .limits
+        .request(Caller::of(Some(&user), None).as_ref())?;
     Ok(Json(SessionList {
         sessions: state.sessions.list(&user).await?,
     }))

@@ -349,7 +349,9 @@ async fn send_sessions<W: Sink<Message> + Unpin>(
         .as_ref()
         .ok_or(SessionError::Identity(IdentityError::NoUser))?;
     let sessions = state.sessions.list(user).await?;
-    let frame = a.hub.private(ServerEvent::Sessions(SessionList { sessions }));
+    let frame = a
+        .hub
+        .private(ServerEvent::Sessions(SessionList { sessions }));
     send_private(sink, a, frame)
         .await
         .map_err(|_| AppError::Conflict("socket closed"))

@@ -170,11 +170,7 @@ impl Store {
 
     /// Tokens spent by `session_id`, by the whole server on `day` (days since the epoch, UTC), and
     /// by the session's verified user on `day` (0 for an anonymous session).
-    pub async fn tokens_spent(
-        &self,
-        session_id: &str,
-        day: i64,
-    ) -> Result<Spent, StorageError> {
+    pub async fn tokens_spent(&self, session_id: &str, day: i64) -> Result<Spent, StorageError> {
         let (session, server, user): (Option<i64>, Option<i64>, Option<i64>) = sqlx::query_as(
             "SELECT (SELECT tokens_used FROM sessions WHERE id = ?1) AS session, \
                     (SELECT tokens FROM usage_days WHERE day = ?2) AS day, \

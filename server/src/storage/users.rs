@@ -52,8 +52,8 @@ impl Store {
         .await?;
         rows.into_iter()
             .map(|r| {
-                let agent = from_json::<AgentOnly>("settings_json", r.settings_json)?
-                    .and_then(|s| s.agent);
+                let agent =
+                    from_json::<AgentOnly>("settings_json", r.settings_json)?.and_then(|s| s.agent);
                 let title = r
                     .title
                     .or(r.first_message)
@@ -71,7 +71,11 @@ impl Store {
 
     /// Sets the title of session `id` (`None`: its first message again); false when there is no
     /// such session.
-    pub async fn rename_session(&self, id: &str, title: Option<&str>) -> Result<bool, StorageError> {
+    pub async fn rename_session(
+        &self,
+        id: &str,
+        title: Option<&str>,
+    ) -> Result<bool, StorageError> {
         let done = sqlx::query("UPDATE sessions SET title = ? WHERE id = ?")
             .bind(title)
             .bind(id)

@@ -324,7 +324,9 @@ async fn a_user_finds_their_conversation_in_a_second_browser() -> Result<()> {
     .await?;
     let url = format!("http://{}/", server.addr);
     let hash = glassbox_server::identity::user_hash(SECRET, "ann@example.com");
-    let as_user = format!("const c = document.querySelector('glassbox-chat'); c.setAttribute('user-id', 'ann@example.com'); c.setAttribute('user-hash', '{hash}'); return true;");
+    let as_user = format!(
+        "const c = document.querySelector('glassbox-chat'); c.setAttribute('user-id', 'ann@example.com'); c.setAttribute('user-hash', '{hash}'); return true;"
+    );
     let driver = glassbox_e2e::start_driver().await?;
     let (home, work) = (tempfile::tempdir()?, tempfile::tempdir()?);
     let laptop = glassbox_e2e::browser(&driver, home.path()).await?;
@@ -429,9 +431,13 @@ async fn a_chat_greets_in_its_own_words_and_a_starter_sends() -> Result<()> {
     .await?;
     // The chat (and any topic extraction after it) carried the starter, never the welcome.
     let sent: Vec<String> = fake.requests().iter().map(|r| r.body.to_string()).collect();
-    assert!(sent.first().is_some_and(|b| b.contains("أين طلبي؟")), "{sent:?}");
     assert!(
-        sent.iter().all(|b| !b.contains("مرحبا") && !b.contains("Hi! I know your orders")),
+        sent.first().is_some_and(|b| b.contains("أين طلبي؟")),
+        "{sent:?}"
+    );
+    assert!(
+        sent.iter()
+            .all(|b| !b.contains("مرحبا") && !b.contains("Hi! I know your orders")),
         "the welcome reached the model: {sent:?}"
     );
     Ok(())

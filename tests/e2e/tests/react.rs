@@ -76,7 +76,10 @@ async fn the_react_hooks_vitest_suite_passes_against_the_real_server() -> Result
     assert!(out.status.success(), "vitest failed:\n{stdout}\n{stderr}");
     // Five tests, with React 19 and with React 18, all passed.
     let plain = strip_ansi(&stdout);
-    assert!(plain.contains(" 10 passed (10)"), "every test ran:\n{plain}");
+    assert!(
+        plain.contains(" 10 passed (10)"),
+        "every test ran:\n{plain}"
+    );
     Ok(())
 }
 
