@@ -227,6 +227,11 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     aria-label="Conversation"
                     node_ref=list
                     on:wheel=move |ev: leptos::ev::WheelEvent| follow.on_wheel(ev.delta_y())
+                    on:keydown=move |ev: leptos::ev::KeyboardEvent| follow.on_key(&ev.key())
+                    on:pointerdown=move |ev: leptos::ev::PointerEvent| {
+                        let on_list = ev.target().zip(ev.current_target()).is_some_and(|(t, c)| t == c);
+                        follow.on_press(on_list)
+                    }
                 >
                     <div class="gb-messages-content" node_ref=content>
                         <Show when=empty>

@@ -1,13 +1,14 @@
 //! Keeping the newest message in view. While the user is at the bottom of the list it follows what
 //! arrives, however tall an update is; when they scroll up it stops and "Jump to latest" shows.
 //!
-//! Nothing reads layout while a reply streams, except where the browser has just laid it out: a
-//! `ResizeObserver` on the list and its content runs after layout, once per frame at most; if the
-//! list is following it scrolls to the bottom, unless the user moved up since the last time (keys,
-//! scrollbar, touch: any amount up stops following, as a wheel turned up does at once). An
-//! `IntersectionObserver` on a sentinel after the last message says when the bottom comes into
-//! view again (following resumes) or leaves it. (Reading the scroll position in a scroll handler
-//! forced a layout of the whole list while text was being appended: at 256 kB, 60 ms of a frame.)
+//! Nothing reads layout while a reply streams: a `ResizeObserver` on the list and its content runs
+//! after the browser's own layout, once per frame at most, and scrolls to the bottom if the list is
+//! following; an `IntersectionObserver` on a sentinel after the last message says whether the
+//! bottom is in view (computed by the browser after layout too). Scrolling up takes the sentinel
+//! out of view, which stops following; bringing it back resumes it. A wheel turned up, a key that
+//! scrolls up and a press on the scrollbar stop following at once (a reply growing every frame
+//! would otherwise scroll back down first). (Reading the scroll position in a scroll handler forced
+//! a layout of the whole list while text was being appended: at 256 kB, 60 ms of a frame.)
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -31,8 +32,6 @@ pub struct Follow {
 
 struct State {
     following: Cell<bool>,
-    /// Where this list last scrolled itself to, to tell the user moving up from text arriving.
-    last_top: Cell<i32>,
 }
 
 /// Keeps the observers and their callbacks alive while the list is mounted.
@@ -56,7 +55,6 @@ impl Follow {
     pub fn attach(list: NodeRef<Div>, content: NodeRef<Div>, sentinel: NodeRef<Div>) -> Self {
         let state = Rc::new(State {
             following: Cell::new(true),
-            last_top: Cell::new(0),
         });
         let follow = Self {
             following: RwSignal::new(true),
@@ -122,42 +120,44 @@ impl Follow {
         self.state.try_get_value()
     }
 
-    /// After layout: the content changed size; scroll to the bottom if following, unless the user
-    /// moved up since this list last scrolled (not only the browser clamping it to a shorter list,
-    /// which leaves it exactly at the bottom).
+    /// After layout: the content changed size; scroll to the bottom if following.
     fn content_resized(&self) {
-        let (Some(state), Some(el)) = (self.state(), self.list.get_untracked()) else {
-            return;
-        };
-        if !state.following.get() {
-            return;
+        if let Some(state) = self.state()
+            && state.following.get()
+        {
+            self.scroll_to_bottom();
         }
-        let top = el.scroll_top();
-        let from_bottom = el.scroll_height() - top - el.client_height();
-        if top < state.last_top.get() && from_bottom > 1 {
-            self.set_following(&state, false);
-            return;
-        }
-        self.scroll_to_bottom(&state);
     }
 
     /// Scrolls to the bottom (where layout is up to date: after layout, or on the user's click).
-    fn scroll_to_bottom(&self, state: &State) {
+    fn scroll_to_bottom(&self) {
         if let Some(el) = self.list.get_untracked() {
             el.set_scroll_top(el.scroll_height());
-            state.last_top.set(el.scroll_top());
         }
     }
 
     /// After layout: the bottom came into view (follow again) or left it. While following, a
     /// resize scrolls back down before this is computed, so leaving means the user scrolled up.
     fn bottom_seen(&self, in_view: bool) {
-        let Some(state) = self.state() else { return };
-        if in_view && let Some(el) = self.list.get_untracked() {
-            // Laid out just now: reading the position costs nothing.
-            state.last_top.set(el.scroll_top());
+        if let Some(state) = self.state() {
+            self.set_following(&state, in_view);
         }
-        self.set_following(&state, in_view);
+    }
+
+    /// A key went down in the list: one that scrolls up stops following at once.
+    pub fn on_key(&self, key: &str) {
+        if matches!(key, "ArrowUp" | "PageUp" | "Home")
+            && let Some(state) = self.state()
+        {
+            self.set_following(&state, false);
+        }
+    }
+
+    /// A press on the list itself (not on a message: its scrollbar) stops following at once.
+    pub fn on_press(&self, on_list: bool) {
+        if on_list && let Some(state) = self.state() {
+            self.set_following(&state, false);
+        }
     }
 
     /// A wheel turned: upwards stops following at once (before the sentinel leaves the view).
@@ -178,7 +178,7 @@ impl Follow {
     pub fn jump_to_latest(&self) {
         if let Some(state) = self.state() {
             self.set_following(&state, true);
-            self.scroll_to_bottom(&state);
+            self.scroll_to_bottom();
         }
     }
 
