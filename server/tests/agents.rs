@@ -39,6 +39,23 @@ fn system_of(body: &Value) -> String {
         .to_owned()
 }
 
+/// Starts a server on configuration `file` (data under `dir`), which must refuse to start; the
+/// error's words (`why`: what the test expects to refuse it).
+async fn start_refused(dir: &Path, file: &str, why: &str) -> String {
+    let mut vars = std::collections::HashMap::new();
+    vars.insert("GLASSBOX_CONFIG".to_owned(), file.to_owned());
+    vars.insert(
+        "GLASSBOX_DATA_DIR".to_owned(),
+        dir.join("data").display().to_string(),
+    );
+    vars.insert("GLASSBOX_EMBEDDINGS".to_owned(), "off".to_owned());
+    let config = glassbox_server::config::Config::from_lookup(|k| vars.get(k).cloned()).unwrap();
+    match glassbox_server::build_state(config).await {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("{why}"),
+    }
+}
+
 async fn server(dir: &Path) -> TestServer {
     let file = configure(dir);
     TestServer::start_with(
@@ -172,18 +189,7 @@ async fn a_bad_configuration_stops_the_start_with_its_file_and_line() {
         "---\ntype: rule\nname: Bad\ninclude: sometimes\n---\nText\n",
     )
     .unwrap();
-    let mut vars = std::collections::HashMap::new();
-    vars.insert("GLASSBOX_CONFIG".to_owned(), file);
-    vars.insert(
-        "GLASSBOX_DATA_DIR".to_owned(),
-        dir.path().join("data").display().to_string(),
-    );
-    vars.insert("GLASSBOX_EMBEDDINGS".to_owned(), "off".to_owned());
-    let config = glassbox_server::config::Config::from_lookup(|k| vars.get(k).cloned()).unwrap();
-    let Err(e) = glassbox_server::build_state(config).await else {
-        panic!("a bad item file must stop the start")
-    };
-    let text = e.to_string();
+    let text = start_refused(dir.path(), &file, "a bad item file must stop the start").await;
     let bad = dir.path().join("alpha-items/bad.md");
     assert!(
         text.starts_with(&format!("{}:4: ", bad.display())),
@@ -233,18 +239,12 @@ async fn an_agents_greeting_comes_with_its_sessions_and_is_checked() {
         "[[agents]]\nname = \"shop\"\nstarters = [\"a\", \"b\", \"c\", \"d\", \"e\"]\n",
     )
     .unwrap();
-    let mut vars = std::collections::HashMap::new();
-    vars.insert("GLASSBOX_CONFIG".to_owned(), file.display().to_string());
-    vars.insert(
-        "GLASSBOX_DATA_DIR".to_owned(),
-        dir.path().join("data").display().to_string(),
-    );
-    vars.insert("GLASSBOX_EMBEDDINGS".to_owned(), "off".to_owned());
-    let config = glassbox_server::config::Config::from_lookup(|k| vars.get(k).cloned()).unwrap();
-    let Err(e) = glassbox_server::build_state(config).await else {
-        panic!("five starters must stop the start")
-    };
-    let text = e.to_string();
+    let text = start_refused(
+        dir.path(),
+        &file.display().to_string(),
+        "five starters must stop the start",
+    )
+    .await;
     assert!(
         text.starts_with(&format!("{}:1: ", file.display())),
         "{text}"
