@@ -13,6 +13,7 @@ use wasm_bindgen_futures::JsFuture;
 
 use crate::client::ChatClient;
 use crate::session_store;
+use crate::words::{Word, Words, words};
 
 /// Where one attached file is.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,7 +41,10 @@ pub struct Attaching {
     /// One line per refused file (replaced by the next attempt).
     pub problems: RwSignal<Vec<String>>,
     next: StoredValue<u32>,
+    /// Files being checked (the uploader's code on its way): the message waits for them.
+    checking: RwSignal<u32>,
     client: ChatClient,
+    words: Words,
 }
 
 impl Attaching {
@@ -74,7 +78,9 @@ impl Attaching {
             files,
             problems,
             next: StoredValue::new(0),
+            checking: RwSignal::new(0),
             client,
+            words: words(),
         };
         this.keep_across_reloads(session_id);
         this
@@ -118,32 +124,49 @@ impl Attaching {
         });
     }
 
-    /// Attaches the files of a picker, a drop or a paste.
+    /// Attaches the files of a picker, a drop or a paste (checked once the uploader's code is
+    /// there: usually at once, fetched when the composer got the focus).
     pub fn add_list(&self, list: Option<web_sys::FileList>) {
         let Some(list) = list else { return };
         let files: Vec<web_sys::File> = (0..list.length()).filter_map(|i| list.get(i)).collect();
         if files.is_empty() {
             return;
         }
-        let problems: Vec<String> = files
-            .into_iter()
-            .filter_map(|f| self.add(f).err())
-            .collect();
-        self.problems.set(problems);
+        let this = *self;
+        self.checking.update(|n| *n += 1);
+        leptos::task::spawn_local(async move {
+            let uploader = load_uploader().await;
+            // The chat was removed meanwhile: nothing to attach to.
+            if this.files.is_disposed() {
+                return;
+            }
+            let problems: Vec<String> = untrack(|| match uploader {
+                Ok(uploader) => files
+                    .into_iter()
+                    .filter_map(|f| this.add(uploader, f).err())
+                    .collect(),
+                Err(_) => files
+                    .iter()
+                    .map(|f| this.words.fill(Word::UploadNotStarted, &[("name", &f.name())]))
+                    .collect(),
+            });
+            this.problems.set(problems);
+            this.checking.update(|n| *n = n.saturating_sub(1));
+        });
     }
 
     /// Checks one file and starts its upload.
-    fn add(&self, file: web_sys::File) -> Result<(), String> {
+    fn add(&self, uploader: Uploader, file: web_sys::File) -> Result<(), String> {
         let name = file.name();
         let declared = file.type_();
         let size = file.size() as u64;
-        let kind = check(&name, &declared, size).map_err(|e| e.message)?;
+        let kind = (uploader.check)(&name, &declared, size).map_err(|e| e.message)?;
         if self.files.with_untracked(Vec::len) >= MAX_ATTACHMENTS {
-            return Err(format!(
-                "{name}: a message carries at most {MAX_ATTACHMENTS} files"
-            ));
+            let max = MAX_ATTACHMENTS.to_string();
+            return Err(self.words.fill(Word::TooManyFiles, &[("name", &name), ("max", &max)]));
         }
-        let (config, session) = session_of(self.client, &name).map_err(|e| e.message)?;
+        let (config, session) = session_of(self.client, &name)
+            .map_err(|_| self.words.fill(Word::AttachNotConnected, &[("name", &name)]))?;
         let key = self.next.get_value();
         self.next.set_value(key + 1);
         self.files.update(|f| {
@@ -157,14 +180,9 @@ impl Attaching {
         });
         let this = *self;
         leptos::task::spawn_local(async move {
-            let result = upload_in_chunk(
-                config.server.clone(),
-                session.clone(),
-                file,
-                name.clone(),
-                declared,
-            )
-            .await;
+            let result =
+                (uploader.start)(config.server.clone(), session.clone(), file, name.clone(), declared)
+                    .await;
             match result {
                 // Finished for a conversation that is no longer this one (a reconnect to the same
                 // one keeps it): dropped, and the server forgets it.
@@ -219,8 +237,10 @@ impl Attaching {
 
     /// True while a file is uploading (the message waits for it).
     pub fn busy(&self) -> bool {
-        self.files
-            .with(|f| f.iter().any(|p| p.upload == Upload::Sending))
+        self.checking.get() > 0
+            || self
+                .files
+                .with(|f| f.iter().any(|p| p.upload == Upload::Sending))
     }
 
     /// True when a file is ready to go.
@@ -248,7 +268,8 @@ impl Attaching {
     }
 }
 
-/// Checks a file for upload as the server will: its kind.
+/// Checks a file for upload as the server will: its kind. In the uploader's chunk: the checks'
+/// code and words are needed only once a file is attached.
 fn check(name: &str, declared: &str, size: u64) -> Result<FileKind, WireError> {
     let refused = |e: FileError| WireError::new(e.code(), e.to_string());
     let (kind, _) = classify(name, declared).map_err(refused)?;
@@ -278,23 +299,34 @@ fn session_of(
 pub async fn upload_file(client: ChatClient, file: web_sys::File) -> Result<Attachment, WireError> {
     let name = file.name();
     let declared = file.type_();
-    check(&name, &declared, file.size() as u64)?;
+    let uploader = load_uploader().await.map_err(|_| {
+        WireError::new(
+            ErrorCode::Internal,
+            format!("{name}: the upload could not start (this part of the chat did not load); attach it again"),
+        )
+    })?;
+    (uploader.check)(&name, &declared, file.size() as u64)?;
     let (config, session) = session_of(client, &name)?;
-    upload_in_chunk(config.server, session, file, name, declared).await
+    (uploader.start)(config.server, session, file, name, declared).await
 }
 
 /// An upload under way, as the chunk's function returns it.
 type Uploading =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Attachment, WireError>>>>;
 
-/// The upload's function (server, session, file, its name, its declared type).
-type Uploader =
-    fn(String, session_store::StoredSession, web_sys::File, String, String) -> Uploading;
+/// The uploader's code, handed out by its chunk.
+#[derive(Clone, Copy)]
+pub struct Uploader {
+    /// Checks a file as the server will ([`check`]).
+    check: fn(&str, &str, u64) -> Result<FileKind, WireError>,
+    /// Uploads a file (server, session, file, its name, its declared type).
+    start: fn(String, session_store::StoredSession, web_sys::File, String, String) -> Uploading,
+}
 
 crate::chunks::split_fn! {
     /// The upload's code: a chunk of its own with the `split` feature, fetched when the composer
     /// gets the focus or a file is first attached.
-    load_uploader / preload_uploader () -> Uploader => start_upload
+    load_uploader / preload_uploader () -> Uploader => Uploader { check, start: start_upload }
 }
 
 /// [`upload`] with owned arguments, boxed: the function the chunk hands out.
@@ -306,23 +338,6 @@ fn start_upload(
     declared: String,
 ) -> Uploading {
     Box::pin(async move { upload(&server, &session, &file, &name, &declared).await })
-}
-
-/// Uploads one file with the chunk's code (fetched first when it has not come yet).
-async fn upload_in_chunk(
-    server: String,
-    session: session_store::StoredSession,
-    file: web_sys::File,
-    name: String,
-    declared: String,
-) -> Result<Attachment, WireError> {
-    let start = load_uploader().await.map_err(|_| {
-        WireError::new(
-            ErrorCode::Internal,
-            format!("{name}: the upload could not start (this part of the chat did not load); attach it again"),
-        )
-    })?;
-    start(server, session, file, name, declared).await
 }
 
 /// The file's URL on the server, `…/files` for an upload.

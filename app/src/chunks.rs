@@ -12,6 +12,7 @@
 use leptos::prelude::*;
 use leptos::wasm_split::SplitLoaderError;
 
+
 /// A chunk's code could not be fetched: offline, or the server was updated twice since the page
 /// loaded (each build keeps the chunks of the one before it).
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -64,61 +65,6 @@ where
             ),
         }
     });
-}
-
-/// How a panel's view is loaded, boxed: every panel shares one copy of [`lazy_panel`]'s code
-/// (generic, it was compiled once per panel into the first load).
-type PanelLoader = std::sync::Arc<
-    dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Loaded> + Send>> + Send + Sync,
->;
-
-/// Shows what `load` resolves to, with a quiet placeholder while the code arrives and, if it
-/// cannot, an error with a retry. Once loaded, later mounts render at once.
-pub fn lazy_panel<F, Fut>(label: &'static str, load: F) -> AnyView
-where
-    F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Loaded> + Send + 'static,
-{
-    panel(label, std::sync::Arc::new(move || Box::pin(load())))
-}
-
-fn panel(label: &'static str, load: PanelLoader) -> AnyView {
-    let attempt = RwSignal::new(0u32);
-    view! {
-        <Suspense fallback=move || {
-            view! {
-                <p class="gb-panel-loading" role="status">
-                    "Loading " {label} "…"
-                </p>
-            }
-        }>
-            {move || {
-                attempt.track();
-                let load = load.clone();
-                Suspend::new(async move {
-                    match load().await {
-                        Ok(panel) => panel,
-                        Err(ChunkLoadError) => {
-                            view! {
-                                <div class="gb-panel-error" role="alert">
-                                    <span>{format!("The {label} panel could not be loaded; check the connection.")}</span>
-                                    <button
-                                        class="gb-link-button"
-                                        type="button"
-                                        on:click=move |_| attempt.update(|n| *n += 1)
-                                    >
-                                        "Retry"
-                                    </button>
-                                </div>
-                            }
-                                .into_any()
-                        }
-                    }
-                })
-            }}
-        </Suspense>
-    }
-    .into_any()
 }
 
 /// Declares `pub async fn $name(args) -> Result<$out, ChunkLoadError>` answering `$body`, and

@@ -16,6 +16,8 @@
 
 use glassbox_app::components::receipt_view::Items;
 use glassbox_app::components::session_drawer::SessionDrawer;
+use glassbox_app::receipt_rows::item_section;
+use glassbox_app::words::Words;
 use glassbox_app::{ChatClient, Theme, WidgetConfig};
 use glassbox_core::context::agent_settings::{AgentSettings, SessionOverrides};
 use glassbox_core::context::budget::TokenBreakdown;
@@ -25,7 +27,6 @@ use glassbox_core::context::items::{
 };
 use glassbox_core::context::meter::ContextReport;
 use glassbox_core::context::receipt::{ItemNote, Part, PartKind, Reason, Receipt};
-use glassbox_core::context::receipt_view::item_section;
 use glassbox_core::context::score::Score;
 use glassbox_core::wire::ItemsView;
 use leptos::mount::mount_to;
@@ -55,7 +56,12 @@ fn mount(view: impl FnOnce() -> AnyView + 'static) -> Mounted {
     let document = web_sys::window().unwrap().document().unwrap();
     let root: HtmlElement = document.create_element("div").unwrap().unchecked_into();
     document.body().unwrap().append_child(&root).unwrap();
-    let view = mount_to(root.clone(), view);
+    // The panels' components are mounted directly here, not through a lazy panel that would
+    // fetch their English first.
+    let view = mount_to(root.clone(), move || {
+        provide_context(glassbox_app::words::Words::english_in_full());
+        view()
+    });
     Mounted { root, _view: view }
 }
 
@@ -148,7 +154,7 @@ fn item(item: ItemRef, include: Included, score: Option<f32>, priority: i32, tok
 
 /// Mounts the receipt's item section of `receipt`.
 fn mount_items(receipt: &Receipt) -> Mounted {
-    let section = item_section(receipt).expect("the receipt has items");
+    let section = item_section(Words::english_in_full(), receipt).expect("the receipt has items");
     mount(move || view! { <Items section=section /> }.into_any())
 }
 

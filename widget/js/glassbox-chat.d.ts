@@ -185,6 +185,12 @@ export interface GlassboxChatEventMap {
 export interface GlassboxChatElement extends HTMLElement {
   /** Launcher mode: whether the panel is open (always true in inline mode while connected). */
   readonly isOpen: boolean;
+  /**
+   * The host's own words over the widget's, by key (docs/strings.md lists them: `send`,
+   * `write_a_message`, `launcher_open`, …; `{name}` marks a slot filled when shown). Applied in
+   * place; `null` clears them.
+   */
+  strings: GlassboxStrings | null;
   /** Sends a message; `context` is page data for the model, never shown in the message. */
   sendMessage(text: string, attachments?: Attachment[] | null, context?: PageContext | null): Promise<void>;
   /** Sets the page context sent with every later message; `null` clears it. */
@@ -268,6 +274,9 @@ export interface GlassboxTokenMeterElement extends HTMLElement {
   reading(): MeterReading | null;
 }
 
+/** The host's words for the widget's strings, key → string (docs/strings.md lists the keys). */
+export type GlassboxStrings = Record<string, string>;
+
 /** The attributes of <glassbox-chat>, for JSX and templates. */
 export interface GlassboxChatAttributes {
   server?: string;
@@ -293,6 +302,8 @@ export interface GlassboxChatAttributes {
   welcome?: string;
   /** Up to four prompts shown as chips on an empty chat, as a JSON array of strings (over the agent's). */
   starters?: string;
+  /** The language of the widget's strings (`fr…`: French, else English); unset: the page's. */
+  lang?: string;
   /** The folder of the token worker and vocabularies (default: beside the script on a Glassbox
    * server, else the server's `/widget/`). */
   assets?: string;

@@ -6,7 +6,7 @@
 // Attributes, methods, events and ::part() names: glassbox-chat.d.ts (the types) and
 // docs/embedding.md (the same as tables).
 import { addPanelStyles, shadowRoot } from './shadow-shell.js';
-import { Launcher, launcherPosition } from './launcher.js';
+import { Launcher, launcherPosition, launcherWords } from './launcher.js';
 
 const here = new URL('.', import.meta.url);
 // Served by a Glassbox server (…/widget/): that server, and its other files beside this one.
@@ -38,7 +38,7 @@ const CHAT_ATTRIBUTES = [
 const Base = typeof HTMLElement === 'undefined' ? class {} : HTMLElement;
 
 class GlassboxChat extends Base {
-  static observedAttributes = [...CHAT_ATTRIBUTES, 'theme', 'mode', 'position'];
+  static observedAttributes = [...CHAT_ATTRIBUTES, 'theme', 'mode', 'position', 'lang'];
 
   #widget = null;
   #mountedWith = null;
@@ -46,8 +46,31 @@ class GlassboxChat extends Base {
   #pageContext = undefined;
   #mounting = null;
   #launcher = null;
+  #strings = null;
+  #pageLang = null;
+
+  /** The host's own words over the widget's (key → string; docs/strings.md lists the keys);
+   * `null` or `{}` clears them. Applied in place, without a remount. */
+  get strings() {
+    return this.#strings;
+  }
+
+  set strings(value) {
+    this.#strings = value && typeof value === 'object' ? { ...value } : null;
+    this.#applyWords();
+    if (this.shadowRoot) this.#widget?.setStrings(this.#stringPairs());
+  }
 
   connectedCallback() {
+    // A `strings` set on the element before this script defined it hid the accessor: take it over.
+    if (Object.prototype.hasOwnProperty.call(this, 'strings')) {
+      const value = this.strings;
+      delete this.strings;
+      this.strings = value;
+    }
+    // The page's language, when it changes (a single-page app switching language).
+    this.#pageLang ??= new MutationObserver(() => this.#applyWords());
+    this.#pageLang.observe(document.documentElement, { attributes: true, attributeFilter: ['lang'] });
     if (!this.shadowRoot) {
       const root = shadowRoot(this);
       this.#container = document.createElement('div');
@@ -59,6 +82,8 @@ class GlassboxChat extends Base {
       });
     }
     this.#layout();
+    // Moved under another language (a mounted chat stays mounted across a move).
+    this.#applyWords();
   }
 
   disconnectedCallback() {
@@ -66,6 +91,7 @@ class GlassboxChat extends Base {
     // connects it again in one task: the chat stays mounted, with its socket, draft and panel.
     queueMicrotask(() => {
       if (this.isConnected) return;
+      this.#pageLang?.disconnect();
       this.#unmount();
       this.#launcher?.destroy();
       this.#launcher = null;
@@ -79,6 +105,8 @@ class GlassboxChat extends Base {
       this.#launcher?.setPosition(launcherPosition(newValue));
     } else if (name === 'theme') {
       this.#widget?.setTheme(newValue);
+    } else if (name === 'lang') {
+      this.#applyWords();
     } else {
       this.#layout();
     }
@@ -204,6 +232,7 @@ class GlassboxChat extends Base {
         storageKey: () => `glassbox:launcher:${this.#server()}:${this.getAttribute('session') || 'default'}:${
           this.getAttribute('agent') || ''}:${location.pathname}`,
         onOpen: () => this.#mount(),
+        words: launcherWords(this.#lang(), this.#strings),
         onPrefetch: () => load(this.#assets(), this.getAttribute('vocab')).catch(() => {}),
       });
     } else if (!launcher && this.#launcher) {
@@ -213,6 +242,37 @@ class GlassboxChat extends Base {
     if (!launcher && this.#container.parentNode !== this.shadowRoot) this.shadowRoot.append(this.#container);
     if (this.#widget && this.#mountedWith !== this.#identity()) this.#unmount();
     if (!launcher || this.#widget || this.#launcher.isOpen) this.#mount().catch(() => {});
+  }
+
+  /** The language of the widget's strings: the element's `lang`, else the nearest ancestor's,
+   * across the shadow roots it sits in (else the page's). */
+  #lang() {
+    for (let node = this; node; ) {
+      const found = node.closest('[lang]');
+      if (found) return found.getAttribute('lang') || null;
+      const root = node.getRootNode();
+      node = root instanceof ShadowRoot ? root.host : null;
+    }
+    return null;
+  }
+
+  /** The `strings` property's string values as `[key, string]` pairs (others warned of). */
+  #stringPairs() {
+    const pairs = [];
+    for (const [key, value] of Object.entries(this.#strings ?? {})) {
+      // The launcher's own words are read by launcher.js.
+      if (key.startsWith('launcher_')) continue;
+      if (typeof value === 'string') pairs.push([key, value]);
+      else console.warn(`<glassbox-chat>.strings.${key}: not a string; left out`);
+    }
+    return pairs;
+  }
+
+  /** Shows the language now chosen, on the launcher with the host's words and in the chat. */
+  #applyWords() {
+    if (!this.shadowRoot) return;
+    this.#launcher?.setWords(launcherWords(this.#lang(), this.#strings));
+    this.#widget?.setLanguage(this.#lang());
   }
 
   /** The `starters` attribute: a JSON array of strings (anything else: none, with a warning). */
@@ -276,7 +336,11 @@ class GlassboxChat extends Base {
           placeholder: this.getAttribute('placeholder'),
           welcome: this.getAttribute('welcome'),
           starters: this.#starters(),
+          lang: this.#lang(),
         });
+        // Before the first paint: the chat stays hidden until they are read.
+        const strings = this.#stringPairs();
+        if (strings.length) this.#widget.setStrings(strings);
         this.#mountedWith = this.#identity();
         addPanelStyles(this.shadowRoot);
         if (this.#pageContext !== undefined) {

@@ -31,6 +31,37 @@ function element(tag, className, attributes = {}) {
   return el;
 }
 
+// The launcher's words. It shows before the chat's code loads, so they live here rather than in
+// the chat's table (docs/strings.md lists both): English, French, and the host's `strings` over
+// them.
+const WORDS = {
+  en: {
+    launcher_open: 'Open chat',
+    launcher_unread_one: 'Open chat ({count} unread reply)',
+    launcher_unread_many: 'Open chat ({count} unread replies)',
+    launcher_title: 'Chat',
+    launcher_close: 'Close chat',
+  },
+  fr: {
+    launcher_open: 'Ouvrir la discussion',
+    launcher_unread_one: 'Ouvrir la discussion ({count} réponse non lue)',
+    launcher_unread_many: 'Ouvrir la discussion ({count} réponses non lues)',
+    launcher_title: 'Discussion',
+    launcher_close: 'Fermer la discussion',
+  },
+};
+
+/** The launcher's words for the language tag `lang` (French for `fr…`, else English), with the
+ * host's own (`strings`, key → string) over them. */
+export function launcherWords(lang, strings) {
+  const base = /^fr(?:[-_]|$)/i.test(lang ?? '') ? WORDS.fr : WORDS.en;
+  const words = { ...base };
+  for (const key of Object.keys(base)) {
+    if (typeof strings?.[key] === 'string') words[key] = strings[key];
+  }
+  return words;
+}
+
 /** Below this width the panel fills the screen and is modal (focus stays inside it). */
 const FULL_SCREEN = '(max-width: 479.98px)';
 
@@ -57,6 +88,9 @@ export class Launcher {
   #open = false;
   #unread = 0;
   #listeners = [];
+  #title;
+  #close;
+  #words = launcherWords(null, null);
 
   constructor(host, root, container, options) {
     this.#host = host;
@@ -72,7 +106,6 @@ export class Launcher {
       'aria-haspopup': 'dialog',
       'aria-expanded': 'false',
       'aria-controls': 'gb-panel',
-      'aria-label': 'Open chat',
     });
     this.#badge = element('span', 'gb-launcher-badge', { part: 'badge', 'aria-hidden': 'true' });
     this.#badge.hidden = true;
@@ -82,22 +115,18 @@ export class Launcher {
       id: 'gb-panel',
       part: 'panel',
       role: 'dialog',
-      'aria-label': 'Chat',
       'data-position': position,
     });
     this.#panel.hidden = true;
     const bar = element('div', 'gb-panel-bar', { part: 'panel-bar' });
-    const title = element('span', 'gb-panel-title');
-    title.textContent = 'Chat';
-    const close = element('button', 'gb-panel-close', {
-      type: 'button',
-      part: 'close',
-      'aria-label': 'Close chat',
-    });
-    close.textContent = '×';
-    bar.append(title, close);
+    this.#title = element('span', 'gb-panel-title');
+    this.#close = element('button', 'gb-panel-close', { type: 'button', part: 'close' });
+    this.#close.textContent = '×';
+    bar.append(this.#title, this.#close);
+    const close = this.#close;
     this.#panel.append(bar, container);
     root.append(this.#button, this.#panel);
+    this.setWords(options.words ?? this.#words);
 
     // A failed open (the chat could not load) closes again; the element reported why.
     this.#on(this.#button, 'click', () => (this.#open ? this.close() : this.open().catch(() => {})));
@@ -142,7 +171,7 @@ export class Launcher {
     this.#panel.hidden = false;
     this.#panel.setAttribute('aria-modal', String(matchMedia(FULL_SCREEN).matches));
     this.#button.setAttribute('aria-expanded', 'true');
-    this.#button.setAttribute('aria-label', 'Close chat');
+    this.#button.setAttribute('aria-label', this.#words.launcher_close);
     this.#host.dispatchEvent(
       new CustomEvent('glassbox:toggle', { detail: { open: true }, bubbles: true, composed: true }),
     );
@@ -171,6 +200,16 @@ export class Launcher {
     );
   }
 
+  /** Shows `words` (from [`launcherWords`]) on the button and the panel. */
+  setWords(words) {
+    this.#words = words;
+    this.#panel.setAttribute('aria-label', words.launcher_title);
+    this.#title.textContent = words.launcher_title;
+    this.#close.setAttribute('aria-label', words.launcher_close);
+    if (this.#open) this.#button.setAttribute('aria-label', words.launcher_close);
+    else this.#setUnread(this.#unread);
+  }
+
   /** Moves the button and the panel to `position` (one of the four corners). */
   setPosition(position) {
     this.#button.dataset.position = position;
@@ -195,10 +234,9 @@ export class Launcher {
     this.#badge.hidden = count === 0;
     this.#badge.textContent = count > 9 ? '9+' : String(count);
     if (!this.#open) {
-      this.#button.setAttribute(
-        'aria-label',
-        count === 0 ? 'Open chat' : `Open chat (${count} unread ${count === 1 ? 'reply' : 'replies'})`,
-      );
+      const w = this.#words;
+      const label = count === 0 ? w.launcher_open : count === 1 ? w.launcher_unread_one : w.launcher_unread_many;
+      this.#button.setAttribute('aria-label', label.replaceAll('{count}', String(count)));
     }
   }
 

@@ -56,6 +56,24 @@ struct Options {
     welcome: Option<String>,
     #[serde(default)]
     starters: Vec<String>,
+    /// The language of the widget's strings: the element's `lang`, else the page's.
+    #[serde(default)]
+    lang: Option<String>,
+}
+
+/// The host's words as the element's script passes them, `[key, string]` pairs (anything else
+/// left out: the script has warned of it).
+fn string_pairs(pairs: &JsValue) -> Vec<(String, String)> {
+    if !js_sys::Array::is_array(pairs) {
+        return Vec::new();
+    }
+    js_sys::Array::from(pairs)
+        .iter()
+        .filter_map(|pair| {
+            let pair = js_sys::Array::from(&pair);
+            Some((pair.get(0).as_string()?, pair.get(1).as_string()?))
+        })
+        .collect()
 }
 
 /// The host's greeting from its attributes, cut to the limits (the element's script reads the
@@ -220,7 +238,12 @@ impl GlassboxWidget {
             greeting: host_greeting(options.placeholder, options.welcome, options.starters),
         };
         Ok(GlassboxWidget {
-            handle: Some(glassbox_app::mount(container, host, config)),
+            handle: Some(glassbox_app::mount(
+                container,
+                host,
+                config,
+                options.lang.as_deref().filter(|l| !l.trim().is_empty()),
+            )),
         })
     }
 
@@ -437,6 +460,23 @@ impl GlassboxWidget {
     pub fn set_theme(&self, theme: Option<String>) {
         if let Some(handle) = &self.handle {
             handle.set_theme(Theme::parse(theme.as_deref()));
+        }
+    }
+
+    /// Switches the language of the widget's strings (the element's `lang`, else the page's).
+    #[wasm_bindgen(js_name = setLanguage)]
+    pub fn set_language(&self, lang: Option<String>) {
+        if let Some(handle) = &self.handle {
+            handle.set_language(lang.as_deref().filter(|l| !l.trim().is_empty()));
+        }
+    }
+
+    /// Puts the host's words over the widget's (`[key, string]` pairs; empty clears them). The
+    /// element's script calls it right after mounting too, before the first paint.
+    #[wasm_bindgen(js_name = setStrings)]
+    pub fn set_strings(&self, strings: JsValue) {
+        if let Some(handle) = &self.handle {
+            handle.set_strings(string_pairs(&strings));
         }
     }
 

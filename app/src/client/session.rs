@@ -13,6 +13,7 @@ use leptos::prelude::*;
 
 use super::text_batch::Unshown;
 use crate::session_store::{self, StoredSession};
+use crate::words::{Word, Words, words};
 
 /// The conversation's state on this side, and its storage under one server and slot.
 pub struct Session {
@@ -20,6 +21,8 @@ pub struct Session {
     slot: String,
     transcript: RwSignal<Transcript>,
     announcement: RwSignal<String>,
+    /// The chat's strings, for the live region's words.
+    words: Words,
     /// One signal per stored message: a change to one message re-renders only its view.
     cells: RefCell<HashMap<String, ArcRwSignal<ChatMessage>>>,
     /// Messages with streamed text not shown yet.
@@ -33,7 +36,8 @@ pub struct Session {
 }
 
 impl Session {
-    /// The state kept in `transcript` and `announcement`, stored under `server` and `slot`.
+    /// The state kept in `transcript` and `announcement`, stored under `server` and `slot`; the
+    /// live region speaks the chat's words (from the owner's context: English without one).
     pub fn new(
         server: String,
         slot: String,
@@ -45,6 +49,7 @@ impl Session {
             slot,
             transcript,
             announcement,
+            words: words(),
             cells: RefCell::new(HashMap::new()),
             unshown: RefCell::new(Unshown::default()),
             streamed: ArcTrigger::new(),
@@ -177,7 +182,8 @@ impl Session {
             t.apply(frame);
         });
         self.sync_cells(&frame.event);
-        if let Some(said) = announcement(&frame.event) {
+        // Frames arrive outside any view: the words are read, not followed.
+        if let Some(said) = untrack(|| announcement(&frame.event, self.words)) {
             self.announcement.set(said);
         }
     }
@@ -251,16 +257,17 @@ fn touched(event: &ServerEvent) -> Option<Touched<'_>> {
 
 /// What the polite live region says for `event`: a reply completed (its first 200 characters) or
 /// failed; nothing per piece (a stopped reply's "Stopped" line is an alert of its own).
-fn announcement(event: &ServerEvent) -> Option<String> {
+fn announcement(event: &ServerEvent, w: Words) -> Option<String> {
     match event {
         ServerEvent::Done(d) if d.message.status == MessageStatus::Complete => {
             let text = d.message.content.trim();
             let cut = text.char_indices().nth(200).map_or(text.len(), |(i, _)| i);
             let more = if cut < text.len() { "…" } else { "" };
-            Some(format!("Reply complete: {}{more}", &text[..cut]))
+            let said = format!("{}{more}", &text[..cut]);
+            Some(w.fill(Word::ReplyComplete, &[("text", said.as_str())]))
         }
         ServerEvent::Error(e) if e.message_id.is_some() => {
-            Some(format!("Reply failed: {}", e.message))
+            Some(w.fill(Word::ReplyFailed, &[("message", e.message.as_str())]))
         }
         _ => None,
     }
@@ -474,26 +481,32 @@ mod tests {
         };
         let long = "é".repeat(250);
         assert_eq!(
-            announcement(&done(&long, "complete")).unwrap(),
+            announcement(&done(&long, "complete"), Words::english_in_full()).unwrap(),
             format!("Reply complete: {}…", "é".repeat(200))
         );
         assert_eq!(
-            announcement(&done(&"x".repeat(200), "complete")).unwrap(),
+            announcement(&done(&"x".repeat(200), "complete"), Words::english_in_full()).unwrap(),
             format!("Reply complete: {}", "x".repeat(200))
         );
-        assert_eq!(announcement(&done("partial", "failed")), None);
+        assert_eq!(
+            announcement(&done("partial", "failed"), Words::english_in_full()),
+            None
+        );
         let failed = frame(
             1,
             "error",
             json!({"code": "provider_error", "message": "boom", "retryable": true, "messageId": "r"}),
         );
-        assert_eq!(announcement(&failed.event).unwrap(), "Reply failed: boom");
+        assert_eq!(
+            announcement(&failed.event, Words::english_in_full()).unwrap(),
+            "Reply failed: boom"
+        );
         let refused = frame(
             1,
             "error",
             json!({"code": "rate_limited", "message": "slow down", "retryable": true}),
         );
-        assert_eq!(announcement(&refused.event), None);
+        assert_eq!(announcement(&refused.event, Words::english_in_full()), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use leptos::prelude::*;
 
 use crate::chunks::lazy_panel_fn;
 use crate::client::ChatClient;
+use crate::words::{Word, Words, words};
 
 lazy_panel_fn! {
     /// The dialog of the calls waiting for the user's yes.
@@ -20,23 +21,23 @@ lazy_panel_fn! {
 }
 
 /// What the server says about a tool, in words (its annotations; claims, not checked).
-fn claims(annotations: &serde_json::Value) -> Vec<&'static str> {
+fn claims(w: Words, annotations: &serde_json::Value) -> Vec<String> {
     let flag = |key: &str| annotations.get(key).and_then(serde_json::Value::as_bool);
     let mut out = Vec::new();
     match flag("readOnlyHint") {
-        Some(true) => out.push("only reads"),
-        Some(false) => out.push("may change things"),
+        Some(true) => out.push(w.get(Word::ClaimReadsOnly)),
+        Some(false) => out.push(w.get(Word::ClaimMayChange)),
         None => {}
     }
     if flag("destructiveHint") == Some(true) {
-        out.push("may delete or overwrite");
+        out.push(w.get(Word::ClaimMayDelete));
     }
     if flag("idempotentHint") == Some(true) {
-        out.push("is safe to repeat");
+        out.push(w.get(Word::ClaimSafeToRepeat));
     }
     match flag("openWorldHint") {
-        Some(true) => out.push("reaches outside services"),
-        Some(false) => out.push("stays within its own data"),
+        Some(true) => out.push(w.get(Word::ClaimReachesOutside)),
+        Some(false) => out.push(w.get(Word::ClaimStaysWithin)),
         None => {}
     }
     out
@@ -55,6 +56,7 @@ pub fn ApprovalDialog(client: ChatClient) -> impl IntoView {
     let waiting = Memo::new(move |_| approvals.with(Vec::len));
     let reason = RwSignal::new(String::new());
     let approve_button: NodeRef<html::Button> = NodeRef::new();
+    let w = words();
     // Each call is drawn anew (only `current` redraws it), so its Approve button is new: it takes
     // the focus, and a keyboard user answers at once.
     // The button may be built before it is in the document (the panel mounts once its code has
@@ -82,7 +84,28 @@ pub fn ApprovalDialog(client: ChatClient) -> impl IntoView {
         current.get().map(|r: ApprovalRequest| {
             let name = format!("{}.{}", r.server, r.tool);
             let heading = r.title.clone().unwrap_or_else(|| r.tool.clone());
-            let claims = r.annotations.as_ref().map(claims).unwrap_or_default();
+            // The words are read in their own closures: a change of language redraws them, not
+            // the dialog (which would clear the reason and move the focus).
+            let annotations = r.annotations.clone();
+            let has_claims =
+                untrack(|| annotations.as_ref().is_some_and(|a| !claims(w, a).is_empty()));
+            let claims_line = move || {
+                let said = annotations.as_ref().map(|a| claims(w, a)).unwrap_or_default();
+                w.fill(Word::ApprovalClaims, &[("claims", said.join(", ").as_str())])
+            };
+            // The tool's name goes where the question's `{tool}` is, in bold.
+            let ask = w.text(Word::ApprovalAsk);
+            let before = move || {
+                ask.with(|a| a.split_once("{tool}").map_or(a.clone(), |(b, _)| b.to_owned()))
+            };
+            let after = move || {
+                ask.with(|a| a.split_once("{tool}").map_or(String::new(), |(_, x)| x.to_owned()))
+            };
+            let tokens = r.tokens.to_string();
+            let cost = move || {
+                let per = w.fill(Word::TokensPerRequest, &[("count", tokens.as_str())]);
+                format!(" · {per}")
+            };
             view! {
                 <section
                     class="gb-approval-dialog"
@@ -101,24 +124,22 @@ pub fn ApprovalDialog(client: ChatClient) -> impl IntoView {
                 >
                     <h2 id="gb-approval-title" class="gb-approval-title">
                         {super::icons::wrench(18)}
-                        "Allow the assistant to use " <strong>{heading}</strong> "?"
+                        {before} <strong>{heading}</strong> {after}
                     </h2>
                     <p class="gb-approval-name">
                         <code>{name}</code>
-                        <span class="gb-approval-cost">{format!(" · {} tokens per request", r.tokens)}</span>
+                        <span class="gb-approval-cost">{cost}</span>
                     </p>
                     <p id="gb-approval-description" class="gb-approval-description">{r.description.clone()}</p>
                     <div class="gb-approval-arguments">
-                        <span class="gb-approval-label">"With"</span>
+                        <span class="gb-approval-label">{w.text(Word::ApprovalWith)}</span>
                         <pre>{pretty(&r.arguments)}</pre>
                     </div>
-                    {(!claims.is_empty()).then(|| view! {
-                        <p class="gb-approval-claims">
-                            {format!("The tool's server says it {} (not checked).", claims.join(", "))}
-                        </p>
+                    {has_claims.then(|| view! {
+                        <p class="gb-approval-claims">{claims_line}</p>
                     })}
                     <label class="gb-approval-reason-field">
-                        "Reason, if you deny (the assistant is told)"
+                        {w.text(Word::ApprovalReason)}
                         <input
                             type="text"
                             maxlength="1000"
@@ -133,23 +154,25 @@ pub fn ApprovalDialog(client: ChatClient) -> impl IntoView {
                             node_ref=approve_button
                             on:click=move |_| answer(ApprovalDecision::Allow)
                         >
-                            "Approve"
+                            {w.text(Word::Approve)}
                         </button>
                         <button class="gb-deny" type="button" on:click=move |_| answer(ApprovalDecision::Deny)>
-                            "Deny"
+                            {w.text(Word::Deny)}
                         </button>
                         <button
                             class="gb-allow-session"
                             type="button"
                             on:click=move |_| answer(ApprovalDecision::AllowSession)
                         >
-                            "Allow for this session"
+                            {w.text(Word::AllowForThisSession)}
                         </button>
                     </div>
                     {move || {
                         let more = waiting.get().saturating_sub(1);
                         (more > 0).then(|| view! {
-                            <p class="gb-approval-more" role="status">{format!("{more} more waiting")}</p>
+                            <p class="gb-approval-more" role="status">
+                                {w.fill(Word::ApprovalMoreWaiting, &[("count", more.to_string().as_str())])}
+                            </p>
                         })
                     }}
                 </section>
@@ -166,14 +189,14 @@ mod tests {
     fn annotations_read_as_the_servers_claims() {
         let a = serde_json::json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false});
         assert_eq!(
-            claims(&a),
+            claims(Words::english_in_full(), &a),
             [
                 "may change things",
                 "may delete or overwrite",
                 "stays within its own data"
             ]
         );
-        assert!(claims(&serde_json::json!({})).is_empty());
+        assert!(claims(Words::english_in_full(), &serde_json::json!({})).is_empty());
         assert_eq!(pretty(&serde_json::json!({"a": 1})), "{\n  \"a\": 1\n}");
     }
 }

@@ -3,8 +3,9 @@
 use leptos::prelude::*;
 
 /// How an item came in, as a badge in words (`text`: with its score), coloured by `badge`.
+/// `text` is a `String` (the words core computed) or a signal (words from the table).
 #[component]
-pub(crate) fn Badge(badge: &'static str, text: String) -> impl IntoView {
+pub(crate) fn Badge(badge: &'static str, #[prop(into)] text: Signal<String>) -> impl IntoView {
     view! { <span class=format!("gb-item-badge gb-item-badge-{}", include_key(badge))>{text}</span> }
 }
 

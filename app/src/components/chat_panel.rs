@@ -22,9 +22,11 @@ use super::session_drawer::{preload_session_drawer, session_drawer};
 use super::token_meter::TokenMeter;
 use super::topic_panel::{preload_topic_panel, topic_panel};
 use crate::attach::Attaching;
-use crate::chunks::{lazy_panel, load_in_background, prefetch, split_fn};
+use super::lazy_panel::lazy_panel;
+use crate::chunks::{load_in_background, prefetch, split_fn};
 use crate::client::ChatClient;
 use crate::config::Theme;
+use crate::words::{Word, words};
 use glassbox_core::attachments::files_to_send;
 use glassbox_core::context::selection::choices_from_view;
 use glassbox_core::context::{MessageMark, TurnMessage};
@@ -37,6 +39,7 @@ use crate::token_counts::{TokenCounts, now_ms};
 #[component]
 pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts) -> impl IntoView {
     let transcript = client.transcript;
+    let w = words();
     let meter = chat_meter(client, counts);
     let settings_open = RwSignal::new(false);
     let settings =
@@ -140,6 +143,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
         <div
             class="gb-root"
             class:gb-dropping=move || dragging.get() != 0
+            class:gb-words-pending=move || !words().settled()
             part="root"
             data-theme=move || theme.get().as_str()
             on:dragenter=on_drag_enter
@@ -148,13 +152,13 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             on:drop=on_drop
         >
             <header class="gb-header" part="header">
-                <span class="gb-title">"Glassbox"</span>
+                <span class="gb-title">{w.text(Word::ChatTitle)}</span>
                 <TokenMeter view=meter update_ms=counts.update_ms budget=budget />
                 <button
                     class="gb-icon-button gb-new-chat"
                     type="button"
-                    aria-label="New chat"
-                    title=move || if client.has_user() { "New chat (this conversation stays in your list)" } else { "New chat (this conversation is deleted)" }
+                    aria-label=w.text(Word::NewChat)
+                    title=move || if client.has_user() { w.get(Word::NewChatKept) } else { w.get(Word::NewChatDeleted) }
                     on:click=move |_| client.new_conversation()
                 >
                     "+"
@@ -162,8 +166,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                 <button
                     class="gb-icon-button gb-topics-toggle"
                     type="button"
-                    aria-label="Topics"
-                    title="Topics: choose which history reaches the model"
+                    aria-label=w.text(Word::Topics)
+                    title=w.text(Word::TopicsHint)
                     aria-expanded=move || topics_open.get().to_string()
                     on:click=move |_| topics_open.update(|o| *o = !*o)
                     on:pointerenter=move |_| prefetch(preload_topic_panel)
@@ -174,8 +178,8 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                 <button
                     class="gb-icon-button gb-drawer-toggle"
                     type="button"
-                    aria-label="Rules, references and settings"
-                    title="Rules, references and settings of this conversation"
+                    aria-label=w.text(Word::DrawerToggle)
+                    title=w.text(Word::DrawerToggleHint)
                     aria-expanded=move || drawer_open.get().to_string()
                     on:click=move |_| drawer_open.update(|o| *o = !*o)
                     on:pointerenter=move |_| prefetch(preload_session_drawer)
@@ -186,7 +190,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                 <button
                     class="gb-icon-button gb-settings-toggle"
                     type="button"
-                    aria-label="Context settings"
+                    aria-label=w.text(Word::ContextSettings)
                     aria-expanded=move || settings_open.get().to_string()
                     on:click=move |_| settings_open.update(|o| *o = !*o)
                     on:pointerenter=move |_| prefetch(preload_compression_settings)
@@ -197,13 +201,13 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                 <ConnectionBadge client=client />
             </header>
             <Show when=move || settings_open.get()>
-                {lazy_panel("settings", move || compression_settings(settings, on_settings))}
+                {lazy_panel(Word::PanelSettings, move || compression_settings(settings, on_settings))}
             </Show>
             <Show when=move || topics_open.get()>
-                {lazy_panel("topics", move || topic_panel(client))}
+                {lazy_panel(Word::PanelTopics, move || topic_panel(client))}
             </Show>
             <Show when=move || drawer_open.get()>
-                {lazy_panel("session", move || session_drawer(client))}
+                {lazy_panel(Word::PanelSession, move || session_drawer(client))}
             </Show>
             {move || {
                 notice()
@@ -212,7 +216,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                             <div class="gb-notice" part="notice" role="alert" data-code=format!("{:?}", n.code)>
                                 <span>{n.message}</span>
                                 <button class="gb-link-button" on:click=move |_| client.clear_notice()>
-                                    "Dismiss"
+                                    {w.text(Word::Dismiss)}
                                 </button>
                             </div>
                         }
@@ -224,7 +228,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     part="messages"
                     role="log"
                     aria-live="off"
-                    aria-label="Conversation"
+                    aria-label=w.text(Word::Conversation)
                     node_ref=list
                     on:wheel=move |ev: leptos::ev::WheelEvent| follow.on_wheel(ev.delta_y())
                     on:keydown=move |ev: leptos::ev::KeyboardEvent| follow.on_key(&ev.key())
@@ -237,9 +241,9 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                         <Show when=empty>
                             {move || if greeted.get() {
                                 // Its own chunk; the loading line is not shown here (it is tiny).
-                                view! { <div class="gb-greeting-slot">{lazy_panel("welcome", move || empty_chat(client))}</div> }.into_any()
+                                view! { <div class="gb-greeting-slot">{lazy_panel(Word::PanelWelcome, move || empty_chat(client))}</div> }.into_any()
                             } else {
-                                view! { <p class="gb-empty">"Ask anything. Replies stream in here."</p> }.into_any()
+                                view! { <p class="gb-empty">{w.text(Word::EmptyChat)}</p> }.into_any()
                             }}
                         </Show>
                         <For each=message_ids key=|id| id.clone() let:id>
@@ -258,7 +262,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
                     hidden=move || follow.following.get()
                     on:click=move |_| follow.jump_to_latest()
                 >
-                    "Jump to latest ↓"
+                    {w.text(Word::JumpToLatest)}
                 </button>
             </div>
             <div class="gb-live gb-visually-hidden" role="status" aria-live="polite">
@@ -266,7 +270,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             </div>
             // A tool call waiting for the user's yes: the dialog's code arrives with the first one.
             <Show when=move || client.approvals.with(|a| !a.is_empty())>
-                {lazy_panel("approval", move || approval_dialog(client))}
+                {lazy_panel(Word::PanelApproval, move || approval_dialog(client))}
             </Show>
             <DraftPreviewStrip client=client />
             <Composer client=client attaching=attaching />
@@ -275,7 +279,7 @@ pub fn ChatPanel(client: ChatClient, theme: RwSignal<Theme>, counts: TokenCounts
             {move || {
                 dialog_wanted
                     .get()
-                    .then(|| lazy_panel("context", move || context_dialog(client, viewer, show_values, content)))
+                    .then(|| lazy_panel(Word::PanelContext, move || context_dialog(client, viewer, show_values, content)))
             }}
         </div>
     }

@@ -11,6 +11,7 @@ use super::draft_preview::preload_preview_body;
 use crate::attach::{Attaching, PendingFile, Upload, preload_uploader};
 use crate::chunks::prefetch;
 use crate::client::ChatClient;
+use crate::words::{Word, words};
 
 /// Text input, the attached files and the send button.
 #[component]
@@ -19,10 +20,11 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
     let problem = RwSignal::new(None::<String>);
     let input: NodeRef<Textarea> = NodeRef::new();
     let picker: NodeRef<Input> = NodeRef::new();
+    let w = words();
     let send = move || {
         let body = text.get_untracked();
         if attaching.busy() {
-            problem.set(Some("Wait for the files to finish uploading.".to_owned()));
+            problem.set(Some(w.get(Word::WaitForUploads)));
             return;
         }
         if body.trim().is_empty() && !attaching.any_ready() {
@@ -72,7 +74,7 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
             }
         >
             <Show when=move || attaching.files.with(|f| !f.is_empty())>
-                <ul class="gb-attached" part="attached" aria-label="Files attached to this message">
+                <ul class="gb-attached" part="attached" aria-label=w.text(Word::FilesAttached)>
                     <For each=move || attaching.files.get() key=|f| (f.key, f.upload == Upload::Sending) let:file>
                         <AttachedChip file=file attaching=attaching />
                     </For>
@@ -84,8 +86,8 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
                 part="input"
                 node_ref=input
                 rows="2"
-                placeholder=move || client.greeting().placeholder.unwrap_or_else(|| "Write a message…".to_owned())
-                aria-label="Message"
+                placeholder=move || client.greeting().placeholder.unwrap_or_else(|| w.get(Word::WriteAMessage))
+                aria-label=w.text(Word::Message)
                 prop:value=move || text.get()
                 on:input=move |ev| client.set_draft(event_target_value(&ev))
                 // Writing may come with files: the upload's code too.
@@ -132,8 +134,8 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
                 class="gb-icon-button gb-attach"
                 part="attach"
                 type="button"
-                aria-label="Attach files"
-                title="Attach images or text files (or drop or paste them here)"
+                aria-label=w.text(Word::AttachFiles)
+                title=w.text(Word::AttachFilesHint)
                 on:click=move |_| {
                     if let Some(el) = picker.get_untracked() {
                         el.click();
@@ -155,8 +157,8 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
             >
                 // Both words are there; the stylesheet shows the one that applies (cheaper than a
                 // reactive text in the first download).
-                <span class="gb-send-word">"Send"</span>
-                <span class="gb-stop-word">"Stop"</span>
+                <span class="gb-send-word">{w.text(Word::Send)}</span>
+                <span class="gb-stop-word">{w.text(Word::Stop)}</span>
             </button>
             <Show when=move || !problems().is_empty()>
                 <div class="gb-composer-error" role="alert">
@@ -172,7 +174,8 @@ pub fn Composer(client: ChatClient, attaching: Attaching) -> impl IntoView {
 fn AttachedChip(file: PendingFile, attaching: Attaching) -> impl IntoView {
     let key = file.key;
     let sending = file.upload == Upload::Sending;
-    let remove_label = format!("Remove {}", file.name);
+    let w = words();
+    let remove_label = w.fill_text(Word::RemoveFile, vec![("name", file.name.clone())]);
     view! {
         <li
             class="gb-attached-file"
@@ -181,7 +184,11 @@ fn AttachedChip(file: PendingFile, attaching: Attaching) -> impl IntoView {
         >
             <span class="gb-attached-name">{file.name.clone()}</span>
             <span class="gb-attached-size">
-                {if sending { format!("{} · uploading…", human_bytes(file.size)) } else { human_bytes(file.size) }}
+                {if sending {
+                    w.fill_text(Word::FileUploading, vec![("size", human_bytes(file.size))])
+                } else {
+                    Signal::stored(human_bytes(file.size))
+                }}
             </span>
             <button
                 class="gb-attached-remove"

@@ -6,6 +6,7 @@ use glassbox_core::context::{CompressionSettings, Strategy};
 use leptos::prelude::*;
 
 use crate::chunks::lazy_panel_fn;
+use crate::words::{Word, words};
 
 lazy_panel_fn! {
     /// The compression settings.
@@ -23,6 +24,7 @@ pub fn CompressionSettingsPanel(
 ) -> impl IntoView {
     let current = move || settings.get().unwrap_or_default();
     let problem = RwSignal::new(None::<String>);
+    let w = words();
     let apply = move |edit: &dyn Fn(&mut CompressionSettings)| {
         let mut next = current();
         edit(&mut next);
@@ -36,7 +38,7 @@ pub fn CompressionSettingsPanel(
     };
     view! {
         <fieldset class="gb-settings" disabled=move || settings.with(Option::is_none)>
-            <legend>"Context management"</legend>
+            <legend>{w.text(Word::ContextManagement)}</legend>
             <label class="gb-setting">
                 <input
                     type="checkbox"
@@ -44,10 +46,11 @@ pub fn CompressionSettingsPanel(
                     prop:checked=move || current().enabled
                     on:change=move |ev| { let on = event_target_checked(&ev); apply(&|s| s.enabled = on) }
                 />
-                "Enable smart context compression"
+                {w.text(Word::EnableCompression)}
             </label>
             <label class="gb-setting">
-                "When context reaches "
+                {w.text(Word::CompressWhenContextReaches)}
+                " "
                 <input
                     type="number"
                     name="threshold"
@@ -57,14 +60,15 @@ pub fn CompressionSettingsPanel(
                     on:change=move |ev| {
                         match event_target_value(&ev).trim().parse::<u8>() {
                             Ok(t) => apply(&|s| s.threshold = t),
-                            Err(_) => problem.set(Some("threshold must be a whole number 1–100".into())),
+                            Err(_) => problem.set(Some(w.get(Word::CompressThresholdWhole))),
                         }
                     }
                 />
-                "% of limit"
+                {w.text(Word::CompressPercentOfLimit)}
             </label>
             <label class="gb-setting">
-                "Strategy "
+                {w.text(Word::CompressStrategy)}
+                " "
                 <select
                     name="strategy"
                     prop:value=move || current().strategy.id()
@@ -76,12 +80,13 @@ pub fn CompressionSettingsPanel(
                 >
                     {Strategy::ALL
                         .into_iter()
-                        .map(|st| view! { <option value=st.id()>{st.label()}</option> })
+                        .map(|st| view! { <option value=st.id()>{w.text(strategy_word(st))}</option> })
                         .collect_view()}
                 </select>
             </label>
             <label class="gb-setting">
-                "Always keep last "
+                {w.text(Word::CompressAlwaysKeepLast)}
+                " "
                 <input
                     type="number"
                     name="preserveRecentMessages"
@@ -91,11 +96,12 @@ pub fn CompressionSettingsPanel(
                     on:change=move |ev| {
                         match event_target_value(&ev).trim().parse::<u32>() {
                             Ok(n) => apply(&|s| s.preserve_recent_messages = n),
-                            Err(_) => problem.set(Some("messages to keep must be a whole number".into())),
+                            Err(_) => problem.set(Some(w.get(Word::CompressKeepWhole))),
                         }
                     }
                 />
-                " messages intact"
+                " "
+                {w.text(Word::CompressMessagesIntact)}
             </label>
             <label class="gb-setting">
                 <input
@@ -104,11 +110,21 @@ pub fn CompressionSettingsPanel(
                     prop:checked=move || current().show_indicator
                     on:change=move |ev| { let on = event_target_checked(&ev); apply(&|s| s.show_indicator = on) }
                 />
-                "Show compression indicator in chat"
+                {w.text(Word::ShowCompressionIndicator)}
             </label>
             <Show when=move || problem.with(Option::is_some)>
                 <p class="gb-settings-error" role="alert">{move || problem.get()}</p>
             </Show>
         </fieldset>
+    }
+}
+
+/// A strategy's name in the list.
+fn strategy_word(strategy: Strategy) -> Word {
+    match strategy {
+        Strategy::Summarize => Word::StrategySummarize,
+        Strategy::DropLowValue => Word::StrategyDropLowValue,
+        Strategy::SlidingWindow => Word::StrategySlidingWindow,
+        Strategy::Hybrid => Word::StrategyHybrid,
     }
 }

@@ -3,17 +3,21 @@
 use leptos::prelude::*;
 
 use crate::client::{ChatClient, ConnectionStatus};
+use crate::words::{Word, words};
 
 /// Shows where the connection stands; while waiting to reconnect it offers "Reconnect now".
 #[component]
 pub fn ConnectionBadge(client: ChatClient) -> impl IntoView {
     let status = client.status;
+    let w = words();
     let state = move || -> &'static str { status.get().into() };
     let label = move || match status.get() {
-        ConnectionStatus::Connected => "Connected".to_owned(),
-        ConnectionStatus::Connecting => "Connecting…".to_owned(),
-        ConnectionStatus::Reconnecting { in_secs } => format!("Offline — retrying in {in_secs}s"),
-        ConnectionStatus::Stopped => "Disconnected".to_owned(),
+        ConnectionStatus::Connected => w.get(Word::Connected),
+        ConnectionStatus::Connecting => w.get(Word::Connecting),
+        ConnectionStatus::Reconnecting { in_secs } => {
+            w.fill(Word::OfflineRetrying, &[("secs", &in_secs.to_string())])
+        }
+        ConnectionStatus::Stopped => w.get(Word::Disconnected),
     };
     let waiting = move || matches!(status.get(), ConnectionStatus::Reconnecting { .. });
     view! {
@@ -22,7 +26,7 @@ pub fn ConnectionBadge(client: ChatClient) -> impl IntoView {
             <span class="gb-status-label">{label}</span>
             <Show when=waiting>
                 <button class="gb-link-button" on:click=move |_| client.reconnect_now()>
-                    "Reconnect now"
+                    {w.text(Word::ReconnectNow)}
                 </button>
             </Show>
         </span>

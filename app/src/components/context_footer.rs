@@ -5,8 +5,10 @@
 //! sets, chips name the page-context keys that changed with the latest message (names only).
 
 use glassbox_core::context::ContextSets;
-use glassbox_core::context::footer::{FooterItem, FooterLinks, footer_items};
+use glassbox_core::context::footer::{FooterItem, FooterKind, FooterLinks, footer_items};
 use leptos::prelude::*;
+
+use crate::words::{Word, Words, words};
 
 /// Changed-key chips shown before the rest is summarized as "+N".
 const MAX_CHIPS: usize = 6;
@@ -18,6 +20,7 @@ pub fn ContextFooter(
     links: FooterLinks,
     #[prop(into)] changed_keys: Signal<Vec<String>>,
 ) -> impl IntoView {
+    let w = words();
     let items = Memo::new(move |_| {
         sets.with(|s| {
             s.as_ref()
@@ -36,12 +39,15 @@ pub fn ContextFooter(
     };
     let changed_line = move || {
         changed_keys
-            .with(|k| (!k.is_empty()).then(|| format!("Page context changed: {}", k.join(", "))))
+            .with(|k| {
+                (!k.is_empty())
+                    .then(|| w.fill(Word::PageContextChanged, &[("keys", &k.join(", "))]))
+            })
     };
     // Every item, then the changed keys: the tooltip and what screen readers say.
     let full = move || {
         let mut lines: Vec<String> =
-            items.with(|items| items.iter().map(|i| i.title.clone()).collect());
+            items.with(|items| items.iter().map(|i| entry_title(w, i)).collect());
         lines.extend(changed_line());
         lines.join("\n")
     };
@@ -52,7 +58,7 @@ pub fn ContextFooter(
             hidden=move || items.with(Vec::is_empty) && changed_keys.with(Vec::is_empty)
             tabindex="0"
             title=full
-            aria-label=move || format!("Session context: {}", full().replace('\n', ", "))
+            aria-label=move || w.fill(Word::SessionContext, &[("items", &full().replace('\n', ", "))])
         >
             <span class="gb-context-icon" aria-hidden="true" hidden=move || items.with(Vec::is_empty)>
                 {super::icons::paperclip(14)}
@@ -82,18 +88,31 @@ pub fn ContextFooter(
     }
 }
 
+/// The whole of `item` in words, for its tooltip: its title ("port 8080" for a port).
+fn entry_title(w: Words, item: &FooterItem) -> String {
+    match item.kind {
+        FooterKind::Port => w.fill(Word::FooterPort, &[("port", &item.title)]),
+        _ => item.title.clone(),
+    }
+}
+
 #[component]
 fn FooterEntry(item: FooterItem) -> impl IntoView {
     let kind: &str = item.kind.into();
+    let w = words();
+    let title = {
+        let item = item.clone();
+        move || entry_title(w, &item)
+    };
     match item.href {
         Some(href) => view! {
-            <a class="gb-context-item" data-kind=kind href=href title=item.title target="_top" rel="noopener noreferrer">
+            <a class="gb-context-item" data-kind=kind href=href title=title target="_top" rel="noopener noreferrer">
                 {item.label}
             </a>
         }
         .into_any(),
         None => view! {
-            <span class="gb-context-item" data-kind=kind title=item.title>{item.label}</span>
+            <span class="gb-context-item" data-kind=kind title=title>{item.label}</span>
         }
         .into_any(),
     }

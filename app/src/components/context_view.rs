@@ -9,9 +9,11 @@ use wasm_bindgen::JsCast;
 
 use super::context_viewer::ContextViewer;
 use super::receipt_view::receipt_view;
-use crate::chunks::{lazy_panel, lazy_panel_fn};
+use super::lazy_panel::lazy_panel;
+use crate::chunks::lazy_panel_fn;
 use crate::client::ChatClient;
 use crate::frame::next_frame;
+use crate::words::{Word, words};
 
 /// How long a message pointed at from the dialog stays highlighted.
 const HIGHLIGHT_MS: u32 = 2_500;
@@ -38,6 +40,7 @@ pub fn ContextDialog(
     messages: NodeRef<Div>,
 ) -> impl IntoView {
     let dialog: NodeRef<Dialog> = NodeRef::new();
+    let w = words();
     Effect::new(move |_| {
         let open = viewer.showing.with(Option::is_some);
         let Some(d) = dialog.get() else { return };
@@ -81,11 +84,11 @@ pub fn ContextDialog(
             on:close=on_close
         >
             <div class="gb-dialog-header">
-                <h2 id="gb-context-title">"What the model was given"</h2>
+                <h2 id="gb-context-title">{w.text(Word::ContextDialogTitle)}</h2>
                 <button
                     class="gb-icon-button gb-dialog-close"
                     type="button"
-                    aria-label="Close"
+                    aria-label=w.text(Word::Close)
                     on:click=move |_| viewer.close()
                 >
                     "×"
@@ -97,7 +100,7 @@ pub fn ContextDialog(
                     .get()
                     .map(|id| {
                         lazy_panel(
-                            "context",
+                            Word::PanelContext,
                             move || receipt_view(client, viewer, id.clone(), show_values),
                         )
                     })

@@ -6,14 +6,16 @@
 //! is sent.
 
 use glassbox_core::context::MessageMark;
-use glassbox_core::context::receipt_view::{ItemCell, ItemSection, item_section};
 use leptos::prelude::*;
 
 use super::badge::Badge;
 use super::token_meter::grouped;
-use crate::chunks::{lazy_panel, lazy_panel_fn};
+use super::lazy_panel::lazy_panel;
+use crate::chunks::lazy_panel_fn;
 use crate::client::{ChatClient, ConnectionStatus};
 use crate::preview::{DEBOUNCE_MS, DraftPreview};
+use crate::receipt_rows::{ItemCell, ItemSection, item_section};
+use crate::words::{Word, words};
 
 /// Near misses offered to add, at most.
 const MISSES_SHOWN: usize = 3;
@@ -31,23 +33,24 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
     follow_draft(client);
     let previews = client.previews;
     let has_draft = move || client.draft.with(|d| !d.trim().is_empty());
+    let w = words();
     view! {
         <Show when=move || has_draft() && (previews.current.with(Option::is_some) || previews.problem.with(Option::is_some) || previews.waiting.get())>
             <section
                 class="gb-preview"
                 part="preview"
-                aria-label="What this message would carry"
+                aria-label=w.text(Word::PreviewLabel)
                 data-draft-chars=move || previews.current.with(|c| c.as_ref().map(|c| c.draft.chars().count()))
             >
                 {move || previews.problem.get().map(|p| view! {
                     <p class="gb-preview-problem" data-code=crate::host_events::code_name(p.code)>
-                        {format!("No preview: {}", p.message)}
+                        {w.fill_text(Word::NoPreview, vec![("problem", p.message)])}
                     </p>
                 })}
-                {move || previews.current.get().map(|p| lazy_panel("preview", move || preview_body(client, p.clone())))}
+                {move || previews.current.get().map(|p| lazy_panel(Word::PanelPreview, move || preview_body(client, p.clone())))}
                 // The first search of a new server indexes the agent's items first: say so.
                 <Show when=move || previews.waiting.get() && previews.current.with(Option::is_none) && previews.problem.with(Option::is_none)>
-                    <p class="gb-preview-waiting">"Working out what this message would carry…"</p>
+                    <p class="gb-preview-waiting">{w.text(Word::PreviewWaiting)}</p>
                 </Show>
             </section>
         </Show>
@@ -58,7 +61,8 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
 /// misses.
 #[component]
 pub(crate) fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl IntoView {
-    let section = item_section(&preview.receipt);
+    let w = words();
+    let section = item_section(w, &preview.receipt);
     // The knowledge budget's cuts (all: the user should know before sending), then the best near
     // misses.
     let (columns, misses, search) = match section {
@@ -77,14 +81,20 @@ pub(crate) fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl Int
         }
         None => Default::default(),
     };
-    let total = format!(
-        "{}{} tokens to send",
-        if preview.receipt.totals.exact {
-            ""
-        } else {
-            "~"
-        },
-        grouped(preview.total())
+    let total = w.fill_text(
+        Word::TokensToSend,
+        vec![(
+            "tokens",
+            format!(
+                "{}{}",
+                if preview.receipt.totals.exact {
+                    ""
+                } else {
+                    "~"
+                },
+                grouped(preview.total())
+            ),
+        )],
     );
     let delta = preview.delta.map(|d| {
         let (sign, word) = if d > 0 {
@@ -110,13 +120,13 @@ pub(crate) fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl Int
             {delta}
         </div>
         {(!empty).then(|| view! {
-            <ul class="gb-preview-items" aria-label="Rules and references it would carry">
+            <ul class="gb-preview-items" aria-label=w.text(Word::PreviewItems)>
                 {cells.into_iter().map(|cell| view! { <PreviewItem client=client cell=cell /> }).collect_view()}
             </ul>
         })}
         {search.map(|s| view! { <p class="gb-preview-search">{s}</p> })}
         {(!misses.is_empty()).then(|| view! {
-            <ul class="gb-preview-misses" aria-label="Left out">
+            <ul class="gb-preview-misses" aria-label=w.text(Word::PreviewLeftOut)>
                 {misses
                     .into_iter()
                     .map(|m| {
@@ -132,10 +142,10 @@ pub(crate) fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl Int
                                     <button
                                         class="gb-link-button gb-preview-add"
                                         type="button"
-                                        aria-label=format!("Add {name} to this conversation")
+                                        aria-label=w.fill_text(Word::AddToConversation, vec![("name", name.clone())])
                                         on:click=move |_| client.add_item(item.clone())
                                     >
-                                        "Add"
+                                        {w.text(Word::Add)}
                                     </button>
                                 })}
                             </li>
@@ -153,17 +163,18 @@ fn PreviewItem(client: ChatClient, cell: ItemCell) -> impl IntoView {
     let removable = matches!(cell.badge, "Always" | "Manual");
     let name = cell.name.clone();
     let item = cell.item.clone();
+    let w = words();
     view! {
         <li class="gb-preview-item" data-include=cell.badge.to_ascii_lowercase() data-name=cell.name.clone()>
             <span class="gb-item-label">{cell.name.clone()}</span>
-            <Badge badge=cell.badge text=cell.badge_text() />
-            <span class="gb-item-tokens">{format!("{} tokens", grouped(cell.tokens))}</span>
+            <Badge badge=cell.badge text=cell.badge_text(w) />
+            <span class="gb-item-tokens">{w.fill_text(Word::TokenCount, vec![("count", grouped(cell.tokens))])}</span>
             {removable.then(|| view! {
                 <button
                     class="gb-icon-button gb-preview-remove"
                     type="button"
-                    aria-label=format!("Remove {name} from this conversation")
-                    title="Remove from this conversation"
+                    aria-label=w.fill_text(Word::RemoveFromConversation, vec![("name", name.clone())])
+                    title=w.text(Word::RemoveFromConversationHint)
                     on:click=move |_| client.remove_item(item.clone())
                 >
                     "×"

@@ -6,6 +6,7 @@ use leptos::prelude::*;
 
 use crate::chunks::lazy_panel_fn;
 use crate::client::ChatClient;
+use crate::words::{Word, words};
 
 lazy_panel_fn! {
     /// The welcome and the starters.
@@ -16,13 +17,14 @@ lazy_panel_fn! {
 #[component]
 fn EmptyChat(client: ChatClient) -> impl IntoView {
     let greeting = Memo::new(move |_| client.greeting());
+    let w = words();
     let welcome = move || greeting.with(|g| g.welcome.clone());
     let starters = move || greeting.with(|g| g.starters.clone());
     view! {
         <div class="gb-greeting" part="greeting">
-            {move || welcome().map(|w| view! { <p class="gb-welcome" dir="auto">{w}</p> })}
+            {move || welcome().map(|line| view! { <p class="gb-welcome" dir="auto">{line}</p> })}
             <Show when=move || greeting.with(|g| !g.starters.is_empty())>
-                <ul class="gb-starters" aria-label="Suggestions">
+                <ul class="gb-starters" aria-label=w.text(Word::Suggestions)>
                     <For each=starters key=String::clone let:prompt>
                         <li>
                             <button

@@ -12,8 +12,10 @@ use super::in_context::InContext;
 use super::markdown_view::MarkdownView;
 use super::receipt_view::preload_receipt_view;
 use super::token_meter::grouped;
-use crate::chunks::{lazy_panel, lazy_panel_fn, prefetch};
+use super::lazy_panel::lazy_panel;
+use crate::chunks::{lazy_panel_fn, prefetch};
 use crate::client::ChatClient;
+use crate::words::{Word, words};
 use glassbox_core::context::MessageMark;
 
 /// A stored message; it re-renders only when its own signal changes.
@@ -31,6 +33,7 @@ pub fn MessageView(
         return ().into_any();
     };
     let message = RwSignal::from(cell);
+    let w = words();
     // Memos: a streamed piece notifies the message, and only what changed re-renders.
     let role = Memo::new(move |_| message.with(|m| m.role));
     let status = Memo::new(move |_| message.with(|m| m.status));
@@ -41,7 +44,7 @@ pub fn MessageView(
         message.with(|m| match (&m.error, m.status) {
             (None, MessageStatus::Stopped) => Some(WireError {
                 retryable: true,
-                ..WireError::new(ErrorCode::Cancelled, "Stopped")
+                ..WireError::new(ErrorCode::Cancelled, w.get(Word::ReplyStopped))
             }),
             (e, _) => e.clone(),
         })
@@ -91,7 +94,7 @@ pub fn MessageView(
                 }}
                 <AttachmentList attachments=attachments />
                 <Show when=move || status.get() == MessageStatus::Streaming>
-                    <span class="gb-typing" aria-label="Reply in progress">
+                    <span class="gb-typing" aria-label=w.text(Word::ReplyInProgress)>
                         <span></span>
                         <span></span>
                         <span></span>
@@ -111,7 +114,7 @@ pub fn MessageView(
                                         let retry_id = retry_id.clone();
                                         view! {
                                             <button class="gb-retry" on:click=move |_| client.retry(&retry_id)>
-                                                "Retry"
+                                                {w.text(Word::Retry)}
                                             </button>
                                         }
                                     }
@@ -127,44 +130,41 @@ pub fn MessageView(
                 }
                 let has_receipt = report.is_some();
                 let counted = report.as_ref().map(|r| {
-                    format!(
-                        "{}{} tokens in by our count ({})",
-                        if r.exact { "" } else { "~" },
-                        grouped(r.counted_input_tokens),
-                        r.encoding
+                    w.fill(
+                        if r.exact { Word::UsageCountedExact } else { Word::UsageCountedApprox },
+                        &[
+                            ("tokens", &grouped(r.counted_input_tokens)),
+                            ("encoding", r.encoding.as_str()),
+                        ],
                     )
                 });
                 let reported = usage.map(|u| {
-                    if u.counted {
-                        format!(
-                            "~{} in · ~{} out spent, by our count where the provider reported none (stopped)",
-                            grouped(u.input_tokens),
-                            grouped(u.output_tokens)
-                        )
-                    } else {
-                        format!(
-                            "{} in · {} out reported by the provider",
-                            grouped(u.input_tokens),
-                            grouped(u.output_tokens)
-                        )
-                    }
+                    w.fill(
+                        if u.counted { Word::UsageSpentByOurCount } else { Word::UsageReported },
+                        &[
+                            ("input", &grouped(u.input_tokens)),
+                            ("output", &grouped(u.output_tokens)),
+                        ],
+                    )
                 });
                 let compression = report
                     .and_then(|r| r.compression)
                     .filter(|_| show_compression.get())
                     .map(|c| {
-                        format!(
-                            "↓ compressed ({}): {} → {} tokens, {} messages left out",
-                            c.strategy.id(),
-                            grouped(c.original_tokens),
-                            grouped(c.compressed_tokens),
-                            c.dropped_count
+                        w.fill(
+                            Word::UsageCompressed,
+                            &[
+                                ("strategy", c.strategy.id()),
+                                ("original", &grouped(c.original_tokens)),
+                                ("compressed", &grouped(c.compressed_tokens)),
+                                ("dropped", &c.dropped_count.to_string()),
+                            ],
                         )
                     });
                 let line = [counted, reported].into_iter().flatten().collect::<Vec<_>>().join(" · ");
                 let view_id = view_id.clone();
                 Some(view! {
-                    <div class="gb-meta" title="Our count of the request beside the provider's, so drift shows">
+                    <div class="gb-meta" title=w.text(Word::UsageHint)>
                         <span class="gb-usage">{line}</span>
                         {compression.map(|c| view! { <span class="gb-compressed">{c}</span> })}
                         {has_receipt.then(|| view! {
@@ -181,7 +181,7 @@ pub fn MessageView(
                                     viewer.open(view_id.clone(), opener);
                                 }
                             >
-                                "View context"
+                                {w.text(Word::ViewContext)}
                             </button>
                         })}
                     </div>
@@ -211,11 +211,12 @@ fn MarkMenu(
     #[prop(into)] mark: Signal<Option<MessageMark>>,
 ) -> impl IntoView {
     let open = RwSignal::new(false);
+    let w = words();
     view! {
         <div class="gb-mark">
             {move || match mark.get() {
-                Some(MessageMark::Pinned) => Some(view! { <span class="gb-mark-badge">"📌 pinned: always sent"</span> }),
-                Some(MessageMark::Excluded) => Some(view! { <span class="gb-mark-badge">"⊘ excluded: never sent"</span> }),
+                Some(MessageMark::Pinned) => Some(view! { <span class="gb-mark-badge">{w.text(Word::MarkPinnedBadge)}</span> }),
+                Some(MessageMark::Excluded) => Some(view! { <span class="gb-mark-badge">{w.text(Word::MarkExcludedBadge)}</span> }),
                 None => None,
             }}
             <details
@@ -225,15 +226,15 @@ fn MarkMenu(
                 }
             >
                 <summary
-                    aria-label="Message options"
-                    title="Pin or exclude this message"
+                    aria-label=w.text(Word::MessageOptions)
+                    title=w.text(Word::MessageOptionsHint)
                     on:pointerenter=move |_| prefetch(preload_mark_options)
                 >
                     "⋯"
                 </summary>
                 {move || {
                     let id = id.clone();
-                    open.get().then(|| lazy_panel("mark", move || mark_options(client, id.clone(), mark)))
+                    open.get().then(|| lazy_panel(Word::PanelMark, move || mark_options(client, id.clone(), mark)))
                 }}
             </details>
         </div>
@@ -249,28 +250,29 @@ fn MarkOptions(
 ) -> impl IntoView {
     let set = move |id: &str, m: Option<MessageMark>| client.mark_message(id, m);
     let (pin_id, exclude_id, clear_id) = (id.clone(), id.clone(), id);
+    let w = words();
     view! {
-        <div class="gb-mark-options" role="group" aria-label="What reaches the model">
+        <div class="gb-mark-options" role="group" aria-label=w.text(Word::MarkOptionsLabel)>
             <button
                 type="button"
                 aria-pressed=move || (mark.get() == Some(MessageMark::Pinned)).to_string()
                 on:click=move |_| set(&pin_id, Some(MessageMark::Pinned))
             >
-                "Pin: always send"
+                {w.text(Word::MarkPin)}
             </button>
             <button
                 type="button"
                 aria-pressed=move || (mark.get() == Some(MessageMark::Excluded)).to_string()
                 on:click=move |_| set(&exclude_id, Some(MessageMark::Excluded))
             >
-                "Exclude: never send"
+                {w.text(Word::MarkExclude)}
             </button>
             <button
                 type="button"
                 disabled=move || mark.get().is_none()
                 on:click=move |_| set(&clear_id, None)
             >
-                "Clear"
+                {w.text(Word::MarkClear)}
             </button>
         </div>
     }
@@ -279,11 +281,12 @@ fn MarkOptions(
 /// The reply's tool exchanges, one collapsed line each; opened, the arguments and the result.
 #[component]
 fn ToolLines(#[prop(into)] exchanges: Signal<Vec<ToolExchange>>) -> impl IntoView {
+    let w = words();
     move || {
         let list = exchanges.get();
         (!list.is_empty()).then(|| {
             view! {
-                <div class="gb-tools" aria-label="Tools used for this reply">
+                <div class="gb-tools" aria-label=w.text(Word::ToolsUsed)>
                     {list
                         .into_iter()
                         .map(|e| {
@@ -345,6 +348,7 @@ fn AttachmentList(#[prop(into)] attachments: Signal<Vec<Attachment>>) -> impl In
 #[component]
 pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoView {
     let transcript = client.transcript;
+    let w = words();
     let pending = {
         let cid = client_message_id.clone();
         Memo::new(move |_| {
@@ -419,10 +423,10 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
                         view! {
                             <div class="gb-error gb-rate-limited" role="status" data-code=format!("{:?}", e.code)>
                                 <span class="gb-error-text">
-                                    {format!("Too many messages for now: this one is kept and goes in {secs} s.")}
+                                    {w.fill(Word::RateLimitedKept, &[("secs", &secs.to_string())])}
                                 </span>
                                 <button class="gb-link-button" on:click=move |_| client.dismiss(&cid)>
-                                    "Dismiss"
+                                    {w.text(Word::Dismiss)}
                                 </button>
                             </div>
                         }
@@ -433,13 +437,13 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
                             <div class="gb-error" role="alert" data-code=format!("{:?}", e.code)>
                                 <span class="gb-error-text">{e.message}</span>
                                 <button class="gb-link-button" on:click=move |_| client.dismiss(&cid)>
-                                    "Dismiss"
+                                    {w.text(Word::Dismiss)}
                                 </button>
                             </div>
                         }
                             .into_any()
                     }
-                    (None, _) => view! { <div class="gb-meta">"Sending…"</div> }.into_any(),
+                    (None, _) => view! { <div class="gb-meta">{w.text(Word::MessageSending)}</div> }.into_any(),
                 }
             }}
         </div>

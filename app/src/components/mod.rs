@@ -14,6 +14,7 @@ pub mod empty_chat;
 mod history_window;
 mod icons;
 mod in_context;
+pub mod lazy_panel;
 pub mod markdown_view;
 mod message_list_follow;
 pub mod message_view;

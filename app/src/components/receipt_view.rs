@@ -1,14 +1,10 @@
 //! A reply's receipt in "View context": every part the model was given, in order, with why it
 //! went and its tokens; what was left out and why; the rules, references and tools in three
 //! columns with their near misses; our count beside the provider's. The rows' wording is
-//! `core::context::receipt_view`; everything is rendered as text (item names and descriptions come
+//! `crate::receipt_rows`; everything is rendered as text (item names and descriptions come
 //! from operators' files, so never as HTML). Loaded as a chunk on first use.
 
 use glassbox_core::context::footer::shorten_to;
-use glassbox_core::context::receipt_view::{
-    ItemCell, ItemSection, MessageRun, MissRow, ReceiptRow, ReceiptTotals, item_section,
-    left_out_rows, part_rows, totals,
-};
 use glassbox_core::number::signed_fixed;
 use glassbox_core::vocab::{PageContext, Role};
 use glassbox_core::wire::ChatMessage;
@@ -20,6 +16,11 @@ use super::context_viewer::ContextViewer;
 use super::token_meter::grouped;
 use crate::chunks::lazy_panel_fn;
 use crate::client::ChatClient;
+use crate::receipt_rows::{
+    ItemCell, ItemSection, MessageRun, MissRow, ReceiptRow, ReceiptTotals, item_section,
+    left_out_rows, part_rows, totals,
+};
+use crate::words::{Word, words};
 
 /// Characters of a message shown in the dialog's lists.
 const SNIPPET_CHARS: usize = 80;
@@ -38,12 +39,13 @@ pub fn ReceiptView(
     id: String,
     show_values: bool,
 ) -> impl IntoView {
+    let w = words();
     let Some(reply) = client.message(&id).map(|cell| cell.get_untracked()) else {
-        return view! { <p class="gb-receipt-empty">"This reply is no longer in the conversation."</p> }
+        return view! { <p class="gb-receipt-empty">{w.text(Word::ReceiptReplyGone)}</p> }
             .into_any();
     };
     let Some(receipt) = reply.receipt.clone() else {
-        return view! { <p class="gb-receipt-empty">"Nothing was recorded for this reply."</p> }
+        return view! { <p class="gb-receipt-empty">{w.text(Word::ReceiptNothingRecorded)}</p> }
             .into_any();
     };
     let page_values = client.transcript.with_untracked(|t| {
@@ -53,10 +55,10 @@ pub fn ReceiptView(
             .and_then(|u| t.find(u))
             .and_then(|u| u.context.clone())
     });
-    let parts = part_rows(&receipt);
-    let left = left_out_rows(&receipt);
+    let parts = part_rows(w, &receipt);
+    let left = left_out_rows(w, &receipt);
     let sums = totals(&receipt, reply.usage);
-    let items = item_section(&receipt);
+    let items = item_section(w, &receipt);
     let receipt_items_left_out = receipt.left_out.iter().any(|l| l.item.is_some());
     let old = parts.is_empty();
     view! {
@@ -64,10 +66,10 @@ pub fn ReceiptView(
             {receipt.overflow.map(|o| view! { <p class="gb-receipt-overflow" role="alert">{o.describe()}</p> })}
             {old.then(|| view! {
                 <p class="gb-receipt-empty">
-                    "This reply was stored before Glassbox kept receipts: only the totals are known."
+                    {w.text(Word::ReceiptStoredBefore)}
                 </p>
             })}
-            <ol class="gb-receipt-parts" aria-label="Sent to the model, in order">
+            <ol class="gb-receipt-parts" aria-label=w.text(Word::ReceiptSentInOrder)>
                 {parts
                     .into_iter()
                     .map(|row| {
@@ -79,14 +81,14 @@ pub fn ReceiptView(
             </ol>
             {(!old).then(|| {
                 view! {
-                    <h3 class="gb-receipt-heading">"Left out"</h3>
+                    <h3 class="gb-receipt-heading">{w.text(Word::ReceiptLeftOut)}</h3>
                     {if left.is_empty() {
                         // Items left out are listed under the items' columns.
-                        let none = if receipt_items_left_out { "No history was left out." } else { "Nothing was left out." };
-                        view! { <p class="gb-receipt-none">{none}</p> }.into_any()
+                        let none = if receipt_items_left_out { Word::ReceiptNoHistoryLeftOut } else { Word::ReceiptNothingLeftOut };
+                        view! { <p class="gb-receipt-none">{w.text(none)}</p> }.into_any()
                     } else {
                         view! {
-                            <ol class="gb-receipt-left-out" aria-label="Left out">
+                            <ol class="gb-receipt-left-out" aria-label=w.text(Word::ReceiptLeftOut)>
                                 {left
                                     .into_iter()
                                     .map(|row| view! { <Row client=client viewer=viewer row=row values=None /> })
@@ -122,11 +124,12 @@ fn Row(
         messages,
         note,
     } = row;
+    let w = words();
     view! {
         <li class="gb-receipt-row" data-kind=kind>
             <div class="gb-receipt-line">
                 <span class="gb-receipt-label">{label}</span>
-                <span class="gb-receipt-tokens">{format!("{} tokens", grouped(tokens))}</span>
+                <span class="gb-receipt-tokens">{w.fill_text(Word::Tokens, vec![("count", grouped(tokens))])}</span>
             </div>
             <div class="gb-receipt-why">{why}</div>
             {(!names.is_empty()).then(|| view! {
@@ -151,18 +154,19 @@ pub fn Items(section: ItemSection) -> impl IntoView {
         misses,
         search,
     } = section;
+    let w = words();
     view! {
         <section class="gb-receipt-items">
-            <h3 class="gb-receipt-heading">"Rules and references"</h3>
+            <h3 class="gb-receipt-heading">{w.text(Word::ReceiptRulesAndReferences)}</h3>
             {search.map(|s| view! { <p class="gb-item-search">{s}</p> })}
             <div class="gb-item-columns">
-                <ItemColumn column="rules" title="Rules" cells=columns.rules />
-                <ItemColumn column="references" title="References" cells=columns.references />
-                <ItemColumn column="tools" title="Tools" cells=columns.tools />
+                <ItemColumn column="rules" title=w.text(Word::ReceiptRules) cells=columns.rules />
+                <ItemColumn column="references" title=w.text(Word::ReceiptReferences) cells=columns.references />
+                <ItemColumn column="tools" title=w.text(Word::ReceiptTools) cells=columns.tools />
             </div>
             {(!misses.is_empty()).then(|| view! {
-                <h4 class="gb-item-heading">"Near misses"</h4>
-                <ol class="gb-item-misses" aria-label="Near misses">
+                <h4 class="gb-item-heading">{w.text(Word::ReceiptNearMisses)}</h4>
+                <ol class="gb-item-misses" aria-label=w.text(Word::ReceiptNearMisses)>
                     {misses.into_iter().map(|row| view! { <Miss row=row /> }).collect_view()}
                 </ol>
             })}
@@ -175,14 +179,15 @@ pub fn Items(section: ItemSection) -> impl IntoView {
 fn ItemColumn(
     /// `rules`, `references` or `tools`, for styling and tests.
     column: &'static str,
-    title: &'static str,
+    title: Signal<String>,
     cells: Vec<ItemCell>,
 ) -> impl IntoView {
+    let w = words();
     view! {
         <section class="gb-item-column" data-column=column>
             <h4 class="gb-item-heading">{title}</h4>
             {if cells.is_empty() {
-                view! { <p class="gb-item-none">"None"</p> }.into_any()
+                view! { <p class="gb-item-none">{w.text(Word::ReceiptNone)}</p> }.into_any()
             } else {
                 view! {
                     <ol class="gb-item-list" aria-label=title>
@@ -200,12 +205,13 @@ fn ItemColumn(
 #[component]
 fn Item(cell: ItemCell) -> impl IntoView {
     let label = cell.label();
+    let w = words();
     view! {
         <li class="gb-item" data-include=include_key(cell.badge)>
             <span class="gb-item-label">{label}</span>
             <div class="gb-item-meta">
-                <Badge badge=cell.badge text=cell.badge_text() />
-                <span class="gb-item-tokens">{format!("{} tokens", grouped(cell.tokens))}</span>
+                <Badge badge=cell.badge text=cell.badge_text(w) />
+                <span class="gb-item-tokens">{w.fill_text(Word::Tokens, vec![("count", grouped(cell.tokens))])}</span>
             </div>
             {(!cell.description.is_empty())
                 .then(|| view! { <div class="gb-item-description">{cell.description}</div> })}
@@ -224,12 +230,13 @@ fn Miss(row: MissRow) -> impl IntoView {
         why,
     } = row;
     let label = cell.label();
+    let w = words();
     // A near miss's text was never a candidate: no tokens, and its badge would repeat `why`.
     let capped = (cause == "knowledge_cap").then(|| {
         view! {
             <div class="gb-item-meta">
-                <Badge badge=cell.badge text=cell.badge_text() />
-                <span class="gb-item-tokens">{format!("{} tokens", grouped(cell.tokens))}</span>
+                <Badge badge=cell.badge text=cell.badge_text(w) />
+                <span class="gb-item-tokens">{w.fill_text(Word::Tokens, vec![("count", grouped(cell.tokens))])}</span>
             </div>
         }
     });
@@ -251,6 +258,7 @@ fn Miss(row: MissRow) -> impl IntoView {
 #[component]
 fn PageValues(values: Option<PageContext>) -> impl IntoView {
     let shown = RwSignal::new(false);
+    let w = words();
     let text = values
         .as_ref()
         .and_then(|v| serde_json::to_string_pretty(v).ok());
@@ -261,14 +269,14 @@ fn PageValues(values: Option<PageContext>) -> impl IntoView {
             aria-pressed=move || shown.get().to_string()
             on:click=move |_| shown.update(|s| *s = !*s)
         >
-            {move || if shown.get() { "Hide values" } else { "Show values" }}
+            {move || w.get(if shown.get() { Word::ReceiptHideValues } else { Word::ReceiptShowValues })}
         </button>
         <Show when=move || shown.get()>
             {
                 let text = text.clone();
                 match text {
                     Some(t) => view! { <pre class="gb-receipt-values">{t}</pre> }.into_any(),
-                    None => view! { <p class="gb-receipt-none">"The values are not known here."</p> }.into_any(),
+                    None => view! { <p class="gb-receipt-none">{w.text(Word::ReceiptValuesUnknown)}</p> }.into_any(),
                 }
             }
         </Show>
@@ -279,11 +287,12 @@ fn PageValues(values: Option<PageContext>) -> impl IntoView {
 #[component]
 fn RunMessages(client: ChatClient, viewer: ContextViewer, run: MessageRun) -> impl IntoView {
     let go = move |id: String| viewer.show_in_conversation(id);
+    let w = words();
     if run.count == 1 {
         let id = run.first_id.clone();
         return view! {
             <button class="gb-link-button gb-receipt-go" type="button" on:click=move |_| go(id.clone())>
-                "Show in the conversation"
+                {w.text(Word::ReceiptShowInConversation)}
             </button>
         }
         .into_any();
@@ -297,13 +306,13 @@ fn RunMessages(client: ChatClient, viewer: ContextViewer, run: MessageRun) -> im
                 .is_some_and(|d| d.open());
             open.set(now);
         }>
-            <summary>"Messages"</summary>
+            <summary>{w.text(Word::ReceiptMessages)}</summary>
             <Show when=move || open.get()>
                 {
                     let run = run.clone();
                     let entries = client.transcript.with_untracked(|t| run_entries(&t.messages, &run));
                     if entries.is_empty() {
-                        view! { <p class="gb-receipt-none">"These messages are no longer in the conversation."</p> }.into_any()
+                        view! { <p class="gb-receipt-none">{w.text(Word::ReceiptMessagesGone)}</p> }.into_any()
                     } else {
                         view! {
                             <ol class="gb-receipt-messages">
@@ -313,7 +322,7 @@ fn RunMessages(client: ChatClient, viewer: ContextViewer, run: MessageRun) -> im
                                         view! {
                                             <li>
                                                 <button class="gb-receipt-message" type="button" on:click=move |_| go(id.clone())>
-                                                    <span class="gb-receipt-who">{who}</span>
+                                                    <span class="gb-receipt-who">{w.text(who)}</span>
                                                     {snippet}
                                                 </button>
                                             </li>
@@ -332,8 +341,8 @@ fn RunMessages(client: ChatClient, viewer: ContextViewer, run: MessageRun) -> im
 }
 
 /// The messages of `run` (among those that reach the model, at most `count`, up to `last_id`):
-/// id, who wrote it, its start.
-fn run_entries(messages: &[ChatMessage], run: &MessageRun) -> Vec<(String, &'static str, String)> {
+/// id, who wrote it (its word), its start.
+fn run_entries(messages: &[ChatMessage], run: &MessageRun) -> Vec<(String, Word, String)> {
     let Some(start) = messages.iter().position(|m| m.id == run.first_id) else {
         return Vec::new();
     };
@@ -341,9 +350,9 @@ fn run_entries(messages: &[ChatMessage], run: &MessageRun) -> Vec<(String, &'sta
     for m in &messages[start..] {
         if m.reaches_model() && out.len() < run.count as usize {
             let who = match m.role {
-                Role::User => "You: ",
-                Role::Assistant => "Assistant: ",
-                Role::Approval => "Approval: ",
+                Role::User => Word::ReceiptWhoYou,
+                Role::Assistant => Word::ReceiptWhoAssistant,
+                Role::Approval => Word::ReceiptWhoApproval,
             };
             out.push((
                 m.id.clone(),
@@ -365,44 +374,52 @@ fn Totals(
     /// False for replies stored before receipts: their parts and left-out runs are not known.
     itemized: bool,
 ) -> impl IntoView {
-    let ours = format!(
-        "{}{} tokens ({}{})",
-        if sums.exact { "" } else { "~" },
-        grouped(sums.counted_input),
-        sums.encoding,
-        if sums.exact { "" } else { ", an estimate" }
+    let w = words();
+    let ours = w.fill_text(
+        if sums.exact { Word::ReceiptOursExact } else { Word::ReceiptOursEstimate },
+        vec![
+            ("count", grouped(sums.counted_input)),
+            ("encoding", sums.encoding.clone()),
+        ],
     );
     let reported = match (sums.reported, sums.drift_percent) {
-        (Some((input, output)), Some(drift)) => format!(
-            "{} in · {} out (our count {} %)",
-            grouped(input),
-            grouped(output),
-            signed_fixed(drift, 1)
+        (Some((input, output)), Some(drift)) => w.fill_text(
+            Word::ReceiptReportedDrift,
+            vec![
+                ("input", grouped(input)),
+                ("output", grouped(output)),
+                ("drift", signed_fixed(drift, 1)),
+            ],
         ),
-        (Some((input, output)), None) => format!("{} in · {} out", grouped(input), grouped(output)),
-        (None, _) => "not reported".to_owned(),
+        (Some((input, output)), None) => w.fill_text(
+            Word::ReceiptReported,
+            vec![("input", grouped(input)), ("output", grouped(output))],
+        ),
+        (None, _) => w.text(Word::ReceiptNotReported),
     };
     let window = (sums.context_limit > 0).then(|| {
-        format!(
-            "{} tokens, {} kept for the reply",
-            grouped(sums.context_limit),
-            grouped(sums.output_reserve)
+        w.fill_text(
+            Word::ReceiptWindowTokens,
+            vec![
+                ("limit", grouped(sums.context_limit)),
+                ("reserve", grouped(sums.output_reserve)),
+            ],
         )
     });
     view! {
         <dl class="gb-receipt-totals">
             {itemized.then(|| view! {
-                <dt>"Parts"</dt>
-                <dd>{format!("{} tokens", grouped(sums.parts_tokens))}</dd>
+                <dt>{w.text(Word::ReceiptParts)}</dt>
+                <dd>{w.fill_text(Word::Tokens, vec![("count", grouped(sums.parts_tokens))])}</dd>
             })}
-            <dt>"Our count of the input"</dt>
+            <dt>{w.text(Word::ReceiptOurCount)}</dt>
             <dd class="gb-receipt-ours">{ours}</dd>
-            <dt>"Reported by the provider"</dt>
+            <dt>{w.text(Word::ReceiptReportedBy)}</dt>
             <dd class="gb-receipt-reported">{reported}</dd>
-            {window.map(|w| view! { <dt>"Window"</dt> <dd>{w}</dd> })}
+            {window.map(|window| view! { <dt>{w.text(Word::ReceiptWindow)}</dt> <dd>{window}</dd> })}
             {itemized.then(|| view! {
-                <dt>"Left out"</dt>
-                <dd>{format!("{} tokens", grouped(sums.left_out_tokens))}</dd>
+                <dt>{w.text(Word::ReceiptLeftOut)}</dt>
+                <dd>{w.fill_text(Word::Tokens, vec![("count", grouped(sums.left_out_tokens))])}</dd>
             })}
         </dl>
     }

@@ -13,6 +13,7 @@ use super::badge::Badge;
 use super::user_sessions::UserSessions;
 use crate::chunks::lazy_panel_fn;
 use crate::client::ChatClient;
+use crate::words::{Word, Words, words};
 
 /// How a setting is edited.
 #[derive(Clone, Copy)]
@@ -21,111 +22,115 @@ enum Field {
     Count { min: u32 },
     /// A decimal in `min..=max`, in steps of `step`.
     Decimal { min: f32, max: f32, step: f32 },
-    /// One of these words.
-    Choice(&'static [&'static str]),
+    /// One of these words (its wire value, and the word shown for it).
+    Choice(&'static [(&'static str, Word)]),
 }
 
 /// Every setting of `SessionOverrides`: its wire key, its label, how it is edited, and what its
-/// default means when the agent sets none. (The component tests, app/tests/components.rs, check
-/// the drawer shows one row per key of `SessionOverrides::keys()`.)
-const SETTINGS: &[(&str, &str, Field, &str)] = &[
+/// default means when the agent sets none (`None`: nothing said). (The component tests,
+/// app/tests/components.rs, check the drawer shows one row per key of `SessionOverrides::keys()`.)
+const SETTINGS: &[(&str, Word, Field, Option<Word>)] = &[
     (
         "temperature",
-        "Temperature",
+        Word::SettingTemperature,
         Field::Decimal {
             min: 0.0,
             max: 2.0,
             step: 0.1,
         },
-        "the provider's",
+        Some(Word::DefaultProviders),
     ),
     (
         "topP",
-        "Top p",
+        Word::SettingTopP,
         Field::Decimal {
             min: 0.0,
             max: 1.0,
             step: 0.05,
         },
-        "the provider's",
+        Some(Word::DefaultProviders),
     ),
     (
         "maxOutputTokens",
-        "Longest reply (tokens)",
+        Word::SettingMaxOutputTokens,
         Field::Count { min: 1 },
-        "the server's",
+        Some(Word::DefaultServers),
     ),
     (
         "maxChatTurns",
-        "Tool rounds per reply",
+        Word::SettingMaxChatTurns,
         Field::Count { min: 1 },
-        "",
+        None,
     ),
     (
         "toolPermission",
-        "Tools",
-        Field::Choice(&["ask", "allow", "deny"]),
-        "",
+        Word::SettingToolPermission,
+        Field::Choice(&[
+            ("ask", Word::ToolPermissionAsk),
+            ("allow", Word::ToolPermissionAllow),
+            ("deny", Word::ToolPermissionDeny),
+        ]),
+        None,
     ),
     (
         "toolBudget",
-        "Tool budget (tokens)",
+        Word::SettingToolBudget,
         Field::Count { min: 0 },
-        "none",
+        Some(Word::DefaultNone),
     ),
     (
         "contextTopK",
-        "Search: chunk matches (top K)",
+        Word::SettingContextTopK,
         Field::Count { min: 1 },
-        "",
+        None,
     ),
     (
         "contextTopN",
-        "Search: items chosen (top N)",
+        Word::SettingContextTopN,
         Field::Count { min: 1 },
-        "",
+        None,
     ),
     (
         "contextIncludeScore",
-        "Search: always chosen from score",
+        Word::SettingContextIncludeScore,
         Field::Decimal {
             min: 0.0,
             max: 1.0,
             step: 0.05,
         },
-        "",
+        None,
     ),
     (
         "contextMinScore",
-        "Search: never chosen below score",
+        Word::SettingContextMinScore,
         Field::Decimal {
             min: 0.0,
             max: 1.0,
             step: 0.05,
         },
-        "",
+        None,
     ),
     (
         "contextExpansionDepth",
-        "Expansion passes (0: off)",
+        Word::SettingContextExpansionDepth,
         Field::Count { min: 0 },
-        "",
+        None,
     ),
     (
         "contextExpansionThreshold",
-        "Expansion: score to join",
+        Word::SettingContextExpansionThreshold,
         Field::Decimal {
             min: 0.0,
             max: 1.0,
             step: 0.05,
         },
-        "",
+        None,
     ),
     (
         "contextExpansionTopN",
-        "Expansion: items per pass",
+        Word::SettingContextExpansionTopN,
         Field::Count { min: 1 },
-        "",
+        None,
     ),
 ];
 
@@ -141,13 +146,14 @@ lazy_panel_fn! {
 pub fn SessionDrawer(client: ChatClient) -> impl IntoView {
     let items = client.items;
     let agent = Memo::new(move |_| items.with(|v| v.as_ref().map(|v| v.agent.clone())));
+    let w = words();
     view! {
-        <section class="gb-drawer" part="drawer" aria-label="This conversation's rules, references and settings">
+        <section class="gb-drawer" part="drawer" aria-label=w.text(Word::DrawerLabel)>
             {client.has_user().then(|| view! { <UserSessions client=client /> })}
             {move || match agent.get() {
-                None => view! { <p class="gb-drawer-empty">"Waiting for the server…"</p> }.into_any(),
+                None => view! { <p class="gb-drawer-empty">{w.text(Word::DrawerWaiting)}</p> }.into_any(),
                 Some(None) => view! {
-                    <p class="gb-drawer-empty">"This server configures no agent: there are no rules or references to choose."</p>
+                    <p class="gb-drawer-empty">{w.text(Word::DrawerNoAgent)}</p>
                 }
                     .into_any(),
                 Some(Some(name)) => view! { <DrawerBody client=client agent=name /> }.into_any(),
@@ -165,18 +171,20 @@ fn DrawerBody(client: ChatClient, agent: String) -> impl IntoView {
     let session = Memo::new(move |_| {
         items.with(|v| v.as_ref().map(|v| v.session.clone()).unwrap_or_default())
     });
+    let w = words();
     let heading = move || {
-        let total = available.with(Vec::len);
-        let carried = session.with(Vec::len);
-        format!("Agent “{agent}”: {carried} of {total} items in this conversation")
+        let total = available.with(Vec::len).to_string();
+        let carried = session.with(Vec::len).to_string();
+        w.fill(
+            Word::DrawerHeading,
+            &[("agent", &agent), ("carried", &carried), ("total", &total)],
+        )
     };
     view! {
         <h3 class="gb-drawer-heading">{heading}</h3>
-        <p class="gb-drawer-hint">
-            "Checked items go with every message. The others are chosen per message by semantic search when their mode is agent."
-        </p>
+        <p class="gb-drawer-hint">{w.text(Word::DrawerHint)}</p>
         <ServerCosts available=available session=session />
-        <ul class="gb-drawer-items" aria-label="Rules and references">
+        <ul class="gb-drawer-items" aria-label=w.text(Word::DrawerItemsLabel)>
             <For each=move || available.get() key=|a| (a.item.clone(), a.priority, a.include, a.description.clone()) let:item>
                 <DrawerItem client=client item=item session=session />
             </For>
@@ -218,15 +226,22 @@ fn ServerCosts(available: Memo<Vec<AgentItem>>, session: Memo<Vec<SessionItem>>)
         });
         servers
     };
+    let w = words();
     view! {
         <Show when=move || !servers().is_empty()>
-            <ul class="gb-drawer-servers" aria-label="Tool servers and what their tools cost">
-                {move || servers().into_iter().map(|(server, n, all, on_n, on)| view! {
-                    <li class="gb-drawer-server" data-server=server.clone()>
-                        {format!(
-                            "Server {server}: {n} tools, {all} tokens; {on_n} in this conversation, {on} tokens"
-                        )}
-                    </li>
+            <ul class="gb-drawer-servers" aria-label=w.text(Word::DrawerServersLabel)>
+                {move || servers().into_iter().map(|(server, n, all, on_n, on)| {
+                    let cost = w.fill(
+                        Word::DrawerServerCost,
+                        &[
+                            ("server", &server),
+                            ("tools", &n.to_string()),
+                            ("tokens", &all.to_string()),
+                            ("carried", &on_n.to_string()),
+                            ("carried_tokens", &on.to_string()),
+                        ],
+                    );
+                    view! { <li class="gb-drawer-server" data-server=server.clone()>{cost}</li> }
                 }).collect_view()}
             </ul>
         </Show>
@@ -242,20 +257,26 @@ fn DrawerItem(
     item: AgentItem,
     session: Memo<Vec<SessionItem>>,
 ) -> impl IntoView {
-    let kind = match item.item.kind {
-        ItemKind::Rule => "Rule",
-        ItemKind::Reference => "Reference",
-        ItemKind::Tool { .. } => "Tool",
+    let w = words();
+    // The type as on the wire (`data-kind`), and in words.
+    let (kind, kind_word) = match item.item.kind {
+        ItemKind::Rule => ("rule", Word::KindRule),
+        ItemKind::Reference => ("reference", Word::KindReference),
+        ItemKind::Tool { .. } => ("tool", Word::KindTool),
     };
     let label = match &item.item.kind {
-        ItemKind::Tool { server } => format!(
-            "{server}.{} · {} tokens",
-            item.item.name,
-            item.tokens.unwrap_or(0)
+        ItemKind::Tool { server } => w.fill_text(
+            Word::DrawerToolLabel,
+            vec![
+                ("server", server.clone()),
+                ("name", item.item.name.clone()),
+                ("tokens", item.tokens.unwrap_or(0).to_string()),
+            ],
         ),
-        _ => format!("{:03} • {}", item.priority, item.item.name),
+        _ => Signal::stored(format!("{:03} • {}", item.priority, item.item.name)),
     };
-    let mode = format!("mode: {}", item.include);
+    // The mode's name is its wire value (`always`, `manual`, `agent`), as the hint says it.
+    let mode = w.fill_text(Word::DrawerMode, vec![("mode", item.include.to_string())]);
     let target = item.item.clone();
     let included = Memo::new(move |_| {
         session.with(|s| s.iter().find(|x| x.item == target).map(|x| x.included))
@@ -276,20 +297,20 @@ fn DrawerItem(
         }
     };
     view! {
-        <li class="gb-drawer-item" data-name=item.item.name.clone() data-kind=kind.to_ascii_lowercase()>
+        <li class="gb-drawer-item" data-name=item.item.name.clone() data-kind=kind>
             <label class="gb-drawer-item-line">
                 <input type="checkbox" name="item" prop:checked=move || included.get().is_some() on:change=on_change />
                 <span class="gb-item-label">{label}</span>
-                <span class="gb-item-type">{kind}</span>
+                <span class="gb-item-type">{w.text(kind_word)}</span>
             </label>
             <div class="gb-item-meta">
                 <span class="gb-drawer-mode">{mode}</span>
                 {move || included.get().map(|i| {
-                    let badge = match i {
-                        SessionIncluded::Always => "Always",
-                        SessionIncluded::Manual => "Manual",
+                    let (badge, word) = match i {
+                        SessionIncluded::Always => ("Always", Word::BadgeAlways),
+                        SessionIncluded::Manual => ("Manual", Word::BadgeManual),
                     };
-                    view! { <Badge badge=badge text=badge.to_owned() /> }
+                    view! { <Badge badge=badge text=w.get(word) /> }
                 })}
             </div>
             {(!item.description.is_empty())
@@ -306,6 +327,7 @@ fn DrawerItem(
 fn SettingsForm(client: ChatClient) -> impl IntoView {
     let items = client.items;
     let problem = RwSignal::new(None::<String>);
+    let w = words();
     let defaults = Memo::new(move |_| items.with(|v| v.as_ref().map(|v| v.defaults.clone())));
     let stored = Memo::new(move |_| {
         items.with(|v| v.as_ref().map(|v| object(&v.overrides)).unwrap_or_default())
@@ -331,7 +353,7 @@ fn SettingsForm(client: ChatClient) -> impl IntoView {
     });
     let apply = move |key: &'static str, raw: Option<String>| {
         let Some(raw) = raw else {
-            problem.set(Some(format!("{key}: not a number")));
+            problem.set(Some(w.fill(Word::SettingNotANumber, &[("key", key)])));
             return;
         };
         let mut next = local.get_untracked();
@@ -343,7 +365,9 @@ fn SettingsForm(client: ChatClient) -> impl IntoView {
                 Ok(v) => {
                     next.insert(key.to_owned(), v);
                 }
-                Err(e) => return problem.set(Some(e)),
+                Err((word, quoted)) => {
+                    return problem.set(Some(w.fill(word, &[("key", key), ("typed", &quoted)])));
+                }
             }
         }
         let checked = serde_json::from_value::<SessionOverrides>(Value::Object(next.clone()))
@@ -367,23 +391,24 @@ fn SettingsForm(client: ChatClient) -> impl IntoView {
     let has_overrides = move || local.with(|l| !l.is_empty());
     view! {
         <fieldset class="gb-drawer-settings">
-            <legend>"Settings for this conversation"</legend>
+            <legend>{w.text(Word::DrawerSettingsLegend)}</legend>
             {SETTINGS
                 .iter()
                 .map(|&(key, label, field, unset)| {
                     let default = move || {
-                        defaults.with(|d| {
-                            d.as_ref()
-                                .and_then(|d| object(d).get(key).map(shown))
-                                .unwrap_or_else(|| unset.to_owned())
-                        })
+                        defaults
+                            .with(|d| d.as_ref().and_then(|d| object(d).get(key).map(|v| said(w, field, v))))
+                            .unwrap_or_else(|| unset.map(|u| w.get(u)).unwrap_or_default())
                     };
                     let value = move || local.with(|l| l.get(key).map(shown)).unwrap_or_default();
                     let input = match field {
-                        Field::Choice(words) => view! {
+                        Field::Choice(choices) => view! {
                             <select name=key prop:value=value on:change=move |ev| apply(key, Some(event_target_value(&ev)))>
-                                <option value="">"default"</option>
-                                {words.iter().map(|w| view! { <option value=*w>{*w}</option> }).collect_view()}
+                                <option value="">{w.text(Word::DrawerDefaultOption)}</option>
+                                {choices
+                                    .iter()
+                                    .map(|&(value, word)| view! { <option value=value>{w.text(word)}</option> })
+                                    .collect_view()}
                             </select>
                         }
                             .into_any(),
@@ -400,9 +425,11 @@ fn SettingsForm(client: ChatClient) -> impl IntoView {
                     };
                     view! {
                         <label class="gb-drawer-setting" data-key=key>
-                            <span class="gb-drawer-setting-label">{label}</span>
+                            <span class="gb-drawer-setting-label">{w.text(label)}</span>
                             {input}
-                            <span class="gb-drawer-default">{move || format!("default: {}", default())}</span>
+                            <span class="gb-drawer-default">
+                                {move || w.fill(Word::DrawerDefaultIs, &[("value", &default())])}
+                            </span>
                         </label>
                     }
                 })
@@ -417,7 +444,7 @@ fn SettingsForm(client: ChatClient) -> impl IntoView {
                         local.set(Map::new());
                         client.set_overrides(SessionOverrides::default());
                     }>
-                    "Back to the agent's defaults"
+                    {w.text(Word::DrawerReset)}
                 </button>
             </Show>
         </fieldset>
@@ -441,23 +468,37 @@ fn object<T: serde::Serialize>(value: &T) -> Map<String, Value> {
     }
 }
 
-/// A setting's value as typed: a word for the choice, a number otherwise.
-fn parse(key: &str, raw: &str) -> Result<Value, String> {
+/// A setting's value as typed: a word for the choice, a number otherwise. A refusal is the
+/// words that say it, with what was typed (quoted) for their `{typed}` slot (`{key}`: the key).
+fn parse(key: &str, raw: &str) -> Result<Value, (Word, String)> {
     match SETTINGS.iter().find(|s| s.0 == key).map(|s| s.2) {
-        Some(Field::Choice(words)) if words.contains(&raw) => Ok(Value::String(raw.to_owned())),
+        Some(Field::Choice(choices)) if choices.iter().any(|(value, _)| *value == raw) => {
+            Ok(Value::String(raw.to_owned()))
+        }
         Some(Field::Count { .. }) => raw
             .parse::<u32>()
             .map(Value::from)
-            .map_err(|_| format!("{key}: a whole number, not {raw:?}")),
+            .map_err(|_| (Word::SettingWantsWholeNumber, format!("{raw:?}"))),
         // serde_json's number reading, already in the module: `str::parse::<f64>` would add its
         // own (12 kB compressed).
         Some(Field::Decimal { .. }) => serde_json::from_str::<f64>(raw.trim())
             .ok()
             .and_then(serde_json::Number::from_f64)
             .map(Value::Number)
-            .ok_or_else(|| format!("{key}: a number, not {raw:?}")),
-        _ => Err(format!("{key}: not one of the choices")),
+            .ok_or_else(|| (Word::SettingWantsNumber, format!("{raw:?}"))),
+        _ => Err((Word::SettingNotAChoice, format!("{raw:?}"))),
     }
+}
+
+/// A default as the drawer says it: a choice's word, else the value as [`shown`].
+fn said(w: Words, field: Field, v: &Value) -> String {
+    let word = match (field, v) {
+        (Field::Choice(choices), Value::String(s)) => {
+            choices.iter().find(|(value, _)| *value == s.as_str()).map(|&(_, word)| word)
+        }
+        _ => None,
+    };
+    word.map_or_else(|| shown(v), |word| w.get(word))
 }
 
 /// A JSON value as a setting shows it (a number without a trailing `.0`, a word unquoted).

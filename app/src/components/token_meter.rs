@@ -9,6 +9,7 @@ use leptos::prelude::*;
 
 use crate::meter_reading::MeterView;
 use crate::token_counts::VocabState;
+use crate::words::{Word, Words, words};
 
 /// `12345` → `12,345`.
 pub fn grouped(n: impl Into<u64>) -> String {
@@ -23,32 +24,37 @@ pub fn grouped(n: impl Into<u64>) -> String {
     out
 }
 
-fn vocab_line(v: &VocabState) -> String {
+fn vocab_line(w: Words, v: &VocabState) -> String {
     match v {
         VocabState::Loading { encoding } => {
-            format!("Vocabulary {encoding}: loading, counts are estimates")
+            w.fill(Word::VocabLoading, &[("encoding", encoding.as_str())])
         }
         VocabState::Ready {
             encoding,
             transfer_bytes: Some(b),
             ..
-        } if *b == 0.0 => {
-            format!("Vocabulary {encoding}: from the browser cache")
-        }
+        } if *b == 0.0 => w.fill(Word::VocabCached, &[("encoding", encoding.as_str())]),
         VocabState::Ready {
             encoding,
             transfer_bytes: Some(b),
             ..
-        } => {
-            format!(
-                "Vocabulary {encoding}: {} kB downloaded",
-                grouped((*b / 1000.0).round() as u32)
-            )
+        } => w.fill(
+            Word::VocabDownloaded,
+            &[
+                ("encoding", encoding.as_str()),
+                ("size", grouped((*b / 1000.0).round() as u32).as_str()),
+            ],
+        ),
+        VocabState::Ready { encoding, .. } => {
+            w.fill(Word::VocabReady, &[("encoding", encoding.as_str())])
         }
-        VocabState::Ready { encoding, .. } => format!("Vocabulary {encoding}: ready"),
-        VocabState::Failed { encoding, message } => {
-            format!("Vocabulary {encoding} failed ({message}); counts are estimates")
-        }
+        VocabState::Failed { encoding, message } => w.fill(
+            Word::VocabFailed,
+            &[
+                ("encoding", encoding.as_str()),
+                ("message", message.as_str()),
+            ],
+        ),
     }
 }
 
@@ -66,6 +72,7 @@ pub fn TokenMeter(
     #[prop(into, default = Signal::stored(None))]
     budget: Signal<Option<SessionBudget>>,
 ) -> impl IntoView {
+    let w = words();
     let reading = move || view.with(|v| v.as_ref().map(|v| v.reading.clone()));
     let estimated = move || view.with(|v| v.as_ref().is_some_and(|v| v.estimated));
     let tilde = move || if estimated() { "~" } else { "" };
@@ -75,23 +82,33 @@ pub fn TokenMeter(
     let label = move || {
         view.with(|v| {
             let Some(v) = v else {
-                return "Context window: no reading yet".to_owned();
+                return w.get(Word::MeterNoReading);
             };
             let r = &v.reading;
-            let mut s = format!(
-                "{}{}% of the context window used: {}{} of {} tokens",
-                tilde(),
-                r.percent,
-                tilde(),
-                grouped(r.used),
-                grouped(r.limit)
+            let mut s = w.fill(
+                Word::MeterUsed,
+                &[
+                    ("percent", format!("{}{}", tilde(), r.percent).as_str()),
+                    ("used", format!("{}{}", tilde(), grouped(r.used)).as_str()),
+                    ("limit", grouped(r.limit).as_str()),
+                ],
             );
             if let Some(orig) = r.original_percent {
-                s.push_str(&format!(", compressed from {orig}%"));
+                s.push_str(", ");
+                s.push_str(&w.fill(
+                    Word::CompressedFrom,
+                    &[("percent", orig.to_string().as_str())],
+                ));
             }
             match r.state {
-                MeterState::Warning => s.push_str(". Warning: nearly full"),
-                MeterState::Critical => s.push_str(". Critical: full"),
+                MeterState::Warning => {
+                    s.push_str(". ");
+                    s.push_str(&w.get(Word::MeterWarning));
+                }
+                MeterState::Critical => {
+                    s.push_str(". ");
+                    s.push_str(&w.get(Word::MeterCritical));
+                }
                 _ => {}
             }
             if let Some(o) = v.overflow {
@@ -106,12 +123,12 @@ pub fn TokenMeter(
             .map(|r| {
                 let b = r.breakdown;
                 vec![
-                    ("System prompt", b.system_prompt),
-                    ("Tools", b.tools),
-                    ("Knowledge", b.knowledge),
-                    ("Memories", b.memories),
-                    ("Page context", b.page_context),
-                    ("Conversation", b.conversation),
+                    (w.get(Word::MeterSystemPrompt), b.system_prompt),
+                    (w.get(Word::MeterTools), b.tools),
+                    (w.get(Word::MeterKnowledge), b.knowledge),
+                    (w.get(Word::MeterMemories), b.memories),
+                    (w.get(Word::MeterPageContext), b.page_context),
+                    (w.get(Word::Conversation), b.conversation),
                 ]
             })
             .unwrap_or_default()
@@ -129,7 +146,7 @@ pub fn TokenMeter(
             data-update-ms=move || fixed(update_ms.get(), 3)
             role="meter"
             tabindex="0"
-            aria-label="Context window"
+            aria-label=w.text(Word::ContextWindow)
             aria-valuemin="0"
             aria-valuemax=move || reading().map_or(0, |r| r.limit).to_string()
             aria-valuenow=move || reading().map_or(0, |r| r.used.min(r.limit)).to_string()
@@ -149,7 +166,7 @@ pub fn TokenMeter(
                     .and_then(|r| r.original_percent)
                     .map(|orig| {
                         view! {
-                            <span class="gb-meter-orig" title=format!("compressed from {orig}%")>
+                            <span class="gb-meter-orig" title=w.fill(Word::CompressedFrom, &[("percent", orig.to_string().as_str())])>
                                 {format!("↓{orig}%")}
                             </span>
                         }
@@ -188,23 +205,24 @@ pub fn TokenMeter(
                     reading()
                         .and_then(|r| r.compression)
                         .map(|c| {
-                            view! {
-                                <p class="gb-meter-compression">
-                                    {format!(
-                                        "Compression ({}): {} → {} tokens, {} saved; {} messages left out{}",
-                                        c.strategy.id(),
-                                        grouped(c.original_tokens),
-                                        grouped(c.compressed_tokens),
-                                        grouped(c.saved_tokens),
-                                        c.dropped_count,
-                                        if c.summarized_count > 0 {
-                                            format!(", {} of them summarized", c.summarized_count)
-                                        } else {
-                                            String::new()
-                                        },
-                                    )}
-                                </p>
+                            let mut text = w.fill(
+                                Word::MeterCompression,
+                                &[
+                                    ("strategy", c.strategy.id()),
+                                    ("original", grouped(c.original_tokens).as_str()),
+                                    ("compressed", grouped(c.compressed_tokens).as_str()),
+                                    ("saved", grouped(c.saved_tokens).as_str()),
+                                    ("dropped", c.dropped_count.to_string().as_str()),
+                                ],
+                            );
+                            if c.summarized_count > 0 {
+                                text.push_str(", ");
+                                text.push_str(&w.fill(
+                                    Word::MeterSummarized,
+                                    &[("count", c.summarized_count.to_string().as_str())],
+                                ));
                             }
+                            view! { <p class="gb-meter-compression">{text}</p> }
                         })
                 }}
                 {move || {
@@ -217,10 +235,12 @@ pub fn TokenMeter(
                         .map(|b| {
                             view! {
                                 <p class="gb-meter-budget">
-                                    {format!(
-                                        "Budget: {} of {} tokens left in this conversation",
-                                        grouped(b.remaining()),
-                                        grouped(b.limit),
+                                    {w.fill(
+                                        Word::MeterBudget,
+                                        &[
+                                            ("remaining", grouped(b.remaining()).as_str()),
+                                            ("limit", grouped(b.limit).as_str()),
+                                        ],
                                     )}
                                 </p>
                             }
@@ -231,11 +251,12 @@ pub fn TokenMeter(
                         view.with(|v| {
                             v.as_ref()
                                 .map(|v| {
-                                    let mut s = vocab_line(&v.vocab);
-                                    if !v.exact_vocab {
-                                        s.push_str(" (not this model's own tokenizer: counts are close, not exact)");
+                                    let line = vocab_line(w, &v.vocab);
+                                    if v.exact_vocab {
+                                        line
+                                    } else {
+                                        w.fill(Word::VocabNotExact, &[("line", line.as_str())])
                                     }
-                                    s
                                 })
                                 .unwrap_or_default()
                         })

@@ -9,13 +9,13 @@
 //! that holds the selected one's messages: a renamed selection is said for a moment ("Bread comes
 //! → Sourdough bread"), and a selected topic that vanished stays as a greyed chip the user clears.
 
-use glassbox_core::context::topics::STICKY_LABEL;
 use glassbox_core::context::{FilterView, SessionTopics, Topic};
 use glassbox_core::number::fixed;
 use leptos::prelude::*;
 
 use crate::chunks::lazy_panel_fn;
 use crate::client::ChatClient;
+use crate::words::{Word, Words, words};
 
 /// Smallest and largest bubble diameter, in rem.
 const DIAMETER: (f64, f64) = (3.2, 7.0);
@@ -56,7 +56,8 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
         }
         client.set_filter(labels);
     };
-    let status = move || filter.with(FilterView::status_line);
+    let w = words();
+    let status = move || filter.with(|f| status_words(w, f));
     // "Bread comes → Sourdough bread", for a moment after the regeneration that renamed it.
     let renamed = RwSignal::new(String::new());
     Effect::new(move |_| {
@@ -75,7 +76,7 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
         );
     });
     view! {
-        <section class="gb-topics" part="topics" aria-label="Topics">
+        <section class="gb-topics" part="topics" aria-label=w.text(Word::Topics)>
             {move || {
                 let sticky = topics.with(|t| t.sticky_ids.len());
                 (sticky > 0)
@@ -83,11 +84,12 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
                         view! {
                             <p
                                 class="gb-sticky-topic"
-                                title="Standing instructions always reach the model"
+                                title=w.text(Word::StickyTopicHint)
                             >
                                 // Drawn in CSS: an emoji needs a font the machine may lack.
                                 <span class="gb-lock" aria-hidden="true"></span>
-                                {STICKY_LABEL}
+                                // The server's label for the standing instructions, in the chat's words.
+                                {w.text(Word::StickyTopic)}
                                 {format!(" · {sticky}")}
                             </p>
                         }
@@ -96,11 +98,11 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
             <div
                 class="gb-bubbles"
                 role="group"
-                aria-label="Topics: select the ones that matter now"
+                aria-label=w.text(Word::TopicsSelectLabel)
                 class:gb-filtering=move || mode.get() && !selected.with(Vec::is_empty)
             >
                 <Show when=move || topics.with(|t| t.topics.is_empty())>
-                    <p class="gb-topics-empty">"Topics appear after the first reply."</p>
+                    <p class="gb-topics-empty">{w.text(Word::TopicsEmpty)}</p>
                 </Show>
                 <For
                     each=move || bubbles(&topics.get())
@@ -124,13 +126,13 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
                                 aria-pressed=move || pressed.get().to_string()
                                 aria-disabled=move || (!mode.get() || !available.get()).to_string()
                                 title=move || {
-                                    if !available.get() {
-                                        "Filtering needs the embedding model, which is unavailable"
+                                    w.get(if !available.get() {
+                                        Word::TopicFilterUnavailable
                                     } else if !mode.get() {
-                                        "Similarity mode is off: bubbles are for looking only"
+                                        Word::TopicSimilarityOff
                                     } else {
-                                        "Send only messages about the selected topics (plus standing instructions)"
-                                    }
+                                        Word::TopicSendOnlySelected
+                                    })
                                 }
                                 style:width=side.clone()
                                 style:height=side
@@ -153,12 +155,12 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
                             <button
                                 type="button"
                                 class="gb-orphan-topic"
-                                title="This selected topic is gone since the topics were regenerated: it selects nothing. Click to clear it."
+                                title=w.text(Word::TopicGoneHint)
                                 on:click=move |_| toggle(clear.clone())
                             >
                                 <span class="gb-bubble-label">{label}</span>
                                 <span aria-hidden="true">" ×"</span>
-                                <span class="gb-visually-hidden">" (gone; clear)"</span>
+                                <span class="gb-visually-hidden">" "{w.text(Word::TopicGoneClear)}</span>
                             </button>
                         }
                     }
@@ -177,7 +179,8 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
                         prop:checked=move || mode.get()
                         on:change=move |ev| client.set_similarity_mode(event_target_checked(&ev), None)
                     />
-                    " Filter history by topic"
+                    " "
+                    {w.text(Word::FilterHistoryByTopic)}
                 </label>
                 <span class="gb-topics-status" role="status">
                     {status}
@@ -185,6 +188,24 @@ pub fn TopicPanel(client: ChatClient) -> impl IntoView {
             </div>
         </section>
     }
+}
+
+/// The status line: "5 of 14 messages in context", or "All messages in context". (The host's
+/// `glassbox:filter-changed` event keeps core's English, `FilterView::status_line`.)
+fn status_words(w: Words, f: &FilterView) -> String {
+    let n = f.message_ids.len() as u32;
+    if n >= f.total {
+        return w.get(Word::TopicsAllInContext);
+    }
+    let word = if f.total == 1 {
+        Word::TopicsInContextOne
+    } else {
+        Word::TopicsInContextMany
+    };
+    w.fill(
+        word,
+        &[("count", &n.to_string()), ("total", &f.total.to_string())],
+    )
 }
 
 /// What a regeneration renamed, as the panel says it: "Bread comes → Sourdough bread".

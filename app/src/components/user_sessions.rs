@@ -8,17 +8,19 @@ use glassbox_core::wire::SessionSummary;
 use leptos::prelude::*;
 
 use crate::client::ChatClient;
+use crate::words::{Word, Words, words};
 
 /// How long ago `then` was, from `now` (both ms since the epoch), in a few words.
-pub fn ago(then: i64, now: i64) -> String {
+pub fn ago(w: Words, then: i64, now: i64) -> String {
     let minutes = (now - then).max(0) / 60_000;
-    match minutes {
-        0 => "just now".to_owned(),
-        1..=59 => format!("{minutes} min ago"),
-        60..=1_439 => format!("{} h ago", minutes / 60),
-        1_440..=2_879 => "yesterday".to_owned(),
-        _ => format!("{} days ago", minutes / 1_440),
-    }
+    let (word, n) = match minutes {
+        0 => return w.get(Word::JustNow),
+        1..=59 => (Word::MinutesAgo, minutes),
+        60..=1_439 => (Word::HoursAgo, minutes / 60),
+        1_440..=2_879 => return w.get(Word::Yesterday),
+        _ => (Word::DaysAgo, minutes / 1_440),
+    };
+    w.fill(word, &[("n", &n.to_string())])
 }
 
 /// The list, with "New conversation" above it.
@@ -51,18 +53,19 @@ pub fn UserSessions(client: ChatClient) -> impl IntoView {
     // The session being renamed, and the one whose delete waits for its confirming click.
     let renaming = RwSignal::new(None::<String>);
     let confirming = RwSignal::new(None::<String>);
+    let w = words();
     view! {
-        <section class="gb-conversations" aria-label="Your conversations">
+        <section class="gb-conversations" aria-label=w.text(Word::YourConversations)>
             <div class="gb-conversations-bar">
-                <h3 class="gb-drawer-heading">"Your conversations"</h3>
+                <h3 class="gb-drawer-heading">{w.text(Word::YourConversations)}</h3>
                 <button class="gb-new-conversation" type="button" on:click=move |_| client.new_conversation()>
-                    "New conversation"
+                    {w.text(Word::NewConversation)}
                 </button>
             </div>
             {move || match state.get() {
-                None => view! { <p class="gb-drawer-empty">"Loading your conversations…"</p> }.into_any(),
+                None => view! { <p class="gb-drawer-empty">{w.text(Word::LoadingConversations)}</p> }.into_any(),
                 Some(true) => view! {
-                    <p class="gb-drawer-empty">"No conversations yet: the first message starts one."</p>
+                    <p class="gb-drawer-empty">{w.text(Word::NoConversationsYet)}</p>
                 }
                     .into_any(),
                 Some(false) => view! {
@@ -101,10 +104,11 @@ fn Conversation(
         })
     };
     let title = Memo::new(move |_| summary.with(|s| s.0.clone()));
+    let w = words();
     let shown = move || {
         let t = title.get();
         if t.is_empty() {
-            "Untitled conversation".to_owned()
+            w.get(Word::UntitledConversation)
         } else {
             t
         }
@@ -121,7 +125,7 @@ fn Conversation(
         let id = id.clone();
         Memo::new(move |_| confirming.with(|r| r.as_deref() == Some(id.as_str())))
     };
-    let when = move || ago(summary.with(|s| s.1), js_sys::Date::now() as i64);
+    let when = move || ago(w, summary.with(|s| s.1), js_sys::Date::now() as i64);
     let open = {
         let id = id.clone();
         move |_| {
@@ -183,7 +187,7 @@ fn Conversation(
                         class="gb-conversation-title"
                         type="text"
                         maxlength="80"
-                        aria-label="New title"
+                        aria-label=w.text(Word::ConversationNewTitle)
                         prop:value=title.get_untracked()
                         on:keydown=on_key.clone()
                         on:blur=move |ev| if renaming.get_untracked().is_some() { save(event_target_value(&ev)) }
@@ -208,18 +212,27 @@ fn Conversation(
                 }
                     .into_any()
             }}
-            <button class="gb-icon-button gb-conversation-rename" type="button" aria-label=move || format!("Rename “{}”", shown()) title="Rename" on:click=start_rename>
+            <button
+                class="gb-icon-button gb-conversation-rename"
+                type="button"
+                aria-label=move || w.fill(Word::RenameConversation, &[("title", &shown())])
+                title=w.text(Word::Rename)
+                on:click=start_rename
+            >
                 "✎"
             </button>
             <button
                 class="gb-icon-button gb-conversation-delete"
                 type="button"
                 class:gb-confirming=is_confirming
-                aria-label=move || if is_confirming.get() { format!("Confirm: delete “{}” for good", shown()) } else { format!("Delete “{}”", shown()) }
-                title=move || if is_confirming.get() { "Click again to delete" } else { "Delete" }
+                aria-label=move || {
+                    let word = if is_confirming.get() { Word::ConfirmDeleteConversation } else { Word::DeleteConversation };
+                    w.fill(word, &[("title", &shown())])
+                }
+                title=move || w.get(if is_confirming.get() { Word::ClickAgainToDelete } else { Word::Delete })
                 on:click=delete
             >
-                {move || if is_confirming.get() { "Delete?" } else { "×" }}
+                {move || if is_confirming.get() { w.get(Word::DeleteQuestion) } else { "×".to_owned() }}
             </button>
         </li>
     }
@@ -228,17 +241,19 @@ fn Conversation(
 #[cfg(test)]
 mod tests {
     use super::ago;
+    use crate::words::Words;
 
     #[test]
     fn times_read_as_people_say_them() {
+        let w = Words::english_in_full();
         let now = 1_800_000_000_000;
-        assert_eq!(ago(now - 5_000, now), "just now");
-        assert_eq!(ago(now - 5 * 60_000, now), "5 min ago");
-        assert_eq!(ago(now - 3 * 3_600_000, now), "3 h ago");
-        assert_eq!(ago(now - 30 * 3_600_000, now), "yesterday");
-        assert_eq!(ago(now - 5 * 86_400_000, now), "5 days ago");
+        assert_eq!(ago(w, now - 5_000, now), "just now");
+        assert_eq!(ago(w, now - 5 * 60_000, now), "5 min ago");
+        assert_eq!(ago(w, now - 3 * 3_600_000, now), "3 h ago");
+        assert_eq!(ago(w, now - 30 * 3_600_000, now), "yesterday");
+        assert_eq!(ago(w, now - 5 * 86_400_000, now), "5 days ago");
         assert_eq!(
-            ago(now + 60_000, now),
+            ago(w, now + 60_000, now),
             "just now",
             "a clock ahead is not the future"
         );

@@ -48,7 +48,8 @@ pub struct FooterItem {
     pub kind: FooterKind,
     /// Short text shown (a basename, `[slug]`, `host/path`, `:port`).
     pub label: String,
-    /// The whole item, for the tooltip and screen readers.
+    /// The whole item, for the tooltip and screen readers (a port's: the port alone, which the
+    /// widget puts in words).
     pub title: String,
     /// A safe link, if there is one.
     pub href: Option<String>,
@@ -124,7 +125,7 @@ pub fn footer_items(sets: &ContextSets, links: &FooterLinks) -> Vec<FooterItem> 
         out.push(FooterItem {
             kind: FooterKind::Port,
             label: format!(":{}", shorten(port.trim_start_matches(':'))),
-            title: format!("port {port}"),
+            title: port.clone(),
             href: None,
         });
     }

@@ -18,7 +18,6 @@ pub use model_limits::{context_limit, encoding_for};
 pub mod meter;
 pub mod plan;
 pub mod receipt;
-pub mod receipt_view;
 pub mod score;
 pub mod selection;
 pub mod sets;

@@ -1,4 +1,4 @@
-import { createElement, useEffect, useRef } from 'react';
+import { createElement, useEffect, useLayoutEffect, useRef } from 'react';
 import type { CSSProperties } from 'react';
 // The chat element alone: the meter's element and wasm stay out of the app's bundle.
 import 'glassbox-chat/chat';
@@ -8,6 +8,7 @@ import type {
   GlassboxChatAttributes,
   GlassboxChatElement,
   GlassboxErrorDetail,
+  GlassboxStrings,
   PageContext,
 } from 'glassbox-chat';
 
@@ -18,6 +19,9 @@ export interface GlassboxChatProps
   starters?: string[];
   /** A user your backend vouches for (`hash`: hex HMAC-SHA256 of `id`, made on your server). */
   user?: { id: string; hash: string } | null;
+  /** Your words over the widget's, by key (docs/strings.md); applied in place. `lang` picks the
+   * widget's language (French for `fr…`), else the page's. */
+  strings?: GlassboxStrings | null;
   /** Sent with every later message as data for the model; never shown in the message. */
   pageContext?: PageContext | null;
   /** "View context" shows page-context keys only, never their values. */
@@ -46,6 +50,7 @@ export function GlassboxChat(props: GlassboxChatProps) {
     hideContextValues,
     user,
     starters,
+    strings,
     onMessage,
     onReply,
     onError,
@@ -71,6 +76,12 @@ export function GlassboxChat(props: GlassboxChatProps) {
       }),
     );
   }, [contextJson]);
+
+  const stringsJson = JSON.stringify(strings ?? null);
+  // Before the browser paints: a chat that mounts at once shows the host's words from the start.
+  useLayoutEffect(() => {
+    if (ref.current) ref.current.strings = JSON.parse(stringsJson) as GlassboxStrings | null;
+  }, [stringsJson]);
 
   useEffect(() => {
     const element = ref.current;

@@ -443,6 +443,66 @@ async fn a_chat_greets_in_its_own_words_and_a_starter_sends() -> Result<()> {
     Ok(())
 }
 
+/// The widget speaks the page's language (French as a chunk of its own, the chat hidden rather
+/// than English for the moment it takes), follows it when it changes, and the host's own words
+/// (`strings`) win over either, applied in place.
+#[tokio::test]
+async fn a_french_page_gets_french_words_and_the_host_s_own_win() -> Result<()> {
+    let server = start_server(&[("GLASSBOX_PROVIDER", "offline")]).await?;
+    const WORDS: &str = "const r = document.querySelector('#chat').shadowRoot; const b = r.querySelector('.gb-send .gb-send-word'); return b && {send: b.textContent, placeholder: r.querySelector('textarea.gb-input').placeholder, attach: r.querySelector('.gb-attach').getAttribute('aria-label'), pending: r.querySelector('.gb-root').classList.contains('gb-words-pending')};";
+    let when = |cond: &str| WORDS.replace("return b &&", &format!("return b && {cond} &&"));
+    in_browser(format!("http://{}/", server.addr), "words", |client, url| async move {
+        client.goto(&url).await?;
+        wait_for(&client, "the widget to connect", CONNECTED).await?;
+        let english = wait_for(&client, "the English words", WORDS).await?;
+        assert_eq!(
+            english,
+            json!({"send": "Send", "placeholder": "Write a message…", "attach": "Attach files", "pending": false})
+        );
+        // The page switches to French: the chat follows without a remount (the draft stays).
+        client.execute("const r = document.querySelector('#chat').shadowRoot; const t = r.querySelector('textarea.gb-input'); t.value = 'brouillon'; t.dispatchEvent(new Event('input', {bubbles: true})); document.documentElement.lang = 'fr-CA'; return true;", vec![]).await?;
+        let french = wait_for(&client, "the French words", &when("b.textContent === 'Envoyer'")).await?;
+        assert_eq!(
+            french,
+            json!({"send": "Envoyer", "placeholder": "Écrivez un message…", "attach": "Joindre des fichiers", "pending": false})
+        );
+        let draft = client.execute("return document.querySelector('#chat').shadowRoot.querySelector('textarea.gb-input').value;", vec![]).await?;
+        assert_eq!(draft, "brouillon", "a change of language kept the draft");
+        // The host's words over the French; an unknown key is left out (warned of).
+        client.execute("document.querySelector('#chat').strings = {send: 'Go', write_a_message: 'Ask away', no_such_key: 'x', attach_files: 42}; return true;", vec![]).await?;
+        let host = wait_for(&client, "the host's words", &when("b.textContent === 'Go'")).await?;
+        assert_eq!(
+            host,
+            json!({"send": "Go", "placeholder": "Ask away", "attach": "Joindre des fichiers", "pending": false})
+        );
+        // The element's own `lang` wins over the page's; the host's words stay.
+        client.execute("document.querySelector('#chat').setAttribute('lang', 'en'); return true;", vec![]).await?;
+        wait_for(&client, "English under the host's words", &when("r.querySelector('.gb-attach').getAttribute('aria-label') === 'Attach files'")).await?;
+        let kept = client.execute(WORDS, vec![]).await?;
+        assert_eq!(kept["send"], "Go", "{kept}");
+        client.execute("document.querySelector('#chat').strings = null; return true;", vec![]).await?;
+        wait_for(&client, "the table's words again", &when("b.textContent === 'Send'")).await?;
+        // A chat mounted on a French page is never shown in English: hidden until French came.
+        let first = client
+            .execute_async(
+                "const done = arguments[0]; const c = document.createElement('glassbox-chat'); c.id = 'second'; c.setAttribute('session', 'second'); c.setAttribute('lang', 'fr'); document.querySelector('#chat').after(c); \
+                 const seen = []; const look = () => { const r = c.shadowRoot; const root = r && r.querySelector('.gb-root'); const b = root && root.querySelector('.gb-send-word'); \
+                 if (b) seen.push(root.classList.contains('gb-words-pending') ? 'hidden' : b.textContent); \
+                 if (seen.includes('Envoyer') || seen.length > 600) done(seen); else requestAnimationFrame(look); }; look();",
+                vec![],
+            )
+            .await?;
+        let seen: Vec<String> = serde_json::from_value(first)?;
+        assert_eq!(seen.last().map(String::as_str), Some("Envoyer"), "{seen:?}");
+        assert!(
+            seen.iter().all(|s| s == "hidden" || s == "Envoyer"),
+            "the French chat showed other words first: {seen:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
 /// A socket on which nothing arrives for three heartbeat intervals (a dead network path that never
 /// closed it) is given up: the widget reconnects by itself.
 #[tokio::test]

@@ -131,6 +131,14 @@ async fn the_launcher_opens_and_closes_by_mouse_and_keyboard_and_fills_a_phone()
             .execute(&format!("return {SHADOW}.querySelector('.gb-launcher').getAttribute('aria-label');"), vec![])
             .await?;
         assert_eq!(label, json!("Open chat (1 unread reply)"));
+        // The launcher speaks the page's language too, with the host's words over it.
+        client.execute("document.documentElement.lang = 'fr'; return true;", vec![]).await?;
+        let french = wait_for(&client, "the launcher in French", &format!("const l = {SHADOW}.querySelector('.gb-launcher').getAttribute('aria-label'); return l.startsWith('Ouvrir') && [l, {SHADOW}.querySelector('.gb-panel-close').getAttribute('aria-label')];")).await?;
+        assert_eq!(french, json!(["Ouvrir la discussion (1 réponse non lue)", "Fermer la discussion"]));
+        client.execute("document.querySelector('glassbox-chat').strings = {launcher_unread_one: 'Chat — {count} new'}; document.documentElement.lang = 'en'; return true;", vec![]).await?;
+        let own = wait_for(&client, "the host's launcher words", &format!("const l = {SHADOW}.querySelector('.gb-launcher').getAttribute('aria-label'); return l.startsWith('Chat —') && l;")).await?;
+        assert_eq!(own, json!("Chat — 1 new"));
+        client.execute("document.querySelector('glassbox-chat').strings = null; return true;", vec![]).await?;
         shadow_element(&client, ".gb-launcher").await?.click().await?;
         wait_until_open(&client, true).await?;
         assert_eq!(launcher_state(&client).await?[2], Value::Null, "opening reads the reply");

@@ -50,16 +50,6 @@ impl Strategy {
     pub fn id(self) -> &'static str {
         self.into()
     }
-
-    /// Name shown in the settings list.
-    pub fn label(self) -> &'static str {
-        match self {
-            Strategy::Summarize => "Summarize only",
-            Strategy::DropLowValue => "Drop low-value only",
-            Strategy::SlidingWindow => "Sliding window (simple)",
-            Strategy::Hybrid => "Summarize & drop low-value (hybrid, recommended)",
-        }
-    }
 }
 
 /// A session's compression settings (docs/context-planning.md), persisted per session.

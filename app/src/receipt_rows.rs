@@ -1,18 +1,21 @@
 //! A receipt in words, for the "View context" dialog: one row per part (what it is, why it went,
 //! its tokens), one per left-out run or item, the totals beside the provider's reported usage, and
 //! the items in three columns (rules, references, tools) above the ones that did not go (near
-//! misses, the knowledge cap's) and the search's note. Pure, so the wording is tested natively
-//! and the widget only lays the rows out (as text, never as HTML).
+//! misses, the knowledge cap's) and the search's note. The words come from the widget's table
+//! ([`Words`]); the rest is pure, so the wording is tested natively (in English) and the widget
+//! only lays the rows out (as text, never as HTML).
 
-use super::items::{Included, ItemKind, ItemRef};
-use super::receipt::{
+use glassbox_core::attachments::FileKind;
+use glassbox_core::context::items::{Included, ItemKind, ItemRef};
+use glassbox_core::context::receipt::{
     ItemNote, ItemSearchNote, ItemSearchStatus, LeftOut, LeftOutWhy, Part, PartKind, Reason,
     Receipt,
 };
-use super::score::Score;
-use crate::attachments::FileKind;
-use crate::number::fixed;
-use crate::vocab::Usage;
+use glassbox_core::context::score::Score;
+use glassbox_core::number::fixed;
+use glassbox_core::vocab::Usage;
+
+use crate::words::{Word, Words};
 
 /// Messages a row stands for: `first..=last` (ids), `count` of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +40,7 @@ pub struct ReceiptRow {
     /// The messages it stands for, when it stands for messages.
     pub messages: Option<MessageRun>,
     /// A remark ("Its text stays on the server.").
-    pub note: Option<&'static str>,
+    pub note: Option<String>,
 }
 
 /// The figures under the rows.
@@ -61,7 +64,7 @@ pub struct ReceiptTotals {
 }
 
 /// Rows for the parts, in the order the model read them.
-pub fn part_rows(receipt: &Receipt) -> Vec<ReceiptRow> {
+pub fn part_rows(w: Words, receipt: &Receipt) -> Vec<ReceiptRow> {
     // Calls are numbered within their round, so two calls of one round read apart.
     let mut calls_in_round: (u32, u32) = (u32::MAX, 0);
     receipt
@@ -79,19 +82,19 @@ pub fn part_rows(receipt: &Receipt) -> Vec<ReceiptRow> {
                 }
                 _ => 0,
             };
-            part_row(part, call)
+            part_row(w, part, call)
         })
         .collect()
 }
 
 /// Rows for the history that was left out, oldest first. Items left out are not among them: the
 /// items section lists them under its columns (`item_misses`), so each shows once.
-pub fn left_out_rows(receipt: &Receipt) -> Vec<ReceiptRow> {
+pub fn left_out_rows(w: Words, receipt: &Receipt) -> Vec<ReceiptRow> {
     receipt
         .left_out
         .iter()
         .filter(|l| l.item.is_none())
-        .map(left_out_row)
+        .map(|l| left_out_row(w, l))
         .collect()
 }
 
@@ -117,80 +120,81 @@ pub fn totals(receipt: &Receipt, usage: Option<Usage>) -> ReceiptTotals {
     }
 }
 
-/// Why a part went, in words.
-pub fn reason_words(reason: Reason) -> &'static str {
+/// Why a part went, in words (the table's).
+pub fn reason_words(reason: Reason) -> Word {
     match reason {
-        Reason::Always => "always sent",
-        Reason::Fits => "fits the budget",
-        Reason::Preserved => "recent: compression never touches it",
-        Reason::Compression => "written by the model in place of older messages",
-        Reason::Resume => "first message after the session resumed",
-        Reason::ToolLoop => "the model called a tool while answering",
-        Reason::Sticky => "a standing instruction: always sent",
-        Reason::Pinned => "pinned by you: always sent",
-        Reason::TopicMember => "grouped under a selected topic",
-        Reason::TopicMatch => "matches a selected topic",
-        Reason::Fallback => "no message matched the selected topics, so all of them went",
-        Reason::Manual => "added to this conversation by you",
-        Reason::Agent => "semantic search matched it to your message",
-        Reason::Expansion => "semantic search matched it to an item already chosen",
-        Reason::Loaded => "left out over the tool budget, then loaded by the model in this reply",
+        Reason::Always => Word::ReasonAlways,
+        Reason::Fits => Word::ReasonFits,
+        Reason::Preserved => Word::ReasonPreserved,
+        Reason::Compression => Word::ReasonCompression,
+        Reason::Resume => Word::ReasonResume,
+        Reason::ToolLoop => Word::ReasonToolLoop,
+        Reason::Sticky => Word::ReasonSticky,
+        Reason::Pinned => Word::ReasonPinned,
+        Reason::TopicMember => Word::ReasonTopicMember,
+        Reason::TopicMatch => Word::ReasonTopicMatch,
+        Reason::Fallback => Word::ReasonFallback,
+        Reason::Manual => Word::ReasonManual,
+        Reason::Agent => Word::ReasonAgent,
+        Reason::Expansion => Word::ReasonExpansion,
+        Reason::Loaded => Word::ReasonLoaded,
     }
 }
 
-/// Why messages were left out, in words.
-pub fn left_out_words(why: LeftOutWhy) -> &'static str {
+/// Why messages were left out, in words (the table's).
+pub fn left_out_words(why: LeftOutWhy) -> Word {
     match why {
-        LeftOutWhy::LowValue => "an acknowledgement compression leaves out",
-        LeftOutWhy::Window => "older than compression's sliding window",
-        LeftOutWhy::Summarized => "replaced by the summary",
-        LeftOutWhy::SummaryUnavailable => "compression wanted a summary but none could be written",
-        LeftOutWhy::TopicFilter => "below the threshold for the selected topics",
-        LeftOutWhy::OtherTopic => "about a topic you did not select",
-        LeftOutWhy::Excluded => "excluded by you",
-        LeftOutWhy::MemoryCap => {
-            "pinned or a standing instruction beyond the tokens kept for them, so compression \
-             treated it as older history and left it out"
-        }
-        LeftOutWhy::BelowThreshold => "semantic search scored it just below what it chose",
-        LeftOutWhy::KnowledgeCap => {
-            "rules and references may take only a quarter of the window: lower-ranked items go \
-             first"
-        }
-        LeftOutWhy::ToolCap => {
-            "the tools may take only the tool budget: lower-ranked tools go first, and the model \
-             can load them"
-        }
+        LeftOutWhy::LowValue => Word::LeftOutLowValue,
+        LeftOutWhy::Window => Word::LeftOutWindow,
+        LeftOutWhy::Summarized => Word::LeftOutSummarized,
+        LeftOutWhy::SummaryUnavailable => Word::LeftOutSummaryUnavailable,
+        LeftOutWhy::TopicFilter => Word::LeftOutTopicFilter,
+        LeftOutWhy::OtherTopic => Word::LeftOutOtherTopic,
+        LeftOutWhy::Excluded => Word::LeftOutExcluded,
+        LeftOutWhy::MemoryCap => Word::LeftOutMemoryCap,
+        LeftOutWhy::BelowThreshold => Word::LeftOutBelowThreshold,
+        LeftOutWhy::KnowledgeCap => Word::LeftOutKnowledgeCap,
+        LeftOutWhy::ToolCap => Word::LeftOutToolCap,
     }
 }
 
 /// The note on a receipt's item search, in words (empty for `done`, which receipts do not record).
-pub fn item_search_words(note: &ItemSearchNote) -> String {
+pub fn item_search_words(w: Words, note: &ItemSearchNote) -> String {
     let why = note
         .reason
         .as_deref()
         .map(str::trim)
         .filter(|r| !r.is_empty());
-    let base = match note.status {
+    let (plain, with_why) = match note.status {
         ItemSearchStatus::Done => return String::new(),
-        ItemSearchStatus::NoAgentItems => {
-            return "No items for semantic search to choose from.".to_owned();
+        ItemSearchStatus::NoAgentItems => return w.get(Word::ItemSearchNoItems),
+        ItemSearchStatus::Unavailable => {
+            (Word::ItemSearchUnavailable, Word::ItemSearchUnavailableWhy)
         }
-        ItemSearchStatus::Unavailable => "Semantic search was unavailable",
-        ItemSearchStatus::Failed => "Semantic search failed",
+        ItemSearchStatus::Failed => (Word::ItemSearchFailed, Word::ItemSearchFailedWhy),
     };
     match why {
-        Some(why) => format!("{base} ({why}): this reply went without agent-chosen items."),
-        None => format!("{base}: this reply went without agent-chosen items."),
+        Some(why) => w.fill(with_why, &[("reason", why)]),
+        None => w.get(plain),
     }
 }
 
 /// An item's label: "Rule 001 · auth", "Tool fs.read".
-fn item_label(note: &ItemNote) -> String {
+fn item_label(w: Words, note: &ItemNote) -> String {
+    let name = note.item.name.as_str();
+    let priority = format!("{:03}", note.priority);
     match &note.item.kind {
-        ItemKind::Rule => format!("Rule {:03} · {}", note.priority, note.item.name),
-        ItemKind::Reference => format!("Reference {:03} · {}", note.priority, note.item.name),
-        ItemKind::Tool { server } => format!("Tool {server}.{}", note.item.name),
+        ItemKind::Rule => w.fill(
+            Word::ReceiptRuleItem,
+            &[("priority", &priority), ("name", name)],
+        ),
+        ItemKind::Reference => w.fill(
+            Word::ReceiptReferenceItem,
+            &[("priority", &priority), ("name", name)],
+        ),
+        ItemKind::Tool { server } => {
+            w.fill(Word::ReceiptToolItem, &[("server", server), ("name", name)])
+        }
     }
 }
 
@@ -203,8 +207,11 @@ pub struct ItemCell {
     /// and a dot ("filesystem.") for tools.
     pub prefix: String,
     pub name: String,
-    /// How it came in: "Always", "Manual", "Agent", "Expansion".
+    /// How it came in, as a key: "Always", "Manual", "Agent", "Expansion" (lowercased: the badge's
+    /// class and the item's `data-include`). Shown in words by [`ItemCell::badge_text`].
     pub badge: &'static str,
+    /// How it came in.
+    pub include: Included,
     /// Its score to two decimals ("0.87"), for items semantic search chose.
     pub score: Option<String>,
     /// Its one-line description (empty: none).
@@ -271,11 +278,17 @@ impl ItemCell {
         }
     }
 
-    /// Its badge with its score, when it has one: "Always", "Agent 0.87".
-    pub fn badge_text(&self) -> String {
+    /// Its badge in words with its score, when it has one: "Always", "Agent 0.87".
+    pub fn badge_text(&self, w: Words) -> String {
+        let badge = w.get(match self.include {
+            Included::Always => Word::BadgeAlways,
+            Included::Manual => Word::BadgeManual,
+            Included::Agent => Word::BadgeAgent,
+            Included::Expansion => Word::BadgeExpansion,
+        });
         match &self.score {
-            Some(score) => format!("{} {score}", self.badge),
-            None => self.badge.to_owned(),
+            Some(score) => format!("{badge} {score}"),
+            None => badge,
         }
     }
 }
@@ -295,6 +308,7 @@ fn item_cell(note: &ItemNote, tokens: u32) -> ItemCell {
             Included::Agent => "Agent",
             Included::Expansion => "Expansion",
         },
+        include: note.include,
         score: note.score.map(|s| fixed(s.value().into(), 2)),
         description: note.description.clone(),
         tokens,
@@ -309,15 +323,15 @@ pub struct MissRow {
     /// The item as a column would show it (its badge: how it came in, or would have; its tokens: 0
     /// for a near miss, whose text was never a candidate).
     pub cell: ItemCell,
-    /// Its type: "Rule", "Reference", "Tool".
-    pub kind: &'static str,
+    /// Its type in words: "Rule", "Reference", "Tool".
+    pub kind: String,
     /// Why it did not go: "0.62, below the threshold", "left out: over the knowledge budget".
     pub why: String,
 }
 
 /// The items a receipt's request did not carry: the near misses, best first, then the items the
 /// knowledge cap left out, in the receipt's order (lowest-ranked first).
-pub fn item_misses(receipt: &Receipt) -> Vec<MissRow> {
+pub fn item_misses(w: Words, receipt: &Receipt) -> Vec<MissRow> {
     let mut near: Vec<(&ItemNote, u32)> = Vec::new();
     let mut capped: Vec<(&ItemNote, u32, bool)> = Vec::new();
     for l in &receipt.left_out {
@@ -337,17 +351,20 @@ pub fn item_misses(receipt: &Receipt) -> Vec<MissRow> {
     let row = |note: &ItemNote, tokens, cause, why: String| MissRow {
         cause,
         cell: item_cell(note, tokens),
-        kind: match note.item.kind {
-            ItemKind::Rule => "Rule",
-            ItemKind::Reference => "Reference",
-            ItemKind::Tool { .. } => "Tool",
-        },
+        kind: w.get(match note.item.kind {
+            ItemKind::Rule => Word::KindRule,
+            ItemKind::Reference => Word::KindReference,
+            ItemKind::Tool { .. } => Word::KindTool,
+        }),
         why,
     };
     let near = near.into_iter().map(|(note, tokens)| {
         let why = match note.score {
-            Some(s) => format!("{}, below the threshold", fixed(s.value().into(), 2)),
-            None => "below the threshold".to_owned(),
+            Some(s) => w.fill(
+                Word::ReceiptMissBelowThresholdScore,
+                &[("score", &fixed(s.value().into(), 2))],
+            ),
+            None => w.get(Word::ReceiptMissBelowThreshold),
         };
         row(note, tokens, "below_threshold", why)
     });
@@ -356,14 +373,9 @@ pub fn item_misses(receipt: &Receipt) -> Vec<MissRow> {
             note,
             tokens,
             "knowledge_cap",
-            "left out: over the knowledge budget".to_owned(),
+            w.get(Word::ReceiptMissKnowledgeCap),
         ),
-        true => row(
-            note,
-            tokens,
-            "tool_cap",
-            "left out: over the tool budget (the model can load it)".to_owned(),
-        ),
+        true => row(note, tokens, "tool_cap", w.get(Word::ReceiptMissToolCap)),
     });
     near.chain(capped).collect()
 }
@@ -380,22 +392,22 @@ pub struct ItemSection {
 
 /// The items section of `receipt`, when it has anything to show: an item part, an item left out,
 /// or a note on the search.
-pub fn item_section(receipt: &Receipt) -> Option<ItemSection> {
+pub fn item_section(w: Words, receipt: &Receipt) -> Option<ItemSection> {
     let section = ItemSection {
         columns: item_columns(receipt),
-        misses: item_misses(receipt),
+        misses: item_misses(w, receipt),
         search: receipt
             .item_search
             .as_ref()
-            .map(item_search_words)
-            .filter(|w| !w.is_empty()),
+            .map(|note| item_search_words(w, note))
+            .filter(|s| !s.is_empty()),
     };
     let empty = section.columns.is_empty() && section.misses.is_empty() && section.search.is_none();
     (!empty).then_some(section)
 }
 
 /// `why` with the scores of a run under the topic filter: "… (score 0.62)", "… (scores 0.41–0.80)".
-fn with_scores(why: &str, scores: &[Option<Score>]) -> String {
+fn with_scores(w: Words, why: &str, scores: &[Option<Score>]) -> String {
     let known: Vec<f32> = scores.iter().flatten().map(|s| s.value()).collect();
     let (Some(lo), Some(hi)) = (
         known.iter().copied().reduce(f32::min),
@@ -404,30 +416,37 @@ fn with_scores(why: &str, scores: &[Option<Score>]) -> String {
         return why.to_owned();
     };
     if known.len() == 1 || (hi - lo).abs() < 0.0005 {
-        format!("{why} (score {})", fixed(lo.into(), 2))
+        w.fill(
+            Word::ReceiptWhyScore,
+            &[("why", why), ("score", &fixed(lo.into(), 2))],
+        )
     } else {
-        format!(
-            "{why} (scores {}–{})",
-            fixed(lo.into(), 2),
-            fixed(hi.into(), 2)
+        w.fill(
+            Word::ReceiptWhyScores,
+            &[
+                ("why", why),
+                ("low", &fixed(lo.into(), 2)),
+                ("high", &fixed(hi.into(), 2)),
+            ],
         )
     }
 }
 
-fn messages(count: u32) -> String {
+fn messages(w: Words, count: u32) -> String {
     if count == 1 {
-        "1 message".to_owned()
+        w.get(Word::ReceiptMessagesOne)
     } else {
-        format!("{count} messages")
+        w.fill(Word::ReceiptMessagesMany, &[("count", &count.to_string())])
     }
 }
 
 /// `call` is the tool call's number within its round (1-based; 0 for other parts).
-fn part_row(part: &Part, call: u32) -> ReceiptRow {
+fn part_row(w: Words, part: &Part, call: u32) -> ReceiptRow {
+    let why = w.get(reason_words(part.reason));
     let row = |kind, label: String| ReceiptRow {
         kind,
         label,
-        why: reason_words(part.reason).to_owned(),
+        why: why.clone(),
         tokens: part.tokens,
         names: Vec::new(),
         messages: None,
@@ -440,15 +459,16 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
             count,
         })
     };
+    let note = |word| Some(w.get(word));
     match &part.kind {
         PartKind::SystemPrompt => ReceiptRow {
-            note: Some("Its text stays on the server."),
-            ..row("system_prompt", "System prompt".to_owned())
+            note: note(Word::ReceiptNoteSystemPrompt),
+            ..row("system_prompt", w.get(Word::MeterSystemPrompt))
         },
         PartKind::PageContext { keys } => ReceiptRow {
             names: keys.clone(),
-            note: Some("Sent as data from the page, not as instructions."),
-            ..row("page_context", "Page context".to_owned())
+            note: note(Word::ReceiptNotePageContext),
+            ..row("page_context", w.get(Word::MeterPageContext))
         },
         PartKind::Summary {
             first_id,
@@ -456,7 +476,14 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
             count,
         } => ReceiptRow {
             messages: run(first_id, last_id, *count),
-            ..row("summary", format!("Summary of {}", messages(*count)))
+            ..row(
+                "summary",
+                if *count == 1 {
+                    w.get(Word::ReceiptSummaryOne)
+                } else {
+                    w.fill(Word::ReceiptSummaryMany, &[("count", &count.to_string())])
+                },
+            )
         },
         PartKind::History {
             first_id,
@@ -465,63 +492,70 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
             scores,
         } => ReceiptRow {
             messages: run(first_id, last_id, *count),
-            why: with_scores(reason_words(part.reason), scores),
-            ..row("history", messages(*count))
+            why: with_scores(w, &why, scores),
+            ..row("history", messages(w, *count))
         },
         PartKind::Tools { names } => ReceiptRow {
             names: names.clone(),
-            note: Some(
-                "Definitions and instructions stay on the server; each tool item has a row of its own.",
-            ),
-            ..row("tools", "Tools offered".to_owned())
+            note: note(Word::ReceiptNoteTools),
+            ..row("tools", w.get(Word::ReceiptToolsOffered))
         },
         PartKind::Resume { sets } => ReceiptRow {
             names: sets.clone(),
-            ..row("resume", "Reminder of the session's context".to_owned())
+            ..row("resume", w.get(Word::ReceiptResume))
         },
         PartKind::ToolExchange {
             round, name, error, ..
         } => row(
             "tool_exchange",
-            format!(
-                "Tool round {}, call {call}: {name}{}",
-                round + 1,
-                if *error { " (error)" } else { "" }
+            w.fill(
+                if *error {
+                    Word::ReceiptToolCallError
+                } else {
+                    Word::ReceiptToolCall
+                },
+                &[
+                    ("round", &(round + 1).to_string()),
+                    ("call", &call.to_string()),
+                    ("name", name),
+                ],
             ),
         ),
         PartKind::Attachments { names } => ReceiptRow {
             names: names.clone(),
-            note: Some("Their metadata (name, type, size, link), sent as data."),
-            ..row("attachments", "Its attachments".to_owned())
+            note: note(Word::ReceiptNoteAttachments),
+            ..row("attachments", w.get(Word::ReceiptAttachments))
         },
         PartKind::File { name, file, .. } => ReceiptRow {
             names: vec![name.clone()],
-            note: Some(match file {
-                FileKind::Image => "Sent as an image; tokens by the provider's rule for its size.",
-                FileKind::Text => "Its text, sent as delimited data.",
+            note: note(match file {
+                FileKind::Image => Word::ReceiptNoteImage,
+                FileKind::Text => Word::ReceiptNoteTextFile,
             }),
             ..row(
                 "file",
-                match file {
-                    FileKind::Image => format!("Image {name}"),
-                    FileKind::Text => format!("Text file {name}"),
-                },
+                w.fill(
+                    match file {
+                        FileKind::Image => Word::ReceiptImage,
+                        FileKind::Text => Word::ReceiptTextFile,
+                    },
+                    &[("name", name)],
+                ),
             )
         },
         PartKind::UserMessage { id } => ReceiptRow {
             messages: id.as_ref().and_then(|id| run(id, id, 1)),
-            ..row("user_message", "The message being answered".to_owned())
+            ..row("user_message", w.get(Word::ReceiptUserMessage))
         },
-        PartKind::Item(note) => item_row(
+        PartKind::Item(item) => item_row(
+            w,
             "item",
-            note,
-            reason_words(part.reason),
+            item,
+            &why,
             part.tokens,
-            Some(match note.item.kind {
-                ItemKind::Tool { .. } => {
-                    "Its definition is offered with the request; its results come back as data."
-                }
-                _ => "Sent as data in your message's turn, after the conversation.",
+            note(match item.item.kind {
+                ItemKind::Tool { .. } => Word::ReceiptNoteToolItem,
+                _ => Word::ReceiptNoteItem,
             }),
         ),
     }
@@ -529,16 +563,17 @@ fn part_row(part: &Part, call: u32) -> ReceiptRow {
 
 /// A row for an item: its label, `why` with its score, its description listed under it.
 fn item_row(
+    w: Words,
     kind: &'static str,
     note: &ItemNote,
     why: &str,
     tokens: u32,
-    remark: Option<&'static str>,
+    remark: Option<String>,
 ) -> ReceiptRow {
     ReceiptRow {
         kind,
-        label: item_label(note),
-        why: with_scores(why, &[note.score]),
+        label: item_label(w, note),
+        why: with_scores(w, why, &[note.score]),
         tokens,
         names: (!note.description.is_empty())
             .then(|| note.description.clone())
@@ -549,11 +584,11 @@ fn item_row(
     }
 }
 
-fn left_out_row(l: &LeftOut) -> ReceiptRow {
+fn left_out_row(w: Words, l: &LeftOut) -> ReceiptRow {
     ReceiptRow {
         kind: "left_out",
-        label: messages(l.count),
-        why: with_scores(left_out_words(l.why), &l.scores),
+        label: messages(w, l.count),
+        why: with_scores(w, &w.get(left_out_words(l.why)), &l.scores),
         tokens: l.tokens,
         names: Vec::new(),
         messages: Some(MessageRun {
@@ -568,10 +603,15 @@ fn left_out_row(l: &LeftOut) -> ReceiptRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::TokenBreakdown;
-    use crate::context::items::ItemRef;
-    use crate::context::meter::ContextReport;
-    use crate::context::receipt::Overflow;
+    use glassbox_core::context::TokenBreakdown;
+    use glassbox_core::context::items::ItemRef;
+    use glassbox_core::context::meter::ContextReport;
+    use glassbox_core::context::receipt::Overflow;
+
+    /// The table in English.
+    fn en() -> Words {
+        Words::english_in_full()
+    }
 
     fn receipt() -> Receipt {
         let part = |kind, reason, tokens| Part {
@@ -649,7 +689,7 @@ mod tests {
 
     #[test]
     fn rows_say_what_each_part_is_and_why_it_went() {
-        let rows = part_rows(&receipt());
+        let rows = part_rows(en(), &receipt());
         let summary: Vec<(&str, &str, &str, u32)> = rows
             .iter()
             .map(|r| (r.kind, r.label.as_str(), r.why.as_str(), r.tokens))
@@ -689,9 +729,9 @@ mod tests {
             rows[4].messages.as_ref().map(|m| m.first_id.as_str()),
             Some("m10")
         );
-        assert!(rows[0].note.is_some_and(|n| n.contains("server")));
+        assert!(rows[0].note.as_ref().is_some_and(|n| n.contains("server")));
 
-        let left = left_out_rows(&receipt());
+        let left = left_out_rows(en(), &receipt());
         assert_eq!(left[0].label, "1 message");
         assert_eq!(left[0].why, "an acknowledgement compression leaves out");
         assert_eq!(left[0].tokens, 7);
@@ -722,11 +762,11 @@ mod tests {
             ..receipt()
         };
         assert_eq!(
-            part_rows(&r)[0].why,
+            part_rows(en(), &r)[0].why,
             "matches a selected topic (scores 0.41–0.80)"
         );
         assert_eq!(
-            left_out_rows(&r)[0].why,
+            left_out_rows(en(), &r)[0].why,
             "below the threshold for the selected topics (score 0.12)"
         );
     }
@@ -780,7 +820,7 @@ mod tests {
             item_search: None,
             ..receipt()
         };
-        let rows = part_rows(&r);
+        let rows = part_rows(en(), &r);
         assert_eq!(rows[0].label, "Rule 001 · style");
         assert_eq!(rows[0].why, "always sent");
         assert_eq!(rows[1].label, "Rule 003 · auth");
@@ -792,7 +832,7 @@ mod tests {
         assert_eq!(rows[2].why, "added to this conversation by you");
         assert_eq!(rows[3].label, "Tool fs.read");
         assert_eq!(
-            rows[3].note,
+            rows[3].note.as_deref(),
             Some("Its definition is offered with the request; its results come back as data.")
         );
         assert!(
@@ -800,7 +840,7 @@ mod tests {
                 .all(|r| r.kind == "item" && r.messages.is_none())
         );
         // Items left out show under the columns only, not among the history left out.
-        assert!(left_out_rows(&r).is_empty());
+        assert!(left_out_rows(en(), &r).is_empty());
 
         let columns = item_columns(&r);
         let cells = |c: &[ItemCell]| -> Vec<(String, String, &str, Option<String>)> {
@@ -837,10 +877,10 @@ mod tests {
             3,
         ));
         assert_eq!(auth.label(), "003 • auth");
-        assert_eq!(auth.badge_text(), "Agent 0.87");
+        assert_eq!(auth.badge_text(en()), "Agent 0.87");
         let api = cell(note(ItemRef::reference("api"), Included::Manual, None, 12));
         assert_eq!(
-            (api.label(), api.badge_text()),
+            (api.label(), api.badge_text(en())),
             ("012 • api".into(), "Manual".into())
         );
         let read = cell(note(ItemRef::tool("fs", "read"), Included::Always, None, 0));
@@ -851,7 +891,7 @@ mod tests {
             Some(0.5),
             1,
         ));
-        assert_eq!(grown.badge_text(), "Expansion 0.50");
+        assert_eq!(grown.badge_text(en()), "Expansion 0.50");
     }
 
     #[test]
@@ -892,14 +932,14 @@ mod tests {
             ],
             ..receipt()
         };
-        let misses = item_misses(&r);
+        let misses = item_misses(en(), &r);
         let summary: Vec<(&str, String, &str, &str, u32)> = misses
             .iter()
             .map(|m| {
                 (
                     m.cause,
                     m.cell.label(),
-                    m.kind,
+                    m.kind.as_str(),
                     m.why.as_str(),
                     m.cell.tokens,
                 )
@@ -953,14 +993,14 @@ mod tests {
             ]
         );
         // A capped item keeps how it would have come in.
-        assert_eq!(misses[4].cell.badge_text(), "Manual");
-        assert_eq!(misses[5].cell.badge_text(), "Expansion 0.55");
-        assert!(item_misses(&receipt()).is_empty());
+        assert_eq!(misses[4].cell.badge_text(en()), "Manual");
+        assert_eq!(misses[5].cell.badge_text(en()), "Expansion 0.55");
+        assert!(item_misses(en(), &receipt()).is_empty());
     }
 
     #[test]
     fn the_section_shows_only_when_there_is_something_to_show() {
-        assert_eq!(item_section(&receipt()), None);
+        assert_eq!(item_section(en(), &receipt()), None);
         let with_part = Receipt {
             parts: vec![Part {
                 kind: PartKind::Item(note(ItemRef::rule("style"), Included::Always, None, 1)),
@@ -969,7 +1009,7 @@ mod tests {
             }],
             ..receipt()
         };
-        let section = item_section(&with_part).unwrap();
+        let section = item_section(en(), &with_part).unwrap();
         assert_eq!(section.columns.rules.len(), 1);
         assert!(section.columns.references.is_empty() && section.columns.tools.is_empty());
         assert!(section.misses.is_empty() && section.search.is_none());
@@ -982,7 +1022,7 @@ mod tests {
             )],
             ..receipt()
         };
-        let section = item_section(&with_miss).unwrap();
+        let section = item_section(en(), &with_miss).unwrap();
         assert!(section.columns.is_empty());
         assert_eq!(section.misses.len(), 1);
 
@@ -993,7 +1033,7 @@ mod tests {
             }),
             ..receipt()
         };
-        let section = item_section(&with_note).unwrap();
+        let section = item_section(en(), &with_note).unwrap();
         assert!(section.columns.is_empty() && section.misses.is_empty());
         assert_eq!(
             section.search.as_deref(),
@@ -1010,7 +1050,7 @@ mod tests {
             }),
             ..receipt()
         };
-        assert_eq!(item_section(&done), None);
+        assert_eq!(item_section(en(), &done), None);
     }
 
     #[test]
@@ -1020,22 +1060,29 @@ mod tests {
             reason: reason.map(str::to_owned),
         };
         assert_eq!(
-            item_search_words(&note(
-                ItemSearchStatus::Unavailable,
-                Some("no embedding model")
-            )),
+            item_search_words(
+                en(),
+                &note(ItemSearchStatus::Unavailable, Some("no embedding model"))
+            ),
             "Semantic search was unavailable (no embedding model): this reply went without \
              agent-chosen items."
         );
         assert_eq!(
-            item_search_words(&note(ItemSearchStatus::Failed, None)),
+            item_search_words(en(), &note(ItemSearchStatus::Failed, None)),
             "Semantic search failed: this reply went without agent-chosen items."
         );
         assert!(
-            item_search_words(&note(ItemSearchStatus::NoAgentItems, None)).starts_with("No items")
+            item_search_words(en(), &note(ItemSearchStatus::NoAgentItems, None))
+                .starts_with("No items")
         );
-        assert_eq!(item_search_words(&note(ItemSearchStatus::Done, None)), "");
-        assert!(left_out_words(LeftOutWhy::MemoryCap).contains("pinned"));
+        assert_eq!(
+            item_search_words(en(), &note(ItemSearchStatus::Done, None)),
+            ""
+        );
+        assert!(
+            en().get(left_out_words(LeftOutWhy::MemoryCap))
+                .contains("pinned")
+        );
     }
 
     #[test]
@@ -1054,7 +1101,7 @@ mod tests {
             parts: vec![exchange(0, "a"), exchange(0, "b"), exchange(1, "c")],
             ..receipt()
         };
-        let labels: Vec<String> = part_rows(&r).into_iter().map(|r| r.label).collect();
+        let labels: Vec<String> = part_rows(en(), &r).into_iter().map(|r| r.label).collect();
         assert_eq!(
             labels,
             [
