@@ -195,7 +195,7 @@ function App() {
       <p id=\"status\">{chat.status}</p>
       <ol>{chat.messages.map((m) => <li key={m.id} data-role={m.role} data-status={m.status}>{m.content}</li>)}</ol>
       <button id=\"ask\" onClick={() => chat.sendMessage('Where am I?', [], context)}>Ask</button>
-      <GlassboxChat server={server} session=\"fresh-element\" pageContext={context} style={{ height: 480 }} />
+      <GlassboxChat server={server} session=\"fresh-element\" pageContext={context} lang=\"fr\" strings={{ send: 'Go' }} style={{ height: 480 }} />
     </main>
   );
 }
@@ -386,6 +386,9 @@ async fn fresh_app_chats(client: &fantoccini::Client, url: &str) -> Result<()> {
     assert_eq!(asked, json!(["Where am I?"]));
     // The element from the package, in the same bundle: its wasm and stylesheet were found.
     wait_for(&client, "the element to connect", "return !!document.querySelector('glassbox-chat')?.shadowRoot?.querySelector('.gb-status[data-state=connected]');").await?;
+    // In French (a chunk of the bundle) with the app's own word for Send.
+    let words = wait_for(&client, "the element's words", "const r = document.querySelector('glassbox-chat').shadowRoot; const l = r.querySelector('.gb-attach')?.getAttribute('aria-label'); return l === 'Joindre des fichiers' && [r.querySelector('.gb-send-word').textContent, l];").await?;
+    assert_eq!(words, json!(["Go", "Joindre des fichiers"]));
     let styled = client
             .execute("return getComputedStyle(document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-header')).display;", vec![])
             .await?;
