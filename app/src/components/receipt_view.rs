@@ -63,7 +63,7 @@ pub fn ReceiptView(
     let old = parts.is_empty();
     view! {
         <div class="gb-receipt" data-message-id=id>
-            {receipt.overflow.map(|o| view! { <p class="gb-receipt-overflow" role="alert">{o.describe()}</p> })}
+            {receipt.overflow.map(|o| view! { <p class="gb-receipt-overflow" role="alert">{crate::words::overflow(w, o)}</p> })}
             {old.then(|| view! {
                 <p class="gb-receipt-empty">
                     {w.text(Word::ReceiptStoredBefore)}

@@ -113,7 +113,7 @@ pub fn TokenMeter(
             }
             if let Some(o) = v.overflow {
                 s.push_str(". ");
-                s.push_str(&o.describe());
+                s.push_str(&crate::words::overflow(w, o));
             }
             s
         })
@@ -227,7 +227,7 @@ pub fn TokenMeter(
                 }}
                 {move || {
                     overflow()
-                        .map(|o| view! { <p class="gb-meter-overflow">{o.describe()}</p> })
+                        .map(|o| view! { <p class="gb-meter-overflow">{crate::words::overflow(w, o)}</p> })
                 }}
                 {move || {
                     budget

@@ -306,6 +306,7 @@ static FRENCH: &[(Word, &str)] = &[
     (Word::TopicsInContextOne, "{count} sur {total} message dans le contexte"),
     (Word::TopicsInContextMany, "{count} sur {total} messages dans le contexte"),
     (Word::StickyTopic, "Instructions et préférences"),
+    (Word::Overflow, "Ce message ne peut pas être envoyé : la conversation demande {needed} jetons mais la fenêtre du modèle n’a de place que pour {room} (une fois la réponse réservée). Raccourcissez le message, activez la compression ou baissez « Garder les messages récents », ou commencez une nouvelle discussion."),
 ];
 
 /// The French strings in the keys' order.

@@ -283,6 +283,14 @@ impl Words {
     }
 }
 
+/// Why a message cannot be sent (it needs more of the window than there is), in the chat's words.
+pub fn overflow(w: Words, o: glassbox_core::context::receipt::Overflow) -> String {
+    w.fill(
+        Word::Overflow,
+        &[("needed", &o.needed.to_string()), ("room", &o.room.to_string())],
+    )
+}
+
 /// The chat's strings from its context (English when the view was mounted without one, as a
 /// component test does).
 #[inline(never)]
@@ -438,7 +446,7 @@ Every string the widget shows is in one table: `app/src/words/table.rs` (English
 - The `placeholder` attribute and an agent's `placeholder` win over `write_a_message`.
 - Not here: what the server writes (its error messages, such as `budget_exhausted`'s; the
   topics' labels), the words of the checks the browser and the server share (a refused file's
-  reason, a message over the context window, invalid settings), the model's replies, and
+  reason, invalid settings), the model's replies, and
   `<glassbox-token-meter>` used alone (English). They are shown as written.
 
 ## The chat
@@ -449,6 +457,12 @@ Every string the widget shows is in one table: `app/src/words/table.rs` (English
 ## The launcher (`mode=\"launcher\"`)
 
 ";
+
+    #[test]
+    fn the_overflow_reads_as_the_server_says_it() {
+        let o = glassbox_core::context::receipt::Overflow { needed: 9000, room: 8000 };
+        assert_eq!(overflow(Words::english(), o), o.describe());
+    }
 
     #[test]
     fn docs_list_every_string() {

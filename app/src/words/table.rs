@@ -160,6 +160,7 @@ table! {
         // The live region (client/session.rs).
         ReplyComplete = "Reply complete: {text}",
         ReplyFailed = "Reply failed: {message}",
+        Overflow = "This message cannot be sent: the conversation needs {needed} tokens but the model's window has room for {room} (after reserving the reply). Shorten the message, turn on compression or lower “Keep recent messages”, or start a new chat.",
         // The context footer: a port's tooltip.
         FooterPort = "port {port}",
     }
