@@ -667,25 +667,13 @@ impl Greeting {
     /// What is wrong with a greeting an operator wrote, if anything.
     pub fn check(&self) -> Result<(), String> {
         let long = |t: &str, max: usize| t.chars().count() > max;
-        if self
-            .placeholder
-            .as_deref()
-            .is_some_and(|p| long(p, Self::MAX_LINE_CHARS))
-        {
-            return Err(format!(
-                "placeholder: at most {} characters",
-                Self::MAX_LINE_CHARS
-            ));
-        }
-        if self
-            .welcome
-            .as_deref()
-            .is_some_and(|w| long(w, Self::MAX_WELCOME_CHARS))
-        {
-            return Err(format!(
-                "welcome: at most {} characters",
-                Self::MAX_WELCOME_CHARS
-            ));
+        for (field, text, max) in [
+            ("placeholder", &self.placeholder, Self::MAX_LINE_CHARS),
+            ("welcome", &self.welcome, Self::MAX_WELCOME_CHARS),
+        ] {
+            if text.as_deref().is_some_and(|t| long(t, max)) {
+                return Err(format!("{field}: at most {max} characters"));
+            }
         }
         if self.starters.len() > Self::MAX_STARTERS {
             return Err(format!("starters: at most {}", Self::MAX_STARTERS));
