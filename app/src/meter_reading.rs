@@ -11,6 +11,7 @@ use glassbox_core::context::{
 };
 use glassbox_core::tokens::estimate;
 use glassbox_core::vocab::PageContext;
+use glassbox_core::wire::ReceiptJson;
 use leptos::prelude::GetUntracked;
 
 use crate::token_counts::{TokenCounts, VocabState};
@@ -124,7 +125,7 @@ pub fn read(
     messages: &[TurnMessage<'_>],
     page_context: Option<&PageContext>,
     choices: Option<&[Choice]>,
-    knowledge: Option<&Receipt>,
+    knowledge: Option<&ReceiptJson>,
     files: Option<&glassbox_core::attachments::FileContents>,
 ) -> MeterView {
     let mut estimated = false;
@@ -138,7 +139,11 @@ pub fn read(
             estimate(text) as u32
         })
     };
-    let counted = knowledge.map(|r| CountedItems::of(r, &mut |heading| count(None, heading)));
+    // A receipt that cannot be read carries no items the meter could expect.
+    let knowledge = knowledge.and_then(|r| r.read().ok());
+    let counted = knowledge
+        .as_ref()
+        .map(|r| CountedItems::of(r, &mut |heading| count(None, heading)));
     let chosen = counted
         .as_ref()
         .map(CountedItems::chosen)

@@ -6,8 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
-use glassbox_core::context::Receipt;
-use glassbox_core::wire::{ChatRequest, Preview, WireError};
+use glassbox_core::wire::{ChatRequest, Preview, ReceiptJson, WireError};
 use leptos::prelude::*;
 use wasm_bindgen::JsValue;
 
@@ -23,18 +22,13 @@ pub const DEBOUNCE_MS: u32 = 300;
 pub struct DraftPreview {
     /// The draft it is the plan of.
     pub draft: String,
-    /// The receipt the turn would have.
-    pub receipt: Receipt,
+    /// The receipt the turn would have (read by the preview's panel and the meter, both chunks).
+    pub receipt: ReceiptJson,
+    /// The input tokens the request would have.
+    pub total: u32,
     /// Tokens more (positive) or fewer than the preview before it of the same draft: what the
     /// change of items or settings in between costs. `None` after a new draft or no change.
     pub delta: Option<i64>,
-}
-
-impl DraftPreview {
-    /// The input tokens the request would have.
-    pub fn total(&self) -> u32 {
-        self.receipt.totals.counted_input_tokens
-    }
 }
 
 /// The preview signals views read, and the previews in flight.
@@ -181,8 +175,8 @@ impl Previews {
             let before = current
                 .as_ref()
                 .filter(|c| c.draft == draft)
-                .map(DraftPreview::total);
-            let now = receipt.totals.counted_input_tokens;
+                .map(|c| c.total);
+            let now = receipt.totals().map_or(0, |t| t.counted_input_tokens);
             let delta = before
                 .map(|b| i64::from(now) - i64::from(b))
                 .filter(|d| *d != 0)
@@ -190,12 +184,13 @@ impl Previews {
                 .or_else(|| {
                     current
                         .as_ref()
-                        .filter(|c| c.draft == draft && c.total() == now)
+                        .filter(|c| c.draft == draft && c.total == now)
                         .and_then(|c| c.delta)
                 });
             *current = Some(DraftPreview {
                 draft,
                 receipt,
+                total: now,
                 delta,
             });
         });

@@ -239,7 +239,7 @@ pub struct Preview {
     /// The draft's `clientMessageId`, when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_message_id: Option<String>,
-    pub receipt: crate::context::Receipt,
+    pub receipt: ReceiptJson,
 }
 
 /// The item `add_item` and `remove_item` name.
@@ -406,7 +406,7 @@ pub struct ChatMessage {
         alias = "contextReport",
         skip_serializing_if = "Option::is_none"
     )]
-    pub receipt: Option<crate::context::Receipt>,
+    pub receipt: Option<ReceiptJson>,
     /// A reply's tool rounds, in order (each exchange is shown as one collapsed line).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_rounds: Vec<ToolRound>,
@@ -457,6 +457,34 @@ impl ChatMessage {
             self.content,
             attachments_segment(&self.attachments)
         ))
+    }
+}
+
+/// A [`Receipt`](crate::context::Receipt) as messages and previews carry it: its JSON, read when
+/// asked. The browser reads a receipt's parts only in "View context", the draft's preview and the
+/// meter's arithmetic, all chunks; keeping receipts as JSON until then keeps the receipt's parser
+/// out of the widget's first download (docs/architecture.md, "app in layers"). The server
+/// passes stored receipts through without reading them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ReceiptJson(serde_json::Value);
+
+impl ReceiptJson {
+    /// The receipt as JSON.
+    pub fn new(receipt: &crate::context::Receipt) -> Self {
+        // A receipt's maps all have string keys: writing it as a JSON value cannot fail.
+        Self(serde_json::to_value(receipt).unwrap_or_default())
+    }
+
+    /// The receipt; an error when the JSON is not one.
+    pub fn read(&self) -> Result<crate::context::Receipt, serde_json::Error> {
+        crate::context::Receipt::deserialize(&self.0)
+    }
+
+    /// Just the totals (our count, its breakdown, compression), read without the parts; `None`
+    /// when the JSON is not a receipt.
+    pub fn totals(&self) -> Option<crate::context::ContextReport> {
+        crate::context::ContextReport::deserialize(&self.0).ok()
     }
 }
 
@@ -1096,5 +1124,66 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(plain.flat_text(), "hi");
+    }
+
+    #[test]
+    fn a_receipt_travels_as_json_and_reads_back_typed() {
+        use crate::context::receipt::{Part, PartKind, Reason};
+        let receipt = crate::context::Receipt {
+            totals: crate::context::ContextReport {
+                counted_input_tokens: 120,
+                breakdown: crate::context::TokenBreakdown {
+                    system_prompt: 20,
+                    conversation: 100,
+                    ..Default::default()
+                },
+                encoding: "o200k_base".into(),
+                exact: true,
+                compression: None,
+            },
+            parts: vec![Part {
+                kind: PartKind::UserMessage { id: Some("u1".into()) },
+                reason: Reason::Always,
+                tokens: 100,
+            }],
+            left_out: vec![],
+            context_limit: 8000,
+            output_reserve: 1000,
+            overflow: None,
+            filter: None,
+            item_search: None,
+        };
+        let reply = ChatMessage {
+            id: "a1".into(),
+            role: Role::Assistant,
+            receipt: Some(ReceiptJson::new(&receipt)),
+            ..Default::default()
+        };
+        // As the browser reads a frame (from text) and as tests do (from a value).
+        let text = serde_json::to_string(&reply).unwrap();
+        let from_text: ChatMessage = serde_json::from_str(&text).unwrap();
+        let from_value: ChatMessage = serde_json::from_value(json!(reply)).unwrap();
+        assert_eq!(from_text, reply);
+        assert_eq!(from_value, reply);
+        let json = from_text.receipt.unwrap();
+        assert_eq!(json.read().unwrap(), receipt);
+        assert_eq!(json.totals(), Some(receipt.totals.clone()));
+
+        // A reply stored before receipts carried only the totals, under their old name.
+        let old: ChatMessage = serde_json::from_value(json!({"id": "a0", "role": "assistant",
+            "content": "", "status": "complete", "createdAt": 0,
+            "contextReport": json!(receipt.totals)}))
+        .unwrap();
+        let old = old.receipt.unwrap();
+        assert!(old.read().unwrap().parts.is_empty());
+        assert_eq!(old.totals(), Some(receipt.totals));
+
+        // JSON that is not a receipt is an error to read, and has no totals.
+        let odd: ChatMessage = serde_json::from_value(json!({"id": "a2", "role": "assistant",
+            "content": "", "status": "complete", "createdAt": 0, "receipt": {"parts": 3}}))
+        .unwrap();
+        let odd = odd.receipt.unwrap();
+        assert!(odd.read().is_err());
+        assert_eq!(odd.totals(), None);
     }
 }

@@ -308,7 +308,7 @@ type ReadMeter = fn(
     &[TurnMessage<'_>],
     Option<&glassbox_core::vocab::PageContext>,
     Option<&[glassbox_core::context::selection::Choice]>,
-    Option<&glassbox_core::context::receipt::Receipt>,
+    Option<&glassbox_core::wire::ReceiptJson>,
     Option<&glassbox_core::attachments::FileContents>,
 ) -> MeterView;
 

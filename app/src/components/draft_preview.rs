@@ -62,7 +62,19 @@ pub fn DraftPreviewStrip(client: ChatClient) -> impl IntoView {
 #[component]
 pub(crate) fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl IntoView {
     let w = words();
-    let section = item_section(w, &preview.receipt);
+    let receipt = match preview.receipt.read() {
+        Ok(receipt) => receipt,
+        Err(e) => {
+            let why = e.to_string();
+            return view! {
+                <p class="gb-preview-problem" role="alert">
+                    {w.fill_text(Word::ReceiptUnreadable, vec![("why", why)])}
+                </p>
+            }
+            .into_any();
+        }
+    };
+    let section = item_section(w, &receipt);
     // The knowledge budget's cuts (all: the user should know before sending), then the best near
     // misses.
     let (columns, misses, search) = match section {
@@ -87,12 +99,12 @@ pub(crate) fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl Int
             "tokens",
             format!(
                 "{}{}",
-                if preview.receipt.totals.exact {
+                if receipt.totals.exact {
                     ""
                 } else {
                     "~"
                 },
-                grouped(preview.total())
+                grouped(preview.total)
             ),
         )],
     );
@@ -155,6 +167,7 @@ pub(crate) fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl Int
             </ul>
         })}
     }
+    .into_any()
 }
 
 /// One item the draft would carry; the session's own (always, manual) can be removed from here.

@@ -50,7 +50,7 @@ pub fn MessageView(
         })
     });
     let usage = Memo::new(move |_| message.with(|m| m.usage));
-    let report = Memo::new(move |_| message.with(|m| m.receipt.clone().map(|r| r.totals)));
+    let report = Memo::new(move |_| message.with(|m| m.receipt.as_ref().and_then(|r| r.totals())));
     let attachments = Memo::new(move |_| message.with(|m| m.attachments.clone()));
     let exchanges = Memo::new(move |_| {
         message.with(|m| {

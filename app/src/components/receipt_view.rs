@@ -44,9 +44,21 @@ pub fn ReceiptView(
         return view! { <p class="gb-receipt-empty">{w.text(Word::ReceiptReplyGone)}</p> }
             .into_any();
     };
-    let Some(receipt) = reply.receipt.clone() else {
+    let Some(receipt) = reply.receipt.as_ref() else {
         return view! { <p class="gb-receipt-empty">{w.text(Word::ReceiptNothingRecorded)}</p> }
             .into_any();
+    };
+    let receipt = match receipt.read() {
+        Ok(receipt) => receipt,
+        Err(e) => {
+            let why = e.to_string();
+            return view! {
+                <p class="gb-receipt-empty" role="alert">
+                    {w.fill_text(Word::ReceiptUnreadable, vec![("why", why)])}
+                </p>
+            }
+            .into_any();
+        }
     };
     let page_values = client.transcript.with_untracked(|t| {
         reply

@@ -25,6 +25,7 @@ static FRENCH: &[(Word, &str)] = &[
     (Word::Close, "Fermer"),
     (Word::ReceiptReplyGone, "Cette réponse n’est plus dans la conversation."),
     (Word::ReceiptNothingRecorded, "Rien n’a été enregistré pour cette réponse."),
+    (Word::ReceiptUnreadable, "Le reçu n’a pas pu être lu : {why}"),
     (Word::ReceiptStoredBefore, "Cette réponse a été enregistrée avant que Glassbox ne garde des reçus : seuls les totaux sont connus."),
     (Word::ReceiptSentInOrder, "Envoyé au modèle, dans l’ordre"),
     (Word::ReceiptLeftOut, "Laissé de côté"),

@@ -171,6 +171,7 @@ table! {
         // The receipt (inside the context dialog).
         ReceiptReplyGone = "This reply is no longer in the conversation.",
         ReceiptNothingRecorded = "Nothing was recorded for this reply.",
+        ReceiptUnreadable = "The receipt could not be read: {why}",
         ReceiptStoredBefore = "This reply was stored before Glassbox kept receipts: only the totals are known.",
         ReceiptSentInOrder = "Sent to the model, in order",
         ReceiptLeftOut = "Left out",

@@ -312,7 +312,7 @@ async fn handle<W: Sink<Message> + Unpin>(
             let receipt = state.turns.preview(&a.hub, &a.model, &draft).await?;
             let frame = a.hub.private(ServerEvent::Preview(Preview {
                 client_message_id: draft.client_message_id,
-                receipt,
+                receipt: glassbox_core::wire::ReceiptJson::new(&receipt),
             }));
             send_private(sink, a, frame)
                 .await

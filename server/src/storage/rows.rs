@@ -1,7 +1,7 @@
 //! The rows the store reads: each struct is a query's columns (`sqlx::FromRow`), converted into
 //! what the store's callers get.
 
-use glassbox_core::context::{MessageMark, Receipt};
+use glassbox_core::context::MessageMark;
 use glassbox_core::vocab::{Attachment, MessageStatus, PageContext, Role, ToolRound, Usage};
 use glassbox_core::wire::{ChatMessage, WireError};
 
@@ -66,7 +66,7 @@ pub(super) struct MessageRow {
     #[sqlx(rename = "usage_json", json(nullable))]
     usage: Option<Usage>,
     #[sqlx(rename = "context_report_json", json(nullable))]
-    receipt: Option<Receipt>,
+    receipt: Option<glassbox_core::wire::ReceiptJson>,
     #[sqlx(rename = "tool_rounds_json", json(nullable))]
     tool_rounds: Option<Vec<ToolRound>>,
     #[sqlx(rename = "error_json", json(nullable))]
