@@ -24,10 +24,14 @@
 //! over stdio and streamable HTTP; chat-ready at start-up with 0 and 5 servers; the demo server's
 //! tool costs as the receipt shows them.
 //!
-//! Usage: context-bench <python> <ort_embed.py> [mcp] (the bench venv's Python, with onnxruntime, and
+//! Then growth (issue 41, `growth.rs`): the first token in sessions of 10, 1,000 and 10,000
+//! messages (goal: within 1.5× at 10,000 of that at 10).
+//!
+//! Usage: context-bench <python> <ort_embed.py> [mcp|growth] (the bench venv's Python, with onnxruntime, and
 //! `tests/e2e/bench/ort_embed.py`); the model is `GLASSBOX_EMBED_MODEL_DIR`, else the default one.
 //! `cargo xtask bench context` provisions all three.
 
+mod growth;
 mod items;
 mod mcp;
 
@@ -120,9 +124,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main]
 async fn main() -> Result<()> {
     let items_args = items_args()?;
-    // `mcp` as the third argument runs that section alone.
-    if std::env::args().nth(3).as_deref() == Some("mcp") {
-        return mcp::mcp().await;
+    // `mcp` or `growth` as the third argument runs that section alone.
+    match std::env::args().nth(3).as_deref() {
+        Some("mcp") => return mcp::mcp().await,
+        Some("growth") => return growth::growth().await,
+        _ => {}
     }
     mcp::demo_binary()?;
     planning()?;
@@ -131,7 +137,8 @@ async fn main() -> Result<()> {
     extraction();
     first_token_with_extraction().await?;
     items::items(&items_args).await?;
-    mcp::mcp().await
+    mcp::mcp().await?;
+    growth::growth().await
 }
 
 /// The items section's anchor (from the command line) and model (from the environment), read

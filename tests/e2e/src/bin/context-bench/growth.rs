@@ -1,0 +1,169 @@
+//! Growth (issue 41): the time to the first token of a reply in a session of 10, 1,000 and
+//! 10,000 messages, same run, through the server (`POST /api/chat` read to `done`, the offline
+//! provider with no delay, limits off). Sessions are filled through the server's own store (user
+//! messages and finished replies with a real receipt), then the measured turns are sent one after
+//! another. Goal: p50 at 10,000 within 1.5× of that at 10.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use glassbox_core::vocab::{MessageStatus, Usage};
+use glassbox_e2e::start_server;
+use glassbox_server::storage::{NewUserMessage, ReplyOutcome};
+use serde_json::json;
+
+use super::percentile;
+
+/// Session sizes measured.
+const SIZES: [usize; 3] = [10, 1_000, 10_000];
+/// Measured turns per size (after `WARMUP`).
+const TURNS: usize = 40;
+const WARMUP: usize = 5;
+
+/// A user message or a reply of the filled history: 30–150 words, a few hundred bytes.
+fn text(i: usize) -> String {
+    let words = [
+        "the", "session", "grows", "while", "each", "turn", "reads", "what", "fits", "window",
+        "model", "reply", "history", "tokens", "plan", "summary", "pinned", "ok",
+    ];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ i as u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let n = 30 + (next() % 120) as usize;
+    let body: Vec<&str> = (0..n)
+        .map(|_| words[(next() % words.len() as u64) as usize])
+        .collect();
+    format!("Message {i}: {}.", body.join(" "))
+}
+
+pub async fn growth() -> Result<()> {
+    let server = start_server(&[
+        ("GLASSBOX_PROVIDER", "offline"),
+        ("GLASSBOX_OFFLINE_DELAY_MS", "0"),
+        ("GLASSBOX_EMBEDDINGS", "off"),
+    ])
+    .await?;
+    let http = reqwest::Client::new();
+    let store = &server.state.store;
+    let mut rows = Vec::new();
+    for size in SIZES {
+        let r: serde_json::Value = http
+            .post(format!("http://{}/api/sessions", server.addr))
+            .json(&json!({}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let id = r["sessionId"].as_str().context("no sessionId")?.to_owned();
+        let token = r["token"].as_str().context("no token")?.to_owned();
+        let turn = |message: String| {
+            let (http, addr, id, token) = (&http, server.addr, &id, &token);
+            async move {
+                let t = Instant::now();
+                let mut resp = http
+                    .post(format!("http://{addr}/api/chat"))
+                    .bearer_auth(token)
+                    .header("accept", "text/event-stream")
+                    .json(&json!({"sessionId": id, "message": message}))
+                    .send()
+                    .await?;
+                let mut first = None;
+                let mut body = String::new();
+                while let Some(chunk) = resp.chunk().await? {
+                    body.push_str(&String::from_utf8_lossy(&chunk));
+                    if first.is_none() && body.contains("event: delta") {
+                        first = Some(t.elapsed());
+                    }
+                }
+                anyhow::ensure!(body.contains("event: done"), "no done event: {body}");
+                Ok::<f64, anyhow::Error>(first.unwrap_or_default().as_secs_f64() * 1e3)
+            }
+        };
+        // One real turn gives the receipt the filled replies carry.
+        turn(text(0)).await?;
+        let stored = store.messages(&id).await?;
+        let receipt = stored
+            .iter()
+            .rev()
+            .find_map(|m| m.receipt.as_ref())
+            .context("the first reply has no receipt")?
+            .read()?;
+        let usage = Usage {
+            input_tokens: u64::from(receipt.totals.counted_input_tokens),
+            output_tokens: 40,
+            counted: false,
+        };
+        let t = Instant::now();
+        for i in 1..size.saturating_sub(2) / 2 + 1 {
+            let now = glassbox_server::ids::now_ms();
+            let user_id = glassbox_server::ids::new_id();
+            let question = text(2 * i);
+            let (user, _) = store
+                .insert_user_message(
+                    &id,
+                    &NewUserMessage {
+                        id: &user_id,
+                        content: &question,
+                        client_message_id: None,
+                        context: None,
+                        attachments: &[],
+                        created_at: now,
+                    },
+                )
+                .await?;
+            let reply_id = glassbox_server::ids::new_id();
+            store.insert_reply(&id, &reply_id, &user.id, now).await?;
+            let answer = text(2 * i + 1);
+            store
+                .finish_reply(
+                    &id,
+                    &reply_id,
+                    ReplyOutcome {
+                        content: &answer,
+                        status: MessageStatus::Complete,
+                        usage: Some(usage),
+                        receipt: Some(&receipt),
+                        tool_rounds: &[],
+                        error: None,
+                    },
+                )
+                .await?;
+        }
+        let filled = t.elapsed();
+        let mut times = Vec::with_capacity(TURNS);
+        for k in 0..WARMUP + TURNS {
+            let ms = turn(text(size + k)).await?;
+            if k >= WARMUP {
+                times.push(ms);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let count = store.messages(&id).await?.len();
+        rows.push((
+            size,
+            count,
+            percentile(&times, 0.5),
+            percentile(&times, 0.99),
+            filled,
+        ));
+    }
+    println!(
+        "\n## Growth: first token by session length ({TURNS} turns each after {WARMUP}, offline provider, no delay)\n"
+    );
+    println!("| messages at start | at end | p50 (ms) | p99 (ms) | p50 ratio to 10 | filled in |");
+    println!("|---|---|---|---|---|---|");
+    let base = rows[0].2;
+    for (size, count, p50, p99, filled) in rows {
+        println!(
+            "| {size} | {count} | {p50:.2} | {p99:.2} | {:.2} | {:.1} s |",
+            p50 / base,
+            filled.as_secs_f64()
+        );
+    }
+    println!("\nGoal: p50 at 10,000 within 1.5× of that at 10.");
+    Ok(())
+}
