@@ -151,6 +151,7 @@ pub fn left_out_words(why: LeftOutWhy) -> Word {
         LeftOutWhy::TopicFilter => Word::LeftOutTopicFilter,
         LeftOutWhy::OtherTopic => Word::LeftOutOtherTopic,
         LeftOutWhy::Excluded => Word::LeftOutExcluded,
+        LeftOutWhy::BeyondWindow => Word::LeftOutBeyondWindow,
         LeftOutWhy::MemoryCap => Word::LeftOutMemoryCap,
         LeftOutWhy::BelowThreshold => Word::LeftOutBelowThreshold,
         LeftOutWhy::KnowledgeCap => Word::LeftOutKnowledgeCap,

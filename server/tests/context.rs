@@ -484,3 +484,113 @@ async fn attachments_travel_as_their_own_part_counted_and_replayed() {
     assert_eq!(earlier["content"][1], part);
     assert_eq!(messages.last().unwrap()["content"], "And the totals?");
 }
+
+/// A session far longer than its window: the turn reads only what one window can hold (plus the
+/// memories among the older messages) and sends exactly what planning the whole history sends; the
+/// receipt lists the unread messages as one `beyond_window` entry.
+#[tokio::test]
+async fn a_long_session_reads_one_window_and_sends_what_the_whole_history_would() {
+    use glassbox_core::context::MessageMark;
+    use glassbox_core::context::receipt::{LeftOutWhy, PartKind};
+    use glassbox_core::vocab::MessageStatus;
+    use glassbox_server::storage::{NewUserMessage, ReplyOutcome};
+
+    let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["Noted."]), TINY).await;
+    let (id, token, _) = server.new_session().await;
+    let settings = json!({"strategy": "sliding-window", "preserveRecentMessages": 2});
+    assert_eq!(
+        put_settings(&server, &id, &token, settings).await.status(),
+        200
+    );
+    let store = &server.state.store;
+    let mut pinned = String::new();
+    for i in 0..300 {
+        let (user, _) = store
+            .insert_user_message(
+                &id,
+                &NewUserMessage {
+                    id: &format!("u{i:04}"),
+                    content: &long_message(i),
+                    client_message_id: None,
+                    context: None,
+                    attachments: &[],
+                    created_at: i as i64,
+                },
+            )
+            .await
+            .unwrap();
+        let reply = format!("a{i:04}");
+        store.insert_reply(&id, &reply, &user.id, i as i64).await.unwrap();
+        store
+            .finish_reply(
+                &id,
+                &reply,
+                ReplyOutcome {
+                    content: "Noted, short.",
+                    status: MessageStatus::Complete,
+                    usage: None,
+                    receipt: None,
+                    tool_rounds: &[],
+                    error: None,
+                },
+            )
+            .await
+            .unwrap();
+        if i == 3 {
+            pinned = user.id.clone();
+            store
+                .set_mark(&id, &user.id, Some(MessageMark::Pinned))
+                .await
+                .unwrap();
+        }
+    }
+    let last = server.chat(&id, &token, "And now?").await;
+    let receipt: glassbox_core::context::Receipt =
+        serde_json::from_value(last["reply"]["receipt"].clone()).unwrap();
+    let beyond: Vec<_> = receipt
+        .left_out
+        .iter()
+        .filter(|l| l.why == LeftOutWhy::BeyondWindow)
+        .collect();
+    assert_eq!(beyond.len(), 1, "{:?}", receipt.left_out);
+    assert_eq!(beyond[0].first_id, "u0000");
+    assert_eq!(beyond[0].tokens, 0);
+    // Most of the 600 stored messages were not read; the pinned one was, and went.
+    assert!(beyond[0].count > 500, "{}", beyond[0].count);
+    let history = |r: &glassbox_core::context::Receipt| -> Vec<PartKind> {
+        r.parts
+            .iter()
+            .filter(|p| matches!(p.kind, PartKind::History { .. } | PartKind::UserMessage { .. }))
+            .map(|p| p.kind.clone())
+            .collect()
+    };
+    assert!(
+        history(&receipt)
+            .iter()
+            .any(|k| matches!(k, PartKind::History { first_id, .. } if *first_id == pinned)),
+        "{:?}",
+        receipt.parts
+    );
+    // The whole history, planned as before: the same messages go.
+    let user_id = last["message"]["id"].as_str().unwrap();
+    let whole = store.history_through(&id, user_id).await.unwrap();
+    assert_eq!(whole.len(), 601);
+    let (_, plan) = server
+        .state
+        .turns
+        .plan_reply(
+            &id,
+            "tiny-model",
+            whole,
+            TurnExtras::default(),
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(history(&plan.receipt), history(&receipt));
+    // What it left out, the bounded turn left out too (the unread part uncounted).
+    let dropped = |r: &glassbox_core::context::Receipt| -> u32 {
+        r.left_out.iter().filter(|l| l.item.is_none()).map(|l| l.count).sum()
+    };
+    assert_eq!(dropped(&plan.receipt), dropped(&receipt));
+}

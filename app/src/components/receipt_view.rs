@@ -141,7 +141,10 @@ fn Row(
         <li class="gb-receipt-row" data-kind=kind>
             <div class="gb-receipt-line">
                 <span class="gb-receipt-label">{label}</span>
-                <span class="gb-receipt-tokens">{w.fill_text(Word::Tokens, vec![("count", grouped(tokens))])}</span>
+                // History not read for the turn was not counted.
+                {(tokens > 0 || kind != "left_out").then(|| view! {
+                    <span class="gb-receipt-tokens">{w.fill_text(Word::Tokens, vec![("count", grouped(tokens))])}</span>
+                })}
             </div>
             <div class="gb-receipt-why">{why}</div>
             {(!names.is_empty()).then(|| view! {

@@ -258,6 +258,7 @@ static FRENCH: &[(Word, &str)] = &[
     (Word::LeftOutTopicFilter, "sous le seuil pour les sujets sélectionnés"),
     (Word::LeftOutOtherTopic, "porte sur un sujet que vous n’avez pas sélectionné"),
     (Word::LeftOutExcluded, "exclu par vous"),
+    (Word::LeftOutBeyondWindow, "plus ancien que ce qu’une fenêtre peut contenir : non lu pour cette réponse"),
     (Word::LeftOutMemoryCap, "épinglé ou consigne permanente au-delà des jetons qui leur sont réservés : la compression l’a traité comme de l’historique ancien et l’a laissé de côté"),
     (Word::LeftOutBelowThreshold, "la recherche sémantique l’a noté juste sous ce qu’elle a retenu"),
     (Word::LeftOutKnowledgeCap, "les règles et références ne peuvent occuper qu’un quart de la fenêtre : les éléments les moins bien classés sont écartés en premier"),

@@ -328,6 +328,7 @@ table! {
         LeftOutTopicFilter = "below the threshold for the selected topics",
         LeftOutOtherTopic = "about a topic you did not select",
         LeftOutExcluded = "excluded by you",
+        LeftOutBeyondWindow = "older than one window can hold: not read for this reply",
         LeftOutMemoryCap = "pinned or a standing instruction beyond the tokens kept for them, so compression treated it as older history and left it out",
         LeftOutBelowThreshold = "semantic search scored it just below what it chose",
         LeftOutKnowledgeCap = "rules and references may take only a quarter of the window: lower-ranked items go first",

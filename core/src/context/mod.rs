@@ -29,7 +29,7 @@ pub use meter::{
     CompressionReport, ContextInfo, ContextReport, MeterReading, MeterState, ServerFacts,
 };
 pub use plan::{
-    ChosenItem, CurrentReply, ItemSearch, ItemsInput, NearMiss, ResumeInput, Selection,
+    ChosenItem, CurrentReply, Earlier, ItemSearch, ItemsInput, NearMiss, ResumeInput, Selection,
     SummaryInput, TurnInput, TurnMessage, TurnPlan, TurnSources, plan_turn, record_tool_round,
 };
 pub use receipt::{

@@ -209,6 +209,23 @@ pub struct TurnSources<'a> {
     /// The contents of the history's uploaded files, by attachment id; a file without contents
     /// here reaches the model as its metadata only.
     pub files: Option<&'a FileContents>,
+    /// The history older than what one window can hold, when it was not read (the server reads a
+    /// long session's newest messages only); `None`: the history is whole.
+    pub earlier: Option<Earlier<'a>>,
+}
+
+/// History the turn did not read: older than the newest messages that one window can hold (see
+/// docs/context-planning.md, "A turn"). It is left out whole (`beyond_window`), uncounted.
+#[derive(Debug, Clone, Copy)]
+pub struct Earlier<'a> {
+    /// The messages among it that reach the model, and the oldest's and newest's ids.
+    pub count: u32,
+    pub first_id: &'a str,
+    pub last_id: &'a str,
+    /// Where the read history starts in `messages`: the messages before it are memories found
+    /// among the unread ones (pinned messages, standing instructions), oldest first. Runs of the
+    /// receipt and a summary never span it.
+    pub from: usize,
 }
 
 /// The context items of a turn, gathered by the server: the items for the request with their
@@ -434,13 +451,15 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     let mut kept_idx: Vec<usize> = reading.plan.kept.iter().map(|&k| flowing[k]).collect();
     kept_idx.extend(&fixed);
     kept_idx.sort_unstable();
+    // Where the read history starts (after the memories found among unread ones): no run spans it.
+    let from = sources.earlier.map_or(0, |e| e.from);
     // A summary replaces one run of consecutive messages: where the selection left a gap (a pinned,
-    // sticky or filtered message), the summary stops and the rest of compression's range is left
+    // sticky or filtered message, or unread history), the summary stops and the rest of compression's range is left
     // out as the window would (so the receipt's range and the summary's text agree).
     let summarized: Option<Vec<usize>> = reading.plan.summarized.clone().map(|r| {
         let mut run: Vec<usize> = Vec::with_capacity(r.len());
         for i in r.map(|k| flowing[k]) {
-            if run.last().is_some_and(|&last| i != last + 1) {
+            if run.last().is_some_and(|&last| i != last + 1 || i == from) {
                 break;
             }
             run.push(i);
@@ -479,6 +498,16 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     // The summary, when compression wants one.
     let id_of = |i: usize| msgs[i].id.unwrap_or_default().to_owned();
     let mut left_out = tools.left_out;
+    if let Some(e) = sources.earlier.filter(|e| e.count > 0) {
+        left_out.push(LeftOut::messages(
+            e.first_id.to_owned(),
+            e.last_id.to_owned(),
+            e.count,
+            LeftOutWhy::BeyondWindow,
+            0,
+            Vec::new(),
+        ));
+    }
     let mut summary_wanted = None;
     let mut summary_tokens = 0;
     if let Some(range) = summarized.clone().filter(|r| !r.is_empty()) {
@@ -548,7 +577,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
                     Dropped::TopicFilter(_) => LeftOutWhy::TopicFilter,
                     Dropped::OtherTopic(_) => LeftOutWhy::OtherTopic,
                 };
-                extend_run(&mut dropped, i, why);
+                extend_run(&mut dropped, i, why, from);
             }
             Choice::Kept(k) if kept[i] => {
                 let reason = match k {
@@ -560,7 +589,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
                     Kept::Unfiltered if outcome.applied && i >= preserve_from => Reason::Preserved,
                     Kept::Unfiltered => Reason::Fits,
                 };
-                extend_run(&mut history, i, reason);
+                extend_run(&mut history, i, reason, from);
             }
             Choice::Kept(_) if in_summary[i] => {}
             Choice::Kept(k) => {
@@ -574,7 +603,7 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
                 } else {
                     LeftOutWhy::Window
                 };
-                extend_run(&mut dropped, i, why);
+                extend_run(&mut dropped, i, why, from);
             }
         }
     }
@@ -671,9 +700,12 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
         conversation: kept_tokens + summary_tokens,
         ..reading.breakdown
     };
+    // Unread history is dropped too (its tokens, never counted, are not in `original_tokens`).
+    let unread = sources.earlier.map_or(0, |e| e.count);
     let compression = reading.compression.clone().map(|c| CompressionReport {
         compressed_tokens: breakdown.conversation,
         saved_tokens: c.original_tokens.saturating_sub(breakdown.conversation),
+        dropped_count: c.dropped_count + unread,
         ..c
     });
     let counted_input = breakdown.total() + framing.reply_priming;
@@ -890,10 +922,16 @@ fn plan_items(items: Option<&ItemsInput<'_>>, cap: u32, count: &mut Count<'_>) -
     }
 }
 
-/// Adds index `i` to the last run when it continues it with the same label, else starts a run.
-fn extend_run<T: PartialEq + Copy>(runs: &mut Vec<(Range<usize>, T)>, i: usize, label: T) {
+/// Adds index `i` to the last run when it continues it with the same label, else starts a run;
+/// `from` (where the read history starts) always starts one.
+fn extend_run<T: PartialEq + Copy>(
+    runs: &mut Vec<(Range<usize>, T)>,
+    i: usize,
+    label: T,
+    from: usize,
+) {
     match runs.last_mut() {
-        Some((r, l)) if r.end == i && *l == label => r.end = i + 1,
+        Some((r, l)) if r.end == i && *l == label && i != from => r.end = i + 1,
         _ => runs.push((i..i + 1, label)),
     }
 }

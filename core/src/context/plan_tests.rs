@@ -1536,3 +1536,65 @@ fn items_counted_elsewhere_keep_their_count_and_count_toward_knowledge() {
     );
     assert_eq!(p.reading.breakdown.knowledge, rules_h + 42);
 }
+
+#[test]
+fn unread_history_is_left_out_whole_and_no_run_spans_where_the_read_history_starts() {
+    let t = texts(6, 10);
+    let msgs = conversation(&t);
+    let window = info(10_000, 100, off());
+    let earlier = Earlier {
+        count: 1_200,
+        first_id: "old0",
+        last_id: "old1199",
+        from: 2,
+    };
+    let p = plan(&TurnInput {
+        info: &window,
+        messages: &msgs,
+        sources: TurnSources {
+            earlier: Some(earlier),
+            ..Default::default()
+        },
+    });
+    let first = &p.receipt.left_out[0];
+    assert_eq!(
+        (first.why, first.count, first.tokens, first.first_id.as_str(), first.last_id.as_str()),
+        (LeftOutWhy::BeyondWindow, 1_200, 0, "old0", "old1199")
+    );
+    // The two messages before `from` (memories found among the unread ones) are a run of their own.
+    let runs: Vec<(&str, u32)> = p
+        .receipt
+        .parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            PartKind::History { first_id, count, .. } => Some((first_id.as_str(), *count)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(runs, [("m0", 2), ("m2", 3)]);
+    // Nothing unread: no entry, one run.
+    let whole = plan(&TurnInput::new(&window, &msgs));
+    assert!(whole.receipt.left_out.is_empty());
+
+    // A summary never spans it either: it stops where the read history starts.
+    let t = texts(20, 50);
+    let msgs = conversation(&t);
+    let settings = CompressionSettings {
+        strategy: Strategy::Summarize,
+        preserve_recent_messages: 4,
+        ..Default::default()
+    };
+    let info = info(900, 0, settings);
+    let unbounded = plan(&TurnInput::new(&info, &msgs));
+    let range = unbounded.summary_wanted.expect("a summary is wanted");
+    assert!(range.len() > 3, "{range:?}");
+    let bounded = plan(&TurnInput {
+        info: &info,
+        messages: &msgs,
+        sources: TurnSources {
+            earlier: Some(Earlier { from: 3, ..earlier }),
+            ..Default::default()
+        },
+    });
+    assert_eq!(bounded.summary_wanted, Some(vec![0, 1, 2]));
+}

@@ -382,6 +382,9 @@ pub enum LeftOutWhy {
     OtherTopic,
     /// The user excluded it.
     Excluded,
+    /// Older than the newest messages one window can hold: not read for this turn, so not
+    /// counted (`tokens` 0).
+    BeyondWindow,
     /// A pinned message or standing instruction beyond the memories' cap: treated as ordinary
     /// history, and compression left it out.
     MemoryCap,

@@ -16,11 +16,13 @@
 //! database means rewriting the queries above and the pools.
 
 mod files;
+mod history;
 mod named;
 mod rows;
 mod users;
 
 pub use files::{FileRow, FileStored, NewFile};
+pub use history::Unread;
 
 use std::path::Path;
 use std::str::FromStr;

@@ -52,6 +52,14 @@ pub(super) struct PlacedTextRow {
     pub text: MessageTextRow,
 }
 
+/// A [`MessageRow`] with its position in the session.
+#[derive(sqlx::FromRow)]
+pub(super) struct PlacedRow {
+    pub seq: i64,
+    #[sqlx(flatten)]
+    pub message: MessageRow,
+}
+
 /// A whole message; its JSON columns are decoded by sqlx.
 #[derive(sqlx::FromRow)]
 pub(super) struct MessageRow {

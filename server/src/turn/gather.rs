@@ -72,6 +72,8 @@ pub struct Gathered {
     pub items: crate::items::RequestContext,
     /// The contents of the history's uploaded files.
     files: glassbox_core::attachments::FileContents,
+    /// The older history the turn did not read.
+    unread: Option<super::history::UnreadHistory>,
 }
 
 impl Gathered {
@@ -172,6 +174,7 @@ impl Gathered {
                     },
                 }),
                 files: Some(&self.files),
+                earlier: self.unread.as_ref().map(super::history::UnreadHistory::earlier),
             },
         }
     }
@@ -241,6 +244,8 @@ pub struct TurnExtras {
     pub tools: Option<ToolSet>,
     /// The resume reminder, when this is the first message after a resume.
     pub resume: Option<(String, Vec<String>)>,
+    /// The older history not read (`history` then starts with the memories found in it).
+    pub unread: Option<super::history::UnreadHistory>,
 }
 
 impl TurnEngine {
@@ -304,6 +309,7 @@ impl TurnEngine {
                 }),
             resume: extras.resume,
             summary: None,
+            unread: extras.unread,
         };
         let encoding = gathered.info.encoding.clone();
         let mut count = |_: Option<&str>, text: &str| self.tokens.count(&encoding, text);

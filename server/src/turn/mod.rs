@@ -9,6 +9,7 @@
 
 pub mod checkpoint;
 pub mod gather;
+pub mod history;
 pub mod load_tools;
 
 use std::sync::Arc;
@@ -129,19 +130,50 @@ impl Reply {
     }
 }
 
+/// The message a turn answers.
+enum Answered {
+    /// The stored message at this position.
+    Stored(i64),
+    /// A draft after the newest message (a preview).
+    Draft(Box<ChatMessage>),
+}
+
 impl TurnEngine {
-    /// Gathers and plans a turn answering the last message of `history`: the resume reminder
-    /// (taken by a reply, only looked at by a preview), the tools of the session (fixed for the
-    /// turn, whatever the registry does meanwhile), and the plan. The one way both a reply and a
-    /// preview are planned, so they cannot disagree.
+    /// Gathers and plans a turn answering the stored message at position `through` (a reply) or
+    /// `draft` after the newest one (a preview): the history it can use (`history::read`), the
+    /// resume reminder (taken by a reply, only looked at by a preview), the tools of the session
+    /// (fixed for the turn, whatever the registry does meanwhile), and the plan. The one way both
+    /// a reply and a preview are planned, so they cannot disagree.
     async fn plan_for(
         &self,
         hub: &Hub,
         model: &str,
-        history: Vec<ChatMessage>,
+        answered: Answered,
         planning: Planning,
     ) -> Result<(ToolSet, Gathered, TurnPlan), TurnError> {
         let session_id = hub.session_id.as_str();
+        let settings = self.store.settings(session_id).await?;
+        let standing = self
+            .store
+            .topics(session_id)
+            .await?
+            .map(|t| t.sticky_ids)
+            .unwrap_or_default();
+        let info = self
+            .windows
+            .info_for(model, &settings, &ToolSet::new(Vec::new()));
+        let reach = history::Reach {
+            info: &info,
+            standing: &standing,
+            filtered: !settings.topics.filter.is_empty(),
+        };
+        let (through, draft) = match answered {
+            Answered::Stored(seq) => (Some(seq), None),
+            Answered::Draft(draft) => (None, Some(*draft)),
+        };
+        let read = history::read(&self.store, &self.tokens, session_id, through, &reach).await?;
+        let mut history = read.messages;
+        history.extend(draft);
         let due = match planning {
             Planning::Reply => hub.take_resume(),
             Planning::Preview => hub.resume_due(),
@@ -160,12 +192,12 @@ impl TurnEngine {
         } else {
             None
         };
-        let settings = self.store.settings(session_id).await?;
         let tools = self.windows.tools_for(session_id, &settings);
         let extras = TurnExtras {
             planning,
             tools: Some(tools),
             resume,
+            unread: read.unread,
         };
         let (gathered, plan) = self
             .plan_reply(session_id, model, history, extras, hub.abandoned())
@@ -183,8 +215,7 @@ impl TurnEngine {
     ) -> Result<Receipt, TurnError> {
         validate_chat(draft)?;
         self.limits.preview(&hub.session_id)?;
-        let mut history: Vec<ChatMessage> = self.store.messages(&hub.session_id).await?;
-        history.push(ChatMessage {
+        let draft = ChatMessage {
             role: Role::User,
             content: draft.message.clone(),
             context: draft.context.clone(),
@@ -193,9 +224,9 @@ impl TurnEngine {
                 .resolve(&hub.session_id, draft.attachments.clone())
                 .await?,
             ..ChatMessage::default()
-        });
+        };
         let (_, _, plan) = self
-            .plan_for(hub, model, history, Planning::Preview)
+            .plan_for(hub, model, Answered::Draft(Box::new(draft)), Planning::Preview)
             .await?;
         Ok(plan.receipt)
     }
@@ -214,12 +245,16 @@ impl TurnEngine {
     ) -> Result<(), TurnError> {
         let mut starting = Some(starting);
         let session_id = hub.session_id.as_str();
-        let history = self
+        let through = self
             .store
-            .history_through(session_id, user_message_id)
+            .position(session_id, user_message_id)
+            .await?
+            .ok_or_else(|| {
+                StorageError::Corrupt(format!("message {user_message_id} is not stored"))
+            })?;
+        let (tools, gathered, mut plan) = self
+            .plan_for(hub, model, Answered::Stored(through), Planning::Reply)
             .await?;
-        let (tools, gathered, mut plan) =
-            self.plan_for(hub, model, history, Planning::Reply).await?;
         let mut reply = Reply::default();
         if let Some(overflow) = plan.receipt.overflow {
             // Nothing goes to the provider; the reply fails with the receipt saying why.
