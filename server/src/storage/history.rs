@@ -22,8 +22,8 @@ pub struct Unread {
 
 /// `ChatMessage::reaches_model` in SQL: user messages, complete replies, stopped replies with
 /// text (the names are the store's own, written into the statement). The partial index
-/// `messages_reaching` (migration 0012) has this predicate word for word, so a count uses it
-/// alone; a test keeps the two equal.
+/// `messages_not_reaching` (migration 0012) has its negation word for word, so SQLite uses it; a
+/// test keeps the two equal.
 fn reaches() -> String {
     format!(
         "(role = '{user}' OR (role = '{assistant}' AND (status = '{complete}' \
@@ -69,7 +69,8 @@ impl Store {
     }
 
     /// The memories before position `before` that reach the model: pinned messages and those
-    /// with `standing` ids (standing instructions), the newest `limit`, oldest first.
+    /// with `standing` ids (standing instructions), the newest `limit`, oldest first. Two lookups
+    /// by index (`messages_pinned`, then the ids), never a scan of the older messages.
     pub async fn memories_before(
         &self,
         session_id: &str,
@@ -77,27 +78,50 @@ impl Store {
         standing: &[String],
         limit: i64,
     ) -> Result<Vec<ChatMessage>, StorageError> {
-        let standing = serde_json::to_string(standing)
-            .map_err(|e| StorageError::Corrupt(e.to_string()))?;
-        let sql = format!(
+        let reaches = reaches();
+        let pinned_sql = format!(
             "SELECT seq, {MESSAGE_COLUMNS} FROM messages \
-             WHERE session_id = ? AND seq < ? AND {reaches} \
-             AND (mark = ? OR id IN (SELECT value FROM json_each(?))) \
-             ORDER BY seq DESC LIMIT ?",
-            reaches = reaches()
+             WHERE session_id = ? AND seq < ? AND mark = ? AND {reaches} \
+             ORDER BY seq DESC LIMIT ?"
         );
-        let rows: Vec<PlacedRow> = sqlx::query_as(&sql)
+        let mut rows: Vec<PlacedRow> = sqlx::query_as(&pinned_sql)
             .bind(session_id)
             .bind(before)
             .bind(name(MessageMark::Pinned))
-            .bind(standing)
             .bind(limit)
             .fetch_all(&self.reader)
             .await?;
+        if !standing.is_empty() {
+            let ids = serde_json::to_string(standing)
+                .map_err(|e| StorageError::Corrupt(e.to_string()))?;
+            // `CROSS JOIN` keeps SQLite to this order: each id looked up by its key.
+            let columns = MESSAGE_COLUMNS
+                .split(", ")
+                .map(|c| format!("m.{c}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let standing_sql = format!(
+                "SELECT m.seq, {columns} FROM json_each(?) j CROSS JOIN messages m ON m.id = j.value \
+                 WHERE m.session_id = ? AND m.seq < ? AND {reaches}"
+            );
+            let found: Vec<PlacedRow> = sqlx::query_as(&standing_sql)
+                .bind(ids)
+                .bind(session_id)
+                .bind(before)
+                .fetch_all(&self.reader)
+                .await?;
+            rows.extend(found);
+        }
+        rows.sort_by_key(|r| std::cmp::Reverse(r.seq));
+        rows.dedup_by_key(|r| r.seq);
+        rows.truncate(usize::try_from(limit).unwrap_or(0));
         Ok(rows.into_iter().rev().map(|r| r.message.into()).collect())
     }
 
     /// The messages before position `before` that reach the model (`None`: there are none).
+    /// Counted as every message before it (a session's positions run from its first without
+    /// gaps: messages are never deleted one by one) less those that do not reach the model
+    /// (index `messages_not_reaching`, few): no read grows with the session.
     pub async fn unread_before(
         &self,
         session_id: &str,
@@ -106,20 +130,23 @@ impl Store {
         let reaches = reaches();
         let unread = format!("session_id = ? AND seq < ? AND {reaches}");
         let sql = format!(
-            "SELECT COUNT(*), \
+            "SELECT (SELECT MIN(seq) FROM messages WHERE session_id = ?), \
+             (SELECT COUNT(*) FROM messages WHERE session_id = ? AND seq < ? AND NOT {reaches}), \
              (SELECT id FROM messages WHERE {unread} ORDER BY seq LIMIT 1), \
-             (SELECT id FROM messages WHERE {unread} ORDER BY seq DESC LIMIT 1) \
-             FROM messages WHERE {unread}"
+             (SELECT id FROM messages WHERE {unread} ORDER BY seq DESC LIMIT 1)"
         );
-        let (count, first, last): (i64, Option<String>, Option<String>) = sqlx::query_as(&sql)
-            .bind(session_id)
-            .bind(before)
-            .bind(session_id)
-            .bind(before)
-            .bind(session_id)
-            .bind(before)
-            .fetch_one(&self.reader)
-            .await?;
+        let (first_seq, not_reaching, first, last): (Option<i64>, i64, Option<String>, Option<String>) =
+            sqlx::query_as(&sql)
+                .bind(session_id)
+                .bind(session_id)
+                .bind(before)
+                .bind(session_id)
+                .bind(before)
+                .bind(session_id)
+                .bind(before)
+                .fetch_one(&self.reader)
+                .await?;
+        let count = first_seq.map_or(0, |f| (before - f).max(0)) - not_reaching;
         Ok(match (first, last) {
             (Some(first_id), Some(last_id)) if count > 0 => Some(Unread {
                 count,
@@ -133,15 +160,111 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    /// The predicate is the partial index's, so SQLite can count from the index alone.
+    use glassbox_core::context::{MessageMark, SessionSettings};
+    use glassbox_core::vocab::MessageStatus;
+
+    use super::super::{NewUserMessage, ReplyOutcome, Store};
+    use super::Unread;
+
+    /// The index's predicate is this one's negation, word for word, so SQLite uses it.
     #[test]
     fn the_predicate_is_the_index_s() {
-        let migration = include_str!("../../migrations/0012_history_reaching.sql");
+        let migration = include_str!("../../migrations/0012_history_indexes.sql");
         let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            squash(migration).contains(&squash(&super::reaches())),
+            squash(migration).contains(&format!("WHERE NOT {}", squash(&super::reaches()))),
             "{}",
             super::reaches()
         );
+    }
+
+    /// 40 exchanges; every seventh reply failed and every eleventh stopped before any text (neither
+    /// reaches the model); user message 2 pinned.
+    async fn session() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).await.unwrap();
+        store
+            .create_session("s", "h", 0, &SessionSettings::default(), None)
+            .await
+            .unwrap();
+        for i in 0..40 {
+            let (user, _) = store
+                .insert_user_message(
+                    "s",
+                    &NewUserMessage {
+                        id: &format!("u{i:02}"),
+                        content: "a question",
+                        client_message_id: None,
+                        context: None,
+                        attachments: &[],
+                        created_at: i,
+                    },
+                )
+                .await
+                .unwrap();
+            let reply = format!("a{i:02}");
+            store.insert_reply("s", &reply, &user.id, i).await.unwrap();
+            let (status, content) = match i {
+                _ if i % 7 == 0 => (MessageStatus::Failed, "half"),
+                _ if i % 11 == 0 => (MessageStatus::Stopped, " \n"),
+                _ => (MessageStatus::Complete, "an answer"),
+            };
+            let outcome = ReplyOutcome {
+                content,
+                status,
+                usage: None,
+                receipt: None,
+                tool_rounds: &[],
+                error: None,
+            };
+            store.finish_reply("s", &reply, outcome).await.unwrap();
+        }
+        store
+            .set_mark("s", "u02", Some(MessageMark::Pinned))
+            .await
+            .unwrap();
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn the_unread_count_agrees_with_what_reaches_the_model() {
+        let (_dir, store) = session().await;
+        let before = store.position("s", "u30").await.unwrap().unwrap();
+        let all = store.messages("s").await.unwrap();
+        let older: Vec<_> = all[..(before - 1) as usize]
+            .iter()
+            .filter(|m| m.reaches_model())
+            .collect();
+        assert_eq!(
+            store.unread_before("s", before).await.unwrap(),
+            Some(Unread {
+                count: older.len() as i64,
+                first_id: older[0].id.clone(),
+                last_id: older[older.len() - 1].id.clone(),
+            })
+        );
+        assert_eq!(store.unread_before("s", 1).await.unwrap(), None);
+        // Pages from the newest end, each message with its position.
+        let page = store.messages_before("s", before, 3).await.unwrap();
+        let ids: Vec<(i64, &str)> = page.iter().map(|(p, m)| (*p, m.id.as_str())).collect();
+        assert_eq!(ids, [(before - 1, "a29"), (before - 2, "u29"), (before - 3, "a28")]);
+    }
+
+    #[tokio::test]
+    async fn memories_are_the_older_pinned_and_standing_messages_that_reach_the_model() {
+        let (_dir, store) = session().await;
+        let before = store.position("s", "u30").await.unwrap().unwrap();
+        // a07 failed and u35 is newer than `before`: neither is a memory here.
+        let standing = ["u10", "a12", "a07", "u35", "nope"].map(String::from);
+        let ids = |found: Vec<glassbox_core::wire::ChatMessage>| -> Vec<String> {
+            found.into_iter().map(|m| m.id).collect()
+        };
+        let found = store.memories_before("s", before, &standing, 128).await.unwrap();
+        assert_eq!(ids(found), ["u02", "u10", "a12"]);
+        // The newest `limit`, oldest first.
+        let found = store.memories_before("s", before, &standing, 2).await.unwrap();
+        assert_eq!(ids(found), ["u10", "a12"]);
+        let found = store.memories_before("s", before, &[], 128).await.unwrap();
+        assert_eq!(ids(found), ["u02"]);
     }
 }

@@ -1,0 +1,11 @@
+-- What a long session's turn reads besides its newest messages (storage/history.rs), from indexes
+-- rather than every older row.
+-- The messages that do not reach the model (failed or streaming replies, stopped ones without
+-- text, approvals), by position: the older messages a turn does not read are counted as all of
+-- them (positions have no gaps) less these (`unread_before`; the predicate is `reaches()`'s,
+-- written the same way, so SQLite uses the index).
+CREATE INDEX messages_not_reaching ON messages (session_id, seq)
+WHERE NOT (role = 'user' OR (role = 'assistant' AND (status = 'complete'
+  OR (status = 'stopped' AND trim(content, ' ' || char(9, 10, 13)) <> ''))));
+-- Pinned messages by position: the memories among the older ones (`memories_before`).
+CREATE INDEX messages_pinned ON messages (session_id, seq) WHERE mark = 'pinned';
