@@ -112,11 +112,12 @@ impl Chat {
         let permit = self.limits.stream(caller)?;
         self.limits.message(caller, session_id)?;
         let starting = TurnStarting::begin();
-        self.store.touch_session(session_id, now_ms()).await?;
         let id = new_id();
-        let (message, duplicate) = self
+        let now = now_ms();
+        // The session's use, the message and its reply's placeholder: one transaction.
+        let (message, reply) = self
             .store
-            .insert_user_message(
+            .insert_turn(
                 session_id,
                 &NewUserMessage {
                     id: &id,
@@ -124,25 +125,23 @@ impl Chat {
                     client_message_id: req.client_message_id.as_deref(),
                     context: req.context.as_ref(),
                     attachments: &attachments,
-                    created_at: now_ms(),
+                    created_at: now,
                 },
+                &new_id(),
+                now,
             )
             .await?;
-        if duplicate {
+        let Some(reply) = reply else {
             hub.publish(ServerEvent::Accepted(Accepted {
                 message: message.clone(),
                 duplicate: true,
             }));
             return Ok(Submitted {
                 message,
-                duplicate,
+                duplicate: true,
                 reply_id: None,
             });
-        }
-        let reply = self
-            .store
-            .insert_reply(session_id, &new_id(), &message.id, now_ms())
-            .await?;
+        };
         hub.publish(ServerEvent::Accepted(Accepted {
             message: message.clone(),
             duplicate: false,

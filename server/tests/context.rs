@@ -505,8 +505,9 @@ async fn a_long_session_reads_one_window_and_sends_what_the_whole_history_would(
     let store = &server.state.store;
     let mut pinned = String::new();
     for i in 0..300 {
+        let reply = format!("a{i:04}");
         let (user, _) = store
-            .insert_user_message(
+            .insert_turn(
                 &id,
                 &NewUserMessage {
                     id: &format!("u{i:04}"),
@@ -516,11 +517,11 @@ async fn a_long_session_reads_one_window_and_sends_what_the_whole_history_would(
                     attachments: &[],
                     created_at: i as i64,
                 },
+                &reply,
+                i as i64,
             )
             .await
             .unwrap();
-        let reply = format!("a{i:04}");
-        store.insert_reply(&id, &reply, &user.id, i as i64).await.unwrap();
         store
             .finish_reply(
                 &id,

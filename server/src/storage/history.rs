@@ -47,6 +47,29 @@ impl Store {
         )
     }
 
+    /// At most `limit` whole messages through message `id` (it included), newest first, each
+    /// with its position: the first page of a turn's history, in one query.
+    pub async fn messages_through(
+        &self,
+        session_id: &str,
+        id: &str,
+        limit: i64,
+    ) -> Result<Vec<(i64, ChatMessage)>, StorageError> {
+        let sql = format!(
+            "SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? \
+             AND seq <= (SELECT seq FROM messages WHERE session_id = ? AND id = ?) \
+             ORDER BY seq DESC LIMIT ?"
+        );
+        let rows: Vec<PlacedRow> = sqlx::query_as(&sql)
+            .bind(session_id)
+            .bind(session_id)
+            .bind(id)
+            .bind(limit)
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.into_iter().map(|r| (r.seq, r.message.into())).collect())
+    }
+
     /// At most `limit` whole messages before position `before` (`i64::MAX`: from the newest),
     /// newest first, each with its position.
     pub async fn messages_before(
@@ -188,8 +211,9 @@ mod tests {
             .await
             .unwrap();
         for i in 0..40 {
-            let (user, _) = store
-                .insert_user_message(
+            let reply = format!("a{i:02}");
+            store
+                .insert_turn(
                     "s",
                     &NewUserMessage {
                         id: &format!("u{i:02}"),
@@ -199,11 +223,11 @@ mod tests {
                         attachments: &[],
                         created_at: i,
                     },
+                    &reply,
+                    i,
                 )
                 .await
                 .unwrap();
-            let reply = format!("a{i:02}");
-            store.insert_reply("s", &reply, &user.id, i).await.unwrap();
             let (status, content) = match i {
                 _ if i % 7 == 0 => (MessageStatus::Failed, "half"),
                 _ if i % 11 == 0 => (MessageStatus::Stopped, " \n"),
@@ -266,5 +290,32 @@ mod tests {
         assert_eq!(ids(found), ["u10", "a12"]);
         let found = store.memories_before("s", before, &[], 128).await.unwrap();
         assert_eq!(ids(found), ["u02"]);
+    }
+
+    #[tokio::test]
+    async fn a_turn_stores_its_message_and_reply_together_once() {
+        let (_dir, store) = session().await;
+        let message = NewUserMessage {
+            id: "u99",
+            content: "again?",
+            client_message_id: Some("c1"),
+            context: None,
+            attachments: &[],
+            created_at: 99,
+        };
+        let (user, reply) = store.insert_turn("s", &message, "a99", 99).await.unwrap();
+        let reply = reply.unwrap();
+        assert_eq!((user.id.as_str(), reply.reply_to.as_deref()), ("u99", Some("u99")));
+        assert_eq!(reply.status, MessageStatus::Streaming);
+        let (u, r) = (
+            store.position("s", "u99").await.unwrap().unwrap(),
+            store.position("s", "a99").await.unwrap().unwrap(),
+        );
+        assert_eq!((u, r), (81, 82));
+        // The same clientMessageId again: nothing stored, the first message returned.
+        let again = NewUserMessage { id: "u100", ..message };
+        let (stored, reply) = store.insert_turn("s", &again, "a100", 100).await.unwrap();
+        assert_eq!((stored.id.as_str(), reply), ("u99", None));
+        assert_eq!(store.messages("s").await.unwrap().len(), 82);
     }
 }

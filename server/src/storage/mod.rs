@@ -232,13 +232,7 @@ impl Store {
 
     /// Marks a session used at `now` (written at most once a minute per session).
     pub async fn touch_session(&self, id: &str, now: i64) -> Result<(), StorageError> {
-        sqlx::query("UPDATE sessions SET last_active_at = ? WHERE id = ? AND last_active_at < ?")
-            .bind(now)
-            .bind(id)
-            .bind(now - 60_000)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+        touch(&self.writer, id, now).await
     }
 
     /// Deletes a session with its messages, summaries and cached message embeddings; returns the
@@ -326,68 +320,89 @@ impl Store {
         )
     }
 
-    /// Stores a user message. If its `client_message_id` was stored before, returns that message and
-    /// `true` instead of storing a second one.
+    /// Stores a user message without a reply (an imported one). If its `client_message_id` was
+    /// stored before, returns that message and `true` instead of storing a second one.
     pub async fn insert_user_message(
         &self,
         session_id: &str,
         m: &NewUserMessage<'_>,
     ) -> Result<(ChatMessage, bool), StorageError> {
+        match insert_user_row(&self.writer, session_id, m).await? {
+            Some(row) => Ok((row.into(), false)),
+            None => Ok((self.stored_instead(session_id, m).await?, true)),
+        }
+    }
+
+    /// Starts a turn: marks the session used at `now` (as [`Store::touch_session`]), then stores
+    /// user message `m` and after it an empty, streaming reply `reply_id` to it — one statement,
+    /// so both or neither are stored. When `m`'s `client_message_id` was stored before, stores
+    /// nothing and returns that message without a reply.
+    pub async fn insert_turn(
+        &self,
+        session_id: &str,
+        m: &NewUserMessage<'_>,
+        reply_id: &str,
+        now: i64,
+    ) -> Result<(ChatMessage, Option<ChatMessage>), StorageError> {
+        touch(&self.writer, session_id, now).await?;
+        // One writer connection: nothing is inserted between the check and the insert.
         let sql = format!(
-            "INSERT INTO messages (id, session_id, seq, role, content, status, client_message_id, reply_to, \
-             context_json, attachments_json, created_at) \
-             SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, NULL, ?, ?, ? FROM messages WHERE session_id = ? \
-             ON CONFLICT (session_id, client_message_id) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
+            "WITH next AS (SELECT COALESCE(MAX(seq), 0) AS seq FROM messages WHERE session_id = ?1), \
+             fresh AS (SELECT 1 WHERE ?4 IS NULL OR NOT EXISTS \
+               (SELECT 1 FROM messages WHERE session_id = ?1 AND client_message_id = ?4)) \
+             INSERT INTO messages (id, session_id, seq, role, content, status, client_message_id, \
+               reply_to, context_json, attachments_json, created_at) \
+             SELECT ?2, ?1, next.seq + 1, '{user}', ?3, '{complete}', ?4, NULL, ?5, ?6, ?7 \
+               FROM next, fresh \
+             UNION ALL \
+             SELECT ?8, ?1, next.seq + 2, '{assistant}', '', '{streaming}', NULL, ?2, NULL, NULL, ?7 \
+               FROM next, fresh \
+             RETURNING {MESSAGE_COLUMNS}",
+            user = name(Role::User),
+            complete = name(MessageStatus::Complete),
+            assistant = name(Role::Assistant),
+            streaming = name(MessageStatus::Streaming),
         );
-        let inserted: Option<MessageRow> = sqlx::query_as(&sql)
-            .bind(m.id)
+        let rows: Vec<MessageRow> = sqlx::query_as(&sql)
             .bind(session_id)
-            .bind(name(Role::User))
+            .bind(m.id)
             .bind(m.content)
-            .bind(name(MessageStatus::Complete))
             .bind(m.client_message_id)
             .bind(m.context.map(to_json))
             .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
             .bind(m.created_at)
-            .bind(session_id)
-            .fetch_optional(&self.writer)
+            .bind(reply_id)
+            .fetch_all(&self.writer)
             .await?;
-        if let Some(row) = inserted {
-            return Ok((row.into(), false));
+        let (mut message, mut reply) = (None, None);
+        for row in rows {
+            let row = ChatMessage::from(row);
+            match row.role {
+                Role::User => message = Some(row),
+                _ => reply = Some(row),
+            }
         }
+        match (message, reply) {
+            (Some(message), Some(reply)) => Ok((message, Some(reply))),
+            (None, None) => Ok((self.stored_instead(session_id, m).await?, None)),
+            _ => Err(StorageError::Corrupt(format!(
+                "message {} stored without its reply",
+                m.id
+            ))),
+        }
+    }
+
+    /// The message stored before with `m`'s `client_message_id` (an insert found it there).
+    async fn stored_instead(
+        &self,
+        session_id: &str,
+        m: &NewUserMessage<'_>,
+    ) -> Result<ChatMessage, StorageError> {
         let cid = m
             .client_message_id
             .ok_or_else(|| StorageError::Corrupt(format!("message {} not inserted", m.id)))?;
         let stored = self.message_by_client_id(session_id, cid).await?;
-        let stored =
-            stored.ok_or_else(|| StorageError::Corrupt(format!("message {cid} vanished")))?;
-        Ok((stored, true))
-    }
-
-    /// Stores an empty, streaming assistant message that replies to `reply_to`.
-    pub async fn insert_reply(
-        &self,
-        session_id: &str,
-        id: &str,
-        reply_to: &str,
-        created_at: i64,
-    ) -> Result<ChatMessage, StorageError> {
-        let sql = format!(
-            "INSERT INTO messages (id, session_id, seq, role, content, status, reply_to, created_at) \
-             SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, '', ?, ?, ? FROM messages WHERE session_id = ? \
-             RETURNING {MESSAGE_COLUMNS}"
-        );
-        let row: MessageRow = sqlx::query_as(&sql)
-            .bind(id)
-            .bind(session_id)
-            .bind(name(Role::Assistant))
-            .bind(name(MessageStatus::Streaming))
-            .bind(reply_to)
-            .bind(created_at)
-            .bind(session_id)
-            .fetch_one(&self.writer)
-            .await?;
-        Ok(row.into())
+        stored.ok_or_else(|| StorageError::Corrupt(format!("message {cid} vanished")))
     }
 
     /// Stores an `approval` message (the user's decisions about tool calls of the reply it answers
@@ -849,4 +864,47 @@ fn from_json<T: serde::de::DeserializeOwned>(
 ) -> Result<Option<T>, StorageError> {
     raw.map(|s| serde_json::from_str(&s).map_err(|e| StorageError::Corrupt(format!("{col}: {e}"))))
         .transpose()
+}
+
+/// Marks session `id` used at `now`, at most once a minute.
+async fn touch<'c>(
+    exec: impl sqlx::SqliteExecutor<'c>,
+    id: &str,
+    now: i64,
+) -> Result<(), StorageError> {
+    sqlx::query("UPDATE sessions SET last_active_at = ? WHERE id = ? AND last_active_at < ?")
+        .bind(now)
+        .bind(id)
+        .bind(now - 60_000)
+        .execute(exec)
+        .await?;
+    Ok(())
+}
+
+/// Inserts user message `m` after the session's last; `None` when its `client_message_id` was
+/// stored before (nothing inserted).
+async fn insert_user_row<'c>(
+    exec: impl sqlx::SqliteExecutor<'c>,
+    session_id: &str,
+    m: &NewUserMessage<'_>,
+) -> Result<Option<MessageRow>, StorageError> {
+    let sql = format!(
+        "INSERT INTO messages (id, session_id, seq, role, content, status, client_message_id, reply_to, \
+         context_json, attachments_json, created_at) \
+         SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, NULL, ?, ?, ? FROM messages WHERE session_id = ? \
+         ON CONFLICT (session_id, client_message_id) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
+    );
+    Ok(sqlx::query_as(&sql)
+        .bind(m.id)
+        .bind(session_id)
+        .bind(name(Role::User))
+        .bind(m.content)
+        .bind(name(MessageStatus::Complete))
+        .bind(m.client_message_id)
+        .bind(m.context.map(to_json))
+        .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
+        .bind(m.created_at)
+        .bind(session_id)
+        .fetch_optional(exec)
+        .await?)
 }

@@ -246,6 +246,11 @@ pub struct TurnExtras {
     pub resume: Option<(String, Vec<String>)>,
     /// The older history not read (`history` then starts with the memories found in it).
     pub unread: Option<super::history::UnreadHistory>,
+    /// The session's settings and topics when the caller read them already (else read here).
+    pub session: Option<(
+        glassbox_core::context::SessionSettings,
+        Option<glassbox_core::context::SessionTopics>,
+    )>,
 }
 
 impl TurnEngine {
@@ -260,13 +265,18 @@ impl TurnEngine {
         extras: TurnExtras,
         cancel: impl Future<Output = ()>,
     ) -> Result<(Gathered, TurnPlan), TurnError> {
-        let settings = self.store.settings(session_id).await?;
+        let (settings, topics) = match extras.session {
+            Some(known) => known,
+            None => (
+                self.store.settings(session_id).await?,
+                self.store.topics(session_id).await?,
+            ),
+        };
         let page_context = history.last().and_then(|m| m.context.clone());
         let history: Vec<ChatMessage> = history
             .into_iter()
             .filter(ChatMessage::reaches_model)
             .collect();
-        let topics = self.store.topics(session_id).await?;
         let earlier = &history[..history.len().saturating_sub(1)];
         let filter = self
             .topics

@@ -60,7 +60,16 @@ pub struct Reach<'a> {
     pub filtered: bool,
 }
 
-/// The session's history through position `through` (`None`: through its newest message):
+/// The message a turn's history ends with.
+#[derive(Debug, Clone, Copy)]
+pub enum Through<'a> {
+    /// The stored message with this id (a reply's).
+    Message(&'a str),
+    /// The session's newest (a preview's draft comes after it).
+    Newest,
+}
+
+/// The session's history through `through`:
 /// newest first, a page at a time, until the messages that may go cost more than the window
 /// holds and the preserved tail is read. Each is counted at least at its words and its framing
 /// (attachments and tool rounds only add), and neither excluded messages nor acknowledgements
@@ -69,17 +78,24 @@ pub async fn read(
     store: &Store,
     tokens: &TokenCounter,
     session_id: &str,
-    through: Option<i64>,
+    through: Through<'_>,
     reach: &Reach<'_>,
 ) -> Result<ReadHistory, StorageError> {
-    let end = through.map_or(i64::MAX, |seq| seq + 1);
+    // The first page ends with the message answered; each next one before the last read.
+    let page = |before: Option<i64>, limit: i64| async move {
+        match (before, through) {
+            (Some(before), _) => store.messages_before(session_id, before, limit).await,
+            (None, Through::Message(id)) => store.messages_through(session_id, id, limit).await,
+            (None, Through::Newest) => store.messages_before(session_id, i64::MAX, limit).await,
+        }
+    };
     if reach.filtered {
         let mut messages: Vec<ChatMessage> = Vec::new();
-        let mut before = end;
+        let mut before = None;
         loop {
-            let page = store.messages_before(session_id, before, PAGE * 8).await?;
+            let page = page(before, PAGE * 8).await?;
             let last = page.len() < (PAGE * 8) as usize;
-            before = page.last().map_or(before, |(seq, _)| *seq);
+            before = page.last().map(|(seq, _)| *seq).or(before);
             messages.extend(page.into_iter().map(|(_, m)| m));
             if last {
                 break;
@@ -96,12 +112,12 @@ pub async fn read(
     let per_message = u64::from(Framing::for_encoding(&info.encoding).per_message);
     let preserve = info.compression.preserve_recent_messages as usize + 1;
     let mut tail: Vec<ChatMessage> = Vec::new();
-    let (mut cost, mut counted, mut before) = (0u64, 0usize, end);
+    let (mut cost, mut counted, mut before) = (0u64, 0usize, None);
     let full = 'reading: loop {
-        let page = store.messages_before(session_id, before, PAGE).await?;
+        let page = page(before, PAGE).await?;
         let last = page.len() < PAGE as usize;
         for (seq, m) in page {
-            before = seq;
+            before = Some(seq);
             if m.reaches_model()
                 && m.mark != Some(MessageMark::Excluded)
                 && !(m.attachments.is_empty() && is_low_value(&m.content))
@@ -125,6 +141,8 @@ pub async fn read(
             unread: None,
         });
     }
+    // Full: at least one message was read.
+    let before = before.unwrap_or(i64::MAX);
     let memories = store
         .memories_before(session_id, before, reach.standing, MEMORIES_READ)
         .await?;

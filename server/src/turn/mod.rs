@@ -132,14 +132,14 @@ impl Reply {
 
 /// The message a turn answers.
 enum Answered {
-    /// The stored message at this position.
-    Stored(i64),
+    /// The stored message with this id.
+    Stored(String),
     /// A draft after the newest message (a preview).
     Draft(Box<ChatMessage>),
 }
 
 impl TurnEngine {
-    /// Gathers and plans a turn answering the stored message at position `through` (a reply) or
+    /// Gathers and plans a turn answering a stored message (a reply) or
     /// `draft` after the newest one (a preview): the history it can use (`history::read`), the
     /// resume reminder (taken by a reply, only looked at by a preview), the tools of the session
     /// (fixed for the turn, whatever the registry does meanwhile), and the plan. The one way both
@@ -153,25 +153,26 @@ impl TurnEngine {
     ) -> Result<(ToolSet, Gathered, TurnPlan), TurnError> {
         let session_id = hub.session_id.as_str();
         let settings = self.store.settings(session_id).await?;
-        let standing = self
-            .store
-            .topics(session_id)
-            .await?
-            .map(|t| t.sticky_ids)
-            .unwrap_or_default();
+        let topics = self.store.topics(session_id).await?;
+        let standing = topics
+            .as_ref()
+            .map_or(&[][..], |t| &t.sticky_ids[..]);
         let info = self
             .windows
             .info_for(model, &settings, &ToolSet::new(Vec::new()));
         let reach = history::Reach {
             info: &info,
-            standing: &standing,
+            standing,
             filtered: !settings.topics.filter.is_empty(),
         };
-        let (through, draft) = match answered {
-            Answered::Stored(seq) => (Some(seq), None),
-            Answered::Draft(draft) => (None, Some(*draft)),
+        let (through, draft) = match &answered {
+            Answered::Stored(id) => (history::Through::Message(id), None),
+            Answered::Draft(draft) => (history::Through::Newest, Some(draft.as_ref().clone())),
         };
         let read = history::read(&self.store, &self.tokens, session_id, through, &reach).await?;
+        if read.messages.is_empty() && draft.is_none() {
+            return Err(StorageError::Corrupt("the message answered is not stored".into()).into());
+        }
         let mut history = read.messages;
         history.extend(draft);
         let due = match planning {
@@ -198,6 +199,7 @@ impl TurnEngine {
             tools: Some(tools),
             resume,
             unread: read.unread,
+            session: Some((settings, topics)),
         };
         let (gathered, plan) = self
             .plan_reply(session_id, model, history, extras, hub.abandoned())
@@ -245,15 +247,9 @@ impl TurnEngine {
     ) -> Result<(), TurnError> {
         let mut starting = Some(starting);
         let session_id = hub.session_id.as_str();
-        let through = self
-            .store
-            .position(session_id, user_message_id)
-            .await?
-            .ok_or_else(|| {
-                StorageError::Corrupt(format!("message {user_message_id} is not stored"))
-            })?;
+        let answered = Answered::Stored(user_message_id.to_owned());
         let (tools, gathered, mut plan) = self
-            .plan_for(hub, model, Answered::Stored(through), Planning::Reply)
+            .plan_for(hub, model, answered, Planning::Reply)
             .await?;
         let mut reply = Reply::default();
         if let Some(overflow) = plan.receipt.overflow {

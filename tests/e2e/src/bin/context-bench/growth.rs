@@ -102,8 +102,9 @@ pub async fn growth() -> Result<()> {
             let now = glassbox_server::ids::now_ms();
             let user_id = glassbox_server::ids::new_id();
             let question = text(2 * i);
-            let (user, _) = store
-                .insert_user_message(
+            let reply_id = glassbox_server::ids::new_id();
+            store
+                .insert_turn(
                     &id,
                     &NewUserMessage {
                         id: &user_id,
@@ -113,10 +114,10 @@ pub async fn growth() -> Result<()> {
                         attachments: &[],
                         created_at: now,
                     },
+                    &reply_id,
+                    now,
                 )
                 .await?;
-            let reply_id = glassbox_server::ids::new_id();
-            store.insert_reply(&id, &reply_id, &user.id, now).await?;
             let answer = text(2 * i + 1);
             store
                 .finish_reply(
