@@ -114,7 +114,7 @@ impl Chat {
         let starting = TurnStarting::begin();
         let id = new_id();
         let now = now_ms();
-        // The session's use, the message and its reply's placeholder: one transaction.
+        // The session's use, then the message and its reply's placeholder in one statement.
         let (message, reply) = self
             .store
             .insert_turn(

@@ -485,11 +485,22 @@ async fn attachments_travel_as_their_own_part_counted_and_replayed() {
     assert_eq!(messages.last().unwrap()["content"], "And the totals?");
 }
 
-/// A session far longer than its window: the turn reads only what one window can hold (plus the
-/// memories among the older messages) and sends exactly what planning the whole history sends; the
-/// receipt lists the unread messages as one `beyond_window` entry.
+/// A session far longer than its window: the turn reads only what the window can hold (plus the
+/// memories among the older messages) and sends word for word what planning the whole history
+/// sends; the receipt lists the unread messages as one `beyond_window` entry.
 #[tokio::test]
 async fn a_long_session_reads_one_window_and_sends_what_the_whole_history_would() {
+    long_session("sliding-window").await;
+}
+
+/// The same under `hybrid` (the default): the summary covers the read messages the window left
+/// out, never unread ones.
+#[tokio::test]
+async fn a_long_session_summarizes_only_what_it_read() {
+    long_session("hybrid").await;
+}
+
+async fn long_session(strategy: &str) {
     use glassbox_core::context::MessageMark;
     use glassbox_core::context::receipt::{LeftOutWhy, PartKind};
     use glassbox_core::vocab::MessageStatus;
@@ -497,7 +508,7 @@ async fn a_long_session_reads_one_window_and_sends_what_the_whole_history_would(
 
     let server = TestServer::start_with(Api::OpenAi, Behaviour::reply(&["Noted."]), TINY).await;
     let (id, token, _) = server.new_session().await;
-    let settings = json!({"strategy": "sliding-window", "preserveRecentMessages": 2});
+    let settings = json!({"strategy": strategy, "preserveRecentMessages": 2});
     assert_eq!(
         put_settings(&server, &id, &token, settings).await.status(),
         200
@@ -558,6 +569,7 @@ async fn a_long_session_reads_one_window_and_sends_what_the_whole_history_would(
     assert_eq!(beyond[0].tokens, 0);
     // Most of the 600 stored messages were not read; the pinned one was, and went.
     assert!(beyond[0].count > 500, "{}", beyond[0].count);
+    // The messages sent word for word.
     let history = |r: &glassbox_core::context::Receipt| -> Vec<PartKind> {
         r.parts
             .iter()
@@ -565,6 +577,19 @@ async fn a_long_session_reads_one_window_and_sends_what_the_whole_history_would(
             .map(|p| p.kind.clone())
             .collect()
     };
+    if strategy == "hybrid" {
+        let summary = receipt.parts.iter().find_map(|p| match &p.kind {
+            PartKind::Summary { first_id, count, .. } => Some((first_id.clone(), *count)),
+            _ => None,
+        });
+        let (first, count) = summary.expect("a summary of the read messages left out");
+        let position = |id: &str| {
+            let n: usize = id[1..].parse().unwrap();
+            2 * n + usize::from(id.starts_with('a'))
+        };
+        assert!(position(&first) > position(&beyond[0].last_id), "{first}");
+        assert!(count > 0);
+    }
     assert!(
         history(&receipt)
             .iter()
@@ -589,9 +614,11 @@ async fn a_long_session_reads_one_window_and_sends_what_the_whole_history_would(
         .await
         .unwrap();
     assert_eq!(history(&plan.receipt), history(&receipt));
-    // What it left out, the bounded turn left out too (the unread part uncounted).
-    let dropped = |r: &glassbox_core::context::Receipt| -> u32 {
-        r.left_out.iter().filter(|l| l.item.is_none()).map(|l| l.count).sum()
-    };
-    assert_eq!(dropped(&plan.receipt), dropped(&receipt));
+    if strategy == "sliding-window" {
+        // What it left out, the bounded turn left out too (the unread part uncounted).
+        let dropped = |r: &glassbox_core::context::Receipt| -> u32 {
+            r.left_out.iter().filter(|l| l.item.is_none()).map(|l| l.count).sum()
+        };
+        assert_eq!(dropped(&plan.receipt), dropped(&receipt));
+    }
 }

@@ -458,8 +458,10 @@ pub fn plan_turn(input: &TurnInput<'_>, count: &mut Count<'_>) -> TurnPlan {
     // out as the window would (so the receipt's range and the summary's text agree).
     let summarized: Option<Vec<usize>> = reading.plan.summarized.clone().map(|r| {
         let mut run: Vec<usize> = Vec::with_capacity(r.len());
-        for i in r.map(|k| flowing[k]) {
-            if run.last().is_some_and(|&last| i != last + 1 || i == from) {
+        // Memories found among unread history (before `from`) that did not fit the cap are not
+        // summarized: they are listed as `memory_cap`, as with the whole history.
+        for i in r.map(|k| flowing[k]).skip_while(|&i| i < from) {
+            if run.last().is_some_and(|&last| i != last + 1) {
                 break;
             }
             run.push(i);
@@ -922,8 +924,9 @@ fn plan_items(items: Option<&ItemsInput<'_>>, cap: u32, count: &mut Count<'_>) -
     }
 }
 
-/// Adds index `i` to the last run when it continues it with the same label, else starts a run;
-/// `from` (where the read history starts) always starts one.
+/// Adds index `i` to the last run when it continues it with the same label, else starts a run.
+/// Up to `from` (where the read history starts) every index is a run of its own: the memories
+/// before it were found far apart among unread history.
 fn extend_run<T: PartialEq + Copy>(
     runs: &mut Vec<(Range<usize>, T)>,
     i: usize,
@@ -931,7 +934,7 @@ fn extend_run<T: PartialEq + Copy>(
     from: usize,
 ) {
     match runs.last_mut() {
-        Some((r, l)) if r.end == i && *l == label && i != from => r.end = i + 1,
+        Some((r, l)) if r.end == i && *l == label && i > from => r.end = i + 1,
         _ => runs.push((i..i + 1, label)),
     }
 }

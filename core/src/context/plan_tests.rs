@@ -1561,7 +1561,8 @@ fn unread_history_is_left_out_whole_and_no_run_spans_where_the_read_history_star
         (first.why, first.count, first.tokens, first.first_id.as_str(), first.last_id.as_str()),
         (LeftOutWhy::BeyondWindow, 1_200, 0, "old0", "old1199")
     );
-    // The two messages before `from` (memories found among the unread ones) are a run of their own.
+    // The two messages before `from` (memories found far apart among the unread ones) are a run
+    // each, and the read history one more.
     let runs: Vec<(&str, u32)> = p
         .receipt
         .parts
@@ -1571,12 +1572,12 @@ fn unread_history_is_left_out_whole_and_no_run_spans_where_the_read_history_star
             _ => None,
         })
         .collect();
-    assert_eq!(runs, [("m0", 2), ("m2", 3)]);
+    assert_eq!(runs, [("m0", 1), ("m1", 1), ("m2", 3)]);
     // Nothing unread: no entry, one run.
     let whole = plan(&TurnInput::new(&window, &msgs));
     assert!(whole.receipt.left_out.is_empty());
 
-    // A summary never spans it either: it stops where the read history starts.
+    // A summary covers only read history: it starts where the read history starts.
     let t = texts(20, 50);
     let msgs = conversation(&t);
     let settings = CompressionSettings {
@@ -1596,5 +1597,6 @@ fn unread_history_is_left_out_whole_and_no_run_spans_where_the_read_history_star
             ..Default::default()
         },
     });
-    assert_eq!(bounded.summary_wanted, Some(vec![0, 1, 2]));
+    let read: Vec<usize> = range.iter().copied().filter(|&i| i >= 3).collect();
+    assert_eq!(bounded.summary_wanted, Some(read));
 }

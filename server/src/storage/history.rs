@@ -8,7 +8,7 @@ use glassbox_core::vocab::{MessageStatus, Role};
 use glassbox_core::wire::ChatMessage;
 
 use super::named::name;
-use super::rows::{MESSAGE_COLUMNS, PlacedRow};
+use super::rows::PlacedRow;
 use super::{StorageError, Store};
 
 /// The messages older than what a turn read that reach the model: how many, and the ids of the
@@ -20,6 +20,16 @@ pub struct Unread {
     pub last_id: String,
 }
 
+/// A message's columns as a turn reads history: what the plan and the request use (text, role,
+/// status, attachments, tool rounds, mark, page context), not what only the widget shows
+/// (receipt, usage, error, approvals), which are read as empty.
+const HISTORY_COLUMNS: &str = "id, role, content, status, created_at, client_message_id, \
+     reply_to, context_json, attachments_json, NULL AS usage_json, NULL AS context_report_json, \
+     tool_rounds_json, NULL AS error_json, mark, NULL AS approvals_json";
+
+/// The characters Rust's `str::trim` removes (Unicode `White_Space`), for SQL's `trim`.
+const WHITESPACE: &str = "char(9, 10, 11, 12, 13, 32, 133, 160, 5760, 8192, 8193, 8194, 8195, 8196, 8197, 8198, 8199, 8200, 8201, 8202, 8232, 8233, 8239, 8287, 12288)";
+
 /// `ChatMessage::reaches_model` in SQL: user messages, complete replies, stopped replies with
 /// text (the names are the store's own, written into the statement). The partial index
 /// `messages_not_reaching` (migration 0012) has its negation word for word, so SQLite uses it; a
@@ -27,7 +37,7 @@ pub struct Unread {
 fn reaches() -> String {
     format!(
         "(role = '{user}' OR (role = '{assistant}' AND (status = '{complete}' \
-         OR (status = '{stopped}' AND trim(content, ' ' || char(9, 10, 13)) <> ''))))",
+         OR (status = '{stopped}' AND trim(content, {WHITESPACE}) <> ''))))",
         user = name(Role::User),
         assistant = name(Role::Assistant),
         complete = name(MessageStatus::Complete),
@@ -47,7 +57,7 @@ impl Store {
         )
     }
 
-    /// At most `limit` whole messages through message `id` (it included), newest first, each
+    /// At most `limit` messages (as a turn reads them) through message `id` (it included), newest first, each
     /// with its position: the first page of a turn's history, in one query.
     pub async fn messages_through(
         &self,
@@ -56,7 +66,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<(i64, ChatMessage)>, StorageError> {
         let sql = format!(
-            "SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? \
+            "SELECT seq, {HISTORY_COLUMNS} FROM messages WHERE session_id = ? \
              AND seq <= (SELECT seq FROM messages WHERE session_id = ? AND id = ?) \
              ORDER BY seq DESC LIMIT ?"
         );
@@ -70,7 +80,7 @@ impl Store {
         Ok(rows.into_iter().map(|r| (r.seq, r.message.into())).collect())
     }
 
-    /// At most `limit` whole messages before position `before` (`i64::MAX`: from the newest),
+    /// At most `limit` messages (as a turn reads them) before position `before` (`i64::MAX`: from the newest),
     /// newest first, each with its position.
     pub async fn messages_before(
         &self,
@@ -79,7 +89,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<(i64, ChatMessage)>, StorageError> {
         let sql = format!(
-            "SELECT seq, {MESSAGE_COLUMNS} FROM messages \
+            "SELECT seq, {HISTORY_COLUMNS} FROM messages \
              WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?"
         );
         let rows: Vec<PlacedRow> = sqlx::query_as(&sql)
@@ -91,8 +101,8 @@ impl Store {
         Ok(rows.into_iter().map(|r| (r.seq, r.message.into())).collect())
     }
 
-    /// The memories before position `before` that reach the model: pinned messages and those
-    /// with `standing` ids (standing instructions), the newest `limit`, oldest first. Two lookups
+    /// The memories before position `before` that reach the model, oldest first: the newest
+    /// `limit` pinned messages and those with `standing` ids (standing instructions). Two lookups
     /// by index (`messages_pinned`, then the ids), never a scan of the older messages.
     pub async fn memories_before(
         &self,
@@ -103,14 +113,14 @@ impl Store {
     ) -> Result<Vec<ChatMessage>, StorageError> {
         let reaches = reaches();
         let pinned_sql = format!(
-            "SELECT seq, {MESSAGE_COLUMNS} FROM messages \
-             WHERE session_id = ? AND seq < ? AND mark = ? AND {reaches} \
-             ORDER BY seq DESC LIMIT ?"
+            "SELECT seq, {HISTORY_COLUMNS} FROM messages \
+             WHERE session_id = ? AND seq < ? AND mark = '{pinned}' AND {reaches} \
+             ORDER BY seq DESC LIMIT ?",
+            pinned = name(MessageMark::Pinned)
         );
         let mut rows: Vec<PlacedRow> = sqlx::query_as(&pinned_sql)
             .bind(session_id)
             .bind(before)
-            .bind(name(MessageMark::Pinned))
             .bind(limit)
             .fetch_all(&self.reader)
             .await?;
@@ -118,9 +128,12 @@ impl Store {
             let ids = serde_json::to_string(standing)
                 .map_err(|e| StorageError::Corrupt(e.to_string()))?;
             // `CROSS JOIN` keeps SQLite to this order: each id looked up by its key.
-            let columns = MESSAGE_COLUMNS
+            let columns = HISTORY_COLUMNS
                 .split(", ")
-                .map(|c| format!("m.{c}"))
+                .map(|c| match c.contains(' ') {
+                    true => c.to_owned(), // `NULL AS …`
+                    false => format!("m.{c}"),
+                })
                 .collect::<Vec<_>>()
                 .join(", ");
             let standing_sql = format!(
@@ -135,10 +148,11 @@ impl Store {
                 .await?;
             rows.extend(found);
         }
-        rows.sort_by_key(|r| std::cmp::Reverse(r.seq));
+        // Not cut after merging: the plan protects pinned messages first (at most `limit` of
+        // them), and the standing ids are few.
+        rows.sort_by_key(|r| r.seq);
         rows.dedup_by_key(|r| r.seq);
-        rows.truncate(usize::try_from(limit).unwrap_or(0));
-        Ok(rows.into_iter().rev().map(|r| r.message.into()).collect())
+        Ok(rows.into_iter().map(|r| r.message.into()).collect())
     }
 
     /// The messages before position `before` that reach the model (`None`: there are none).
@@ -201,7 +215,7 @@ mod tests {
         );
     }
 
-    /// 40 exchanges; every seventh reply failed and every eleventh stopped before any text (neither
+    /// 40 exchanges; every seventh reply failed and every eleventh stopped with only whitespace (neither
     /// reaches the model); user message 2 pinned.
     async fn session() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -230,7 +244,8 @@ mod tests {
                 .unwrap();
             let (status, content) = match i {
                 _ if i % 7 == 0 => (MessageStatus::Failed, "half"),
-                _ if i % 11 == 0 => (MessageStatus::Stopped, " \n"),
+                // Only whitespace, some of it beyond ASCII's.
+                _ if i % 11 == 0 => (MessageStatus::Stopped, " \u{3000}\u{a0}\n"),
                 _ => (MessageStatus::Complete, "an answer"),
             };
             let outcome = ReplyOutcome {
@@ -286,7 +301,8 @@ mod tests {
         let found = store.memories_before("s", before, &standing, 128).await.unwrap();
         assert_eq!(ids(found), ["u02", "u10", "a12"]);
         // The newest `limit`, oldest first.
-        let found = store.memories_before("s", before, &standing, 2).await.unwrap();
+        // `limit` counts pinned messages; the standing ones all come.
+        let found = store.memories_before("s", before, &standing, 0).await.unwrap();
         assert_eq!(ids(found), ["u10", "a12"]);
         let found = store.memories_before("s", before, &[], 128).await.unwrap();
         assert_eq!(ids(found), ["u02"]);

@@ -4,7 +4,7 @@
 //! are — so a turn costs the same at ten messages and at ten thousand.
 
 use glassbox_core::context::compression::is_low_value;
-use glassbox_core::context::{ContextInfo, Earlier, MessageMark};
+use glassbox_core::context::{ContextInfo, Earlier, MessageMark, Strategy};
 use glassbox_core::tokens::Framing;
 use glassbox_core::wire::ChatMessage;
 
@@ -108,7 +108,15 @@ pub async fn read(
         });
     }
     let info = reach.info;
+    // What compression may keep word for word is at most the room; a summary replaces what it
+    // leaves out, and the summary model reads up to a window of that: twice the room then.
     let room = u64::from(info.context_limit.saturating_sub(info.output_reserve));
+    let summarizes = info.compression.enabled
+        && matches!(
+            info.compression.strategy,
+            Strategy::Summarize | Strategy::Hybrid
+        );
+    let room = if summarizes { 2 * room } else { room };
     let per_message = u64::from(Framing::for_encoding(&info.encoding).per_message);
     let preserve = info.compression.preserve_recent_messages as usize + 1;
     let mut tail: Vec<ChatMessage> = Vec::new();
@@ -143,9 +151,13 @@ pub async fn read(
     }
     // Full: at least one message was read.
     let before = before.unwrap_or(i64::MAX);
-    let memories = store
+    // As the plan's history keeps them (`ChatMessage::reaches_model`), so `from` lines up.
+    let memories: Vec<ChatMessage> = store
         .memories_before(session_id, before, reach.standing, MEMORIES_READ)
-        .await?;
+        .await?
+        .into_iter()
+        .filter(ChatMessage::reaches_model)
+        .collect();
     let unread = store.unread_before(session_id, before).await?;
     let unread = unread.map(|Unread { count, first_id, last_id }| UnreadHistory {
         count: u32::try_from(count)

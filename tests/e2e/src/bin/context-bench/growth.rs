@@ -1,8 +1,8 @@
 //! Growth (issue 41): the time to the first token of a reply in a session of 10, 1,000 and
 //! 10,000 messages, same run, through the server (`POST /api/chat` read to `done`, the offline
 //! provider with no delay, limits off). Sessions are filled through the server's own store (user
-//! messages and finished replies with a real receipt), then the measured turns are sent one after
-//! another. Goal: p50 at 10,000 within 1.5× of that at 10.
+//! messages and finished replies with a real receipt), then the measured turns go round-robin over
+//! the three sessions. Goal: p50 at 10,000 within 1.5× of that at 10.
 
 use std::time::Instant;
 
@@ -17,7 +17,7 @@ use super::percentile;
 /// Session sizes measured.
 const SIZES: [usize; 3] = [10, 1_000, 10_000];
 /// Measured turns per size (after `WARMUP`).
-const TURNS: usize = 40;
+const TURNS: usize = 100;
 const WARMUP: usize = 5;
 
 /// A user message or a reply of the filled history: 30–150 words, a few hundred bytes.
@@ -40,6 +40,103 @@ fn text(i: usize) -> String {
     format!("Message {i}: {}.", body.join(" "))
 }
 
+/// Sends `message` in session `id` and reads the reply to `done`: the time to its first token (ms).
+async fn turn(
+    http: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    (id, token): (&str, &str),
+    message: String,
+) -> Result<f64> {
+    let t = Instant::now();
+    let mut resp = http
+        .post(format!("http://{addr}/api/chat"))
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .json(&json!({"sessionId": id, "message": message}))
+        .send()
+        .await?;
+    let mut first = None;
+    let mut body = String::new();
+    while let Some(chunk) = resp.chunk().await? {
+        body.push_str(&String::from_utf8_lossy(&chunk));
+        if first.is_none() && body.contains("event: delta") {
+            first = Some(t.elapsed());
+        }
+    }
+    anyhow::ensure!(body.contains("event: done"), "no done event: {body}");
+    Ok(first.unwrap_or_default().as_secs_f64() * 1e3)
+}
+
+/// A session of `size` messages: one real turn (its reply's receipt is the one the filled replies
+/// carry), then exchanges stored through the server's store. Returns its id, token and fill time.
+async fn filled(
+    server: &glassbox_e2e::Server,
+    http: &reqwest::Client,
+    size: usize,
+) -> Result<(String, String, std::time::Duration)> {
+    let store = &server.state.store;
+    let r: serde_json::Value = http
+        .post(format!("http://{}/api/sessions", server.addr))
+        .json(&json!({}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let id = r["sessionId"].as_str().context("no sessionId")?.to_owned();
+    let token = r["token"].as_str().context("no token")?.to_owned();
+    turn(http, server.addr, (&id, &token), text(0)).await?;
+    let stored = store.messages(&id).await?;
+    let receipt = stored
+        .iter()
+        .rev()
+        .find_map(|m| m.receipt.as_ref())
+        .context("the first reply has no receipt")?
+        .read()?;
+    let usage = Usage {
+        input_tokens: u64::from(receipt.totals.counted_input_tokens),
+        output_tokens: 40,
+        counted: false,
+    };
+    let t = Instant::now();
+    for i in 1..size.saturating_sub(2) / 2 + 1 {
+        let now = glassbox_server::ids::now_ms();
+        let user_id = glassbox_server::ids::new_id();
+        let question = text(2 * i);
+        let reply_id = glassbox_server::ids::new_id();
+        store
+            .insert_turn(
+                &id,
+                &NewUserMessage {
+                    id: &user_id,
+                    content: &question,
+                    client_message_id: None,
+                    context: None,
+                    attachments: &[],
+                    created_at: now,
+                },
+                &reply_id,
+                now,
+            )
+            .await?;
+        let answer = text(2 * i + 1);
+        store
+            .finish_reply(
+                &id,
+                &reply_id,
+                ReplyOutcome {
+                    content: &answer,
+                    status: MessageStatus::Complete,
+                    usage: Some(usage),
+                    receipt: Some(&receipt),
+                    tool_rounds: &[],
+                    error: None,
+                },
+            )
+            .await?;
+    }
+    Ok((id, token, t.elapsed()))
+}
+
 pub async fn growth() -> Result<()> {
     let server = start_server(&[
         ("GLASSBOX_PROVIDER", "offline"),
@@ -48,121 +145,40 @@ pub async fn growth() -> Result<()> {
     ])
     .await?;
     let http = reqwest::Client::new();
-    let store = &server.state.store;
-    let mut rows = Vec::new();
+    let mut sessions = Vec::new();
     for size in SIZES {
-        let r: serde_json::Value = http
-            .post(format!("http://{}/api/sessions", server.addr))
-            .json(&json!({}))
-            .send()
-            .await?
-            .json()
-            .await?;
-        let id = r["sessionId"].as_str().context("no sessionId")?.to_owned();
-        let token = r["token"].as_str().context("no token")?.to_owned();
-        let turn = |message: String| {
-            let (http, addr, id, token) = (&http, server.addr, &id, &token);
-            async move {
-                let t = Instant::now();
-                let mut resp = http
-                    .post(format!("http://{addr}/api/chat"))
-                    .bearer_auth(token)
-                    .header("accept", "text/event-stream")
-                    .json(&json!({"sessionId": id, "message": message}))
-                    .send()
-                    .await?;
-                let mut first = None;
-                let mut body = String::new();
-                while let Some(chunk) = resp.chunk().await? {
-                    body.push_str(&String::from_utf8_lossy(&chunk));
-                    if first.is_none() && body.contains("event: delta") {
-                        first = Some(t.elapsed());
-                    }
-                }
-                anyhow::ensure!(body.contains("event: done"), "no done event: {body}");
-                Ok::<f64, anyhow::Error>(first.unwrap_or_default().as_secs_f64() * 1e3)
-            }
-        };
-        // One real turn gives the receipt the filled replies carry.
-        turn(text(0)).await?;
-        let stored = store.messages(&id).await?;
-        let receipt = stored
-            .iter()
-            .rev()
-            .find_map(|m| m.receipt.as_ref())
-            .context("the first reply has no receipt")?
-            .read()?;
-        let usage = Usage {
-            input_tokens: u64::from(receipt.totals.counted_input_tokens),
-            output_tokens: 40,
-            counted: false,
-        };
-        let t = Instant::now();
-        for i in 1..size.saturating_sub(2) / 2 + 1 {
-            let now = glassbox_server::ids::now_ms();
-            let user_id = glassbox_server::ids::new_id();
-            let question = text(2 * i);
-            let reply_id = glassbox_server::ids::new_id();
-            store
-                .insert_turn(
-                    &id,
-                    &NewUserMessage {
-                        id: &user_id,
-                        content: &question,
-                        client_message_id: None,
-                        context: None,
-                        attachments: &[],
-                        created_at: now,
-                    },
-                    &reply_id,
-                    now,
-                )
-                .await?;
-            let answer = text(2 * i + 1);
-            store
-                .finish_reply(
-                    &id,
-                    &reply_id,
-                    ReplyOutcome {
-                        content: &answer,
-                        status: MessageStatus::Complete,
-                        usage: Some(usage),
-                        receipt: Some(&receipt),
-                        tool_rounds: &[],
-                        error: None,
-                    },
-                )
-                .await?;
-        }
-        let filled = t.elapsed();
-        let mut times = Vec::with_capacity(TURNS);
-        for k in 0..WARMUP + TURNS {
-            let ms = turn(text(size + k)).await?;
+        sessions.push(filled(&server, &http, size).await?);
+    }
+    // Round-robin, the first rotating, so every size meets the same conditions (the database's
+    // size, its checkpoints, the machine's other work).
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(TURNS); SIZES.len()];
+    for k in 0..WARMUP + TURNS {
+        for j in 0..SIZES.len() {
+            let s = (k + j) % SIZES.len();
+            let (id, token, _) = &sessions[s];
+            let ms = turn(&http, server.addr, (id, token), text(SIZES[s] + k)).await?;
             if k >= WARMUP {
-                times.push(ms);
+                times[s].push(ms);
             }
         }
-        times.sort_by(f64::total_cmp);
-        let count = store.messages(&id).await?.len();
-        rows.push((
-            size,
-            count,
-            percentile(&times, 0.5),
-            percentile(&times, 0.99),
-            filled,
-        ));
     }
     println!(
-        "\n## Growth: first token by session length ({TURNS} turns each after {WARMUP}, offline provider, no delay)\n"
+        "\n## Growth: first token by session length ({TURNS} turns each after {WARMUP}, round-robin, offline provider, no delay)\n"
     );
     println!("| messages at start | at end | p50 (ms) | p99 (ms) | p50 ratio to 10 | filled in |");
     println!("|---|---|---|---|---|---|");
-    let base = rows[0].2;
-    for (size, count, p50, p99, filled) in rows {
+    let mut base = None;
+    for (s, size) in SIZES.iter().enumerate() {
+        let t = &mut times[s];
+        t.sort_by(f64::total_cmp);
+        let (p50, p99) = (percentile(t, 0.5), percentile(t, 0.99));
+        let base = *base.get_or_insert(p50);
+        let (id, _, fill) = &sessions[s];
+        let count = server.state.store.messages(id).await?.len();
         println!(
             "| {size} | {count} | {p50:.2} | {p99:.2} | {:.2} | {:.1} s |",
             p50 / base,
-            filled.as_secs_f64()
+            fill.as_secs_f64()
         );
     }
     println!("\nGoal: p50 at 10,000 within 1.5× of that at 10.");
