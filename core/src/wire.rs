@@ -1142,7 +1142,9 @@ mod tests {
                 compression: None,
             },
             parts: vec![Part {
-                kind: PartKind::UserMessage { id: Some("u1".into()) },
+                kind: PartKind::UserMessage {
+                    id: Some("u1".into()),
+                },
                 reason: Reason::Always,
                 tokens: 100,
             }],

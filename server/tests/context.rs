@@ -573,13 +573,20 @@ async fn long_session(strategy: &str) {
     let history = |r: &glassbox_core::context::Receipt| -> Vec<PartKind> {
         r.parts
             .iter()
-            .filter(|p| matches!(p.kind, PartKind::History { .. } | PartKind::UserMessage { .. }))
+            .filter(|p| {
+                matches!(
+                    p.kind,
+                    PartKind::History { .. } | PartKind::UserMessage { .. }
+                )
+            })
             .map(|p| p.kind.clone())
             .collect()
     };
     if strategy == "hybrid" {
         let summary = receipt.parts.iter().find_map(|p| match &p.kind {
-            PartKind::Summary { first_id, count, .. } => Some((first_id.clone(), *count)),
+            PartKind::Summary {
+                first_id, count, ..
+            } => Some((first_id.clone(), *count)),
             _ => None,
         });
         let (first, count) = summary.expect("a summary of the read messages left out");
@@ -617,7 +624,11 @@ async fn long_session(strategy: &str) {
     if strategy == "sliding-window" {
         // What it left out, the bounded turn left out too (the unread part uncounted).
         let dropped = |r: &glassbox_core::context::Receipt| -> u32 {
-            r.left_out.iter().filter(|l| l.item.is_none()).map(|l| l.count).sum()
+            r.left_out
+                .iter()
+                .filter(|l| l.item.is_none())
+                .map(|l| l.count)
+                .sum()
         };
         assert_eq!(dropped(&plan.receipt), dropped(&receipt));
     }

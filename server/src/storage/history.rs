@@ -77,11 +77,14 @@ impl Store {
             .bind(limit)
             .fetch_all(&self.reader)
             .await?;
-        Ok(rows.into_iter().map(|r| (r.seq, r.message.into())).collect())
+        Ok(rows
+            .into_iter()
+            .map(|r| (r.seq, r.message.into()))
+            .collect())
     }
 
-    /// At most `limit` messages (as a turn reads them) before position `before` (`i64::MAX`: from the newest),
-    /// newest first, each with its position.
+    /// At most `limit` messages (as a turn reads them) before position `before` (`i64::MAX`:
+    /// from the newest), newest first, each with its position.
     pub async fn messages_before(
         &self,
         session_id: &str,
@@ -98,7 +101,10 @@ impl Store {
             .bind(limit)
             .fetch_all(&self.reader)
             .await?;
-        Ok(rows.into_iter().map(|r| (r.seq, r.message.into())).collect())
+        Ok(rows
+            .into_iter()
+            .map(|r| (r.seq, r.message.into()))
+            .collect())
     }
 
     /// The memories before position `before` that reach the model, oldest first: the newest
@@ -172,17 +178,21 @@ impl Store {
              (SELECT id FROM messages WHERE {unread} ORDER BY seq LIMIT 1), \
              (SELECT id FROM messages WHERE {unread} ORDER BY seq DESC LIMIT 1)"
         );
-        let (first_seq, not_reaching, first, last): (Option<i64>, i64, Option<String>, Option<String>) =
-            sqlx::query_as(&sql)
-                .bind(session_id)
-                .bind(session_id)
-                .bind(before)
-                .bind(session_id)
-                .bind(before)
-                .bind(session_id)
-                .bind(before)
-                .fetch_one(&self.reader)
-                .await?;
+        let (first_seq, not_reaching, first, last): (
+            Option<i64>,
+            i64,
+            Option<String>,
+            Option<String>,
+        ) = sqlx::query_as(&sql)
+            .bind(session_id)
+            .bind(session_id)
+            .bind(before)
+            .bind(session_id)
+            .bind(before)
+            .bind(session_id)
+            .bind(before)
+            .fetch_one(&self.reader)
+            .await?;
         let count = first_seq.map_or(0, |f| (before - f).max(0)) - not_reaching;
         Ok(match (first, last) {
             (Some(first_id), Some(last_id)) if count > 0 => Some(Unread {
@@ -286,7 +296,14 @@ mod tests {
         // Pages from the newest end, each message with its position.
         let page = store.messages_before("s", before, 3).await.unwrap();
         let ids: Vec<(i64, &str)> = page.iter().map(|(p, m)| (*p, m.id.as_str())).collect();
-        assert_eq!(ids, [(before - 1, "a29"), (before - 2, "u29"), (before - 3, "a28")]);
+        assert_eq!(
+            ids,
+            [
+                (before - 1, "a29"),
+                (before - 2, "u29"),
+                (before - 3, "a28")
+            ]
+        );
     }
 
     #[tokio::test]
@@ -298,11 +315,17 @@ mod tests {
         let ids = |found: Vec<glassbox_core::wire::ChatMessage>| -> Vec<String> {
             found.into_iter().map(|m| m.id).collect()
         };
-        let found = store.memories_before("s", before, &standing, 128).await.unwrap();
+        let found = store
+            .memories_before("s", before, &standing, 128)
+            .await
+            .unwrap();
         assert_eq!(ids(found), ["u02", "u10", "a12"]);
         // The newest `limit`, oldest first.
         // `limit` counts pinned messages; the standing ones all come.
-        let found = store.memories_before("s", before, &standing, 0).await.unwrap();
+        let found = store
+            .memories_before("s", before, &standing, 0)
+            .await
+            .unwrap();
         assert_eq!(ids(found), ["u10", "a12"]);
         let found = store.memories_before("s", before, &[], 128).await.unwrap();
         assert_eq!(ids(found), ["u02"]);
@@ -321,7 +344,10 @@ mod tests {
         };
         let (user, reply) = store.insert_turn("s", &message, "a99", 99).await.unwrap();
         let reply = reply.unwrap();
-        assert_eq!((user.id.as_str(), reply.reply_to.as_deref()), ("u99", Some("u99")));
+        assert_eq!(
+            (user.id.as_str(), reply.reply_to.as_deref()),
+            ("u99", Some("u99"))
+        );
         assert_eq!(reply.status, MessageStatus::Streaming);
         let (u, r) = (
             store.position("s", "u99").await.unwrap().unwrap(),
@@ -329,7 +355,10 @@ mod tests {
         );
         assert_eq!((u, r), (81, 82));
         // The same clientMessageId again: nothing stored, the first message returned.
-        let again = NewUserMessage { id: "u100", ..message };
+        let again = NewUserMessage {
+            id: "u100",
+            ..message
+        };
         let (stored, reply) = store.insert_turn("s", &again, "a100", 100).await.unwrap();
         assert_eq!((stored.id.as_str(), reply), ("u99", None));
         assert_eq!(store.messages("s").await.unwrap().len(), 82);

@@ -174,7 +174,10 @@ impl Gathered {
                     },
                 }),
                 files: Some(&self.files),
-                earlier: self.unread.as_ref().map(super::history::UnreadHistory::earlier),
+                earlier: self
+                    .unread
+                    .as_ref()
+                    .map(super::history::UnreadHistory::earlier),
             },
         }
     }

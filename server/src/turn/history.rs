@@ -159,14 +159,20 @@ pub async fn read(
         .filter(ChatMessage::reaches_model)
         .collect();
     let unread = store.unread_before(session_id, before).await?;
-    let unread = unread.map(|Unread { count, first_id, last_id }| UnreadHistory {
-        count: u32::try_from(count)
-            .unwrap_or(u32::MAX)
-            .saturating_sub(memories.len() as u32),
-        first_id,
-        last_id,
-        memories: memories.len(),
-    });
+    let unread = unread.map(
+        |Unread {
+             count,
+             first_id,
+             last_id,
+         }| UnreadHistory {
+            count: u32::try_from(count)
+                .unwrap_or(u32::MAX)
+                .saturating_sub(memories.len() as u32),
+            first_id,
+            last_id,
+            memories: memories.len(),
+        },
+    );
     let mut messages = memories;
     messages.extend(tail);
     Ok(ReadHistory { messages, unread })

@@ -154,9 +154,7 @@ impl TurnEngine {
         let session_id = hub.session_id.as_str();
         let settings = self.store.settings(session_id).await?;
         let topics = self.store.topics(session_id).await?;
-        let standing = topics
-            .as_ref()
-            .map_or(&[][..], |t| &t.sticky_ids[..]);
+        let standing = topics.as_ref().map_or(&[][..], |t| &t.sticky_ids[..]);
         let info = self
             .windows
             .info_for(model, &settings, &ToolSet::new(Vec::new()));
@@ -228,7 +226,12 @@ impl TurnEngine {
             ..ChatMessage::default()
         };
         let (_, _, plan) = self
-            .plan_for(hub, model, Answered::Draft(Box::new(draft)), Planning::Preview)
+            .plan_for(
+                hub,
+                model,
+                Answered::Draft(Box::new(draft)),
+                Planning::Preview,
+            )
             .await?;
         Ok(plan.receipt)
     }
@@ -248,9 +251,8 @@ impl TurnEngine {
         let mut starting = Some(starting);
         let session_id = hub.session_id.as_str();
         let answered = Answered::Stored(user_message_id.to_owned());
-        let (tools, gathered, mut plan) = self
-            .plan_for(hub, model, answered, Planning::Reply)
-            .await?;
+        let (tools, gathered, mut plan) =
+            self.plan_for(hub, model, answered, Planning::Reply).await?;
         let mut reply = Reply::default();
         if let Some(overflow) = plan.receipt.overflow {
             // Nothing goes to the provider; the reply fails with the receipt saying why.

@@ -12,7 +12,7 @@ use glassbox_e2e::start_server;
 use glassbox_server::storage::{NewUserMessage, ReplyOutcome};
 use serde_json::json;
 
-use super::percentile;
+use super::{first_token, percentile};
 
 /// Session sizes measured.
 const SIZES: [usize; 3] = [10, 1_000, 10_000];
@@ -40,33 +40,6 @@ fn text(i: usize) -> String {
     format!("Message {i}: {}.", body.join(" "))
 }
 
-/// Sends `message` in session `id` and reads the reply to `done`: the time to its first token (ms).
-async fn turn(
-    http: &reqwest::Client,
-    addr: std::net::SocketAddr,
-    (id, token): (&str, &str),
-    message: String,
-) -> Result<f64> {
-    let t = Instant::now();
-    let mut resp = http
-        .post(format!("http://{addr}/api/chat"))
-        .bearer_auth(token)
-        .header("accept", "text/event-stream")
-        .json(&json!({"sessionId": id, "message": message}))
-        .send()
-        .await?;
-    let mut first = None;
-    let mut body = String::new();
-    while let Some(chunk) = resp.chunk().await? {
-        body.push_str(&String::from_utf8_lossy(&chunk));
-        if first.is_none() && body.contains("event: delta") {
-            first = Some(t.elapsed());
-        }
-    }
-    anyhow::ensure!(body.contains("event: done"), "no done event: {body}");
-    Ok(first.unwrap_or_default().as_secs_f64() * 1e3)
-}
-
 /// A session of `size` messages: one real turn (its reply's receipt is the one the filled replies
 /// carry), then exchanges stored through the server's store. Returns its id, token and fill time.
 async fn filled(
@@ -84,7 +57,7 @@ async fn filled(
         .await?;
     let id = r["sessionId"].as_str().context("no sessionId")?.to_owned();
     let token = r["token"].as_str().context("no token")?.to_owned();
-    turn(http, server.addr, (&id, &token), text(0)).await?;
+    first_token(http, server.addr, (&id, &token), &text(0)).await?;
     let stored = store.messages(&id).await?;
     let receipt = stored
         .iter()
@@ -156,7 +129,7 @@ pub async fn growth() -> Result<()> {
         for j in 0..SIZES.len() {
             let s = (k + j) % SIZES.len();
             let (id, token, _) = &sessions[s];
-            let ms = turn(&http, server.addr, (id, token), text(SIZES[s] + k)).await?;
+            let ms = first_token(&http, server.addr, (id, token), &text(SIZES[s] + k)).await?;
             if k >= WARMUP {
                 times[s].push(ms);
             }

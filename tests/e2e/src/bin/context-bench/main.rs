@@ -117,6 +117,34 @@ fn info(limit: u32, strategy: Strategy) -> ContextInfo {
     }
 }
 
+/// Sends `message` in session `id` (`POST /api/chat`, SSE) and reads the reply to `done`: the
+/// time to its first token (ms).
+async fn first_token(
+    http: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    (id, token): (&str, &str),
+    message: &str,
+) -> Result<f64> {
+    let t = Instant::now();
+    let mut resp = http
+        .post(format!("http://{addr}/api/chat"))
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .json(&json!({"sessionId": id, "message": message}))
+        .send()
+        .await?;
+    let mut first = None;
+    let mut body = String::new();
+    while let Some(chunk) = resp.chunk().await? {
+        body.push_str(&String::from_utf8_lossy(&chunk));
+        if first.is_none() && body.contains("event: delta") {
+            first = Some(t.elapsed());
+        }
+    }
+    anyhow::ensure!(body.contains("event: done"), "no done event: {body}");
+    Ok(first.unwrap_or_default().as_secs_f64() * 1e3)
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
@@ -368,24 +396,7 @@ struct Timed {
 impl Timed {
     /// Sends `text` and reads the reply to `done`: the time to its first token (ms).
     async fn turn(&self, http: &reqwest::Client, text: &str) -> Result<f64> {
-        let t = Instant::now();
-        let mut resp = http
-            .post(format!("http://{}/api/chat", self.addr))
-            .bearer_auth(&self.token)
-            .header("accept", "text/event-stream")
-            .json(&json!({"sessionId": self.id, "message": text}))
-            .send()
-            .await?;
-        let mut first = None;
-        let mut body = String::new();
-        while let Some(chunk) = resp.chunk().await? {
-            body.push_str(&String::from_utf8_lossy(&chunk));
-            if first.is_none() && body.contains("event: delta") {
-                first = Some(t.elapsed());
-            }
-        }
-        anyhow::ensure!(body.contains("event: done"), "no done event: {body}");
-        Ok(first.unwrap_or_default().as_secs_f64() * 1e3)
+        first_token(http, self.addr, (&self.id, &self.token), text).await
     }
 
     /// The session's stored topics (`GET /api/sessions/{id}/topics`).
