@@ -11,6 +11,15 @@ use super::named::name;
 use super::rows::PlacedRow;
 use super::{StorageError, Store};
 
+/// Where a page of history ends.
+#[derive(Debug, Clone, Copy)]
+pub enum PageEnd<'a> {
+    /// Before this position (`i64::MAX`: from the newest).
+    Before(i64),
+    /// With the message of this id.
+    Through(&'a str),
+}
+
 /// The messages older than what a turn read that reach the model: how many, and the ids of the
 /// oldest and the newest of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,47 +66,28 @@ impl Store {
         )
     }
 
-    /// At most `limit` messages (as a turn reads them) through message `id` (it included), newest first, each
-    /// with its position: the first page of a turn's history, in one query.
-    pub async fn messages_through(
-        &self,
-        session_id: &str,
-        id: &str,
-        limit: i64,
-    ) -> Result<Vec<(i64, ChatMessage)>, StorageError> {
-        let sql = format!(
-            "SELECT seq, {HISTORY_COLUMNS} FROM messages WHERE session_id = ? \
-             AND seq <= (SELECT seq FROM messages WHERE session_id = ? AND id = ?) \
-             ORDER BY seq DESC LIMIT ?"
-        );
-        let rows: Vec<PlacedRow> = sqlx::query_as(&sql)
-            .bind(session_id)
-            .bind(session_id)
-            .bind(id)
-            .bind(limit)
-            .fetch_all(&self.reader)
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| (r.seq, r.message.into()))
-            .collect())
-    }
-
-    /// At most `limit` messages (as a turn reads them) before position `before` (`i64::MAX`:
-    /// from the newest), newest first, each with its position.
+    /// At most `limit` messages (as a turn reads them) that end a page at `end`, newest first,
+    /// each with its position. One query either way (`Through` finds the message's position in
+    /// it; an unknown id reads nothing).
     pub async fn messages_before(
         &self,
         session_id: &str,
-        before: i64,
+        end: PageEnd<'_>,
         limit: i64,
     ) -> Result<Vec<(i64, ChatMessage)>, StorageError> {
+        let (before, through) = match end {
+            PageEnd::Before(before) => (before, None),
+            PageEnd::Through(id) => (0, Some(id)),
+        };
         let sql = format!(
-            "SELECT seq, {HISTORY_COLUMNS} FROM messages \
-             WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?"
+            "SELECT seq, {HISTORY_COLUMNS} FROM messages WHERE session_id = ?1 \
+             AND seq < COALESCE((SELECT seq + 1 FROM messages WHERE session_id = ?1 AND id = ?3), ?2) \
+             ORDER BY seq DESC LIMIT ?4"
         );
         let rows: Vec<PlacedRow> = sqlx::query_as(&sql)
             .bind(session_id)
             .bind(before)
+            .bind(through)
             .bind(limit)
             .fetch_all(&self.reader)
             .await?;
@@ -294,7 +284,10 @@ mod tests {
         );
         assert_eq!(store.unread_before("s", 1).await.unwrap(), None);
         // Pages from the newest end, each message with its position.
-        let page = store.messages_before("s", before, 3).await.unwrap();
+        let page = store
+            .messages_before("s", super::PageEnd::Before(before), 3)
+            .await
+            .unwrap();
         let ids: Vec<(i64, &str)> = page.iter().map(|(p, m)| (*p, m.id.as_str())).collect();
         assert_eq!(
             ids,
@@ -304,6 +297,18 @@ mod tests {
                 (before - 3, "a28")
             ]
         );
+        // Through a message: the same page, ending with it; an unknown id reads nothing.
+        let through = store
+            .messages_before("s", super::PageEnd::Through("a29"), 3)
+            .await
+            .unwrap();
+        assert_eq!(through.len(), 3);
+        assert_eq!(through[0].1.id, "a29");
+        let none = store
+            .messages_before("s", super::PageEnd::Through("nope"), 3)
+            .await
+            .unwrap();
+        assert!(none.is_empty());
     }
 
     #[tokio::test]

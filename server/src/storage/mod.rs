@@ -22,7 +22,7 @@ mod rows;
 mod users;
 
 pub use files::{FileRow, FileStored, NewFile};
-pub use history::Unread;
+pub use history::{PageEnd, Unread};
 
 use std::path::Path;
 use std::str::FromStr;

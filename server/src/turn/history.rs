@@ -8,7 +8,7 @@ use glassbox_core::context::{ContextInfo, Earlier, MessageMark, Strategy};
 use glassbox_core::tokens::Framing;
 use glassbox_core::wire::ChatMessage;
 
-use crate::storage::{StorageError, Store, Unread};
+use crate::storage::{PageEnd, StorageError, Store, Unread};
 use crate::tokens::TokenCounter;
 
 /// Messages read at a time from the newest end.
@@ -82,12 +82,13 @@ pub async fn read(
     reach: &Reach<'_>,
 ) -> Result<ReadHistory, StorageError> {
     // The first page ends with the message answered; each next one before the last read.
-    let page = |before: Option<i64>, limit: i64| async move {
-        match (before, through) {
-            (Some(before), _) => store.messages_before(session_id, before, limit).await,
-            (None, Through::Message(id)) => store.messages_through(session_id, id, limit).await,
-            (None, Through::Newest) => store.messages_before(session_id, i64::MAX, limit).await,
-        }
+    let page = |before: Option<i64>, limit: i64| {
+        let end = match (before, through) {
+            (Some(before), _) => PageEnd::Before(before),
+            (None, Through::Message(id)) => PageEnd::Through(id),
+            (None, Through::Newest) => PageEnd::Before(i64::MAX),
+        };
+        store.messages_before(session_id, end, limit)
     };
     if reach.filtered {
         let mut messages: Vec<ChatMessage> = Vec::new();
