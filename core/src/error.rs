@@ -3,9 +3,10 @@
 use serde::{Deserialize, Serialize};
 
 /// A stable, machine-readable error code. Each maps to one HTTP status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
     /// The frame or body is not valid JSON.
     MalformedJson,
@@ -82,6 +83,11 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The code as it is written on the wire (`provider_error`).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
     /// The HTTP status this code maps to.
     pub fn http_status(self) -> u16 {
         use ErrorCode::*;
@@ -129,6 +135,16 @@ impl ErrorCode {
 mod tests {
     use super::ErrorCode;
     use strum::IntoEnumIterator;
+
+    #[test]
+    fn each_code_is_named_as_on_the_wire() {
+        for code in ErrorCode::iter() {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::from(code.as_str())
+            );
+        }
+    }
 
     /// The retryable codes (docs/protocol.md lists the same).
     #[test]

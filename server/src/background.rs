@@ -55,13 +55,18 @@ pub const YIELD_BOUND: Duration = Duration::from_millis(250);
 /// Held by a turn from its arrival until its first token (or its end): background work waits
 /// for it at its next step ([`after_turns_start`]).
 #[derive(Debug)]
-pub struct TurnStarting(());
+pub struct TurnStarting(std::time::Instant);
 
 impl TurnStarting {
     /// Counts a turn as starting until the value is dropped.
     pub fn begin() -> Self {
         STARTING.fetch_add(1, Ordering::AcqRel);
-        Self(())
+        Self(std::time::Instant::now())
+    }
+
+    /// When the turn began starting (the metrics' added overhead is measured from here).
+    pub fn began(&self) -> std::time::Instant {
+        self.0
     }
 }
 

@@ -78,6 +78,8 @@ impl ToWire for BudgetError {
 pub struct Budgets {
     store: Store,
     caps: BudgetConfig,
+    /// Where refusals are counted.
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 fn today(now: i64) -> i64 {
@@ -87,12 +89,34 @@ fn today(now: i64) -> i64 {
 impl Budgets {
     /// The caps `caps` over `store`.
     pub fn new(store: Store, caps: BudgetConfig) -> Self {
-        Self { store, caps }
+        Self {
+            store,
+            caps,
+            metrics: None,
+        }
+    }
+
+    /// The same caps, counting their refusals in `metrics`.
+    pub fn counting(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Refuses when the session, the server today, or the session's verified user today has no
     /// tokens left.
     pub async fn check(&self, session_id: &str) -> Result<(), BudgetError> {
+        let checked = self.refusal(session_id).await;
+        if let (Err(BudgetError::Exhausted(e)), Some(m)) = (&checked, &self.metrics) {
+            m.refused(match e {
+                BudgetExhausted::Session { .. } => "budget_session",
+                BudgetExhausted::Daily { .. } => "budget_daily",
+                BudgetExhausted::UserDaily { .. } => "budget_user_daily",
+            });
+        }
+        checked
+    }
+
+    async fn refusal(&self, session_id: &str) -> Result<(), BudgetError> {
         let caps = self.caps;
         if caps.session_tokens == 0 && caps.daily_tokens == 0 && caps.user_daily_tokens == 0 {
             return Ok(());
@@ -122,19 +146,6 @@ impl Budgets {
             .into());
         }
         Ok(())
-    }
-
-    /// Records one provider call's spend: the usage the provider reported, else `counted()` (our
-    /// count of what went and came back). Failed calls are billed too, so they count.
-    pub async fn record_call(
-        &self,
-        session_id: &str,
-        hub: Option<&Hub>,
-        usage: Option<glassbox_core::vocab::Usage>,
-        counted: impl FnOnce() -> u64,
-    ) -> Result<(), BudgetError> {
-        let spent = usage.map_or_else(counted, |u| u.input_tokens + u.output_tokens);
-        self.record_spend(session_id, hub, spent).await
     }
 
     /// Records `tokens` spent by one provider call of `session_id`, and tells the session's tabs

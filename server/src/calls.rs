@@ -3,7 +3,7 @@
 //! (every client gone).
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use glassbox_core::ErrorCode;
@@ -15,6 +15,7 @@ use glassbox_core::wire::WireError;
 use std::sync::Arc;
 
 use crate::budgets::{BudgetError, Budgets};
+use crate::metrics::Metrics;
 use crate::providers::{Provider, ProviderError, ProviderEvent};
 use crate::tokens::TokenCounter;
 use crate::wire_error::ToWire;
@@ -71,34 +72,70 @@ pub struct Calls {
     pub limits: Limits,
     pub budgets: Budgets,
     tokens: Arc<TokenCounter>,
+    /// Where calls' latency, errors and tokens (and the turns') are counted.
+    pub metrics: Metrics,
 }
 
 impl Calls {
     /// Calls to `provider` under `limits`, spending from `budgets` (counted with `tokens` when the
-    /// provider reports no usage).
+    /// provider reports no usage), measured in `metrics`.
     pub fn new(
         provider: Arc<dyn Provider>,
         limits: Limits,
         budgets: Budgets,
         tokens: Arc<TokenCounter>,
+        metrics: Metrics,
     ) -> Self {
         Self {
             provider,
             limits,
             budgets,
             tokens,
+            metrics,
         }
     }
 
     /// Streams `request` under the limits; text goes to `on_text` piece by piece. The caller
-    /// checks the budget before and records the spend after.
+    /// checks the budget before and records the spend after (and its tokens, [`Calls::spent`]).
+    /// The call's latency, or its error, is counted.
     pub async fn stream(
         &self,
         request: ProviderRequest,
         cancel: impl Future<Output = ()>,
         on_text: &mut (dyn FnMut(String) + Send),
     ) -> Result<CallOutput, CallFailure> {
-        call(&*self.provider, request, self.limits, cancel, on_text).await
+        let (provider, model) = (self.provider.name(), request.model.clone());
+        let started = Instant::now();
+        let mut first = None;
+        let out = tokio::select! {
+            r = stream(&*self.provider, request, self.limits, &mut first, on_text) => {
+                r.map_err(CallFailure::Provider)
+            }
+            _ = cancel => Err(CallFailure::Cancelled),
+        };
+        if let Some(first) = first {
+            self.metrics
+                .first_event(provider, &model, first.duration_since(started));
+        }
+        match &out {
+            Ok(_) => self
+                .metrics
+                .call_ended(provider, &model, started.elapsed(), None),
+            Err(CallFailure::Provider(e)) => {
+                let code = e.code();
+                self.metrics
+                    .call_ended(provider, &model, started.elapsed(), Some(code));
+            }
+            // Nobody waits for the answer: not the provider's failure.
+            Err(CallFailure::Cancelled) => {}
+        }
+        out
+    }
+
+    /// Counts what a call to `model` spent (the provider's usage, else our count).
+    pub fn spent(&self, model: &str, usage: &Usage) {
+        self.metrics
+            .tokens(model, usage.input_tokens, usage.output_tokens);
     }
 
     /// A call whose text nobody watches stream (a summary, topic extraction): checked against the
@@ -112,6 +149,7 @@ impl Calls {
     ) -> Result<(String, Result<CallOutput, CallFailure>), BudgetError> {
         self.budgets.check(session_id).await?;
         let (encoding, _) = glassbox_core::context::encoding_for(&request.model);
+        let model = request.model.clone();
         let sent: u32 = request
             .system
             .iter()
@@ -122,34 +160,30 @@ impl Calls {
         let out = self
             .stream(request, cancel, &mut |t| text.push_str(&t))
             .await;
-        let usage = out.as_ref().ok().and_then(|o| o.usage);
+        let usage = out
+            .as_ref()
+            .ok()
+            .and_then(|o| o.usage)
+            .unwrap_or_else(|| Usage {
+                input_tokens: u64::from(sent),
+                output_tokens: u64::from(self.tokens.count(encoding, &text)),
+                counted: true,
+            });
+        self.spent(&model, &usage);
         self.budgets
-            .record_call(session_id, None, usage, || {
-                u64::from(sent) + u64::from(self.tokens.count(encoding, &text))
-            })
+            .record_spend(session_id, None, usage.input_tokens + usage.output_tokens)
             .await?;
         Ok((text, out))
     }
 }
 
-/// Streams `request`; text goes to `on_text` piece by piece as it arrives.
-pub async fn call(
-    provider: &dyn Provider,
-    request: ProviderRequest,
-    limits: Limits,
-    cancel: impl Future<Output = ()>,
-    on_text: &mut (dyn FnMut(String) + Send),
-) -> Result<CallOutput, CallFailure> {
-    tokio::select! {
-        r = stream(provider, request, limits, on_text) => r.map_err(CallFailure::Provider),
-        _ = cancel => Err(CallFailure::Cancelled),
-    }
-}
-
+/// Streams `request`; text goes to `on_text` piece by piece as it arrives, and `first` is when
+/// the first event came.
 async fn stream(
     provider: &dyn Provider,
     request: ProviderRequest,
     limits: Limits,
+    first: &mut Option<Instant>,
     on_text: &mut (dyn FnMut(String) + Send),
 ) -> Result<CallOutput, ProviderError> {
     let deadline = tokio::time::Instant::now() + limits.total;
@@ -167,7 +201,10 @@ async fn stream(
             }
             Err(_) => return Err(ProviderError::IdleTimeout(limits.idle)),
             Ok(None) => return Err(ProviderError::Truncated),
-            Ok(Some(event)) => event?,
+            Ok(Some(event)) => {
+                first.get_or_insert_with(Instant::now);
+                event?
+            }
         };
         match event {
             ProviderEvent::Text(text) => on_text(text),

@@ -2,7 +2,7 @@
 //!
 //! The modules are in three layers, each using only the ones below it:
 //! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
-//!   `providers`, `embed`, `tokens`, `stops`, `hub`, `background`, `wire_error`;
+//!   `providers`, `embed`, `tokens`, `stops`, `hub`, `background`, `wire_error`, `metrics`;
 //! - services, each with its own error: `approvals`, `budgets`, `calls`, `context_sets`, `files`, `tools`, `mcp`, `items`,
 //!   `context`, `topics`, `sessions`, `turn`, `chat`;
 //! - the edge: `routes` and `error` (the wire error built from the services' errors), with
@@ -26,6 +26,7 @@ pub mod identity;
 pub mod ids;
 pub mod items;
 pub mod mcp;
+pub mod metrics;
 pub mod origins;
 pub mod providers;
 pub mod rate_limits;
@@ -40,7 +41,7 @@ pub mod topics;
 pub mod turn;
 pub mod wire_error;
 
-pub use routes::app;
+pub use routes::{app, metrics_app};
 pub use state::AppState;
 
 use axum::serve::ListenerExt;

@@ -31,7 +31,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         logs.with_ansi(terminal).init();
     }
-    let addr = config.addr;
+    let (addr, metrics_addr) = (config.addr, config.metrics_addr);
     let provider: &'static str = ProviderName::from(&config.provider).into();
     tracing::info!(provider, model = %config.model, data = %config.data_dir.display(), "starting");
     let state = glassbox_server::build_state(config).await?;
@@ -41,6 +41,18 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!(url = %format!("http://{local}/"), "listening");
     } else {
         println!("Glassbox is running at http://{local}/");
+    }
+    if let Some(at) = metrics_addr {
+        let metrics = tokio::net::TcpListener::bind(at)
+            .await
+            .map_err(|e| anyhow::anyhow!("GLASSBOX_METRICS_ADDR {at}: {e}"))?;
+        tracing::info!(url = %format!("http://{}/metrics", metrics.local_addr()?), "metrics");
+        let app = glassbox_server::metrics_app(state.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(metrics, app).await {
+                tracing::error!(error = %e, "the metrics listener stopped");
+            }
+        });
     }
     glassbox_server::serve(listener, state).await?;
     Ok(())

@@ -81,8 +81,28 @@ impl Default for RateLimitConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{what}; try again in {} s", retry_after.as_secs_f64().ceil())]
 pub struct RateLimited {
+    /// The refusal in words, for the client.
     pub what: &'static str,
+    pub limit: Limit,
     pub retry_after: Duration,
+}
+
+/// The limits, by name (the metrics' `limit` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum Limit {
+    /// New sessions per caller and hour.
+    CallerSessions,
+    /// Messages (and other costly requests) per caller and minute.
+    CallerMessages,
+    /// Replies streaming at once per caller.
+    CallerStreams,
+    /// Uploads at once per caller.
+    CallerUploads,
+    SessionMessages,
+    SessionCommands,
+    SessionJoins,
+    SessionPreviews,
 }
 
 /// Who a per-client limit counts: a verified user (on any address), else the client's address.
@@ -133,6 +153,8 @@ pub struct RateLimits<C: Clock = DefaultClock> {
     session_previews: Option<Keyed<String, C>>,
     streams: Arc<Mutex<HashMap<Caller, u32>>>,
     uploads: Arc<Mutex<HashMap<Caller, u32>>>,
+    /// Where refusals are counted.
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 /// Held while something a client may do only so many times at once (a streaming reply, an
@@ -233,7 +255,22 @@ impl<C: Clock + Clone> RateLimits<C> {
             clock,
             streams: Arc::default(),
             uploads: Arc::default(),
+            metrics: None,
         }
+    }
+
+    /// The same limits, counting their refusals in `metrics`.
+    pub fn counting(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// `result`, its refusal counted.
+    fn counted<T>(&self, result: Result<T, RateLimited>) -> Result<T, RateLimited> {
+        if let (Err(e), Some(m)) = (&result, &self.metrics) {
+            m.refused(e.limit.into());
+        }
+        result
     }
 
     /// The limits in force.
@@ -245,15 +282,17 @@ impl<C: Clock + Clone> RateLimits<C> {
         &self,
         limiter: &Option<Keyed<K, C>>,
         key: &K,
+        limit: Limit,
         what: &'static str,
     ) -> Result<(), RateLimited> {
         let Some(limiter) = limiter else {
             return Ok(());
         };
-        limiter.check_key(key).map_err(|not_until| RateLimited {
+        self.counted(limiter.check_key(key).map_err(|not_until| RateLimited {
             what,
+            limit,
             retry_after: not_until.wait_time_from(self.clock.now()),
-        })
+        }))
     }
 
     /// A new session for `caller` (`None`: unknown and not limited).
@@ -262,6 +301,7 @@ impl<C: Clock + Clone> RateLimits<C> {
             Some(c) => self.check(
                 &self.sessions,
                 c,
+                Limit::CallerSessions,
                 c.says(
                     "too many new sessions from this address",
                     "too many new sessions for this user",
@@ -277,6 +317,7 @@ impl<C: Clock + Clone> RateLimits<C> {
             self.check(
                 &self.address_messages,
                 c,
+                Limit::CallerMessages,
                 c.says(
                     "too many messages from this address",
                     "too many messages from this user",
@@ -286,6 +327,7 @@ impl<C: Clock + Clone> RateLimits<C> {
         self.check(
             &self.session_messages,
             &session.to_owned(),
+            Limit::SessionMessages,
             "too many messages in this session",
         )
     }
@@ -295,6 +337,7 @@ impl<C: Clock + Clone> RateLimits<C> {
         self.check(
             &self.session_commands,
             &session.to_owned(),
+            Limit::SessionCommands,
             "too many commands in this session",
         )
     }
@@ -304,6 +347,7 @@ impl<C: Clock + Clone> RateLimits<C> {
         self.check(
             &self.session_joins,
             &session.to_owned(),
+            Limit::SessionJoins,
             "this session was joined too often",
         )
     }
@@ -313,6 +357,7 @@ impl<C: Clock + Clone> RateLimits<C> {
         self.check(
             &self.session_previews,
             &session.to_owned(),
+            Limit::SessionPreviews,
             "too many previews in this session",
         )
     }
@@ -324,6 +369,7 @@ impl<C: Clock + Clone> RateLimits<C> {
             Some(c) => self.check(
                 &self.address_messages,
                 c,
+                Limit::CallerMessages,
                 c.says(
                     "too many requests from this address",
                     "too many requests from this user",
@@ -341,15 +387,16 @@ impl<C: Clock + Clone> RateLimits<C> {
                 "too many replies streaming for this user",
             )
         });
-        hold(
+        self.counted(hold(
             &self.streams,
             caller,
             self.config.streams_per_address,
             RateLimited {
                 what,
+                limit: Limit::CallerStreams,
                 retry_after: STREAM_RETRY,
             },
-        )
+        ))
     }
 
     /// An upload from `caller`, read or waiting; the permit frees the place when it is stored
@@ -361,15 +408,16 @@ impl<C: Clock + Clone> RateLimits<C> {
                 "too many uploads at once from this user",
             )
         });
-        hold(
+        self.counted(hold(
             &self.uploads,
             caller,
             self.config.uploads_per_address,
             RateLimited {
                 what,
+                limit: Limit::CallerUploads,
                 retry_after: UPLOAD_RETRY,
             },
-        )
+        ))
     }
 
     /// Forgets keys whose limits are back to full (call now and then).

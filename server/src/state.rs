@@ -16,6 +16,7 @@ use crate::files::Files;
 use crate::hub::Hubs;
 use crate::items::Items;
 use crate::mcp::McpServers;
+use crate::metrics::Metrics;
 use crate::providers::Provider;
 use crate::rate_limits::RateLimits;
 use crate::sessions::Sessions;
@@ -53,6 +54,8 @@ pub struct AppState {
     pub files: Files,
     /// Tool calls waiting for the user's yes, and the session's grants.
     pub approvals: Approvals,
+    /// What `/metrics` reports.
+    pub metrics: Metrics,
 }
 
 impl AppState {
@@ -68,7 +71,8 @@ impl AppState {
             .chain(config.allowed_models.iter().map(String::as_str))
             .collect();
         let tokens = TokenCounter::load(&config.vocab_dir, &models);
-        let limits = Arc::new(RateLimits::new(config.rate_limits));
+        let metrics = Metrics::new();
+        let limits = Arc::new(RateLimits::new(config.rate_limits).counting(metrics.clone()));
         let tools = if config.tools_enabled {
             ToolRegistry::builtin()
         } else {
@@ -79,7 +83,7 @@ impl AppState {
         mcp.sync(&agents.current());
         let config = Arc::new(config);
         let hubs = Arc::new(Hubs::default());
-        let budgets = Budgets::new(store.clone(), config.budgets);
+        let budgets = Budgets::new(store.clone(), config.budgets).counting(metrics.clone());
         let items = Items::new(
             agents.clone(),
             store.clone(),
@@ -108,6 +112,7 @@ impl AppState {
             },
             budgets.clone(),
             tokens.clone(),
+            metrics.clone(),
         );
         let windows = ContextWindows::new(
             config.clone(),
@@ -174,6 +179,7 @@ impl AppState {
             chat,
             files,
             approvals,
+            metrics,
         }
     }
 }

@@ -43,6 +43,8 @@ pub struct ToolCtx<'a> {
     /// Cancelled when the user stops the reply: a call not run yet never runs, one waiting for
     /// approval or running is given up (its result says so).
     pub stop: &'a tokio_util::sync::CancellationToken,
+    /// Where calls are counted, by server.
+    pub metrics: &'a crate::metrics::Metrics,
 }
 
 /// What the model is told of a call the user's stop prevented or cut short (it may have started).
@@ -102,6 +104,10 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &str;
     /// Name, description and JSON-schema parameters, as offered to the model.
     fn definition(&self) -> ToolDefinition;
+    /// The MCP server it comes from (empty for the server's own tools).
+    fn server(&self) -> &str {
+        ""
+    }
     /// What the reply's collapsed line calls it (`server.tool` for an MCP tool).
     fn label(&self) -> String {
         self.name().to_owned()
@@ -410,7 +416,12 @@ impl ToolSet {
                         r = async {
                             match self.approve(ctx, tool.as_ref(), &call).await {
                                 Some(refused) => Err(refused),
-                                None => tool.call(ctx, args).await.map_err(|e| e.to_string()),
+                                None => {
+                                    let started = std::time::Instant::now();
+                                    let out = tool.call(ctx, args).await;
+                                    ctx.metrics.tool_call(tool.server(), started.elapsed(), out.is_err());
+                                    out.map_err(|e| e.to_string())
+                                }
                             }
                         } => r,
                     },

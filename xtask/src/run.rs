@@ -62,6 +62,8 @@ pub fn serve(dev: bool) -> Result<()> {
         "GLASSBOX_DATA_DIR",
         root().join("data").display().to_string(),
     );
+    // Prometheus' text at http://127.0.0.1:9464/metrics (docs/deploy.md).
+    set_default(&mut cmd, "GLASSBOX_METRICS_ADDR", "127.0.0.1:9464".to_owned());
     // glassbox.toml's demo agent runs it over stdio.
     set_default(
         &mut cmd,

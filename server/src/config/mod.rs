@@ -59,8 +59,10 @@ const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub struct Config {
     pub addr: std::net::SocketAddr,
     pub data_dir: PathBuf,
-    /// Folder with the demo host pages.
-    pub public_dir: PathBuf,
+    /// Folder with the demo host pages (`None`: none are served).
+    pub public_dir: Option<PathBuf>,
+    /// Where `/metrics` is served (`None`: nowhere).
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Folder with the built widget, served under `/widget/`.
     pub widget_dir: PathBuf,
     /// `None`: JSON when stdout is not a terminal.
@@ -310,7 +312,8 @@ impl TryFrom<Settings> for Config {
             addr: s.addr,
             vocab_dir: s.vocab_dir.unwrap_or_else(|| s.widget_dir.join("vocab")),
             data_dir: s.data_dir,
-            public_dir: s.public_dir,
+            public_dir: s.public_dir.into_option(),
+            metrics_addr: s.metrics_addr.into_option(),
             widget_dir: s.widget_dir,
             log_format: s.log_format,
             provider,

@@ -27,9 +27,13 @@ pub struct Settings {
     /// Where `glassbox.db` (SQLite, WAL) lives.
     #[arg(long, env = "GLASSBOX_DATA_DIR", default_value = "data")]
     pub data_dir: PathBuf,
-    /// The demo pages.
-    #[arg(long, env = "GLASSBOX_PUBLIC_DIR", default_value = "public")]
-    pub public_dir: PathBuf,
+    /// The demo pages (`off`: none are served).
+    #[arg(long, env = "GLASSBOX_PUBLIC_DIR", default_value = "public", value_parser = or_off::<PathBuf>)]
+    pub public_dir: OrOff<PathBuf>,
+    /// Where `GET /metrics` (Prometheus text) is served, apart from the public address so it is
+    /// never exposed with it (`127.0.0.1:9464`; `off`: not served).
+    #[arg(long, env = "GLASSBOX_METRICS_ADDR", default_value = "off", value_parser = or_off::<SocketAddr>)]
+    pub metrics_addr: OrOff<SocketAddr>,
     /// The built widget, served under `/widget/`.
     #[arg(long, env = "GLASSBOX_WIDGET_DIR", default_value = "dist")]
     pub widget_dir: PathBuf,

@@ -138,6 +138,11 @@ impl JobQueue {
         Ok(())
     }
 
+    /// Requests waiting for a worker.
+    fn len(&self) -> usize {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// Blocks until there is work; takes the oldest request and every next one within the token budget.
     fn take_batch(&self) -> Option<Vec<Job>> {
         let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
@@ -266,6 +271,11 @@ impl EmbeddingService {
             computed: AtomicU64::new(0),
             memory: VectorMemory::new(DEFAULT_ENTRIES),
         }
+    }
+
+    /// Requests waiting for a worker now (the metrics' queue depth).
+    pub fn queued(&self) -> usize {
+        self.queue.len()
     }
 
     /// Where the model stands.

@@ -89,6 +89,10 @@ impl Tool for McpTool {
         &self.offered
     }
 
+    fn server(&self) -> &str {
+        &self.config.name
+    }
+
     fn label(&self) -> String {
         format!("{}.{}", self.config.name, self.def.name)
     }

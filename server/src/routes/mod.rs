@@ -6,6 +6,7 @@ mod extract;
 mod files;
 mod health;
 mod heartbeat;
+mod metrics;
 mod origin;
 mod rest;
 mod session;
@@ -119,10 +120,6 @@ pub fn app(state: AppState) -> Router {
                 .allow_origin(AllowOrigin::any())
                 .allow_methods([Method::GET, Method::HEAD]),
         );
-    let public = demo_pages(&state.config.public_dir);
-    // The React demo (built by `cargo xtask build` into public/react/) routes in the browser: its
-    // paths all answer with its own page.
-    let react_demo = demo_pages(&state.config.public_dir.join("react"));
     // Browsers may call the API only from allowed pages: CORS answers only those (with the two
     // headers we read), and a request from any other page is refused before its handler runs.
     let allowed = state.config.allowed_origins.clone();
@@ -197,13 +194,19 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/embeddings", post(embeddings::create))
         .route_layer(middleware::from_fn_with_state(state.clone(), origin::guard))
         .layer(cors);
-    Router::new()
+    let mut router = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/ws", get(ws::upgrade))
         .merge(api)
-        .nest("/widget", widget)
-        .nest_service("/react", react_demo)
-        .fallback_service(public)
+        .nest("/widget", widget);
+    if let Some(dir) = &state.config.public_dir {
+        // The React demo (built by `cargo xtask build` into public/react/) routes in the browser:
+        // its paths all answer with its own page.
+        router = router
+            .nest_service("/react", demo_pages(&dir.join("react")))
+            .fallback_service(demo_pages(dir));
+    }
+    router
         .layer(CompressionLayer::new())
         // Everything we send is what its Content-Type says, and no page address leaks to others.
         .layer(SetResponseHeaderLayer::overriding(
@@ -226,6 +229,14 @@ pub fn app(state: AppState) -> Router {
                 )
             }),
         )
+        .with_state(state)
+}
+
+/// The metrics listener's router: `GET /metrics` in Prometheus' text format, nothing else. It is
+/// served on its own address (`GLASSBOX_METRICS_ADDR`), never beside the public routes.
+pub fn metrics_app(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics::render))
         .with_state(state)
 }
 

@@ -102,6 +102,7 @@ where
     W: Sink<Message> + Unpin,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
 {
+    let _open = state.metrics.websocket_opened();
     let mut attached: Option<Attached> = None;
     let mut beat = Heartbeat::new(state.config.ws_heartbeat);
     loop {

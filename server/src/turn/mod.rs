@@ -31,6 +31,7 @@ use crate::config::Config;
 use crate::context::ContextWindows;
 use crate::hub::Hub;
 use crate::items::Items;
+use crate::metrics::TurnOutcome;
 use crate::rate_limits::{RateLimited, RateLimits};
 use crate::stops::StopHandle;
 use crate::storage::{ReplyOutcome, StorageError, Store};
@@ -311,6 +312,9 @@ impl TurnEngine {
                 .map(|l| Arc::clone(l) as Arc<dyn crate::tools::Tool>)
                 .collect();
             let offered = tools.only(&request.tools, extra);
+            if let (0, Some(s)) = (round, &starting) {
+                self.calls.metrics.added_overhead(s.began().elapsed());
+            }
             let mut on_text = |text: String| {
                 starting.take();
                 reply.content.push_str(&text);
@@ -344,6 +348,7 @@ impl TurnEngine {
                     ),
                     counted: true,
                 });
+            self.calls.spent(model, &spent);
             self.calls
                 .budgets
                 .record_spend(
@@ -401,6 +406,7 @@ impl TurnEngine {
                 count: &count,
                 model,
                 stop: stop.token(),
+                metrics: &self.calls.metrics,
             };
             let exchanges: Vec<ToolExchange> = if over_limit {
                 out.calls
@@ -508,11 +514,16 @@ impl TurnEngine {
         receipt: Option<&Receipt>,
         ending: Ending,
     ) -> Result<(), TurnError> {
-        let (status, error) = match ending {
-            Ending::Complete => (MessageStatus::Complete, None),
-            Ending::Stopped => (MessageStatus::Stopped, None),
-            Ending::Failed(e) => (MessageStatus::Failed, Some(e.for_message(reply_id))),
+        let (status, error, outcome) = match ending {
+            Ending::Complete => (MessageStatus::Complete, None, TurnOutcome::Complete),
+            Ending::Stopped => (MessageStatus::Stopped, None, TurnOutcome::Stopped),
+            Ending::Failed(e) => (
+                MessageStatus::Failed,
+                Some(e.for_message(reply_id)),
+                TurnOutcome::Failed,
+            ),
         };
+        self.calls.metrics.turn(outcome);
         let stored: ChatMessage = self
             .store
             .finish_reply(
