@@ -72,6 +72,7 @@ const TEXT_TYPES: &[&str] = &[
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum FileKind {
     Image,
     Text,

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum ErrorCode {
     /// The frame or body is not valid JSON.
     MalformedJson,

@@ -113,6 +113,7 @@ pub fn session_title(text: &str) -> String {
 /// A session's new title.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RenameSession {
     /// The session to rename: this connection's when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,6 +125,7 @@ pub struct RenameSession {
 /// One of a verified user's sessions, as the session drawer lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionSummary {
     pub session_id: String,
     /// The user's title, else the first user message cut to [`MAX_TITLE_CHARS`] characters.
@@ -137,6 +139,7 @@ pub struct SessionSummary {
 /// A verified user's sessions, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionList {
     pub sessions: Vec<SessionSummary>,
 }
@@ -245,6 +248,7 @@ pub struct Preview {
 /// The item `add_item` and `remove_item` name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ItemChange {
     pub item: crate::context::items::ItemRef,
 }
@@ -274,6 +278,7 @@ pub struct Empty {}
 /// The labels a filter selects.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SetFilter {
     pub labels: Vec<String>,
 }
@@ -282,6 +287,7 @@ pub struct SetFilter {
 /// message needs to match a selected topic, 0–1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SetSimilarityMode {
     pub enabled: bool,
     /// Absent (`None`) keeps the session's threshold, `null` (`Some(None)`) returns it to the
@@ -348,11 +354,13 @@ pub struct Hello {
 /// A user message with optional page context and attachments.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChatRequest {
     /// The user-visible text, exactly as typed.
     pub message: String,
     /// Host page context: reaches the model as delimited data, never stored in `message`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub context: Option<PageContext>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
@@ -379,6 +387,7 @@ pub struct StopRequest {
 /// `Default` is an empty, complete user message (build others with `..Default::default()`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChatMessage {
     pub id: String,
     pub role: Role,
@@ -394,6 +403,7 @@ pub struct ChatMessage {
     /// The page context sent with a user message, kept for host display hints
     /// (docs/context-planning.md, Page context).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub context: Option<PageContext>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
@@ -467,6 +477,7 @@ impl ChatMessage {
 /// passes stored receipts through without reading them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReceiptJson(serde_json::Value);
 
 impl ReceiptJson {
@@ -491,6 +502,7 @@ impl ReceiptJson {
 /// A typed error as sent on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WireError {
     pub code: ErrorCode,
     pub message: String,
@@ -639,6 +651,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The session a connection works in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionInfo {
     pub session_id: String,
     /// The protocol version the server speaks ([`PROTOCOL_VERSION`]); 0 from a server older than
@@ -654,6 +667,7 @@ pub struct SessionInfo {
     pub agent: Option<String>,
     /// Context window, counting vocabulary and compression settings, for the token meter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub context: Option<crate::context::ContextInfo>,
     /// The session's token budget, when the server sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -772,6 +786,7 @@ impl Greeting {
 /// Tokens (input + output) a session may spend, and has spent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionBudget {
     pub limit: u64,
     pub used: u64,
@@ -831,6 +846,7 @@ pub struct Done {
 /// Body of `POST /api/chat` (REST twin of the `chat` frame).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RestChatRequest {
     /// Existing session to post into (with `Authorization: Bearer <token>`); a new one when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -845,6 +861,7 @@ pub struct RestChatRequest {
 /// Body of `POST /api/sessions` (may be left out).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewSession {
     /// The agent the session is for (see [`Hello::agent`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -854,6 +871,7 @@ pub struct NewSession {
 /// JSON answer of `POST /api/chat` without `Accept: text/event-stream`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RestChatResponse {
     pub session: SessionInfo,
     pub message: ChatMessage,
@@ -865,6 +883,7 @@ pub struct RestChatResponse {
 
 /// Body of a JSON error response: `{"error": {...}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     pub error: WireError,
 }

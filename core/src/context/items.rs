@@ -15,6 +15,7 @@ use super::score::Score;
 /// What an item is. A tool also names the MCP server it comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum ItemKind {
     /// An instruction for the model.
     Rule,
@@ -31,6 +32,7 @@ pub enum ItemKind {
 /// tool, among its server's tools). On the wire, flat: `{"kind":"tool","server":"fs","name":"read"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ItemRef {
     /// Rule, reference or tool (with its server).
     #[serde(flatten)]

@@ -22,6 +22,7 @@ use crate::vector::{dot, normalize};
 /// A user's mark on one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum MessageMark {
     /// Always sent, whatever the filter and compression.
     Pinned,

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum ApprovalDecision {
     /// Run this call.
     Allow,
@@ -65,6 +66,7 @@ impl ApprovalDecision {
 /// One decided tool call, as an `approval` message keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCallApproval {
     /// The server's id of the approval.
     pub approval_id: String,

@@ -10,6 +10,7 @@ pub type PageContext = Map<String, Value>;
 /// metadata only, the file itself wherever `url` points.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Attachment {
     /// The uploaded file's id (`POST /api/sessions/{id}/files`); the server fills in the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,6 +13,7 @@ pub struct ToolDefinition {
 
 /// A complete tool call streamed back by the model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
@@ -37,6 +38,7 @@ pub struct ToolResult {
 /// One round of tool calls inside a reply.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolRound {
     /// Byte offset in the reply's `content` where the model made the calls (the text before it
     /// streamed in this and earlier rounds).
@@ -47,6 +49,7 @@ pub struct ToolRound {
 /// A tool call the model made and the result it was given.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolExchange {
     pub call: ToolCall,
     /// The text the model was given back.
@@ -64,9 +67,11 @@ pub struct ToolExchange {
 
 /// An image a tool returned, as the model is given it.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolImage {
     /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
     pub media_type: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub base64: std::sync::Arc<str>,
     /// What it costs the reply's model (its provider's rule for its size).
     pub tokens: u32,

@@ -11,7 +11,7 @@ use crate::rate_limits::Caller;
 use crate::state::AppState;
 
 /// One string or a list of strings.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum Input {
     One(String),
@@ -19,7 +19,7 @@ pub enum Input {
 }
 
 /// The request body.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 pub struct EmbeddingsRequest {
     input: Input,
     /// Accepted for compatibility; must name the served model when given.
@@ -27,7 +27,7 @@ pub struct EmbeddingsRequest {
     model: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct EmbeddingsResponse {
     object: &'static str,
     data: Vec<EmbeddingItem>,
@@ -35,7 +35,7 @@ pub struct EmbeddingsResponse {
     usage: Usage,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct EmbeddingItem {
     object: &'static str,
     index: usize,
@@ -44,13 +44,21 @@ pub struct EmbeddingItem {
     truncated: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = EmbeddingsUsage)]
 pub struct Usage {
     prompt_tokens: usize,
     total_tokens: usize,
 }
 
 /// Embeds the input strings; each request counts against its address's per-minute allowance.
+#[utoipa::path(
+    post,
+    path = "/v1/embeddings",
+    tag = "embeddings",
+    request_body = EmbeddingsRequest,
+    responses((status = 200, description = "OpenAI-compatible embeddings of the inputs", body = EmbeddingsResponse))
+)]
 pub async fn create(
     State(state): State<AppState>,
     ClientAddr(address): ClientAddr,

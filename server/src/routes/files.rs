@@ -31,6 +31,15 @@ pub struct Upload {
 
 /// `POST /api/sessions/{id}/files?name=…`: checks and stores the body (201 with the attachment).
 /// A body longer than its kind allows is refused before it is read past that length.
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/files",
+    tag = "files",
+    params(("name" = String, Query, description = "The file's name, as the user's system gave it")),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The file's bytes (its kind by the name and the bytes; docs/embedding.md, files)"),
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 201, description = "Stored", body = Attachment))
+)]
 pub async fn upload(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -83,6 +92,13 @@ pub async fn upload(
 
 /// `GET /api/sessions/{id}/files/{file_id}`: the file as a download. Images keep their type; every
 /// other file is sent as plain text, so nothing uploaded runs as a page of this server.
+#[utoipa::path(
+    get,
+    path = "/api/sessions/{id}/files/{file_id}",
+    tag = "files",
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The file's bytes", content_type = "application/octet-stream"))
+)]
 pub async fn download(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -123,6 +139,13 @@ pub async fn download(
 }
 
 /// `DELETE /api/sessions/{id}/files/{file_id}`: 204, or 404 when the session has no such file.
+#[utoipa::path(
+    delete,
+    path = "/api/sessions/{id}/files/{file_id}",
+    tag = "files",
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 204, description = "Deleted"))
+)]
 pub async fn delete(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,

@@ -9,6 +9,12 @@ use crate::state::AppState;
 
 /// Reports that the server is up, with its provider and model, whether embeddings are ready, and
 /// where each agent's MCP servers stand.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "health",
+    responses((status = 200, description = "The provider, the embedding model and each MCP server's state", body = Object))
+)]
 pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
     let embeddings = match state.embeddings.status() {
         EmbedStatus::Disabled => json!({"status": "disabled"}),

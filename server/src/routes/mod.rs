@@ -7,6 +7,7 @@ mod files;
 mod health;
 mod heartbeat;
 mod metrics;
+mod openapi;
 mod origin;
 mod rest;
 mod session;
@@ -16,13 +17,16 @@ mod ws;
 use axum::Router;
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware;
-use axum::routing::{get, post, put};
+use axum::routing::get;
 use tower::Layer;
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::state::AppState;
 
@@ -146,58 +150,44 @@ pub fn app(state: AppState) -> Router {
         ])
         .expose_headers([header::RETRY_AFTER, header::CONTENT_DISPOSITION])
         .max_age(std::time::Duration::from_secs(600));
-    let api = Router::new()
-        .route("/api/chat", post(rest::chat))
-        .route(
-            "/api/sessions",
-            post(rest::create_session).get(user_sessions::list),
-        )
-        .route("/api/sessions/{id}/title", put(user_sessions::rename))
-        .route(
-            "/api/sessions/{id}",
-            get(rest::session_messages)
-                .patch(rest::patch_session)
-                .delete(rest::delete_session),
-        )
-        .route("/api/sessions/{id}/settings", put(rest::update_settings))
-        .route("/api/sessions/{id}/files", post(files::upload))
-        .route(
-            "/api/sessions/{id}/files/{file_id}",
-            get(files::download).delete(files::delete),
-        )
-        .route("/api/sessions/{id}/topics", get(rest::topics))
-        .route(
-            "/api/sessions/{id}/items",
-            get(rest::items)
-                .post(rest::add_item)
-                .delete(rest::remove_item),
-        )
-        .route("/api/sessions/{id}/overrides", put(rest::set_overrides))
-        .route(
-            "/api/sessions/{id}/approvals/{approvalId}",
-            post(rest::approve),
-        )
-        .route("/api/sessions/{id}/preview", post(rest::preview))
-        .route("/api/sessions/{id}/filter", put(rest::set_filter))
-        .route(
-            "/api/sessions/{id}/similarity",
-            put(rest::set_similarity_mode),
-        )
-        .route(
-            "/api/sessions/{id}/messages/{message_id}/mark",
-            put(rest::mark_message),
-        )
-        .route(
-            "/api/sessions/{id}/messages/{message_id}/stop",
-            post(rest::stop_reply),
-        )
-        .route("/v1/embeddings", post(embeddings::create))
+    // The REST routes, each registered with its description (`openapi`): the router and
+    // /openapi.json cannot disagree.
+    let (api, mut described) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(rest::chat))
+        .routes(routes!(rest::create_session, user_sessions::list))
+        .routes(routes!(user_sessions::rename))
+        .routes(routes!(
+            rest::session_messages,
+            rest::patch_session,
+            rest::delete_session
+        ))
+        .routes(routes!(rest::update_settings))
+        .routes(routes!(files::upload))
+        .routes(routes!(files::download, files::delete))
+        .routes(routes!(rest::topics))
+        .routes(routes!(rest::items, rest::add_item, rest::remove_item))
+        .routes(routes!(rest::set_overrides))
+        .routes(routes!(rest::approve))
+        .routes(routes!(rest::preview))
+        .routes(routes!(rest::set_filter))
+        .routes(routes!(rest::set_similarity_mode))
+        .routes(routes!(rest::mark_message))
+        .routes(routes!(rest::stop_reply))
+        .routes(routes!(embeddings::create))
+        .split_for_parts();
+    let api = api
         .route_layer(middleware::from_fn_with_state(state.clone(), origin::guard))
         .layer(cors);
+    let (health, health_described) = OpenApiRouter::new()
+        .routes(routes!(health::healthz))
+        .split_for_parts();
+    described.merge(health_described);
+    openapi::finish(&mut described);
     let mut router = Router::new()
-        .route("/healthz", get(health::healthz))
+        .merge(health)
         .route("/ws", get(ws::upgrade))
         .merge(api)
+        .merge(openapi::routes(&described))
         .nest("/widget", widget);
     if let Some(dir) = &state.config.public_dir {
         // The React demo (built by `cargo xtask build` into public/react/) routes in the browser:

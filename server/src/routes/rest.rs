@@ -34,6 +34,14 @@ use glassbox_core::context::agent_settings::SessionOverrides;
 use glassbox_core::context::{CompressionSettings, ContextInfo, Receipt};
 
 /// `POST /api/sessions` (body optional: `{"agent": …}`): a new session and its token (shown once).
+#[utoipa::path(
+    post,
+    path = "/api/sessions",
+    tag = "sessions",
+    request_body(content = Option<NewSession>, description = "Optional: the agent of the new session"),
+    security((), ("verified_user" = [])),
+    responses((status = 200, description = "The new session; its token is shown only here", body = SessionInfo))
+)]
 pub async fn create_session(
     State(state): State<AppState>,
     ClientAddr(address): ClientAddr,
@@ -51,7 +59,7 @@ pub async fn create_session(
 }
 
 /// Messages of a session and its meta.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionMessages {
     session_id: String,
@@ -60,15 +68,23 @@ pub struct SessionMessages {
 }
 
 /// What a session keeps besides its messages.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionMeta {
     /// Context sets: set name → items.
+    #[schema(value_type = Object)]
     context: ContextSets,
 }
 
 /// `GET /api/sessions/{id}` with `Authorization: Bearer <token>`: every message, oldest first, and
 /// the session's meta.
+#[utoipa::path(
+    get,
+    path = "/api/sessions/{id}",
+    tag = "sessions",
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "Every message, oldest first, and the session's meta", body = SessionMessages))
+)]
 pub async fn session_messages(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -86,6 +102,13 @@ pub async fn session_messages(
 
 /// `DELETE /api/sessions/{id}` with `Authorization: Bearer <token>`: deletes the session and
 /// everything in it now (204); its open tabs are told (`unauthorized`, "this session was deleted").
+#[utoipa::path(
+    delete,
+    path = "/api/sessions/{id}",
+    tag = "sessions",
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 204, description = "Deleted, with everything in it"))
+)]
 pub async fn delete_session(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -95,17 +118,19 @@ pub async fn delete_session(
 }
 
 /// Body of `PATCH /api/sessions/{id}`: exactly one of the two.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionPatch {
     /// Replaces every context set.
+    #[schema(value_type = Option<Object>)]
     context: Option<ContextSets>,
     /// Changes one set (`replace` by default).
+    #[schema(value_type = Option<Object>)]
     set_context: Option<SetContextArgs>,
 }
 
 /// What `PATCH /api/sessions/{id}` answers.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PatchedSession {
     session_id: String,
@@ -114,6 +139,14 @@ pub struct PatchedSession {
 
 /// `PATCH /api/sessions/{id}` with `Authorization: Bearer <token>`: changes the session's context
 /// sets (all of them with `context`, one with `setContext`); every open tab gets a `context` event.
+#[utoipa::path(
+    patch,
+    path = "/api/sessions/{id}",
+    tag = "context sets",
+    request_body = SessionPatch,
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The session's context sets now", body = PatchedSession))
+)]
 pub async fn patch_session(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -137,6 +170,14 @@ pub async fn patch_session(
 
 /// `PUT /api/sessions/{id}/settings` with `Authorization: Bearer <token>`: new compression
 /// settings (validated, stored); every open tab of the session receives a `context` frame.
+#[utoipa::path(
+    put,
+    path = "/api/sessions/{id}/settings",
+    tag = "sessions",
+    request_body(content = Object, description = "Compression settings (docs/protocol.md, `set_compression`)"),
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The context window and settings now (docs/protocol.md, `context_info`)", body = Object))
+)]
 pub async fn update_settings(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -156,13 +197,22 @@ pub async fn update_settings(
 
 /// The answer of `GET /api/sessions/{id}/topics`, serialized as the `topics` and `filter` frames
 /// are (a `Value` would widen the threshold's `f32` to 0.4000000059604645).
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct TopicsAnswer {
+    #[schema(value_type = Object)]
     topics: glassbox_core::context::SessionTopics,
+    #[schema(value_type = Object)]
     filter: FilterView,
 }
 
 /// `GET /api/sessions/{id}/topics` (token): the session's topics and the filter's view.
+#[utoipa::path(
+    get,
+    path = "/api/sessions/{id}/topics",
+    tag = "topics",
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The session's topics and the filter's view", body = TopicsAnswer))
+)]
 pub async fn topics(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -173,6 +223,14 @@ pub async fn topics(
 
 /// `PUT /api/sessions/{id}/filter` (token), body `{labels}`: selects topics (empty clears); every
 /// tab receives `filter`. Answers the filter's view.
+#[utoipa::path(
+    put,
+    path = "/api/sessions/{id}/filter",
+    tag = "topics",
+    request_body = SetFilter,
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The filter's view (docs/protocol.md, `filter`)", body = Object))
+)]
 pub async fn set_filter(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -185,6 +243,14 @@ pub async fn set_filter(
 /// `POST /api/sessions/{id}/preview` (token), body as `POST /api/chat` (`{message, context?,
 /// attachments?}`): the receipt a turn answering the draft would have now; nothing is stored and
 /// the provider is not called.
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/preview",
+    tag = "chat",
+    request_body = ChatRequest,
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The receipt the reply to this draft would have now (docs/protocol.md, receipts); the provider is not called", body = Object))
+)]
 pub async fn preview(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -199,6 +265,13 @@ pub async fn preview(
 
 /// `GET /api/sessions/{id}/items` (token): the agent's items, the session's, the agent's defaults
 /// and the session's overrides.
+#[utoipa::path(
+    get,
+    path = "/api/sessions/{id}/items",
+    tag = "items",
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The agent's items and the session's choices (docs/protocol.md, `items`)", body = Object))
+)]
 pub async fn items(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -208,6 +281,14 @@ pub async fn items(
 
 /// `POST /api/sessions/{id}/items` (token), body `{item: {kind, name}}`: adds the item to the
 /// session (as `manual`).
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/items",
+    tag = "items",
+    request_body = ItemChange,
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The items now", body = Object))
+)]
 pub async fn add_item(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -218,6 +299,14 @@ pub async fn add_item(
 
 /// `POST /api/sessions/{id}/approvals/{approvalId}` (token), body `{decision, reason?}`: answers a
 /// waiting approval (404 `not_found` for an unknown id, 409 `conflict` once answered).
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/approvals/{approvalId}",
+    tag = "approvals",
+    request_body = ApprovalAnswer,
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The answer as recorded", body = Object))
+)]
 pub async fn approve(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -243,7 +332,7 @@ pub struct ApprovalPath {
 }
 
 /// The body of an answer to an approval.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalAnswer {
     decision: glassbox_core::vocab::ApprovalDecision,
@@ -253,6 +342,14 @@ pub struct ApprovalAnswer {
 
 /// `DELETE /api/sessions/{id}/items` (token), body `{item: {kind, name}}`: removes the item from
 /// the session.
+#[utoipa::path(
+    delete,
+    path = "/api/sessions/{id}/items",
+    tag = "items",
+    request_body = ItemChange,
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The items now", body = Object))
+)]
 pub async fn remove_item(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -263,6 +360,14 @@ pub async fn remove_item(
 
 /// `PUT /api/sessions/{id}/overrides` (token), body: the session's overrides of its agent's
 /// defaults (a field left out keeps the default).
+#[utoipa::path(
+    put,
+    path = "/api/sessions/{id}/overrides",
+    tag = "items",
+    request_body(content = Object, description = "The session's overrides of its agent's defaults (docs/agents.md)"),
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The items now", body = Object))
+)]
 pub async fn set_overrides(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -275,6 +380,14 @@ pub async fn set_overrides(
 
 /// `PUT /api/sessions/{id}/similarity` (token), body `{enabled, threshold?}`: similarity mode (and
 /// threshold) for the session.
+#[utoipa::path(
+    put,
+    path = "/api/sessions/{id}/similarity",
+    tag = "topics",
+    request_body = SetSimilarityMode,
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The filter's view", body = Object))
+)]
 pub async fn set_similarity_mode(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -289,6 +402,14 @@ pub async fn set_similarity_mode(
 
 /// `PUT /api/sessions/{id}/messages/{message_id}/mark` (token), body `{mark}` (`pinned`,
 /// `excluded` or `null`): every tab receives `mark` and `filter`. Answers the filter's view.
+#[utoipa::path(
+    put,
+    path = "/api/sessions/{id}/messages/{message_id}/mark",
+    tag = "topics",
+    request_body = MarkBody,
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The filter's view", body = Object))
+)]
 pub async fn mark_message(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -306,6 +427,13 @@ pub async fn mark_message(
 /// it streams (every tab receives `done` with status `stopped`). Answers `{messageId, stopped}`:
 /// `stopped` is false when the reply had already ended (nothing changes); 404 `not_found` when the
 /// session has no such reply.
+#[utoipa::path(
+    post,
+    path = "/api/sessions/{id}/messages/{message_id}/stop",
+    tag = "chat",
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "`{\"stopped\": true}` when the reply was under way", body = Object))
+)]
 pub async fn stop_reply(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
@@ -318,7 +446,7 @@ pub async fn stop_reply(
 }
 
 /// The body of `PUT …/mark`.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MarkBody {
     pub mark: Option<glassbox_core::context::MessageMark>,
@@ -326,6 +454,14 @@ pub struct MarkBody {
 
 /// `POST /api/chat`: stores the message and answers with the reply, streamed as SSE when the client
 /// sends `Accept: text/event-stream`, else as one JSON document once the reply is finished.
+#[utoipa::path(
+    post,
+    path = "/api/chat",
+    tag = "chat",
+    request_body = RestChatRequest,
+    security((), ("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The stored message and the finished reply; with `Accept: text/event-stream`, the same frames as the WebSocket sends, as server-sent events (docs/protocol.md)", content((RestChatResponse = "application/json"), (String = "text/event-stream"))))
+)]
 pub async fn chat(
     State(state): State<AppState>,
     headers: HeaderMap,

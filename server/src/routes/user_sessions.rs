@@ -17,6 +17,13 @@ use crate::state::AppState;
 /// `GET /api/sessions` with `X-Glassbox-User` and `X-Glassbox-User-Hash`: the user's sessions,
 /// newest first (within the user's `GLASSBOX_LIMIT_ADDRESS_MESSAGES_PER_MINUTE`). Without a
 /// verified user: `unauthorized`.
+#[utoipa::path(
+    get,
+    path = "/api/sessions",
+    tag = "sessions",
+    security(("verified_user" = [])),
+    responses((status = 200, description = "The verified user's sessions, newest first", body = SessionList))
+)]
 pub async fn list(
     State(state): State<AppState>,
     UserHeaders(claim): UserHeaders,
@@ -33,7 +40,7 @@ pub async fn list(
 }
 
 /// Body of `PUT /api/sessions/{id}/title`.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TitleBody {
     /// `null` or blank: the first message again.
@@ -42,6 +49,14 @@ pub struct TitleBody {
 
 /// `PUT /api/sessions/{id}/title` (the session's token, or its verified user): renames it;
 /// answers with the title as stored (`null` when back to the first message).
+#[utoipa::path(
+    put,
+    path = "/api/sessions/{id}/title",
+    tag = "sessions",
+    request_body = TitleBody,
+    security(("session_token" = []), ("verified_user" = [])),
+    responses((status = 200, description = "The title as stored", body = RenameSession))
+)]
 pub async fn rename(
     State(state): State<AppState>,
     AuthedSession(session): AuthedSession,
