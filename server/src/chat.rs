@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use crate::background::TurnStarting;
 use crate::budgets::{BudgetError, Budgets};
+use crate::drain::Drain;
 use crate::hub::Hub;
 use crate::ids::{new_id, now_ms};
 use crate::rate_limits::{AddressPermit, Caller, RateLimited, RateLimits};
@@ -35,6 +36,8 @@ pub enum ChatError {
     Storage(#[from] StorageError),
     #[error(transparent)]
     Files(#[from] crate::files::FilesError),
+    #[error("this server is restarting; send the message again in a moment")]
+    ShuttingDown,
 }
 
 impl ToWire for ChatError {
@@ -48,6 +51,7 @@ impl ToWire for ChatError {
             ChatError::Conflict(_) => ErrorCode::Conflict,
             ChatError::Storage(e) => e.code(),
             ChatError::Files(e) => e.code(),
+            ChatError::ShuttingDown => ErrorCode::Overloaded,
         }
     }
 
@@ -55,10 +59,15 @@ impl ToWire for ChatError {
         match self {
             ChatError::Budget(e) => e.retry_after(),
             ChatError::RateLimited(e) => e.retry_after(),
+            ChatError::ShuttingDown => Some(SHUTTING_DOWN_RETRY),
             _ => None,
         }
     }
 }
+
+/// When a message refused while the server shuts down may be sent again (by then the client is
+/// on its new connection).
+const SHUTTING_DOWN_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Takes chat messages and retries, and starts their replies.
 #[derive(Clone)]
@@ -67,6 +76,8 @@ pub struct Chat {
     limits: Arc<RateLimits>,
     budgets: Budgets,
     turns: TurnEngine,
+    /// The replies under way, and whether the process is shutting down.
+    drain: Drain,
 }
 
 /// What `submit` did.
@@ -80,13 +91,21 @@ pub struct Submitted {
 }
 
 impl Chat {
-    /// Messages stored in `store`, within `limits` and `budgets`, answered by `turns`.
-    pub fn new(store: Store, limits: Arc<RateLimits>, budgets: Budgets, turns: TurnEngine) -> Self {
+    /// Messages stored in `store`, within `limits` and `budgets`, answered by `turns`, whose
+    /// replies run under `drain`.
+    pub fn new(
+        store: Store,
+        limits: Arc<RateLimits>,
+        budgets: Budgets,
+        turns: TurnEngine,
+        drain: Drain,
+    ) -> Self {
         Self {
             store,
             limits,
             budgets,
             turns,
+            drain,
         }
     }
 
@@ -99,6 +118,9 @@ impl Chat {
         req: ChatRequest,
         caller: Option<&Caller>,
     ) -> Result<Submitted, ChatError> {
+        if self.drain.is_draining() {
+            return Err(ChatError::ShuttingDown);
+        }
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
         // Uploaded files as the server recorded them (a file of another session is refused).
@@ -170,6 +192,9 @@ impl Chat {
         message_id: &str,
         caller: Option<&Caller>,
     ) -> Result<(), ChatError> {
+        if self.drain.is_draining() {
+            return Err(ChatError::ShuttingDown);
+        }
         let session_id = hub.session_id.as_str();
         self.budgets.check(session_id).await?;
         let permit = self.limits.stream(caller)?;
@@ -235,7 +260,7 @@ impl Chat {
         let turns = self.turns.clone();
         // The turn logs under the request or connection that started it.
         let span = tracing::Span::current();
-        tokio::spawn(
+        self.drain.spawn(
             async move {
                 let _permit = permit;
                 let mut starting = starting;

@@ -2,7 +2,7 @@
 //!
 //! The modules are in three layers, each using only the ones below it:
 //! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
-//!   `providers`, `embed`, `tokens`, `stops`, `hub`, `background`, `wire_error`, `metrics`;
+//!   `providers`, `embed`, `tokens`, `stops`, `hub`, `background`, `wire_error`, `metrics`, `drain`;
 //! - services, each with its own error: `approvals`, `budgets`, `calls`, `context_sets`, `files`, `tools`, `mcp`, `items`,
 //!   `context`, `topics`, `sessions`, `turn`, `chat`;
 //! - the edge: `routes` and `error` (the wire error built from the services' errors), with
@@ -18,6 +18,7 @@ pub mod client_addr;
 pub mod config;
 pub mod context;
 pub mod context_sets;
+pub mod drain;
 pub mod embed;
 pub mod error;
 pub mod files;
@@ -124,15 +125,53 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
         let _ = tcp.set_nodelay(true);
     });
     let mcp = state.mcp.clone();
-    // The peer address feeds the rate limits (`client_addr`).
-    let served = axum::serve(
+    let (drain, grace) = (state.drain.clone(), state.config.shutdown_grace);
+    // The peer address feeds the rate limits (`client_addr`). On SIGTERM or Ctrl-C the listener
+    // stops accepting and open requests finish (a streaming reply's SSE ends with its reply).
+    let server = axum::serve(
         listener,
         app(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
-    .with_graceful_shutdown(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
+    .with_graceful_shutdown({
+        let drain = drain.clone();
+        async move { drain.begun().await }
+    });
+    tokio::spawn({
+        let drain = drain.clone();
+        async move {
+            drain::signalled().await;
+            drain.begin();
+        }
+    });
+    // Replies under way get the grace period (`drain`); requests still open after it are cut.
+    let replies = async {
+        drain.begun().await;
+        tracing::info!(
+            replies = drain.running(),
+            grace_ms = grace.as_millis() as u64,
+            "shutting down: no new messages; replies under way may finish"
+        );
+        match drain.finish(grace).await {
+            0 => tracing::info!("every reply finished"),
+            n => tracing::warn!(
+                replies = n,
+                "replies still running at the deadline; they restart failed and retryable"
+            ),
+        }
+    };
+    let bounded = async {
+        let served = tokio::select! {
+            served = server => served,
+            () = async {
+                drain.begun().await;
+                tokio::time::sleep(grace + std::time::Duration::from_secs(1)).await;
+            } => Ok(()),
+        };
+        // The listener failed: the replies get their grace all the same.
+        drain.begin();
+        served
+    };
+    let (served, ()) = tokio::join!(bounded, replies);
     // MCP child processes end with their connections.
     mcp.stop_all();
     served

@@ -11,6 +11,7 @@ use crate::calls::{Calls, Limits};
 use crate::chat::Chat;
 use crate::config::Config;
 use crate::context::ContextWindows;
+use crate::drain::Drain;
 use crate::embed::EmbeddingService;
 use crate::files::Files;
 use crate::hub::Hubs;
@@ -56,6 +57,8 @@ pub struct AppState {
     pub approvals: Approvals,
     /// What `/metrics` reports.
     pub metrics: Metrics,
+    /// Replies under way, and whether the process is shutting down.
+    pub drain: Drain,
 }
 
 impl AppState {
@@ -154,11 +157,13 @@ impl AppState {
             http: reqwest::Client::new(),
             approvals: approvals.clone(),
         };
+        let drain = Drain::default();
         let chat = Chat::new(
             store.clone(),
             limits.clone(),
             budgets.clone(),
             turns.clone(),
+            drain.clone(),
         );
         Self {
             config,
@@ -180,6 +185,7 @@ impl AppState {
             files,
             approvals,
             metrics,
+            drain,
         }
     }
 }

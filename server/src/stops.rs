@@ -49,6 +49,11 @@ impl ReplyStops {
         }
     }
 
+    /// True while a reply of the session is under way (or waiting its turn) here.
+    pub fn any(&self) -> bool {
+        !self.lock().tokens.is_empty()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

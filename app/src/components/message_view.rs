@@ -368,7 +368,8 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
         })
     };
     let error = move || pending.with(|p| p.as_ref().and_then(|p| p.error.clone()));
-    // A rate limit says when the message may go: it is kept and sent again then, by itself.
+    // A rate limit, or a busy or restarting server, says when the message may go: it is kept and
+    // sent again then, by itself.
     let wait = RwSignal::new(None::<u32>);
     let ticker = StoredValue::new_local(None::<gloo_timers::callback::Interval>);
     {
@@ -377,7 +378,7 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
             let retry_ms = pending.with(|p| {
                 p.as_ref()
                     .and_then(|p| p.error.as_ref())
-                    .filter(|e| e.code == ErrorCode::RateLimited)
+                    .filter(|e| matches!(e.code, ErrorCode::RateLimited | ErrorCode::Overloaded))
                     .and_then(|e| e.retry_after_ms)
             });
             let Some(ms) = retry_ms else {
@@ -423,7 +424,10 @@ pub fn PendingView(client: ChatClient, client_message_id: String) -> impl IntoVi
                         view! {
                             <div class="gb-error gb-rate-limited" role="status" data-code=format!("{:?}", e.code)>
                                 <span class="gb-error-text">
-                                    {w.fill(Word::RateLimitedKept, &[("secs", &secs.to_string())])}
+                                    {w.fill(
+                                        if e.code == ErrorCode::RateLimited { Word::RateLimitedKept } else { Word::BusyKept },
+                                        &[("secs", &secs.to_string())],
+                                    )}
                                 </span>
                                 <button class="gb-link-button" on:click=move |_| client.dismiss(&cid)>
                                     {w.text(Word::Dismiss)}

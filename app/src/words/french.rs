@@ -95,6 +95,7 @@ static FRENCH: &[(Word, &str)] = &[
     (Word::MarkExclude, "Exclure : ne jamais envoyer"),
     (Word::MarkClear, "Effacer"),
     (Word::RateLimitedKept, "Trop de messages pour l’instant : celui-ci est conservé et partira dans {secs} s."),
+    (Word::BusyKept, "Le serveur est occupé ou redémarre : ce message est conservé et partira dans {secs} s."),
     (Word::Dismiss, "Ignorer"),
     (Word::MessageSending, "Envoi…"),
     (Word::ChatTitle, "Glassbox"),

@@ -109,6 +109,7 @@ table! {
         MarkClear = "Clear",
         // The pending message.
         RateLimitedKept = "Too many messages for now: this one is kept and goes in {secs} s.",
+        BusyKept = "The server is busy or restarting: this message is kept and goes in {secs} s.",
         Dismiss = "Dismiss",
         MessageSending = "Sending…",
         // The chat panel.

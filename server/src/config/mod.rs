@@ -91,6 +91,8 @@ pub struct Config {
     pub provider_idle_timeout: Duration,
     pub provider_total_timeout: Duration,
     pub disconnect_grace: Duration,
+    /// How long replies under way may take to finish on shutdown.
+    pub shutdown_grace: Duration,
     /// Every WebSocket's ping and `heartbeat` interval (zero: none).
     pub ws_heartbeat: Duration,
     /// `None`: no user is verified (every session is anonymous).
@@ -336,6 +338,7 @@ impl TryFrom<Settings> for Config {
             provider_idle_timeout: p.provider_idle_timeout_ms,
             provider_total_timeout: p.provider_total_timeout_ms,
             disconnect_grace: s.disconnect_grace_ms,
+            shutdown_grace: s.shutdown_grace_ms,
             ws_heartbeat: s.ws_heartbeat_ms,
             identity_secret: s.identity_secret,
             offline_delay: p.offline_delay_ms,

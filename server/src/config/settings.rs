@@ -68,6 +68,10 @@ pub struct Settings {
     /// A reply keeps streaming this long (ms) after its last client left, then is cancelled.
     #[arg(long, env = "GLASSBOX_DISCONNECT_GRACE_MS", default_value = "10000", value_parser = millis)]
     pub disconnect_grace_ms: Duration,
+    /// On SIGTERM or Ctrl-C, how long (ms) replies under way may take to finish before the process
+    /// exits; no new message is taken meanwhile.
+    #[arg(long, env = "GLASSBOX_SHUTDOWN_GRACE_MS", default_value = "25000", value_parser = millis)]
+    pub shutdown_grace_ms: Duration,
     /// How often (ms) each WebSocket gets a ping and a `heartbeat` frame; a peer that answers none
     /// of three pings in a row is closed (0: never). Keeps quiet sockets open through proxies' idle timeouts.
     #[arg(long, env = "GLASSBOX_WS_HEARTBEAT_MS", default_value = "20000", value_parser = millis)]

@@ -18,7 +18,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures::{Sink, SinkExt, Stream, StreamExt};
@@ -50,6 +50,9 @@ use crate::wire_error::ToWire;
 const COALESCE: std::time::Duration = std::time::Duration::from_millis(16);
 /// Streamed text waiting this many bytes is sent at once.
 const COALESCE_BYTES: usize = 4 * 1024;
+
+/// While the server shuts down, how often a connection looks whether its session's reply ended.
+const CLOSING_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Frames above this size close the socket at the protocol level; between `MAX_FRAME_BYTES` and this
 /// they get a typed `frame_too_large` error and the socket stays open.
@@ -105,12 +108,32 @@ where
     let _open = state.metrics.websocket_opened();
     let mut attached: Option<Attached> = None;
     let mut beat = Heartbeat::new(state.config.ws_heartbeat);
+    // Set when the server starts shutting down (`crate::drain`).
+    let mut closing = false;
     loop {
+        // Shutting down: closed once its session has no reply under way here, so the client
+        // reconnects (behind a load balancer, to another instance) and loses nothing.
+        if closing && attached.as_ref().is_none_or(|a| !a.hub.stops.any()) {
+            if let Some(a) = attached.as_mut() {
+                let _ = flush(&mut sink, a).await;
+            }
+            let _ = sink
+                .send(Message::Close(Some(CloseFrame {
+                    code: close_code::RESTART,
+                    reason: "the server is restarting".into(),
+                })))
+                .await;
+            return;
+        }
         let incoming = match attached.as_mut() {
             None => tokio::select! {
                 m = stream.next() => m,
                 () = beat.due() => {
                     if beat.beat(&mut sink).await.is_err() { return; }
+                    continue;
+                }
+                () = state.drain.begun(), if !closing => {
+                    closing = true;
                     continue;
                 }
             },
@@ -141,6 +164,12 @@ where
                         }
                         continue;
                     }
+                    () = state.drain.begun(), if !closing => {
+                        closing = true;
+                        continue;
+                    }
+                    // While closing, looks again now and then for the reply's end.
+                    () = tokio::time::sleep(CLOSING_POLL), if closing => continue,
                 }
             }
         };

@@ -325,6 +325,21 @@ impl Ws {
         tokio::time::timeout(wait, closed).await.is_ok()
     }
 
+    /// The code of the close frame the server sends within `wait` (frames before it are
+    /// skipped); `None` when it sends none in time.
+    pub async fn close_code_within(&mut self, wait: Duration) -> Option<u16> {
+        let closed = async {
+            loop {
+                match self.socket.next().await {
+                    Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+                    None | Some(Err(_)) => return None,
+                    Some(Ok(_)) => {}
+                }
+            }
+        };
+        tokio::time::timeout(wait, closed).await.ok().flatten()
+    }
+
     pub async fn close(mut self) {
         let _ = self.socket.close(None).await;
     }

@@ -1,0 +1,152 @@
+//! Shutting down without losing a reply: once the server drains (SIGTERM), new messages are
+//! refused with a typed, retryable error, idle WebSockets close with 1012 so their clients
+//! reconnect elsewhere, and a reply under way streams to its end before its socket closes. The
+//! process itself, sent SIGTERM mid-reply, finishes the reply and exits 0.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use glassbox_core::wire::ServerEvent;
+use glassbox_fake_provider::{Behaviour, FakeProvider, Gate};
+use serde_json::json;
+use support::{Api, TestServer, delta_text};
+
+#[tokio::test]
+async fn a_draining_server_refuses_new_messages_and_finishes_the_reply_under_way() {
+    let gate = Gate::new();
+    let server = TestServer::start(
+        Api::OpenAi,
+        Behaviour::hold(&["Half ", "way ", "there."], 1, &gate),
+    )
+    .await;
+    let mut busy = server.ws().await;
+    let (id, _token) = busy.hello_new().await;
+    busy.send(json!({"type": "chat", "data": {"message": "tell me"}}))
+        .await;
+    gate.reached(1).await;
+    let mut idle = server.ws().await;
+    idle.hello_new().await;
+
+    server.state.drain.begin();
+    // The idle tab is told to reconnect (1012: service restart).
+    assert_eq!(
+        idle.close_code_within(Duration::from_secs(5)).await,
+        Some(1012)
+    );
+    // A new message on the busy tab is refused, typed and retryable, and nothing is stored (the
+    // listener no longer takes connections: REST clients go to another instance).
+    busy.send(json!({"type": "chat", "data": {"message": "another", "clientMessageId": "late"}}))
+        .await;
+    let mut seen = Vec::new();
+    let refusal = loop {
+        let (frame, raw) = busy.next().await;
+        if raw["type"] == "error" {
+            break raw;
+        }
+        seen.push(frame);
+    };
+    assert_eq!(refusal["data"]["code"], "overloaded", "{refusal}");
+    assert_eq!(refusal["data"]["retryable"], true);
+    assert_eq!(refusal["data"]["clientMessageId"], "late");
+    assert!(
+        refusal["data"]["retryAfterMs"].as_u64() > Some(0),
+        "{refusal}"
+    );
+
+    // The reply under way streams to its end, then its socket closes too.
+    gate.release();
+    let mut frames = seen;
+    frames.extend(busy.until_reply_ends().await);
+    let ServerEvent::Done(done) = &frames.last().unwrap().event else {
+        panic!("the reply did not finish: {frames:?}")
+    };
+    assert_eq!(done.message.content, "Half way there.");
+    assert_eq!(delta_text(&frames), "Half way there.");
+    assert_eq!(
+        busy.close_code_within(Duration::from_secs(5)).await,
+        Some(1012)
+    );
+    assert_eq!(server.state.drain.finish(Duration::from_secs(5)).await, 0);
+    // Only the first message and its reply are stored (the listener is closed: read the store).
+    let stored = server.state.store.messages(&id).await.unwrap();
+    assert_eq!(stored.len(), 2, "{stored:?}");
+    assert_eq!(
+        stored[1].status,
+        glassbox_core::vocab::MessageStatus::Complete
+    );
+}
+
+#[tokio::test]
+async fn sigterm_mid_reply_lets_the_reply_finish_then_the_process_exits() {
+    let gate = Gate::new();
+    let fake = FakeProvider::start(Behaviour::hold(&["Kept ", "to ", "the end."], 1, &gate))
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_glassbox-server"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GLASSBOX_ADDR", "127.0.0.1:0")
+        .env("GLASSBOX_DATA_DIR", data.path())
+        .env("GLASSBOX_PROVIDER", "openai")
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", fake.openai_base())
+        .env("GLASSBOX_EMBEDDINGS", "off")
+        .env("GLASSBOX_TOPICS", "off")
+        .env("GLASSBOX_TOOLS", "off")
+        .env("GLASSBOX_CONFIG", "off")
+        .env("GLASSBOX_PUBLIC_DIR", "off")
+        .env("GLASSBOX_SHUTDOWN_GRACE_MS", "20000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start glassbox-server");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let base = loop {
+        let line = lines.next().expect("listening line").unwrap();
+        if let Some(at) = line.find("http://127.0.0.1:") {
+            let url: String = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || ":/.".contains(*c))
+                .collect();
+            break url.trim_end_matches('/').to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+
+    // A reply streams over SSE and is held mid-way.
+    let http = reqwest::Client::new();
+    let mut sse = http
+        .post(format!("{base}/api/chat"))
+        .header("accept", "text/event-stream")
+        .json(&json!({"message": "go"}))
+        .send()
+        .await
+        .unwrap();
+    gate.reached(1).await;
+    let pid = child.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    // New connections are no longer taken while the reply is under way.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        http.get(format!("{base}/healthz")).send().await.is_err(),
+        "the listener still accepts"
+    );
+    gate.release();
+    let mut text = String::new();
+    while let Some(chunk) = sse.chunk().await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains("event: done"), "{text}");
+    assert!(text.contains("the end."), "{text}");
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exit status {status}");
+}
