@@ -116,6 +116,12 @@ impl Budgets {
         checked
     }
 
+    /// [`Budgets::check`] for background work (summaries, topic extraction): a refusal is not
+    /// counted in the metrics, which count refused requests.
+    pub async fn check_quietly(&self, session_id: &str) -> Result<(), BudgetError> {
+        self.refusal(session_id).await
+    }
+
     async fn refusal(&self, session_id: &str) -> Result<(), BudgetError> {
         let caps = self.caps;
         if caps.session_tokens == 0 && caps.daily_tokens == 0 && caps.user_daily_tokens == 0 {

@@ -147,7 +147,8 @@ impl Calls {
         request: ProviderRequest,
         cancel: impl Future<Output = ()>,
     ) -> Result<(String, Result<CallOutput, CallFailure>), BudgetError> {
-        self.budgets.check(session_id).await?;
+        // Background work nobody asked for: its refusals are not counted as refused requests.
+        self.budgets.check_quietly(session_id).await?;
         let (encoding, _) = glassbox_core::context::encoding_for(&request.model);
         let model = request.model.clone();
         let sent: u32 = request
@@ -202,8 +203,10 @@ async fn stream(
             Err(_) => return Err(ProviderError::IdleTimeout(limits.idle)),
             Ok(None) => return Err(ProviderError::Truncated),
             Ok(Some(event)) => {
+                let event = event?;
+                // A failure is no first event: only what the provider says counts.
                 first.get_or_insert_with(Instant::now);
-                event?
+                event
             }
         };
         match event {

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::background::TurnStarting;
 use crate::budgets::{BudgetError, Budgets};
-use crate::drain::Drain;
+use crate::drain::{Admitted, Drain};
 use crate::hub::Hub;
 use crate::ids::{new_id, now_ms};
 use crate::rate_limits::{AddressPermit, Caller, RateLimited, RateLimits};
@@ -118,9 +118,8 @@ impl Chat {
         req: ChatRequest,
         caller: Option<&Caller>,
     ) -> Result<Submitted, ChatError> {
-        if self.drain.is_draining() {
-            return Err(ChatError::ShuttingDown);
-        }
+        // Counted from here: a shutdown that begins meanwhile waits for this message's reply.
+        let admitted = self.drain.admit().ok_or(ChatError::ShuttingDown)?;
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
         // Uploaded files as the server recorded them (a file of another session is refused).
@@ -173,7 +172,7 @@ impl Chat {
             model.to_owned(),
             message.id.clone(),
             &reply,
-            permit,
+            (permit, admitted),
             starting,
         );
         Ok(Submitted {
@@ -192,9 +191,7 @@ impl Chat {
         message_id: &str,
         caller: Option<&Caller>,
     ) -> Result<(), ChatError> {
-        if self.drain.is_draining() {
-            return Err(ChatError::ShuttingDown);
-        }
+        let admitted = self.drain.admit().ok_or(ChatError::ShuttingDown)?;
         let session_id = hub.session_id.as_str();
         self.budgets.check(session_id).await?;
         let permit = self.limits.stream(caller)?;
@@ -220,7 +217,7 @@ impl Chat {
             model.to_owned(),
             reply_to,
             &reply,
-            permit,
+            (permit, admitted),
             starting,
         );
         Ok(())
@@ -242,15 +239,16 @@ impl Chat {
     }
 
     /// Tells every tab the reply starts (`reply_start`) and runs it in the background; `permit`
-    /// holds the address's streaming slot until it ends, `starting` counts the turn as starting
-    /// until its first token (not while it waits for the session's reply under way).
+    /// holds the address's streaming slot until it ends, `admitted` has a shutdown wait for it,
+    /// `starting` counts the turn as starting until its first token (not while it waits for the
+    /// session's reply under way).
     fn spawn_turn(
         &self,
         hub: Arc<Hub>,
         model: String,
         user_message_id: String,
         reply: &ChatMessage,
-        permit: AddressPermit,
+        (permit, admitted): (AddressPermit, Admitted),
         starting: TurnStarting,
     ) {
         // Registered before `reply_start`, so a stop that answers it finds the reply.
@@ -260,7 +258,7 @@ impl Chat {
         let turns = self.turns.clone();
         // The turn logs under the request or connection that started it.
         let span = tracing::Span::current();
-        self.drain.spawn(
+        admitted.run(
             async move {
                 let _permit = permit;
                 let mut starting = starting;
@@ -287,6 +285,8 @@ impl Chat {
                     .run(&hub, &model, &user_message_id, &reply_id, starting, &stop)
                     .await
                 {
+                    // Ended before the reply could be stored (its outcome is counted here).
+                    turns.calls.metrics.turn(crate::metrics::TurnOutcome::Failed);
                     let wire = e.to_wire().for_message(&reply_id);
                     hub.publish(ServerEvent::Error(wire));
                 }

@@ -51,7 +51,9 @@ use glassbox_core::wire::WireError;
 
 /// Opens the store, fails replies a previous process left streaming, and builds the state.
 pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
-    let store = storage::Store::open(&config.data_dir).await?;
+    let database = storage::DatabaseUrl::resolve(config.database_url.as_deref(), &config.data_dir)?;
+    let store = storage::Store::connect(&database).await?;
+    tracing::info!(database = %database.display(), "database open");
     let interrupted = WireError::new(
         ErrorCode::Internal,
         "the server restarted while this reply was streaming",
@@ -84,7 +86,8 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
     Ok(AppState::new(config, store, provider, embeddings, agents))
 }
 
-/// Serves `app(state)` on `listener` until ctrl-c, sweeping idle sessions in the background.
+/// Serves `app(state)` on `listener`, sweeping idle sessions in the background, until SIGTERM or
+/// Ctrl-C; then shuts down without losing a reply (`drain`) and returns.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
     let (hubs, limits) = (state.hubs.clone(), state.limits.clone());
     tokio::spawn(async move {
@@ -151,6 +154,12 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
             grace_ms = grace.as_millis() as u64,
             "shutting down: no new messages; replies under way may finish"
         );
+        // A second signal does not wait.
+        tokio::spawn(async {
+            drain::signalled().await;
+            tracing::warn!("second signal: exiting without waiting for replies");
+            std::process::exit(130);
+        });
         match drain.finish(grace).await {
             0 => tracing::info!("every reply finished"),
             n => tracing::warn!(

@@ -7,6 +7,9 @@ use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("migrate") {
+        return migrate(std::env::args().skip(1)).await;
+    }
     let config = match Config::from_env() {
         Ok(config) => config,
         // `--help`, `--version` or an unknown flag: printed as clap prints them.
@@ -55,5 +58,53 @@ async fn main() -> anyhow::Result<()> {
         });
     }
     glassbox_server::serve(listener, state).await?;
+    Ok(())
+}
+
+/// `glassbox-server migrate --from URL --to URL`: copies every row of one database into another
+/// (SQLite into PostgreSQL, when moving to several instances). The destination gets its tables
+/// first; rows it has already are kept, so an interrupted copy can be run again.
+#[derive(clap::Parser)]
+#[command(name = "glassbox-server migrate")]
+struct Migrate {
+    /// The database to copy: `sqlite://PATH` or `postgres://…`.
+    #[arg(long)]
+    from: String,
+    /// The database to copy into: `postgres://…` or `sqlite://PATH`.
+    #[arg(long)]
+    to: String,
+}
+
+async fn migrate(args: impl Iterator<Item = String>) -> anyhow::Result<()> {
+    use clap::Parser;
+    use glassbox_server::storage::{DatabaseUrl, Store};
+    let args = Migrate::parse_from(args);
+    let here = std::path::Path::new(".");
+    let (from, to) = (
+        DatabaseUrl::resolve(Some(&args.from), here)?,
+        DatabaseUrl::resolve(Some(&args.to), here)?,
+    );
+    if from == to {
+        anyhow::bail!("--from and --to name the same database");
+    }
+    if let DatabaseUrl::Sqlite(path) = &from
+        && !path.exists()
+    {
+        anyhow::bail!("{} does not exist", path.display());
+    }
+    let source = Store::connect(&from).await?;
+    let destination = Store::connect(&to).await?;
+    println!("copying {} into {}", from.display(), to.display());
+    let copied = destination
+        .copy_from(&source, |table, rows| {
+            if rows % 10_000 == 0 {
+                println!("  {table}: {rows} rows");
+            }
+        })
+        .await?;
+    for (table, read, written) in copied.tables {
+        println!("  {table}: {read} rows, {written} new");
+    }
+    println!("done");
     Ok(())
 }

@@ -18,8 +18,11 @@ use prometheus_client::registry::{Registry, Unit};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
 #[strum(serialize_all = "snake_case")]
 pub enum TurnOutcome {
+    /// Finished.
     Complete,
+    /// Ended by an error (kept with its partial text, retryable).
     Failed,
+    /// Stopped by the user.
     Stopped,
 }
 
@@ -27,7 +30,9 @@ pub enum TurnOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
 #[strum(serialize_all = "snake_case")]
 pub enum Direction {
+    /// To the provider (the prompt).
     Input,
+    /// From the provider (the reply).
     Output,
 }
 
@@ -74,9 +79,10 @@ struct ServerLabels {
 /// A histogram family's constructor (a plain function, so the family's type can be named).
 type Make = fn() -> Histogram;
 
-/// Seconds from 1 ms to about 65 s (provider calls, tool calls).
+/// Seconds from 1 ms to about 17 minutes (provider calls stream for up to
+/// `GLASSBOX_PROVIDER_TOTAL_TIMEOUT_MS`, 10 minutes; tool calls up to `call_timeout_max_ms`).
 fn call_seconds() -> Histogram {
-    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+    Histogram::new(exponential_buckets(0.001, 2.0, 21))
 }
 
 /// Seconds from 0.1 ms to about 3 s (what Glassbox adds before the provider call).

@@ -83,7 +83,9 @@ impl Default for RateLimitConfig {
 pub struct RateLimited {
     /// The refusal in words, for the client.
     pub what: &'static str,
+    /// Which limit it is.
     pub limit: Limit,
+    /// How long until the same action may succeed.
     pub retry_after: Duration,
 }
 
@@ -99,9 +101,13 @@ pub enum Limit {
     CallerStreams,
     /// Uploads at once per caller.
     CallerUploads,
+    /// Messages per session and minute.
     SessionMessages,
+    /// Commands (settings, context, topics) per session and minute.
     SessionCommands,
+    /// Joins (a `hello` with the session's token) per session and minute.
     SessionJoins,
+    /// Previews of a draft per session and minute.
     SessionPreviews,
 }
 

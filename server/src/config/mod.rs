@@ -59,6 +59,8 @@ const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub struct Config {
     pub addr: std::net::SocketAddr,
     pub data_dir: PathBuf,
+    /// `GLASSBOX_DATABASE_URL` as given (`None`: SQLite in `data_dir`).
+    pub database_url: Option<String>,
     /// Folder with the demo host pages (`None`: none are served).
     pub public_dir: Option<PathBuf>,
     /// Where `/metrics` is served (`None`: nowhere).
@@ -313,6 +315,7 @@ impl TryFrom<Settings> for Config {
         Ok(Self {
             addr: s.addr,
             vocab_dir: s.vocab_dir.unwrap_or_else(|| s.widget_dir.join("vocab")),
+            database_url: s.database_url,
             data_dir: s.data_dir,
             public_dir: s.public_dir.into_option(),
             metrics_addr: s.metrics_addr.into_option(),

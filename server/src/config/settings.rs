@@ -27,6 +27,10 @@ pub struct Settings {
     /// Where `glassbox.db` (SQLite, WAL) lives.
     #[arg(long, env = "GLASSBOX_DATA_DIR", default_value = "data")]
     pub data_dir: PathBuf,
+    /// The database: `sqlite://PATH`, or `postgres://USER:PASSWORD@HOST/DB` for several instances
+    /// on one database [default: sqlite://<data dir>/glassbox.db].
+    #[arg(long, env = "GLASSBOX_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
     /// The demo pages (`off`: none are served).
     #[arg(long, env = "GLASSBOX_PUBLIC_DIR", default_value = "public", value_parser = or_off::<PathBuf>)]
     pub public_dir: OrOff<PathBuf>,

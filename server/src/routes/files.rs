@@ -36,7 +36,7 @@ pub struct Upload {
     path = "/api/sessions/{id}/files",
     tag = "files",
     params(("name" = String, Query, description = "The file's name, as the user's system gave it")),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The file's bytes (its kind by the name and the bytes; docs/embedding.md, files)"),
+    request_body(content = Vec<u8>, content_type = "*/*", description = "The file's bytes, `Content-Type` its declared type (the kind is checked by the name and the bytes; docs/protocol.md, files)"),
     security(("session_token" = []), ("verified_user" = [])),
     responses((status = 201, description = "Stored", body = Attachment))
 )]
@@ -97,7 +97,7 @@ pub async fn upload(
     path = "/api/sessions/{id}/files/{file_id}",
     tag = "files",
     security(("session_token" = []), ("verified_user" = [])),
-    responses((status = 200, description = "The file's bytes", content_type = "application/octet-stream"))
+    responses((status = 200, description = "The file as a download, with the type it was stored with (an image's, or text)", content((Vec<u8> = "image/*"), (String = "text/plain"))))
 )]
 pub async fn download(
     State(state): State<AppState>,

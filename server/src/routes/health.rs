@@ -30,6 +30,7 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
         "status": "ok",
         "provider": state.provider.name(),
         "model": state.config.model,
+        "database": state.store.backend(),
         "embeddings": embeddings,
         "mcp": state.mcp.health(),
     }))

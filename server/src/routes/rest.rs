@@ -432,7 +432,7 @@ pub async fn mark_message(
     path = "/api/sessions/{id}/messages/{message_id}/stop",
     tag = "chat",
     security(("session_token" = []), ("verified_user" = [])),
-    responses((status = 200, description = "`{\"stopped\": true}` when the reply was under way", body = Object))
+    responses((status = 200, description = "`{messageId, stopped}`: `stopped` is false when the reply had already ended", body = Object))
 )]
 pub async fn stop_reply(
     State(state): State<AppState>,

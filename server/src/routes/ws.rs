@@ -74,7 +74,9 @@ pub async fn upgrade(
         .max_frame_size(HARD_FRAME_LIMIT)
         .on_upgrade(move |socket: WebSocket| {
             let (sink, stream) = socket.split();
-            serve(state, address, sink, stream).instrument(span)
+            // A shutdown waits for it to send its last frames and close.
+            let drain = state.drain.clone();
+            drain.socket(serve(state, address, sink, stream).instrument(span))
         })
 }
 
@@ -111,11 +113,26 @@ where
     // Set when the server starts shutting down (`crate::drain`).
     let mut closing = false;
     loop {
-        // Shutting down: closed once its session has no reply under way here, so the client
-        // reconnects (behind a load balancer, to another instance) and loses nothing.
+        // Shutting down: closed once its session has no reply under way here and every frame
+        // published is sent, so the client reconnects later and loses nothing.
         if closing && attached.as_ref().is_none_or(|a| !a.hub.stops.any()) {
             if let Some(a) = attached.as_mut() {
-                let _ = flush(&mut sink, a).await;
+                // Every frame published so far goes first (the reply's end among them).
+                loop {
+                    let sent = match a.frames.try_recv() {
+                        Ok(frame) => forward(&mut sink, a, &frame).await,
+                        Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                            catch_up(&state, &mut sink, a).await
+                        }
+                        Err(_) => break,
+                    };
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+                if flush(&mut sink, a).await.is_err() {
+                    return;
+                }
             }
             let _ = sink
                 .send(Message::Close(Some(CloseFrame {

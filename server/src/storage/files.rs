@@ -4,7 +4,7 @@ use glassbox_core::attachments::{FileKind, MAX_SESSION_FILE_BYTES};
 use glassbox_core::vocab::Attachment;
 
 use super::named::{name, parse};
-use super::{StorageError, Store};
+use super::{StorageError, Store, on_db, params};
 
 /// A file about to be stored (already checked: its kind, size and bytes).
 #[derive(Debug, Clone)]
@@ -65,17 +65,17 @@ impl FileRow {
     }
 }
 
-/// A [`FileRow`] with the file's bytes.
+/// A [`FileRow`] with the file's bytes (`None`: an image's, left out).
 #[derive(sqlx::FromRow)]
 struct FileWithBytes {
     #[sqlx(flatten)]
     file: FileRow,
-    bytes: Vec<u8>,
+    bytes: Option<Vec<u8>>,
 }
 
 const FILE_COLUMNS: &str = "id, name, mime_type, kind, size, width, height";
 
-/// Most ids bound in one query (SQLite allows 32,766 variables; a session's files are far fewer).
+/// Most ids bound in one query (a session's files are far fewer).
 const IDS_PER_QUERY: usize = 500;
 
 impl Store {
@@ -86,44 +86,51 @@ impl Store {
         f: &NewFile<'_>,
         server_max: u64,
     ) -> Result<FileStored, StorageError> {
-        let mut tx = self.writer.begin().await?;
-        let used: i64 =
-            sqlx::query_scalar("SELECT COALESCE(SUM(size), 0) FROM files WHERE session_id = ?")
-                .bind(f.session_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        let used = u64::try_from(used).unwrap_or(0);
-        if used + f.bytes.len() as u64 > MAX_SESSION_FILE_BYTES {
-            return Ok(FileStored::SessionFull { used });
-        }
-        if server_max > 0 {
-            // Read from the `files_by_size` index alone, not the rows with their bytes.
-            let all: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(size), 0) FROM files")
-                .fetch_one(&mut *tx)
-                .await?;
-            let all = u64::try_from(all).unwrap_or(0);
-            if all + f.bytes.len() as u64 > server_max {
-                return Ok(FileStored::ServerFull { used: all });
+        let size = f.bytes.len() as u64;
+        on_db!(self, write, |db, d| {
+            let mut tx = db.begin().await?;
+            // The session's row locked (PostgreSQL): its uploads are counted one at a time.
+            super::lock_session!(d, tx, f.session_id);
+            let used: i64 = sqlx::query_scalar(
+                "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM files WHERE session_id = $1",
+            )
+            .bind(f.session_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            let used = u64::try_from(used).unwrap_or(0);
+            if used + size > MAX_SESSION_FILE_BYTES {
+                return Ok(FileStored::SessionFull { used });
             }
-        }
-        sqlx::query(
-            "INSERT INTO files (id, session_id, name, mime_type, kind, size, width, height, bytes, \
-             created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(f.id)
-        .bind(f.session_id)
-        .bind(f.name)
-        .bind(f.mime_type)
-        .bind(name(f.kind))
-        .bind(f.bytes.len() as i64)
-        .bind(f.dimensions.map(|(w, _)| i64::from(w)))
-        .bind(f.dimensions.map(|(_, h)| i64::from(h)))
-        .bind(f.bytes)
-        .bind(f.created_at)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(FileStored::Stored)
+            if server_max > 0 {
+                // Read from the `files_by_size` index alone, not the rows with their bytes.
+                let all: i64 =
+                    sqlx::query_scalar("SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM files")
+                        .fetch_one(&mut *tx)
+                        .await?;
+                let all = u64::try_from(all).unwrap_or(0);
+                if all + size > server_max {
+                    return Ok(FileStored::ServerFull { used: all });
+                }
+            }
+            sqlx::query(
+                "INSERT INTO files (id, session_id, name, mime_type, kind, size, width, height, \
+                 bytes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(f.id)
+            .bind(f.session_id)
+            .bind(f.name)
+            .bind(f.mime_type)
+            .bind(name(f.kind))
+            .bind(f.bytes.len() as i64)
+            .bind(f.dimensions.map(|(w, _)| i64::from(w)))
+            .bind(f.dimensions.map(|(_, h)| i64::from(h)))
+            .bind(f.bytes)
+            .bind(f.created_at)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(FileStored::Stored)
+        })
     }
 
     /// The descriptions of the session's files among `ids` (others, and other sessions', are not
@@ -133,7 +140,22 @@ impl Store {
         session_id: &str,
         ids: &[&str],
     ) -> Result<Vec<FileRow>, StorageError> {
-        self.file_rows(session_id, ids, "").await
+        let mut out = Vec::new();
+        for chunk in ids.chunks(IDS_PER_QUERY) {
+            let sql = format!(
+                "SELECT {FILE_COLUMNS} FROM files WHERE session_id = $1 AND id IN ({})",
+                params(2, chunk.len())
+            );
+            let rows: Vec<FileRow> = on_db!(self, read, |db, d| {
+                let mut q = sqlx::query_as(&sql).bind(session_id);
+                for id in chunk {
+                    q = q.bind(*id);
+                }
+                q.fetch_all(db).await?
+            });
+            out.extend(rows);
+        }
+        Ok(out)
     }
 
     /// The session's files among `ids`, with their bytes; an image's bytes are left empty unless
@@ -145,35 +167,30 @@ impl Store {
         with_images: bool,
     ) -> Result<Vec<(FileRow, Vec<u8>)>, StorageError> {
         let bytes = if with_images {
-            ", bytes"
+            "bytes".to_owned()
         } else {
-            ", CASE WHEN kind = 'image' THEN x'' ELSE bytes END AS bytes"
+            format!(
+                "CASE WHEN kind = '{}' THEN NULL ELSE bytes END AS bytes",
+                name(FileKind::Image)
+            )
         };
-        let rows: Vec<FileWithBytes> = self.file_rows(session_id, ids, bytes).await?;
-        Ok(rows.into_iter().map(|r| (r.file, r.bytes)).collect())
-    }
-
-    /// The rows of the session's files among `ids`: [`FILE_COLUMNS`] and `extra` columns.
-    async fn file_rows<R>(
-        &self,
-        session_id: &str,
-        ids: &[&str],
-        extra: &str,
-    ) -> Result<Vec<R>, StorageError>
-    where
-        R: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin,
-    {
         let mut out = Vec::new();
         for chunk in ids.chunks(IDS_PER_QUERY) {
-            let marks = vec!["?"; chunk.len()].join(", ");
             let sql = format!(
-                "SELECT {FILE_COLUMNS}{extra} FROM files WHERE session_id = ? AND id IN ({marks})"
+                "SELECT {FILE_COLUMNS}, {bytes} FROM files WHERE session_id = $1 AND id IN ({})",
+                params(2, chunk.len())
             );
-            let mut q = sqlx::query_as::<_, R>(&sql).bind(session_id);
-            for id in chunk {
-                q = q.bind(*id);
-            }
-            out.extend(q.fetch_all(&self.reader).await?);
+            let rows: Vec<FileWithBytes> = on_db!(self, read, |db, d| {
+                let mut q = sqlx::query_as(&sql).bind(session_id);
+                for id in chunk {
+                    q = q.bind(*id);
+                }
+                q.fetch_all(db).await?
+            });
+            out.extend(
+                rows.into_iter()
+                    .map(|r| (r.file, r.bytes.unwrap_or_default())),
+            );
         }
         Ok(out)
     }
@@ -181,23 +198,28 @@ impl Store {
     /// Deletes the files uploaded before `before` (ms) that no message of their session names;
     /// answers how many.
     pub async fn delete_unsent_files(&self, before: i64) -> Result<u64, StorageError> {
-        let res = sqlx::query(
-            "DELETE FROM files WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM messages m \
-             WHERE m.session_id = files.session_id AND m.attachments_json LIKE '%' || files.id || '%')",
-        )
-        .bind(before)
-        .execute(&self.writer)
-        .await?;
-        Ok(res.rows_affected())
+        let sql = "DELETE FROM files WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM messages m \
+             WHERE m.session_id = files.session_id AND m.attachments_json LIKE '%' || files.id || '%')";
+        Ok(on_db!(self, write, |db, d| {
+            sqlx::query(sql)
+                .bind(before)
+                .execute(db)
+                .await?
+                .rows_affected()
+        }))
     }
 
     /// Deletes one of the session's files; false when it had none of that id.
     pub async fn delete_file(&self, session_id: &str, id: &str) -> Result<bool, StorageError> {
-        let res = sqlx::query("DELETE FROM files WHERE session_id = ? AND id = ?")
-            .bind(session_id)
-            .bind(id)
-            .execute(&self.writer)
-            .await?;
-        Ok(res.rows_affected() > 0)
+        let sql = "DELETE FROM files WHERE session_id = $1 AND id = $2";
+        let done = on_db!(self, write, |db, d| {
+            sqlx::query(sql)
+                .bind(session_id)
+                .bind(id)
+                .execute(db)
+                .await?
+                .rows_affected()
+        });
+        Ok(done > 0)
     }
 }

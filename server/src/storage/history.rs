@@ -9,7 +9,7 @@ use glassbox_core::wire::ChatMessage;
 
 use super::named::name;
 use super::rows::PlacedRow;
-use super::{StorageError, Store};
+use super::{Dialect, StorageError, Store, on_db, params};
 
 /// Where a page of history ends.
 #[derive(Debug, Clone, Copy)]
@@ -36,34 +36,33 @@ const HISTORY_COLUMNS: &str = "id, role, content, status, created_at, client_mes
      reply_to, context_json, attachments_json, NULL AS usage_json, NULL AS context_report_json, \
      tool_rounds_json, NULL AS error_json, mark, NULL AS approvals_json";
 
-/// The characters Rust's `str::trim` removes (Unicode `White_Space`), for SQL's `trim`.
-const WHITESPACE: &str = "char(9, 10, 11, 12, 13, 32, 133, 160, 5760, 8192, 8193, 8194, 8195, 8196, 8197, 8198, 8199, 8200, 8201, 8202, 8232, 8233, 8239, 8287, 12288)";
-
 /// `ChatMessage::reaches_model` in SQL: user messages, complete replies, stopped replies with
 /// text (the names are the store's own, written into the statement). The partial index
-/// `messages_not_reaching` (migration 0012) has its negation word for word, so SQLite uses it; a
-/// test keeps the two equal.
-fn reaches() -> String {
+/// `messages_not_reaching` (each dialect's migration) has its negation word for word, so the
+/// database uses it; a test keeps them equal.
+fn reaches(d: Dialect) -> String {
     format!(
         "(role = '{user}' OR (role = '{assistant}' AND (status = '{complete}' \
-         OR (status = '{stopped}' AND trim(content, {WHITESPACE}) <> ''))))",
+         OR (status = '{stopped}' AND {trimmed} <> ''))))",
         user = name(Role::User),
         assistant = name(Role::Assistant),
         complete = name(MessageStatus::Complete),
         stopped = name(MessageStatus::Stopped),
+        trimmed = d.trimmed("content"),
     )
 }
 
 impl Store {
     /// Where message `id` is in its session (`None`: no such message).
     pub async fn position(&self, session_id: &str, id: &str) -> Result<Option<i64>, StorageError> {
-        Ok(
-            sqlx::query_scalar("SELECT seq FROM messages WHERE session_id = ? AND id = ?")
+        let sql = "SELECT seq FROM messages WHERE session_id = $1 AND id = $2";
+        Ok(on_db!(self, read, |db, d| {
+            sqlx::query_scalar(sql)
                 .bind(session_id)
                 .bind(id)
-                .fetch_optional(&self.reader)
-                .await?,
-        )
+                .fetch_optional(db)
+                .await?
+        }))
     }
 
     /// At most `limit` messages (as a turn reads them) that end a page at `end`, newest first,
@@ -80,17 +79,19 @@ impl Store {
             PageEnd::Through(id) => (0, Some(id)),
         };
         let sql = format!(
-            "SELECT seq, {HISTORY_COLUMNS} FROM messages WHERE session_id = ?1 \
-             AND seq < COALESCE((SELECT seq + 1 FROM messages WHERE session_id = ?1 AND id = ?3), ?2) \
-             ORDER BY seq DESC LIMIT ?4"
+            "SELECT seq, {HISTORY_COLUMNS} FROM messages WHERE session_id = $1 \
+             AND seq < COALESCE((SELECT seq + 1 FROM messages WHERE session_id = $1 AND id = $3), $2) \
+             ORDER BY seq DESC LIMIT $4"
         );
-        let rows: Vec<PlacedRow> = sqlx::query_as(&sql)
-            .bind(session_id)
-            .bind(before)
-            .bind(through)
-            .bind(limit)
-            .fetch_all(&self.reader)
-            .await?;
+        let rows: Vec<PlacedRow> = on_db!(self, read, |db, d| {
+            sqlx::query_as(&sql)
+                .bind(session_id)
+                .bind(before)
+                .bind(through)
+                .bind(limit)
+                .fetch_all(db)
+                .await?
+        });
         Ok(rows
             .into_iter()
             .map(|r| (r.seq, r.message.into()))
@@ -107,41 +108,36 @@ impl Store {
         standing: &[String],
         limit: i64,
     ) -> Result<Vec<ChatMessage>, StorageError> {
-        let reaches = reaches();
-        let pinned_sql = format!(
-            "SELECT seq, {HISTORY_COLUMNS} FROM messages \
-             WHERE session_id = ? AND seq < ? AND mark = '{pinned}' AND {reaches} \
-             ORDER BY seq DESC LIMIT ?",
-            pinned = name(MessageMark::Pinned)
-        );
-        let mut rows: Vec<PlacedRow> = sqlx::query_as(&pinned_sql)
-            .bind(session_id)
-            .bind(before)
-            .bind(limit)
-            .fetch_all(&self.reader)
-            .await?;
-        if !standing.is_empty() {
-            let ids = serde_json::to_string(standing)
-                .map_err(|e| StorageError::Corrupt(e.to_string()))?;
-            // `CROSS JOIN` keeps SQLite to this order: each id looked up by its key.
-            let columns = HISTORY_COLUMNS
-                .split(", ")
-                .map(|c| match c.contains(' ') {
-                    true => c.to_owned(), // `NULL AS …`
-                    false => format!("m.{c}"),
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let standing_sql = format!(
-                "SELECT m.seq, {columns} FROM json_each(?) j CROSS JOIN messages m ON m.id = j.value \
-                 WHERE m.session_id = ? AND m.seq < ? AND {reaches}"
+        let mut rows: Vec<PlacedRow> = on_db!(self, read, |db, d| {
+            let pinned_sql = format!(
+                "SELECT seq, {HISTORY_COLUMNS} FROM messages \
+                 WHERE session_id = $1 AND seq < $2 AND mark = '{pinned}' AND {reaches} \
+                 ORDER BY seq DESC LIMIT $3",
+                pinned = name(MessageMark::Pinned),
+                reaches = reaches(d),
             );
-            let found: Vec<PlacedRow> = sqlx::query_as(&standing_sql)
-                .bind(ids)
+            sqlx::query_as(&pinned_sql)
                 .bind(session_id)
                 .bind(before)
-                .fetch_all(&self.reader)
-                .await?;
+                .bind(limit)
+                .fetch_all(db)
+                .await?
+        });
+        // Each standing id looked up by its key (few: a session's standing instructions).
+        for chunk in standing.chunks(super::IDS_PER_STATEMENT) {
+            let found: Vec<PlacedRow> = on_db!(self, read, |db, d| {
+                let standing_sql = format!(
+                    "SELECT seq, {HISTORY_COLUMNS} FROM messages \
+                     WHERE id IN ({ids}) AND session_id = $1 AND seq < $2 AND {reaches}",
+                    ids = params(3, chunk.len()),
+                    reaches = reaches(d),
+                );
+                let mut query = sqlx::query_as(&standing_sql).bind(session_id).bind(before);
+                for id in chunk {
+                    query = query.bind(id);
+                }
+                query.fetch_all(db).await?
+            });
             rows.extend(found);
         }
         // Not cut after merging: the plan protects pinned messages first (at most `limit` of
@@ -160,29 +156,27 @@ impl Store {
         session_id: &str,
         before: i64,
     ) -> Result<Option<Unread>, StorageError> {
-        let reaches = reaches();
-        let unread = format!("session_id = ? AND seq < ? AND {reaches}");
-        let sql = format!(
-            "SELECT (SELECT MIN(seq) FROM messages WHERE session_id = ?), \
-             (SELECT COUNT(*) FROM messages WHERE session_id = ? AND seq < ? AND NOT {reaches}), \
-             (SELECT id FROM messages WHERE {unread} ORDER BY seq LIMIT 1), \
-             (SELECT id FROM messages WHERE {unread} ORDER BY seq DESC LIMIT 1)"
-        );
         let (first_seq, not_reaching, first, last): (
             Option<i64>,
             i64,
             Option<String>,
             Option<String>,
-        ) = sqlx::query_as(&sql)
-            .bind(session_id)
-            .bind(session_id)
-            .bind(before)
-            .bind(session_id)
-            .bind(before)
-            .bind(session_id)
-            .bind(before)
-            .fetch_one(&self.reader)
-            .await?;
+        ) = on_db!(self, read, |db, d| {
+            let reaches = reaches(d);
+            let unread = format!("session_id = $1 AND seq < $2 AND {reaches}");
+            let sql = format!(
+                "SELECT (SELECT MIN(seq) FROM messages WHERE session_id = $1), \
+                 (SELECT COUNT(*) FROM messages WHERE session_id = $1 AND seq < $2 \
+                   AND NOT {reaches}), \
+                 (SELECT id FROM messages WHERE {unread} ORDER BY seq LIMIT 1), \
+                 (SELECT id FROM messages WHERE {unread} ORDER BY seq DESC LIMIT 1)"
+            );
+            sqlx::query_as(&sql)
+                .bind(session_id)
+                .bind(before)
+                .fetch_one(db)
+                .await?
+        });
         let count = first_seq.map_or(0, |f| (before - f).max(0)) - not_reaching;
         Ok(match (first, last) {
             (Some(first_id), Some(last_id)) if count > 0 => Some(Unread {
@@ -203,16 +197,27 @@ mod tests {
     use super::super::{NewUserMessage, ReplyOutcome, Store};
     use super::Unread;
 
-    /// The index's predicate is this one's negation, word for word, so SQLite uses it.
+    /// Each dialect's index predicate is this one's negation, word for word, so the database
+    /// uses it.
     #[test]
     fn the_predicate_is_the_index_s() {
-        let migration = include_str!("../../migrations/0012_history_indexes.sql");
         let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-        assert!(
-            squash(migration).contains(&format!("WHERE NOT {}", squash(&super::reaches()))),
-            "{}",
-            super::reaches()
-        );
+        for (migration, d) in [
+            (
+                include_str!("../../migrations/sqlite/0012_history_indexes.sql"),
+                super::Dialect::Sqlite,
+            ),
+            (
+                include_str!("../../migrations/postgres/0001_schema.sql"),
+                super::Dialect::Postgres,
+            ),
+        ] {
+            let reaches = super::reaches(d);
+            assert!(
+                squash(migration).contains(&format!("WHERE NOT {}", squash(&reaches))),
+                "{reaches}"
+            );
+        }
     }
 
     /// 40 exchanges; every seventh reply failed and every eleventh stopped with only whitespace (neither

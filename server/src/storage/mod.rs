@@ -1,26 +1,31 @@
-//! Persistence of sessions and messages in SQLite (`glassbox.db`). Handlers call these methods and
-//! never write SQL. The SQL is SQLite's, not portable:
+//! Persistence of sessions and messages, on SQLite (`glassbox.db` in the data folder, the default)
+//! or PostgreSQL (`GLASSBOX_DATABASE_URL=postgres://…`), through sqlx's native driver for each.
+//! Handlers call [`Store`]'s methods and never write SQL. Each method is written once: its
+//! statements are the same text on both databases (`$1`-style parameters, which sqlx's SQLite
+//! driver reads by number too; standard SQL both speak), run on the backend's pool by [`on_db!`].
+//! What differs is said once, in [`Dialect`]:
 //!
-//! - `json_each(?)`: a list of ids bound as one JSON array and read as a table, in
-//!   [`Store::idle_sessions`] (the live sessions to skip) and [`Store::delete_idle_sessions`] (the
-//!   sessions to delete, and the messages whose embeddings go with them);
-//! - `instr` with `substr` (`MESSAGE_KEY_ID`): the message id out of an embedding cache key
-//!   `{message_id}:{content_hash}`, in [`Store::delete_session`] and [`Store::delete_idle_sessions`];
-//! - `?` placeholders throughout, and sqlx's SQLite types: [`Store`]'s two `SqlitePool`s, the rows
-//!   read into `sqlx::FromRow` structs (`rows`);
-//! - the connection's settings in [`Store::open`]: WAL journal, `synchronous = NORMAL`, foreign
-//!   keys, a busy timeout, and one writer connection (SQLite writes one transaction at a time);
-//! - the migrations (`server/migrations`): `BLOB` columns, and `json_object` / `json` in 0004.
+//! - trimming whitespace (SQLite's `trim(x, char(…))`, PostgreSQL's `btrim(x, chr(…) || …)`), in the
+//!   predicate of the messages that reach the model (`history`);
+//! - the message id out of an embedding cache key `{message_id}:{content_hash}` (`instr`/`substr`,
+//!   `split_part`);
+//! - row locks: PostgreSQL's `FOR UPDATE` where a transaction reads what it then writes (a
+//!   session's settings; the session row before a message takes the next position), since its
+//!   pool writes on many connections; SQLite writes through one connection, one transaction at a
+//!   time, and needs none.
 //!
-//! `ON CONFLICT … DO NOTHING / DO UPDATE … excluded.…` and `RETURNING` are PostgreSQL's too. Another
-//! database means rewriting the queries above and the pools.
+//! The schema is the same on both (`server/migrations/sqlite`, `server/migrations/postgres`: a new
+//! migration goes in both): JSON as text, integers as `BIGINT`, bytes as `BLOB` / `BYTEA`.
+//! `tests/storage.rs` is the contract every backend passes; the server's tests also run on both.
 
+mod copy;
 mod files;
 mod history;
 mod named;
 mod rows;
 mod users;
 
+pub use copy::Copied;
 pub use files::{FileRow, FileStored, NewFile};
 pub use history::{PageEnd, Unread};
 
@@ -32,6 +37,7 @@ use glassbox_core::context::{MessageMark, Receipt, SessionSettings, SessionTopic
 use glassbox_core::vocab::{Attachment, MessageStatus, PageContext, Role, ToolRound, Usage};
 use glassbox_core::wire::{ChatMessage, WireError};
 use sqlx::SqlitePool;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use named::name;
@@ -55,6 +61,47 @@ pub enum StorageError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("stored row is corrupt: {0}")]
     Corrupt(String),
+    #[error("{0}")]
+    Url(String),
+}
+
+/// Which database a store is on, as `GLASSBOX_DATABASE_URL` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    /// `sqlite://PATH` (a file), or `glassbox.db` in the data folder when no URL is set.
+    Sqlite(std::path::PathBuf),
+    /// `postgres://…` or `postgresql://…` (as libpq writes it).
+    Postgres(String),
+}
+
+impl DatabaseUrl {
+    /// The database `url` names, else SQLite's file in `data_dir`.
+    pub fn resolve(url: Option<&str>, data_dir: &Path) -> Result<Self, StorageError> {
+        match url.map(str::trim).filter(|u| !u.is_empty()) {
+            None => Ok(Self::Sqlite(data_dir.join("glassbox.db"))),
+            Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => {
+                Ok(Self::Postgres(u.to_owned()))
+            }
+            Some(u) => match u.strip_prefix("sqlite://").filter(|p| !p.is_empty()) {
+                Some(path) => Ok(Self::Sqlite(path.into())),
+                None => Err(StorageError::Url(format!(
+                    "GLASSBOX_DATABASE_URL must be sqlite://PATH or postgres://…, not {:?}",
+                    u.split('@').next_back().unwrap_or_default()
+                ))),
+            },
+        }
+    }
+
+    /// The URL as logs may show it: a PostgreSQL password is left out.
+    pub fn display(&self) -> String {
+        match self {
+            Self::Sqlite(path) => format!("sqlite://{}", path.display()),
+            Self::Postgres(url) => match url.split_once('@') {
+                Some((_, host)) => format!("postgres://…@{host}"),
+                None => url.clone(),
+            },
+        }
+    }
 }
 
 /// A stored session's credentials.
@@ -98,26 +145,166 @@ pub struct ReplyOutcome<'a> {
     pub error: Option<&'a WireError>,
 }
 
-/// The message store. Writes go through one connection (SQLite has one writer at a time; queueing in
-/// the pool is fairer and faster than SQLite's busy-wait sleeps), reads through a small read-only pool.
+/// The database of a [`Store`].
 #[derive(Debug, Clone)]
-pub struct Store {
-    writer: SqlitePool,
-    reader: SqlitePool,
+enum Db {
+    /// Writes through one connection (SQLite has one writer at a time; queueing in the pool is
+    /// fairer and faster than SQLite's busy-wait sleeps), reads through a small read-only pool.
+    Sqlite {
+        writer: SqlitePool,
+        reader: SqlitePool,
+    },
+    Postgres(PgPool),
 }
 
-/// The message id of a message embedding's cache key (`{message_id}:{content_hash}`).
-const MESSAGE_KEY_ID: &str = "substr(cache_key, 1, instr(cache_key, ':') - 1)";
+/// What the two databases write differently (see the module's head).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// The characters Rust's `str::trim` removes (Unicode `White_Space`), as code points.
+const WHITESPACE: [u32; 25] = [
+    9, 10, 11, 12, 13, 32, 133, 160, 5760, 8192, 8193, 8194, 8195, 8196, 8197, 8198, 8199, 8200,
+    8201, 8202, 8232, 8233, 8239, 8287, 12288,
+];
+
+impl Dialect {
+    /// `column` without leading or trailing Unicode whitespace, in SQL.
+    fn trimmed(self, column: &str) -> String {
+        let codes = WHITESPACE.map(|c| c.to_string());
+        match self {
+            Dialect::Sqlite => format!("trim({column}, char({}))", codes.join(", ")),
+            Dialect::Postgres => {
+                let chars: Vec<String> = codes.iter().map(|c| format!("chr({c})")).collect();
+                format!("btrim({column}, {})", chars.join(" || "))
+            }
+        }
+    }
+
+    /// The message id of a message embedding's cache key column (`{message_id}:{content_hash}`).
+    fn key_message_id(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "substr(cache_key, 1, instr(cache_key, ':') - 1)",
+            Dialect::Postgres => "split_part(cache_key, ':', 1)",
+        }
+    }
+
+    /// What ends a `SELECT` that reads rows its transaction then writes.
+    fn for_update(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => " FOR UPDATE",
+        }
+    }
+}
+
+/// Runs `$body` on the store's database, with `$db` its pool (`write` or `read`: SQLite's writer
+/// connection or its read-only pool; PostgreSQL's one pool either way) and `$d` its [`Dialect`].
+/// The body is compiled for each backend, so each statement binds and decodes on both.
+macro_rules! on_db {
+    ($store:expr, write, |$db:ident, $d:ident| $body:expr) => {
+        match &$store.db {
+            $crate::storage::Db::Sqlite { writer: $db, .. } => {
+                #[allow(unused_variables)]
+                let $d = $crate::storage::Dialect::Sqlite;
+                $body
+            }
+            $crate::storage::Db::Postgres($db) => {
+                #[allow(unused_variables)]
+                let $d = $crate::storage::Dialect::Postgres;
+                $body
+            }
+        }
+    };
+    ($store:expr, read, |$db:ident, $d:ident| $body:expr) => {
+        match &$store.db {
+            $crate::storage::Db::Sqlite { reader: $db, .. } => {
+                #[allow(unused_variables)]
+                let $d = $crate::storage::Dialect::Sqlite;
+                $body
+            }
+            $crate::storage::Db::Postgres($db) => {
+                #[allow(unused_variables)]
+                let $d = $crate::storage::Dialect::Postgres;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use on_db;
+
+/// In transaction `$tx` that gives a message the session's next position: PostgreSQL locks the
+/// session's row, so two connections cannot take the same one (SQLite's one writer connection
+/// already runs one transaction at a time).
+macro_rules! lock_session {
+    ($d:expr, $tx:expr, $session_id:expr) => {
+        if $d == $crate::storage::Dialect::Postgres {
+            sqlx::query("SELECT id FROM sessions WHERE id = $1 FOR UPDATE")
+                .bind($session_id)
+                .execute(&mut *$tx)
+                .await?;
+        }
+    };
+}
+pub(crate) use lock_session;
+
+/// `n` numbered parameters from `$first` on, comma-separated (`$3, $4, $5`): an `IN` list.
+fn params(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The message store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    db: Db,
+}
+
+/// Most ids bound in one statement (SQLite allows 32,766 parameters, PostgreSQL 65,535).
+const IDS_PER_STATEMENT: usize = 500;
+
+/// Connections of the PostgreSQL pool.
+const POSTGRES_CONNECTIONS: u32 = 16;
 
 impl Store {
-    /// Opens (creating if needed) `glassbox.db` in `data_dir`, in WAL mode, and applies migrations.
+    /// Opens (creating if needed) the database `url` names and applies its migrations: SQLite in
+    /// WAL mode with one writer connection, or a pool of PostgreSQL connections.
+    pub async fn connect(url: &DatabaseUrl) -> Result<Self, StorageError> {
+        match url {
+            DatabaseUrl::Sqlite(path) => Self::open_sqlite(path).await,
+            DatabaseUrl::Postgres(url) => {
+                let options = PgConnectOptions::from_str(url)?;
+                let pool = PgPoolOptions::new()
+                    .max_connections(POSTGRES_CONNECTIONS)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_with(options)
+                    .await?;
+                sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+                Ok(Self {
+                    db: Db::Postgres(pool),
+                })
+            }
+        }
+    }
+
+    /// Opens (creating if needed) `glassbox.db` in `data_dir` (SQLite).
     pub async fn open(data_dir: &Path) -> Result<Self, StorageError> {
-        std::fs::create_dir_all(data_dir).map_err(|source| StorageError::DataDir {
-            path: data_dir.display().to_string(),
-            source,
-        })?;
-        let url = format!("sqlite://{}", data_dir.join("glassbox.db").display());
-        let options = SqliteConnectOptions::from_str(&url)?
+        Self::open_sqlite(&data_dir.join("glassbox.db")).await
+    }
+
+    async fn open_sqlite(path: &Path) -> Result<Self, StorageError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StorageError::DataDir {
+                path: dir.display().to_string(),
+                source,
+            })?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
@@ -127,23 +314,37 @@ impl Store {
             .max_connections(1)
             .connect_with(options.clone())
             .await?;
-        sqlx::migrate!("./migrations").run(&writer).await?;
+        sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options.read_only(true))
             .await?;
-        Ok(Self { writer, reader })
+        Ok(Self {
+            db: Db::Sqlite { writer, reader },
+        })
+    }
+
+    /// Which database this is (`sqlite`, `postgres`), for logs and `/healthz`.
+    pub fn backend(&self) -> &'static str {
+        match self.db {
+            Db::Sqlite { .. } => "sqlite",
+            Db::Postgres(_) => "postgres",
+        }
     }
 
     /// Marks replies left `streaming` by a previous process as failed, so they can be retried.
     pub async fn fail_interrupted(&self, error: &WireError) -> Result<u64, StorageError> {
-        let res = sqlx::query("UPDATE messages SET status = ?, error_json = ? WHERE status = ?")
-            .bind(name(MessageStatus::Failed))
-            .bind(to_json(error))
-            .bind(name(MessageStatus::Streaming))
-            .execute(&self.writer)
-            .await?;
-        Ok(res.rows_affected())
+        let sql = "UPDATE messages SET status = $1, error_json = $2 WHERE status = $3";
+        let res = on_db!(self, write, |db, d| {
+            sqlx::query(sql)
+                .bind(name(MessageStatus::Failed))
+                .bind(to_json(error))
+                .bind(name(MessageStatus::Streaming))
+                .execute(db)
+                .await?
+                .rows_affected()
+        });
+        Ok(res)
     }
 
     /// Stores a new session (of verified user `user_id`, when given).
@@ -155,34 +356,36 @@ impl Store {
         settings: &SessionSettings,
         user_id: Option<&str>,
     ) -> Result<(), StorageError> {
-        sqlx::query(
-            "INSERT INTO sessions (id, token_hash, created_at, last_active_at, settings_json, \
-             user_id) VALUES (?, ?, ?, ?, ?, ?)",
-        )
-        .bind(id)
-        .bind(token_hash)
-        .bind(now)
-        .bind(now)
-        .bind(to_json(settings))
-        .bind(user_id)
-        .execute(&self.writer)
-        .await?;
+        let sql = "INSERT INTO sessions (id, token_hash, created_at, last_active_at, settings_json, \
+             user_id) VALUES ($1, $2, $3, $3, $4, $5)";
+        on_db!(self, write, |db, d| {
+            sqlx::query(sql)
+                .bind(id)
+                .bind(token_hash)
+                .bind(now)
+                .bind(to_json(settings))
+                .bind(user_id)
+                .execute(db)
+                .await?;
+        });
         Ok(())
     }
 
     /// Tokens spent by `session_id`, by the whole server on `day` (days since the epoch, UTC), and
     /// by the session's verified user on `day` (0 for an anonymous session).
     pub async fn tokens_spent(&self, session_id: &str, day: i64) -> Result<Spent, StorageError> {
-        let (session, server, user): (Option<i64>, Option<i64>, Option<i64>) = sqlx::query_as(
-            "SELECT (SELECT tokens_used FROM sessions WHERE id = ?1) AS session, \
-                    (SELECT tokens FROM usage_days WHERE day = ?2) AS day, \
+        let sql = "SELECT (SELECT tokens_used FROM sessions WHERE id = $1) AS session, \
+                    (SELECT tokens FROM usage_days WHERE day = $2) AS day, \
                     (SELECT u.tokens FROM user_usage_days u JOIN sessions s \
-                       ON s.user_id = u.user_id WHERE s.id = ?1 AND u.day = ?2) AS user",
-        )
-        .bind(session_id)
-        .bind(day)
-        .fetch_one(&self.writer)
-        .await?;
+                       ON s.user_id = u.user_id WHERE s.id = $1 AND u.day = $2) AS user_day";
+        let (session, server, user): (Option<i64>, Option<i64>, Option<i64>) =
+            on_db!(self, write, |db, d| {
+                sqlx::query_as(sql)
+                    .bind(session_id)
+                    .bind(day)
+                    .fetch_one(db)
+                    .await?
+            });
         let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
         Ok(Spent {
             session: n(session),
@@ -200,58 +403,75 @@ impl Store {
         tokens: u64,
     ) -> Result<u64, StorageError> {
         let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
-        let mut tx = self.writer.begin().await?;
-        sqlx::query(
-            "INSERT INTO usage_days (day, tokens) VALUES (?, ?) \
-             ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens",
-        )
-        .bind(day)
-        .bind(tokens)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "INSERT INTO user_usage_days (user_id, day, tokens) \
-             SELECT user_id, ?, ? FROM sessions WHERE id = ? AND user_id IS NOT NULL \
-             ON CONFLICT (user_id, day) DO UPDATE SET tokens = tokens + excluded.tokens",
-        )
-        .bind(day)
-        .bind(tokens)
-        .bind(session_id)
-        .execute(&mut *tx)
-        .await?;
-        let used: Option<i64> = sqlx::query_scalar(
-            "UPDATE sessions SET tokens_used = tokens_used + ? WHERE id = ? RETURNING tokens_used",
-        )
-        .bind(tokens)
-        .bind(session_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        tx.commit().await?;
+        let used: Option<i64> = on_db!(self, write, |db, d| {
+            let mut tx = db.begin().await?;
+            sqlx::query(
+                "INSERT INTO usage_days (day, tokens) VALUES ($1, $2) \
+                 ON CONFLICT (day) DO UPDATE SET tokens = usage_days.tokens + excluded.tokens",
+            )
+            .bind(day)
+            .bind(tokens)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO user_usage_days (user_id, day, tokens) \
+                 SELECT user_id, $1, $2 FROM sessions WHERE id = $3 AND user_id IS NOT NULL \
+                 ON CONFLICT (user_id, day) DO UPDATE \
+                 SET tokens = user_usage_days.tokens + excluded.tokens",
+            )
+            .bind(day)
+            .bind(tokens)
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await?;
+            let used: Option<i64> = sqlx::query_scalar(
+                "UPDATE sessions SET tokens_used = tokens_used + $1 WHERE id = $2 \
+                 RETURNING tokens_used",
+            )
+            .bind(tokens)
+            .bind(session_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            used
+        });
         Ok(used.unwrap_or(0).max(0) as u64)
     }
 
     /// Marks a session used at `now` (written at most once a minute per session).
     pub async fn touch_session(&self, id: &str, now: i64) -> Result<(), StorageError> {
-        touch(&self.writer, id, now).await
+        on_db!(self, write, |db, d| {
+            sqlx::query(TOUCH)
+                .bind(now)
+                .bind(id)
+                .bind(now - 60_000)
+                .execute(db)
+                .await?;
+        });
+        Ok(())
     }
 
     /// Deletes a session with its messages, summaries and cached message embeddings; returns the
     /// cache keys of the embeddings deleted, or `None` when there was no such session.
     pub async fn delete_session(&self, id: &str) -> Result<Option<Vec<String>>, StorageError> {
-        let mut tx = self.writer.begin().await?;
-        let keys: Vec<String> = sqlx::query_scalar(&format!(
-            "DELETE FROM embedding_cache WHERE {MESSAGE_KEY_ID} IN \
-             (SELECT id FROM messages WHERE session_id = ?) RETURNING cache_key"
-        ))
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?;
-        let gone = sqlx::query("DELETE FROM sessions WHERE id = ?")
+        let (keys, gone) = on_db!(self, write, |db, d| {
+            let mut tx = db.begin().await?;
+            let keys: Vec<String> = sqlx::query_scalar(&format!(
+                "DELETE FROM embedding_cache WHERE {} IN \
+                 (SELECT id FROM messages WHERE session_id = $1) RETURNING cache_key",
+                d.key_message_id()
+            ))
             .bind(id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        tx.commit().await?;
+            .fetch_all(&mut *tx)
+            .await?;
+            let gone = sqlx::query("DELETE FROM sessions WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            (keys, gone)
+        });
         Ok((gone > 0).then_some(keys))
     }
 
@@ -263,16 +483,22 @@ impl Store {
         keep: &[String],
         limit: i64,
     ) -> Result<Vec<String>, StorageError> {
-        let keep = serde_json::to_string(keep).unwrap_or_else(|_| "[]".to_owned());
-        Ok(sqlx::query_scalar(
-            "SELECT id FROM sessions WHERE last_active_at < ? \
-             AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?",
-        )
-        .bind(before)
-        .bind(&keep)
-        .bind(limit)
-        .fetch_all(&self.reader)
-        .await?)
+        // The live ones are skipped here, not in the statement: at most `keep.len()` more read.
+        let read = limit.saturating_add(i64::try_from(keep.len()).unwrap_or(i64::MAX));
+        let sql = "SELECT id FROM sessions WHERE last_active_at < $1 ORDER BY id LIMIT $2";
+        let ids: Vec<String> = on_db!(self, read, |db, d| {
+            sqlx::query_scalar(sql)
+                .bind(before)
+                .bind(read)
+                .fetch_all(db)
+                .await?
+        });
+        let keep: std::collections::HashSet<&str> = keep.iter().map(String::as_str).collect();
+        Ok(ids
+            .into_iter()
+            .filter(|id| !keep.contains(id.as_str()))
+            .take(usize::try_from(limit).unwrap_or(0))
+            .collect())
     }
 
     /// Deletes those of `ids` still not used since `before` (ms), like [`Store::delete_session`],
@@ -282,42 +508,58 @@ impl Store {
         ids: &[String],
         before: i64,
     ) -> Result<(Vec<String>, Vec<String>), StorageError> {
-        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_owned());
-        let mut tx = self.writer.begin().await?;
-        // Used since they were chosen: kept.
-        let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM sessions WHERE id IN (SELECT value FROM json_each(?)) \
-             AND last_active_at < ?",
-        )
-        .bind(&list)
-        .bind(before)
-        .fetch_all(&mut *tx)
-        .await?;
-        let list = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".to_owned());
-        let keys: Vec<String> = sqlx::query_scalar(&format!(
-            "DELETE FROM embedding_cache WHERE {MESSAGE_KEY_ID} IN \
-             (SELECT m.id FROM messages m WHERE m.session_id IN (SELECT value FROM json_each(?))) \
-             RETURNING cache_key"
-        ))
-        .bind(&list)
-        .fetch_all(&mut *tx)
-        .await?;
-        sqlx::query("DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))")
-            .bind(&list)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok((ids, keys))
+        let mut deleted = Vec::new();
+        let mut keys = Vec::new();
+        for chunk in ids.chunks(IDS_PER_STATEMENT) {
+            let list = params(2, chunk.len());
+            let (ids, gone_keys) = on_db!(self, write, |db, d| {
+                let mut tx = db.begin().await?;
+                // Used since they were chosen: kept.
+                let sql = format!(
+                    "SELECT id FROM sessions WHERE last_active_at < $1 AND id IN ({list}){}",
+                    d.for_update()
+                );
+                let mut query = sqlx::query_scalar(&sql).bind(before);
+                for id in chunk {
+                    query = query.bind(id);
+                }
+                let ids: Vec<String> = query.fetch_all(&mut *tx).await?;
+                let mut gone_keys = Vec::new();
+                if !ids.is_empty() {
+                    let list = params(1, ids.len());
+                    let sql = format!(
+                        "DELETE FROM embedding_cache WHERE {} IN \
+                         (SELECT m.id FROM messages m WHERE m.session_id IN ({list})) \
+                         RETURNING cache_key",
+                        d.key_message_id()
+                    );
+                    let mut query = sqlx::query_scalar(&sql);
+                    for id in &ids {
+                        query = query.bind(id);
+                    }
+                    gone_keys = query.fetch_all(&mut *tx).await?;
+                    let sql = format!("DELETE FROM sessions WHERE id IN ({list})");
+                    let mut query = sqlx::query(&sql);
+                    for id in &ids {
+                        query = query.bind(id);
+                    }
+                    query.execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                (ids, gone_keys)
+            });
+            deleted.extend(ids);
+            keys.extend(gone_keys);
+        }
+        Ok((deleted, keys))
     }
 
     /// Looks a session up.
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>, StorageError> {
-        Ok(
-            sqlx::query_as("SELECT token_hash, user_id FROM sessions WHERE id = ?")
-                .bind(id)
-                .fetch_optional(&self.reader)
-                .await?,
-        )
+        let sql = "SELECT token_hash, user_id FROM sessions WHERE id = $1";
+        Ok(on_db!(self, read, |db, d| {
+            sqlx::query_as(sql).bind(id).fetch_optional(db).await?
+        }))
     }
 
     /// Stores a user message without a reply (an imported one). If its `client_message_id` was
@@ -327,16 +569,41 @@ impl Store {
         session_id: &str,
         m: &NewUserMessage<'_>,
     ) -> Result<(ChatMessage, bool), StorageError> {
-        match insert_user_row(&self.writer, session_id, m).await? {
+        let sql = format!(
+            "INSERT INTO messages (id, session_id, seq, role, content, status, client_message_id, \
+             reply_to, context_json, attachments_json, created_at) \
+             SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, NULL, $7, $8, $9 \
+             FROM messages WHERE session_id = $2 \
+             ON CONFLICT (session_id, client_message_id) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
+        );
+        let row: Option<MessageRow> = on_db!(self, write, |db, d| {
+            let mut tx = db.begin().await?;
+            lock_session!(d, tx, session_id);
+            let row = sqlx::query_as(&sql)
+                .bind(m.id)
+                .bind(session_id)
+                .bind(name(Role::User))
+                .bind(m.content)
+                .bind(name(MessageStatus::Complete))
+                .bind(m.client_message_id)
+                .bind(m.context.map(to_json))
+                .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
+                .bind(m.created_at)
+                .fetch_optional(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            row
+        });
+        match row {
             Some(row) => Ok((row.into(), false)),
             None => Ok((self.stored_instead(session_id, m).await?, true)),
         }
     }
 
     /// Starts a turn: marks the session used at `now` (as [`Store::touch_session`]), then stores
-    /// user message `m` and after it an empty, streaming reply `reply_id` to it — one statement,
-    /// so both or neither are stored. When `m`'s `client_message_id` was stored before, stores
-    /// nothing and returns that message without a reply.
+    /// user message `m` and after it an empty, streaming reply `reply_id` to it — one statement
+    /// in one transaction, so both or neither are stored. When `m`'s `client_message_id` was
+    /// stored before, stores nothing and returns that message without a reply.
     pub async fn insert_turn(
         &self,
         session_id: &str,
@@ -344,18 +611,16 @@ impl Store {
         reply_id: &str,
         now: i64,
     ) -> Result<(ChatMessage, Option<ChatMessage>), StorageError> {
-        touch(&self.writer, session_id, now).await?;
-        // One writer connection: nothing is inserted between the check and the insert.
         let sql = format!(
-            "WITH next AS (SELECT COALESCE(MAX(seq), 0) AS seq FROM messages WHERE session_id = ?1), \
-             fresh AS (SELECT 1 WHERE ?4 IS NULL OR NOT EXISTS \
-               (SELECT 1 FROM messages WHERE session_id = ?1 AND client_message_id = ?4)) \
+            "WITH next AS (SELECT COALESCE(MAX(seq), 0) AS seq FROM messages WHERE session_id = $1), \
+             fresh AS (SELECT 1 AS one WHERE $4 IS NULL OR NOT EXISTS \
+               (SELECT 1 FROM messages WHERE session_id = $1 AND client_message_id = $4)) \
              INSERT INTO messages (id, session_id, seq, role, content, status, client_message_id, \
                reply_to, context_json, attachments_json, created_at) \
-             SELECT ?2, ?1, next.seq + 1, '{user}', ?3, '{complete}', ?4, NULL, ?5, ?6, ?7 \
+             SELECT $2, $1, next.seq + 1, '{user}', $3, '{complete}', $4, NULL, $5, $6, $7 \
                FROM next, fresh \
              UNION ALL \
-             SELECT ?8, ?1, next.seq + 2, '{assistant}', '', '{streaming}', NULL, ?2, NULL, NULL, ?7 \
+             SELECT $8, $1, next.seq + 2, '{assistant}', '', '{streaming}', NULL, $2, NULL, NULL, $7 \
                FROM next, fresh \
              RETURNING {MESSAGE_COLUMNS}",
             user = name(Role::User),
@@ -363,17 +628,31 @@ impl Store {
             assistant = name(Role::Assistant),
             streaming = name(MessageStatus::Streaming),
         );
-        let rows: Vec<MessageRow> = sqlx::query_as(&sql)
-            .bind(session_id)
-            .bind(m.id)
-            .bind(m.content)
-            .bind(m.client_message_id)
-            .bind(m.context.map(to_json))
-            .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
-            .bind(m.created_at)
-            .bind(reply_id)
-            .fetch_all(&self.writer)
-            .await?;
+        let rows: Vec<MessageRow> = on_db!(self, write, |db, d| {
+            let mut tx = db.begin().await?;
+            // Nothing is inserted in the session between the check and the insert: SQLite's one
+            // writer connection, PostgreSQL's lock on the session's row.
+            lock_session!(d, tx, session_id);
+            sqlx::query(TOUCH)
+                .bind(now)
+                .bind(session_id)
+                .bind(now - 60_000)
+                .execute(&mut *tx)
+                .await?;
+            let rows = sqlx::query_as(&sql)
+                .bind(session_id)
+                .bind(m.id)
+                .bind(m.content)
+                .bind(m.client_message_id)
+                .bind(m.context.map(to_json))
+                .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
+                .bind(m.created_at)
+                .bind(reply_id)
+                .fetch_all(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            rows
+        });
         let (mut message, mut reply) = (None, None);
         for row in rows {
             let row = ChatMessage::from(row);
@@ -414,41 +693,47 @@ impl Store {
     ) -> Result<(), StorageError> {
         let approvals = serde_json::to_string(&message.approvals)
             .map_err(|e| StorageError::Corrupt(e.to_string()))?;
-        sqlx::query(
-            "INSERT INTO messages (id, session_id, seq, role, content, status, reply_to, \
+        let sql = "INSERT INTO messages (id, session_id, seq, role, content, status, reply_to, \
              approvals_json, created_at) \
-             SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ? FROM messages WHERE session_id = ?",
-        )
-        .bind(&message.id)
-        .bind(session_id)
-        .bind(name(Role::Approval))
-        .bind(&message.content)
-        .bind(name(MessageStatus::Complete))
-        .bind(&message.reply_to)
-        .bind(approvals)
-        .bind(message.created_at)
-        .bind(session_id)
-        .execute(&self.writer)
-        .await?;
+             SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $8 \
+             FROM messages WHERE session_id = $2";
+        on_db!(self, write, |db, d| {
+            let mut tx = db.begin().await?;
+            lock_session!(d, tx, session_id);
+            sqlx::query(sql)
+                .bind(&message.id)
+                .bind(session_id)
+                .bind(name(Role::Approval))
+                .bind(&message.content)
+                .bind(name(MessageStatus::Complete))
+                .bind(&message.reply_to)
+                .bind(&approvals)
+                .bind(message.created_at)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?
+        });
         Ok(())
     }
 
     /// Resets a failed or stopped reply to empty and streaming, for a retry.
     pub async fn restart_reply(&self, session_id: &str, id: &str) -> Result<bool, StorageError> {
-        let res = sqlx::query(
-            "UPDATE messages SET content = '', status = ?, error_json = NULL, usage_json = NULL, \
-             tool_rounds_json = NULL \
-             WHERE session_id = ? AND id = ? AND role = ? AND status IN (?, ?)",
-        )
-        .bind(name(MessageStatus::Streaming))
-        .bind(session_id)
-        .bind(id)
-        .bind(name(Role::Assistant))
-        .bind(name(MessageStatus::Failed))
-        .bind(name(MessageStatus::Stopped))
-        .execute(&self.writer)
-        .await?;
-        Ok(res.rows_affected() == 1)
+        let sql = "UPDATE messages SET content = '', status = $1, error_json = NULL, \
+             usage_json = NULL, tool_rounds_json = NULL \
+             WHERE session_id = $2 AND id = $3 AND role = $4 AND status IN ($5, $6)";
+        let done = on_db!(self, write, |db, d| {
+            sqlx::query(sql)
+                .bind(name(MessageStatus::Streaming))
+                .bind(session_id)
+                .bind(id)
+                .bind(name(Role::Assistant))
+                .bind(name(MessageStatus::Failed))
+                .bind(name(MessageStatus::Stopped))
+                .execute(db)
+                .await?
+                .rows_affected()
+        });
+        Ok(done == 1)
     }
 
     /// Writes a streaming reply's text and tool rounds so far (a crash keeps them); a reply that
@@ -459,15 +744,17 @@ impl Store {
         content: &str,
         tool_rounds: &[ToolRound],
     ) -> Result<(), StorageError> {
-        sqlx::query(
-            "UPDATE messages SET content = ?, tool_rounds_json = ? WHERE id = ? AND status = ?",
-        )
-        .bind(content)
-        .bind((!tool_rounds.is_empty()).then(|| to_json(&tool_rounds)))
-        .bind(id)
-        .bind(name(MessageStatus::Streaming))
-        .execute(&self.writer)
-        .await?;
+        let sql =
+            "UPDATE messages SET content = $1, tool_rounds_json = $2 WHERE id = $3 AND status = $4";
+        on_db!(self, write, |db, d| {
+            sqlx::query(sql)
+                .bind(content)
+                .bind((!tool_rounds.is_empty()).then(|| to_json(&tool_rounds)))
+                .bind(id)
+                .bind(name(MessageStatus::Streaming))
+                .execute(db)
+                .await?;
+        });
         Ok(())
     }
 
@@ -479,32 +766,36 @@ impl Store {
         outcome: ReplyOutcome<'_>,
     ) -> Result<ChatMessage, StorageError> {
         let sql = format!(
-            "UPDATE messages SET content = ?, status = ?, usage_json = ?, context_report_json = ?, \
-             tool_rounds_json = ?, error_json = ? WHERE session_id = ? AND id = ? \
-             RETURNING {MESSAGE_COLUMNS}"
+            "UPDATE messages SET content = $1, status = $2, usage_json = $3, \
+             context_report_json = $4, tool_rounds_json = $5, error_json = $6 \
+             WHERE session_id = $7 AND id = $8 RETURNING {MESSAGE_COLUMNS}"
         );
-        let row: Option<MessageRow> = sqlx::query_as(&sql)
-            .bind(outcome.content)
-            .bind(name(outcome.status))
-            .bind(outcome.usage.as_ref().map(to_json))
-            .bind(outcome.receipt.map(to_json))
-            .bind((!outcome.tool_rounds.is_empty()).then(|| to_json(outcome.tool_rounds)))
-            .bind(outcome.error.map(to_json))
-            .bind(session_id)
-            .bind(id)
-            .fetch_optional(&self.writer)
-            .await?;
+        let row: Option<MessageRow> = on_db!(self, write, |db, d| {
+            sqlx::query_as(&sql)
+                .bind(outcome.content)
+                .bind(name(outcome.status))
+                .bind(outcome.usage.as_ref().map(to_json))
+                .bind(outcome.receipt.map(to_json))
+                .bind((!outcome.tool_rounds.is_empty()).then(|| to_json(outcome.tool_rounds)))
+                .bind(outcome.error.map(to_json))
+                .bind(session_id)
+                .bind(id)
+                .fetch_optional(db)
+                .await?
+        });
         row.map(ChatMessage::from)
             .ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
     }
 
     /// A session's settings record (defaults when it never changed any).
     pub async fn settings(&self, session_id: &str) -> Result<SessionSettings, StorageError> {
-        let raw: Option<Option<String>> =
-            sqlx::query_scalar("SELECT settings_json FROM sessions WHERE id = ?")
+        let sql = "SELECT settings_json FROM sessions WHERE id = $1";
+        let raw: Option<Option<String>> = on_db!(self, read, |db, d| {
+            sqlx::query_scalar(sql)
                 .bind(session_id)
-                .fetch_optional(&self.reader)
-                .await?;
+                .fetch_optional(db)
+                .await?
+        });
         Ok(from_json("settings_json", raw.flatten())?.unwrap_or_default())
     }
 
@@ -519,25 +810,29 @@ impl Store {
     where
         E: From<StorageError>,
     {
-        let mut tx = self.writer.begin().await.map_err(StorageError::from)?;
-        let raw: Option<Option<String>> =
-            sqlx::query_scalar("SELECT settings_json FROM sessions WHERE id = ?")
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(StorageError::from)?;
-        let mut settings: SessionSettings =
-            from_json("settings_json", raw.flatten())?.unwrap_or_default();
-        let value = change(&mut settings)?;
-        settings.version = glassbox_core::context::settings::SETTINGS_VERSION;
-        sqlx::query("UPDATE sessions SET settings_json = ? WHERE id = ?")
-            .bind(to_json(&settings))
+        on_db!(self, write, |db, d| {
+            let mut tx = db.begin().await.map_err(StorageError::from)?;
+            let raw: Option<Option<String>> = sqlx::query_scalar(&format!(
+                "SELECT settings_json FROM sessions WHERE id = $1{}",
+                d.for_update()
+            ))
             .bind(session_id)
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await
             .map_err(StorageError::from)?;
-        tx.commit().await.map_err(StorageError::from)?;
-        Ok((value, settings))
+            let mut settings: SessionSettings =
+                from_json("settings_json", raw.flatten())?.unwrap_or_default();
+            let value = change(&mut settings)?;
+            settings.version = glassbox_core::context::settings::SETTINGS_VERSION;
+            sqlx::query("UPDATE sessions SET settings_json = $1 WHERE id = $2")
+                .bind(to_json(&settings))
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(StorageError::from)?;
+            tx.commit().await.map_err(StorageError::from)?;
+            Ok((value, settings))
+        })
     }
 
     /// A cached summary of messages `first..=last` whose contents hash to `content_hash`.
@@ -548,16 +843,17 @@ impl Store {
         last: &str,
         content_hash: &str,
     ) -> Result<Option<String>, StorageError> {
-        Ok(sqlx::query_scalar(
-            "SELECT summary FROM summaries WHERE session_id = ? AND first_message_id = ? \
-             AND last_message_id = ? AND content_hash = ?",
-        )
-        .bind(session_id)
-        .bind(first)
-        .bind(last)
-        .bind(content_hash)
-        .fetch_optional(&self.reader)
-        .await?)
+        let sql = "SELECT summary FROM summaries WHERE session_id = $1 AND first_message_id = $2 \
+             AND last_message_id = $3 AND content_hash = $4";
+        Ok(on_db!(self, read, |db, d| {
+            sqlx::query_scalar(sql)
+                .bind(session_id)
+                .bind(first)
+                .bind(last)
+                .bind(content_hash)
+                .fetch_optional(db)
+                .await?
+        }))
     }
 
     /// Caches a summary (a concurrent identical write is a no-op).
@@ -568,29 +864,30 @@ impl Store {
         summary: &str,
         created_at: i64,
     ) -> Result<(), StorageError> {
-        sqlx::query(
-            "INSERT INTO summaries (session_id, first_message_id, last_message_id, content_hash, \
-             summary, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        )
-        .bind(session_id)
-        .bind(first)
-        .bind(last)
-        .bind(content_hash)
-        .bind(summary)
-        .bind(created_at)
-        .execute(&self.writer)
-        .await?;
+        let sql = "INSERT INTO summaries (session_id, first_message_id, last_message_id, \
+             content_hash, summary, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT DO NOTHING";
+        on_db!(self, write, |db, d| {
+            sqlx::query(sql)
+                .bind(session_id)
+                .bind(first)
+                .bind(last)
+                .bind(content_hash)
+                .bind(summary)
+                .bind(created_at)
+                .execute(db)
+                .await?;
+        });
         Ok(())
     }
 
     /// Every message of a session, oldest first.
     pub async fn messages(&self, session_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
         let sql =
-            format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq");
-        let rows: Vec<MessageRow> = sqlx::query_as(&sql)
-            .bind(session_id)
-            .fetch_all(&self.reader)
-            .await?;
+            format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 ORDER BY seq");
+        let rows: Vec<MessageRow> = on_db!(self, read, |db, d| {
+            sqlx::query_as(&sql).bind(session_id).fetch_all(db).await?
+        });
         Ok(rows.into_iter().map(ChatMessage::from).collect())
     }
 
@@ -599,12 +896,11 @@ impl Store {
     /// defaults and not decoded).
     pub async fn message_texts(&self, session_id: &str) -> Result<Vec<ChatMessage>, StorageError> {
         let sql = format!(
-            "SELECT {MESSAGE_TEXT_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq"
+            "SELECT {MESSAGE_TEXT_COLUMNS} FROM messages WHERE session_id = $1 ORDER BY seq"
         );
-        let rows: Vec<MessageTextRow> = sqlx::query_as(&sql)
-            .bind(session_id)
-            .fetch_all(&self.reader)
-            .await?;
+        let rows: Vec<MessageTextRow> = on_db!(self, read, |db, d| {
+            sqlx::query_as(&sql).bind(session_id).fetch_all(db).await?
+        });
         Ok(rows.into_iter().map(ChatMessage::from).collect())
     }
 
@@ -619,14 +915,16 @@ impl Store {
     ) -> Result<Vec<(i64, ChatMessage)>, StorageError> {
         let sql = format!(
             "SELECT seq, {MESSAGE_TEXT_COLUMNS} FROM messages \
-             WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?"
+             WHERE session_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3"
         );
-        let rows: Vec<PlacedTextRow> = sqlx::query_as(&sql)
-            .bind(session_id)
-            .bind(before)
-            .bind(limit)
-            .fetch_all(&self.reader)
-            .await?;
+        let rows: Vec<PlacedTextRow> = on_db!(self, read, |db, d| {
+            sqlx::query_as(&sql)
+                .bind(session_id)
+                .bind(before)
+                .bind(limit)
+                .fetch_all(db)
+                .await?
+        });
         Ok(rows.into_iter().map(|r| (r.seq, r.text.into())).collect())
     }
 
@@ -637,23 +935,28 @@ impl Store {
         message_id: &str,
         mark: Option<MessageMark>,
     ) -> Result<bool, StorageError> {
-        let done = sqlx::query("UPDATE messages SET mark = ? WHERE session_id = ? AND id = ?")
-            .bind(mark.map(name))
-            .bind(session_id)
-            .bind(message_id)
-            .execute(&self.writer)
-            .await?
-            .rows_affected();
+        let sql = "UPDATE messages SET mark = $1 WHERE session_id = $2 AND id = $3";
+        let done = on_db!(self, write, |db, d| {
+            sqlx::query(sql)
+                .bind(mark.map(name))
+                .bind(session_id)
+                .bind(message_id)
+                .execute(db)
+                .await?
+                .rows_affected()
+        });
         Ok(done > 0)
     }
 
     /// The session's topics as last extracted.
     pub async fn topics(&self, session_id: &str) -> Result<Option<SessionTopics>, StorageError> {
-        let raw: Option<String> =
-            sqlx::query_scalar("SELECT topics_json FROM session_topics WHERE session_id = ?")
+        let sql = "SELECT topics_json FROM session_topics WHERE session_id = $1";
+        let raw: Option<String> = on_db!(self, read, |db, d| {
+            sqlx::query_scalar(sql)
                 .bind(session_id)
-                .fetch_optional(&self.reader)
-                .await?;
+                .fetch_optional(db)
+                .await?
+        });
         from_json("topics_json", raw)
     }
 
@@ -664,7 +967,18 @@ impl Store {
         session_id: &str,
         topics: &SessionTopics,
     ) -> Result<bool, StorageError> {
-        insert_topics(&self.writer, session_id, topics).await
+        let generation = i64::try_from(topics.generation).unwrap_or(i64::MAX);
+        let done = on_db!(self, write, |db, d| {
+            sqlx::query(PUT_TOPICS)
+                .bind(session_id)
+                .bind(generation)
+                .bind(to_json(topics))
+                .bind(crate::ids::now_ms())
+                .execute(db)
+                .await?
+                .rows_affected()
+        });
+        Ok(done > 0)
     }
 
     /// Stores an extraction's topics as [`Store::put_topics`] does and, when they are written,
@@ -678,32 +992,46 @@ impl Store {
         topics: &SessionTopics,
         change: impl FnOnce(Option<&SessionTopics>, &mut SessionSettings) -> R,
     ) -> Result<Option<R>, StorageError> {
-        let mut tx = self.writer.begin().await?;
-        let replaced: Option<String> =
-            sqlx::query_scalar("SELECT topics_json FROM session_topics WHERE session_id = ?")
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let replaced: Option<SessionTopics> = from_json("topics_json", replaced)?;
-        if !insert_topics(&mut *tx, session_id, topics).await? {
-            return Ok(None);
-        }
-        let raw: Option<Option<String>> =
-            sqlx::query_scalar("SELECT settings_json FROM sessions WHERE id = ?")
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let mut settings: SessionSettings =
-            from_json("settings_json", raw.flatten())?.unwrap_or_default();
-        let value = change(replaced.as_ref(), &mut settings);
-        settings.version = glassbox_core::context::settings::SETTINGS_VERSION;
-        sqlx::query("UPDATE sessions SET settings_json = ? WHERE id = ?")
-            .bind(to_json(&settings))
+        let generation = i64::try_from(topics.generation).unwrap_or(i64::MAX);
+        on_db!(self, write, |db, d| {
+            let mut tx = db.begin().await?;
+            // The session's row first, then its topics: the order every writer takes them in.
+            let raw: Option<Option<String>> = sqlx::query_scalar(&format!(
+                "SELECT settings_json FROM sessions WHERE id = $1{}",
+                d.for_update()
+            ))
             .bind(session_id)
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await?;
-        tx.commit().await?;
-        Ok(Some(value))
+            let replaced: Option<String> =
+                sqlx::query_scalar("SELECT topics_json FROM session_topics WHERE session_id = $1")
+                    .bind(session_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let replaced: Option<SessionTopics> = from_json("topics_json", replaced)?;
+            let written = sqlx::query(PUT_TOPICS)
+                .bind(session_id)
+                .bind(generation)
+                .bind(to_json(topics))
+                .bind(crate::ids::now_ms())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if written == 0 {
+                return Ok(None);
+            }
+            let mut settings: SessionSettings =
+                from_json("settings_json", raw.flatten())?.unwrap_or_default();
+            let value = change(replaced.as_ref(), &mut settings);
+            settings.version = glassbox_core::context::settings::SETTINGS_VERSION;
+            sqlx::query("UPDATE sessions SET settings_json = $1 WHERE id = $2")
+                .bind(to_json(&settings))
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Some(value))
+        })
     }
 
     /// The messages of a session up to and including `last_id`, oldest first.
@@ -713,15 +1041,16 @@ impl Store {
         last_id: &str,
     ) -> Result<Vec<ChatMessage>, StorageError> {
         let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? \
-             AND seq <= (SELECT seq FROM messages WHERE session_id = ? AND id = ?) ORDER BY seq"
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 \
+             AND seq <= (SELECT seq FROM messages WHERE session_id = $1 AND id = $2) ORDER BY seq"
         );
-        let rows: Vec<MessageRow> = sqlx::query_as(&sql)
-            .bind(session_id)
-            .bind(session_id)
-            .bind(last_id)
-            .fetch_all(&self.reader)
-            .await?;
+        let rows: Vec<MessageRow> = on_db!(self, read, |db, d| {
+            sqlx::query_as(&sql)
+                .bind(session_id)
+                .bind(last_id)
+                .fetch_all(db)
+                .await?
+        });
         Ok(rows.into_iter().map(ChatMessage::from).collect())
     }
 
@@ -731,12 +1060,15 @@ impl Store {
         session_id: &str,
         id: &str,
     ) -> Result<Option<ChatMessage>, StorageError> {
-        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND id = ?");
-        let row: Option<MessageRow> = sqlx::query_as(&sql)
-            .bind(session_id)
-            .bind(id)
-            .fetch_optional(&self.reader)
-            .await?;
+        let sql =
+            format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND id = $2");
+        let row: Option<MessageRow> = on_db!(self, read, |db, d| {
+            sqlx::query_as(&sql)
+                .bind(session_id)
+                .bind(id)
+                .fetch_optional(db)
+                .await?
+        });
         Ok(row.map(ChatMessage::from))
     }
 
@@ -746,13 +1078,17 @@ impl Store {
         cid: &str,
     ) -> Result<Option<ChatMessage>, StorageError> {
         let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND client_message_id = ?"
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 \
+             AND client_message_id = $2"
         );
-        let row: Option<MessageRow> = sqlx::query_as(&sql)
-            .bind(session_id)
-            .bind(cid)
-            .fetch_optional(&self.reader)
-            .await?;
+        // The writer: the message may have been stored a moment ago.
+        let row: Option<MessageRow> = on_db!(self, write, |db, d| {
+            sqlx::query_as(&sql)
+                .bind(session_id)
+                .bind(cid)
+                .fetch_optional(db)
+                .await?
+        });
         Ok(row.map(ChatMessage::from))
     }
 }
@@ -766,16 +1102,20 @@ impl Store {
     ) -> Result<std::collections::HashMap<String, Vec<f32>>, StorageError> {
         let mut found = std::collections::HashMap::new();
         // Bounded IN lists keep every statement well under the databases' parameter limits.
-        for chunk in keys.chunks(200) {
-            let placeholders = vec!["?"; chunk.len()].join(", ");
+        for chunk in keys.chunks(IDS_PER_STATEMENT) {
             let sql = format!(
-                "SELECT cache_key, vector FROM embedding_cache WHERE model = ? AND cache_key IN ({placeholders})"
+                "SELECT cache_key, vector FROM embedding_cache WHERE model = $1 \
+                 AND cache_key IN ({})",
+                params(2, chunk.len())
             );
-            let mut query = sqlx::query_as::<_, EmbeddingRow>(&sql).bind(model);
-            for key in chunk {
-                query = query.bind(key);
-            }
-            for row in query.fetch_all(&self.reader).await? {
+            let rows: Vec<EmbeddingRow> = on_db!(self, read, |db, d| {
+                let mut query = sqlx::query_as(&sql).bind(model);
+                for key in chunk {
+                    query = query.bind(key);
+                }
+                query.fetch_all(db).await?
+            });
+            for row in rows {
                 found.insert(row.cache_key, row.vector.0);
             }
         }
@@ -788,71 +1128,58 @@ impl Store {
         model: &str,
         items: &[(String, Vec<f32>)],
     ) -> Result<(), StorageError> {
-        let mut tx = self.writer.begin().await?;
-        for (key, vector) in items {
-            sqlx::query(
-                "INSERT INTO embedding_cache (model, cache_key, vector) VALUES (?, ?, ?) \
-                 ON CONFLICT (model, cache_key) DO NOTHING",
-            )
-            .bind(model)
-            .bind(key)
-            .bind(Vector::to_bytes(vector))
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
+        let sql = "INSERT INTO embedding_cache (model, cache_key, vector) VALUES ($1, $2, $3) \
+             ON CONFLICT (model, cache_key) DO NOTHING";
+        on_db!(self, write, |db, d| {
+            let mut tx = db.begin().await?;
+            for (key, vector) in items {
+                sqlx::query(sql)
+                    .bind(model)
+                    .bind(key)
+                    .bind(Vector::to_bytes(vector))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?
+        });
         Ok(())
     }
-}
 
-impl Store {
     /// Deletes the cached vectors of `model` under `keys` (an agent item that changed).
     pub async fn delete_embeddings(
         &self,
         model: &str,
         keys: &[String],
     ) -> Result<(), StorageError> {
-        let mut tx = self.writer.begin().await?;
-        for chunk in keys.chunks(200) {
-            let placeholders = vec!["?"; chunk.len()].join(", ");
-            let sql = format!(
-                "DELETE FROM embedding_cache WHERE model = ? AND cache_key IN ({placeholders})"
-            );
-            let mut query = sqlx::query(&sql).bind(model);
-            for key in chunk {
-                query = query.bind(key);
+        on_db!(self, write, |db, d| {
+            let mut tx = db.begin().await?;
+            for chunk in keys.chunks(IDS_PER_STATEMENT) {
+                let sql = format!(
+                    "DELETE FROM embedding_cache WHERE model = $1 AND cache_key IN ({})",
+                    params(2, chunk.len())
+                );
+                let mut query = sqlx::query(&sql).bind(model);
+                for key in chunk {
+                    query = query.bind(key);
+                }
+                query.execute(&mut *tx).await?;
             }
-            query.execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
+            tx.commit().await?
+        });
         Ok(())
     }
 }
 
-/// Writes a session's topics unless a newer generation is stored (or the session is gone); true
-/// when written.
-async fn insert_topics<'e>(
-    db: impl sqlx::Executor<'e, Database = sqlx::Sqlite>,
-    session_id: &str,
-    topics: &SessionTopics,
-) -> Result<bool, StorageError> {
-    let generation = i64::try_from(topics.generation).unwrap_or(i64::MAX);
-    let done = sqlx::query(
-        "INSERT INTO session_topics (session_id, generation, topics_json, updated_at) \
-         SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1) \
-         ON CONFLICT (session_id) DO UPDATE SET generation = excluded.generation, \
-         topics_json = excluded.topics_json, updated_at = excluded.updated_at \
-         WHERE excluded.generation > session_topics.generation",
-    )
-    .bind(session_id)
-    .bind(generation)
-    .bind(to_json(topics))
-    .bind(crate::ids::now_ms())
-    .execute(db)
-    .await?
-    .rows_affected();
-    Ok(done > 0)
-}
+/// Marks a session (`$2`) used at `$1`, at most once a minute (`$3`: a minute before `$1`).
+const TOUCH: &str = "UPDATE sessions SET last_active_at = $1 WHERE id = $2 AND last_active_at < $3";
+
+/// Writes a session's topics (`$1`, generation `$2`, JSON `$3`, at `$4`) unless a newer
+/// generation is stored (or the session is gone).
+const PUT_TOPICS: &str = "INSERT INTO session_topics (session_id, generation, topics_json, \
+     updated_at) SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1) \
+     ON CONFLICT (session_id) DO UPDATE SET generation = excluded.generation, \
+     topics_json = excluded.topics_json, updated_at = excluded.updated_at \
+     WHERE excluded.generation > session_topics.generation";
 
 fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
@@ -864,47 +1191,4 @@ fn from_json<T: serde::de::DeserializeOwned>(
 ) -> Result<Option<T>, StorageError> {
     raw.map(|s| serde_json::from_str(&s).map_err(|e| StorageError::Corrupt(format!("{col}: {e}"))))
         .transpose()
-}
-
-/// Marks session `id` used at `now`, at most once a minute.
-async fn touch<'c>(
-    exec: impl sqlx::SqliteExecutor<'c>,
-    id: &str,
-    now: i64,
-) -> Result<(), StorageError> {
-    sqlx::query("UPDATE sessions SET last_active_at = ? WHERE id = ? AND last_active_at < ?")
-        .bind(now)
-        .bind(id)
-        .bind(now - 60_000)
-        .execute(exec)
-        .await?;
-    Ok(())
-}
-
-/// Inserts user message `m` after the session's last; `None` when its `client_message_id` was
-/// stored before (nothing inserted).
-async fn insert_user_row<'c>(
-    exec: impl sqlx::SqliteExecutor<'c>,
-    session_id: &str,
-    m: &NewUserMessage<'_>,
-) -> Result<Option<MessageRow>, StorageError> {
-    let sql = format!(
-        "INSERT INTO messages (id, session_id, seq, role, content, status, client_message_id, reply_to, \
-         context_json, attachments_json, created_at) \
-         SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, NULL, ?, ?, ? FROM messages WHERE session_id = ? \
-         ON CONFLICT (session_id, client_message_id) DO NOTHING RETURNING {MESSAGE_COLUMNS}"
-    );
-    Ok(sqlx::query_as(&sql)
-        .bind(m.id)
-        .bind(session_id)
-        .bind(name(Role::User))
-        .bind(m.content)
-        .bind(name(MessageStatus::Complete))
-        .bind(m.client_message_id)
-        .bind(m.context.map(to_json))
-        .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
-        .bind(m.created_at)
-        .bind(session_id)
-        .fetch_optional(exec)
-        .await?)
 }

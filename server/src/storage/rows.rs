@@ -60,27 +60,41 @@ pub(super) struct PlacedRow {
     pub message: MessageRow,
 }
 
-/// A whole message; its JSON columns are decoded by sqlx.
+/// A JSON column, stored as text on every backend, read into `T` (`None`: NULL).
+pub(super) struct JsonText<T>(pub Option<T>);
+
+impl<T: serde::de::DeserializeOwned> TryFrom<Option<String>> for JsonText<T> {
+    type Error = StorageError;
+
+    fn try_from(raw: Option<String>) -> Result<Self, StorageError> {
+        raw.map(|s| serde_json::from_str(&s))
+            .transpose()
+            .map(JsonText)
+            .map_err(|e| StorageError::Corrupt(format!("a message's JSON column: {e}")))
+    }
+}
+
+/// A whole message; its JSON columns are decoded as they are read.
 #[derive(sqlx::FromRow)]
 pub(super) struct MessageRow {
     #[sqlx(flatten)]
     text: MessageTextRow,
     client_message_id: Option<String>,
     reply_to: Option<String>,
-    #[sqlx(rename = "context_json", json(nullable))]
-    context: Option<PageContext>,
-    #[sqlx(rename = "attachments_json", json(nullable))]
-    attachments: Option<Vec<Attachment>>,
-    #[sqlx(rename = "usage_json", json(nullable))]
-    usage: Option<Usage>,
-    #[sqlx(rename = "context_report_json", json(nullable))]
-    receipt: Option<glassbox_core::wire::ReceiptJson>,
-    #[sqlx(rename = "tool_rounds_json", json(nullable))]
-    tool_rounds: Option<Vec<ToolRound>>,
-    #[sqlx(rename = "error_json", json(nullable))]
-    error: Option<WireError>,
-    #[sqlx(rename = "approvals_json", json(nullable))]
-    approvals: Option<Vec<glassbox_core::vocab::ToolCallApproval>>,
+    #[sqlx(rename = "context_json", try_from = "Option<String>")]
+    context: JsonText<PageContext>,
+    #[sqlx(rename = "attachments_json", try_from = "Option<String>")]
+    attachments: JsonText<Vec<Attachment>>,
+    #[sqlx(rename = "usage_json", try_from = "Option<String>")]
+    usage: JsonText<Usage>,
+    #[sqlx(rename = "context_report_json", try_from = "Option<String>")]
+    receipt: JsonText<glassbox_core::wire::ReceiptJson>,
+    #[sqlx(rename = "tool_rounds_json", try_from = "Option<String>")]
+    tool_rounds: JsonText<Vec<ToolRound>>,
+    #[sqlx(rename = "error_json", try_from = "Option<String>")]
+    error: JsonText<WireError>,
+    #[sqlx(rename = "approvals_json", try_from = "Option<String>")]
+    approvals: JsonText<Vec<glassbox_core::vocab::ToolCallApproval>>,
 }
 
 impl From<MessageRow> for ChatMessage {
@@ -88,13 +102,13 @@ impl From<MessageRow> for ChatMessage {
         ChatMessage {
             client_message_id: r.client_message_id,
             reply_to: r.reply_to,
-            context: r.context,
-            attachments: r.attachments.unwrap_or_default(),
-            usage: r.usage,
-            receipt: r.receipt,
-            tool_rounds: r.tool_rounds.unwrap_or_default(),
-            error: r.error,
-            approvals: r.approvals.unwrap_or_default(),
+            context: r.context.0,
+            attachments: r.attachments.0.unwrap_or_default(),
+            usage: r.usage.0,
+            receipt: r.receipt.0,
+            tool_rounds: r.tool_rounds.0.unwrap_or_default(),
+            error: r.error.0,
+            approvals: r.approvals.0.unwrap_or_default(),
             ..r.text.into()
         }
     }

@@ -5,7 +5,7 @@ use glassbox_core::wire::{SessionSummary, session_title};
 use serde::Deserialize;
 
 use super::named::name;
-use super::{StorageError, Store, from_json};
+use super::{StorageError, Store, from_json, on_db};
 
 /// The most sessions a list holds (the newest).
 pub const MAX_LISTED_SESSIONS: i64 = 200;
@@ -32,24 +32,25 @@ impl Store {
     /// message), at most [`MAX_LISTED_SESSIONS`].
     pub async fn user_sessions(&self, user_id: &str) -> Result<Vec<SessionSummary>, StorageError> {
         // The first 400 characters are enough for any title (it is cut to 80).
-        let rows: Vec<SummaryRow> = sqlx::query_as(
-            "SELECT s.id, s.title, s.settings_json, \
+        let sql = "SELECT s.id, s.title, s.settings_json, \
                     (SELECT substr(m.content, 1, 400) FROM messages m \
-                      WHERE m.session_id = s.id AND m.role = ?2 ORDER BY m.seq LIMIT 1) \
+                      WHERE m.session_id = s.id AND m.role = $2 ORDER BY m.seq LIMIT 1) \
                       AS first_message, \
                     COALESCE((SELECT m.created_at FROM messages m WHERE m.session_id = s.id \
                       ORDER BY m.seq DESC LIMIT 1), s.created_at) AS updated_at \
                FROM sessions s \
-              WHERE s.user_id = ?1 \
+              WHERE s.user_id = $1 \
                 AND (s.title IS NOT NULL OR EXISTS (SELECT 1 FROM messages m \
                       WHERE m.session_id = s.id)) \
-              ORDER BY updated_at DESC, s.id LIMIT ?3",
-        )
-        .bind(user_id)
-        .bind(name(Role::User))
-        .bind(MAX_LISTED_SESSIONS)
-        .fetch_all(&self.reader)
-        .await?;
+              ORDER BY updated_at DESC, s.id LIMIT $3";
+        let rows: Vec<SummaryRow> = on_db!(self, read, |db, d| {
+            sqlx::query_as(sql)
+                .bind(user_id)
+                .bind(name(Role::User))
+                .bind(MAX_LISTED_SESSIONS)
+                .fetch_all(db)
+                .await?
+        });
         rows.into_iter()
             .map(|r| {
                 let agent =
@@ -76,11 +77,15 @@ impl Store {
         id: &str,
         title: Option<&str>,
     ) -> Result<bool, StorageError> {
-        let done = sqlx::query("UPDATE sessions SET title = ? WHERE id = ?")
-            .bind(title)
-            .bind(id)
-            .execute(&self.writer)
-            .await?;
-        Ok(done.rows_affected() > 0)
+        let sql = "UPDATE sessions SET title = $1 WHERE id = $2";
+        let done = on_db!(self, write, |db, d| {
+            sqlx::query(sql)
+                .bind(title)
+                .bind(id)
+                .execute(db)
+                .await?
+                .rows_affected()
+        });
+        Ok(done > 0)
     }
 }

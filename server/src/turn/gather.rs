@@ -74,6 +74,9 @@ pub struct Gathered {
     files: glassbox_core::attachments::FileContents,
     /// The older history the turn did not read.
     unread: Option<super::history::UnreadHistory>,
+    /// Planning called the provider (for a summary): the time before the reply's first call is
+    /// then not Glassbox's own.
+    pub asked_provider: bool,
 }
 
 impl Gathered {
@@ -323,6 +326,7 @@ impl TurnEngine {
             resume: extras.resume,
             summary: None,
             unread: extras.unread,
+            asked_provider: false,
         };
         let encoding = gathered.info.encoding.clone();
         let mut count = |_: Option<&str>, text: &str| self.tokens.count(&encoding, text);
@@ -343,8 +347,14 @@ impl TurnEngine {
             wanted.iter().map(|&i| &gathered.history[i]).collect();
         let written = match extras.planning {
             Planning::Reply => {
-                self.summary_for(session_id, model, &range_messages, cancel)
-                    .await
+                self.summary_for(
+                    session_id,
+                    model,
+                    &range_messages,
+                    cancel,
+                    &mut gathered.asked_provider,
+                )
+                .await
             }
             // A preview reads a summary written before; else the plan with its reserve stands.
             Planning::Preview => match self.cached_summary(session_id, &range_messages).await? {
@@ -423,6 +433,7 @@ impl TurnEngine {
         model: &str,
         messages: &[&ChatMessage],
         cancel: impl Future<Output = ()>,
+        asked_provider: &mut bool,
     ) -> Result<String, SummaryError> {
         let (Some(first), Some(last)) = (messages.first(), messages.last()) else {
             return Err(SummaryError::Empty);
@@ -453,6 +464,7 @@ impl TurnEngine {
             response_schema: None,
         };
         // A summary is a provider call like any other: within the budget, and counted.
+        *asked_provider = true;
         let (text, out) = self.calls.collected(session_id, request, cancel).await?;
         let out = out.map_err(SummaryError::Call)?;
         if out.cut_short() {

@@ -312,7 +312,7 @@ impl TurnEngine {
                 .map(|l| Arc::clone(l) as Arc<dyn crate::tools::Tool>)
                 .collect();
             let offered = tools.only(&request.tools, extra);
-            if let (0, Some(s)) = (round, &starting) {
+            if let (0, Some(s), false) = (round, &starting, gathered.asked_provider) {
                 self.calls.metrics.added_overhead(s.began().elapsed());
             }
             let mut on_text = |text: String| {
@@ -523,7 +523,6 @@ impl TurnEngine {
                 TurnOutcome::Failed,
             ),
         };
-        self.calls.metrics.turn(outcome);
         let stored: ChatMessage = self
             .store
             .finish_reply(
@@ -539,6 +538,7 @@ impl TurnEngine {
                 },
             )
             .await?;
+        self.calls.metrics.turn(outcome);
         match error {
             Some(e) => hub.publish(ServerEvent::Error(e)),
             None => {

@@ -14,6 +14,35 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+/// A fresh, empty database on the private PostgreSQL cluster `cargo xtask test` starts (its URL
+/// in `GLASSBOX_TEST_POSTGRES_URL`); returns the database's URL.
+pub async fn postgres_database() -> String {
+    use sqlx::Connection;
+    let admin = std::env::var("GLASSBOX_TEST_POSTGRES_URL").expect(
+        "GLASSBOX_TEST_POSTGRES_URL is not set: run `cargo xtask test`, which starts a private \
+         PostgreSQL cluster for the tests",
+    );
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("the test cluster answers");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("CREATE DATABASE");
+    let _ = conn.close().await;
+    let base = admin
+        .rsplit_once('/')
+        .map_or(admin.as_str(), |(base, _)| base);
+    format!("{base}/{name}")
+}
+
+/// Whether the server tests run on PostgreSQL (`GLASSBOX_TEST_BACKEND=postgres`, as `cargo xtask
+/// test`'s second pass over them sets) rather than SQLite.
+pub fn on_postgres() -> bool {
+    std::env::var("GLASSBOX_TEST_BACKEND").is_ok_and(|b| b == "postgres")
+}
+
 pub struct TestServer {
     pub addr: SocketAddr,
     /// The server's own state, for tests that call its Rust API directly.
@@ -78,6 +107,9 @@ impl TestServer {
         let widget_dir = std::env::var("GLASSBOX_E2E_WIDGET_DIR")
             .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../dist").to_owned());
         vars.insert("GLASSBOX_VOCAB_DIR".into(), format!("{widget_dir}/vocab"));
+        if on_postgres() {
+            vars.insert("GLASSBOX_DATABASE_URL".into(), postgres_database().await);
+        }
         for (k, v) in extra {
             vars.insert(k.to_string(), v.to_string());
         }
@@ -135,20 +167,7 @@ impl TestServer {
     /// A WebSocket opened with this `Origin` header (none when `None`); the HTTP status when the
     /// upgrade is refused.
     pub async fn ws_from(&self, origin: Option<&str>) -> Result<Ws, u16> {
-        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-        let mut request = format!("ws://{}/ws", self.addr)
-            .into_client_request()
-            .expect("ws request");
-        if let Some(origin) = origin {
-            request
-                .headers_mut()
-                .insert("origin", origin.parse().expect("origin header"));
-        }
-        match tokio_tungstenite::connect_async(request).await {
-            Ok((socket, _)) => Ok(Ws { socket }),
-            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
-            Err(e) => panic!("ws connect: {e}"),
-        }
+        ws_at(&self.addr.to_string(), origin).await
     }
 
     /// POSTs `body` as JSON to `path`.
@@ -259,6 +278,24 @@ async fn serve(
         let _ = glassbox_server::serve(listener, served).await;
     });
     (addr, state, serving)
+}
+
+/// A WebSocket to the server at `addr` (`host:port`), from `origin` when given.
+pub async fn ws_at(addr: &str, origin: Option<&str>) -> Result<Ws, u16> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = format!("ws://{addr}/ws")
+        .into_client_request()
+        .expect("ws request");
+    if let Some(origin) = origin {
+        request
+            .headers_mut()
+            .insert("origin", origin.parse().expect("origin header"));
+    }
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((socket, _)) => Ok(Ws { socket }),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
+        Err(e) => panic!("ws connect: {e}"),
+    }
 }
 
 pub struct Ws {
