@@ -32,6 +32,8 @@ pub enum InputError {
     EmptyMessage,
     #[error("message is {0} bytes; the limit is {MAX_MESSAGE_BYTES}")]
     MessageTooLong(usize),
+    #[error("message contains a NUL character (U+0000)")]
+    MessageHasNul,
     #[error("page context is {0} bytes serialized; the limit is {MAX_CONTEXT_BYTES}")]
     ContextTooLarge(usize),
     #[error("page context has {0} top-level keys; the limit is {MAX_CONTEXT_KEYS}")]
@@ -52,7 +54,9 @@ impl InputError {
     /// The wire code for this refusal.
     pub fn code(&self) -> ErrorCode {
         match self {
-            InputError::EmptyMessage | InputError::MessageTooLong(_) => ErrorCode::InvalidMessage,
+            InputError::EmptyMessage
+            | InputError::MessageTooLong(_)
+            | InputError::MessageHasNul => ErrorCode::InvalidMessage,
             InputError::ContextTooLarge(_) => ErrorCode::ContextTooLarge,
             InputError::ContextTooManyKeys(_) | InputError::ContextTooDeep(_) => {
                 ErrorCode::ContextInvalid
@@ -73,6 +77,10 @@ pub fn validate_chat(req: &ChatRequest) -> Result<(), InputError> {
     }
     if req.message.len() > MAX_MESSAGE_BYTES {
         return Err(InputError::MessageTooLong(req.message.len()));
+    }
+    // Text no database keeps alike (PostgreSQL refuses it), and no one types.
+    if req.message.contains('\0') {
+        return Err(InputError::MessageHasNul);
     }
     if let Some(ctx) = &req.context {
         validate_context(ctx)?;
@@ -190,6 +198,10 @@ mod tests {
         assert_eq!(
             validate_chat(&chat(&long, Value::Null)).unwrap_err().code(),
             ErrorCode::InvalidMessage
+        );
+        assert_eq!(
+            validate_chat(&chat("a\0b", Value::Null)),
+            Err(InputError::MessageHasNul)
         );
     }
 

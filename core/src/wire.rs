@@ -94,9 +94,15 @@ impl std::fmt::Debug for UserClaim {
 /// The longest title a session keeps (characters); longer ones are cut.
 pub const MAX_TITLE_CHARS: usize = 80;
 
-/// A session's title made from `text` (a rename, or its first user message): runs of white space
-/// made one space, cut to [`MAX_TITLE_CHARS`] characters (an ellipsis marks a cut).
+/// A session's title made from `text` (a rename, or its first user message): control characters
+/// left out, runs of white space made one space, cut to [`MAX_TITLE_CHARS`] characters (an ellipsis
+/// marks a cut).
 pub fn session_title(text: &str) -> String {
+    // Control characters (NUL among them) are left out; white space stays a word break.
+    let text: String = text
+        .chars()
+        .filter(|c| !c.is_control() || c.is_whitespace())
+        .collect();
     let mut words = text
         .split_whitespace()
         .flat_map(|w| [" ", w])
@@ -1013,6 +1019,7 @@ mod tests {
             "How do I sort a list?"
         );
         assert_eq!(session_title(""), "");
+        assert_eq!(session_title("a\0b\u{7}\nc"), "ab c");
         let long = "é".repeat(200);
         let t = session_title(&long);
         assert_eq!(t.chars().count(), MAX_TITLE_CHARS);

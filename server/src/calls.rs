@@ -210,6 +210,8 @@ async fn stream(
             }
         };
         match event {
+            // NUL is no text a reply can keep (PostgreSQL refuses it): left out.
+            ProviderEvent::Text(text) if text.contains('\0') => on_text(text.replace('\0', "")),
             ProviderEvent::Text(text) => on_text(text),
             ProviderEvent::Usage(u) => out.usage = Some(u),
             ProviderEvent::ToolCall(call) => out.calls.push(call),

@@ -118,6 +118,9 @@ impl Files {
         declared_type: &str,
         bytes: &[u8],
     ) -> Result<Attachment, FilesError> {
+        // A name is shown and stored: control characters (NUL among them) are left out.
+        let name: String = name.chars().filter(|c| !c.is_control()).collect();
+        let name = name.as_str();
         let (kind, declared) = classify(name, declared_type)?;
         check_size(name, kind, bytes.len() as u64)?;
         let (mime, dimensions) = check_bytes(name, kind, &declared, bytes)?;

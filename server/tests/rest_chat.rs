@@ -358,3 +358,21 @@ async fn widget_assets_have_mime_types_cache_headers_and_precompressed_bodies() 
         404
     );
 }
+
+/// NUL (U+0000) is text no database keeps alike (PostgreSQL refuses it): a message holding one is
+/// refused, typed; one in a provider's reply is left out, and the reply is stored.
+#[tokio::test]
+async fn a_nul_character_is_refused_in_a_message_and_left_out_of_a_reply() {
+    let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["Fine\u{0} ", "now."])).await;
+    let refused = server
+        .post("/api/chat", &json!({"message": "bad\u{0}input"}))
+        .await;
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_message", "{body}");
+    let answer = server
+        .post_json("/api/chat", &json!({"message": "hello"}))
+        .await;
+    assert_eq!(answer["reply"]["content"], "Fine now.", "{answer}");
+    assert_eq!(answer["reply"]["status"], "complete");
+}

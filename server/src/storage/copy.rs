@@ -6,6 +6,8 @@ use super::{StorageError, Store, on_db, params};
 
 /// How many rows one statement reads or writes.
 const PAGE: i64 = 500;
+/// Files' rows hold their bytes (an image up to 3.75 MB): fewer at a time.
+const FILES_PAGE: i64 = 16;
 
 /// What a column holds, as both databases store it.
 #[derive(Debug, Clone, Copy)]
@@ -23,6 +25,17 @@ struct Table {
     name: &'static str,
     columns: &'static [(&'static str, Kind)],
     key: usize,
+}
+
+impl Table {
+    /// Rows per page.
+    fn page(&self) -> i64 {
+        if self.name == "files" {
+            FILES_PAGE
+        } else {
+            PAGE
+        }
+    }
 }
 
 /// Every table, parents before children.
@@ -145,13 +158,13 @@ pub struct Copied {
     pub tables: Vec<(&'static str, u64, u64)>,
 }
 
-/// `$query` with `$value` bound.
+/// `$query` with `$value` (a [`Value`], moved) bound.
 macro_rules! bind_value {
     ($query:expr, $value:expr) => {
         match $value {
-            Value::Int(v) => $query.bind(*v),
-            Value::Text(v) => $query.bind(v.clone()),
-            Value::Bytes(v) => $query.bind(v.clone()),
+            Value::Int(v) => $query.bind(v),
+            Value::Text(v) => $query.bind(v),
+            Value::Bytes(v) => $query.bind(v),
         }
     };
 }
@@ -172,10 +185,11 @@ impl Store {
                 let rows = self.page(from, table, after.as_deref()).await?;
                 let Some(last) = rows.last() else { break };
                 after = Some(last[..table.key].to_vec());
-                read += rows.len() as u64;
-                written += self.insert_rows(table, &rows).await?;
+                let n = rows.len();
+                read += n as u64;
+                written += self.insert_rows(table, rows).await?;
                 progress(table.name, read);
-                if (rows.len() as i64) < PAGE {
+                if (n as i64) < table.page() {
                     break;
                 }
             }
@@ -197,14 +211,15 @@ impl Store {
             Some(_) => format!("WHERE ({key}) > ({})", params(1, table.key)),
         };
         let sql = format!(
-            "SELECT {} FROM {} {filter} ORDER BY {key} LIMIT {PAGE}",
+            "SELECT {} FROM {} {filter} ORDER BY {key} LIMIT {}",
             table.names(table.columns),
             table.name,
+            table.page(),
         );
         on_db!(from, read, |db, d| {
             let mut query = sqlx::query(&sql);
             for value in after.into_iter().flatten() {
-                query = bind_value!(query, value);
+                query = bind_value!(query, value.clone());
             }
             let mut out = Vec::new();
             for row in query.fetch_all(db).await? {
@@ -213,7 +228,14 @@ impl Store {
                 for (i, (_, kind)) in table.columns.iter().enumerate() {
                     values.push(match kind {
                         Int => Value::Int(row.try_get(i)?),
-                        Text => Value::Text(row.try_get(i)?),
+                        // NUL is text PostgreSQL refuses (and the server no longer writes): left out.
+                        Text => Value::Text(row.try_get::<Option<String>, _>(i)?.map(|t| {
+                            if t.contains('\0') {
+                                t.replace('\0', "")
+                            } else {
+                                t
+                            }
+                        })),
                         Bytes => Value::Bytes(row.try_get(i)?),
                     });
                 }
@@ -224,7 +246,7 @@ impl Store {
     }
 
     /// Inserts `rows` of `table`, leaving those whose key is here; returns how many were new.
-    async fn insert_rows(&self, table: &Table, rows: &[Vec<Value>]) -> Result<u64, StorageError> {
+    async fn insert_rows(&self, table: &Table, rows: Vec<Vec<Value>>) -> Result<u64, StorageError> {
         let sql = format!(
             "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING",
             table.name,

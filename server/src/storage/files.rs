@@ -75,6 +75,10 @@ struct FileWithBytes {
 
 const FILE_COLUMNS: &str = "id, name, mime_type, kind, size, width, height";
 
+/// PostgreSQL's advisory lock that counts uploads against the server-wide cap one at a time
+/// ("gbfiles" in ASCII).
+const FILES_CAP_LOCK: i64 = 0x6762_6669_6c65_73;
+
 /// Most ids bound in one query (a session's files are far fewer).
 const IDS_PER_QUERY: usize = 500;
 
@@ -89,8 +93,15 @@ impl Store {
         let size = f.bytes.len() as u64;
         on_db!(self, write, |db, d| {
             let mut tx = db.begin().await?;
-            // The session's row locked (PostgreSQL): its uploads are counted one at a time.
+            // The session's row locked (PostgreSQL): its uploads are counted one at a time; and
+            // with a server-wide cap, every upload's (one transaction-wide advisory lock).
             super::lock_session!(d, tx, f.session_id);
+            if server_max > 0 && d == super::Dialect::Postgres {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(FILES_CAP_LOCK)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             let used: i64 = sqlx::query_scalar(
                 "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM files WHERE session_id = $1",
             )

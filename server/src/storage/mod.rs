@@ -96,10 +96,14 @@ impl DatabaseUrl {
     pub fn display(&self) -> String {
         match self {
             Self::Sqlite(path) => format!("sqlite://{}", path.display()),
-            Self::Postgres(url) => match url.split_once('@') {
-                Some((_, host)) => format!("postgres://…@{host}"),
-                None => url.clone(),
-            },
+            Self::Postgres(url) => {
+                // No credentials: neither `user:password@` nor a `?password=` parameter.
+                let url = url.split('?').next().unwrap_or_default();
+                match url.split_once('@') {
+                    Some((_, host)) => format!("postgres://…@{host}"),
+                    None => url.to_owned(),
+                }
+            }
         }
     }
 }
@@ -195,7 +199,9 @@ impl Dialect {
     fn for_update(self) -> &'static str {
         match self {
             Dialect::Sqlite => "",
-            Dialect::Postgres => " FOR UPDATE",
+            // Not `FOR UPDATE`: that would also wait for the key-share locks of rows that refer
+            // to it (a child row's insert), which these transactions take themselves.
+            Dialect::Postgres => " FOR NO KEY UPDATE",
         }
     }
 }
@@ -241,7 +247,7 @@ pub(crate) use on_db;
 macro_rules! lock_session {
     ($d:expr, $tx:expr, $session_id:expr) => {
         if $d == $crate::storage::Dialect::Postgres {
-            sqlx::query("SELECT id FROM sessions WHERE id = $1 FOR UPDATE")
+            sqlx::query("SELECT id FROM sessions WHERE id = $1 FOR NO KEY UPDATE")
                 .bind($session_id)
                 .execute(&mut *$tx)
                 .await?;
@@ -283,6 +289,16 @@ impl Store {
                     .acquire_timeout(Duration::from_secs(10))
                     .connect_with(options)
                     .await?;
+                // Text is UTF-8 throughout (and the schema's index names Unicode characters).
+                let encoding: String = sqlx::query_scalar("SHOW server_encoding")
+                    .fetch_one(&pool)
+                    .await?;
+                if encoding != "UTF8" {
+                    return Err(StorageError::Url(format!(
+                        "the PostgreSQL database is {encoding}, not UTF8: create it with \
+                         `createdb -E UTF8 -T template0 …`"
+                    )));
+                }
                 sqlx::migrate!("./migrations/postgres").run(&pool).await?;
                 Ok(Self {
                     db: Db::Postgres(pool),
@@ -456,6 +472,8 @@ impl Store {
     pub async fn delete_session(&self, id: &str) -> Result<Option<Vec<String>>, StorageError> {
         let (keys, gone) = on_db!(self, write, |db, d| {
             let mut tx = db.begin().await?;
+            // The session's row first, as every writer takes it.
+            lock_session!(d, tx, id);
             let keys: Vec<String> = sqlx::query_scalar(&format!(
                 "DELETE FROM embedding_cache WHERE {} IN \
                  (SELECT id FROM messages WHERE session_id = $1) RETURNING cache_key",
@@ -516,7 +534,8 @@ impl Store {
                 let mut tx = db.begin().await?;
                 // Used since they were chosen: kept.
                 let sql = format!(
-                    "SELECT id FROM sessions WHERE last_active_at < $1 AND id IN ({list}){}",
+                    "SELECT id FROM sessions WHERE last_active_at < $1 AND id IN ({list}) \
+                     ORDER BY id{}",
                     d.for_update()
                 );
                 let mut query = sqlx::query_scalar(&sql).bind(before);
@@ -969,14 +988,19 @@ impl Store {
     ) -> Result<bool, StorageError> {
         let generation = i64::try_from(topics.generation).unwrap_or(i64::MAX);
         let done = on_db!(self, write, |db, d| {
-            sqlx::query(PUT_TOPICS)
+            let mut tx = db.begin().await?;
+            // A session deleted meanwhile: no topics written (not a broken reference).
+            lock_session!(d, tx, session_id);
+            let done = sqlx::query(PUT_TOPICS)
                 .bind(session_id)
                 .bind(generation)
                 .bind(to_json(topics))
                 .bind(crate::ids::now_ms())
-                .execute(db)
+                .execute(&mut *tx)
                 .await?
-                .rows_affected()
+                .rows_affected();
+            tx.commit().await?;
+            done
         });
         Ok(done > 0)
     }
@@ -1130,9 +1154,12 @@ impl Store {
     ) -> Result<(), StorageError> {
         let sql = "INSERT INTO embedding_cache (model, cache_key, vector) VALUES ($1, $2, $3) \
              ON CONFLICT (model, cache_key) DO NOTHING";
+        // In key order: two writers of overlapping keys take their locks in the same order.
+        let mut items: Vec<&(String, Vec<f32>)> = items.iter().collect();
+        items.sort_by(|a, b| a.0.cmp(&b.0));
         on_db!(self, write, |db, d| {
             let mut tx = db.begin().await?;
-            for (key, vector) in items {
+            for (key, vector) in &items {
                 sqlx::query(sql)
                     .bind(model)
                     .bind(key)
