@@ -144,7 +144,9 @@ pub fn mount_meter(
                     })
                     .collect();
                 let mut v = meter_reading::read(&counts, &info, &texts, None, None, None, None);
-                v.estimated |= !system_exact;
+                // Read between a model change and the counts' switch to its encoding: the
+                // numbers are the old vocabulary's, so not exact for this model.
+                v.estimated |= !system_exact || !counts.counts_in(&info.encoding);
                 Some(v)
             })
         });

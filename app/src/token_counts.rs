@@ -141,6 +141,13 @@ impl TokenCounts {
         self.inner.try_get_value()
     }
 
+    /// Whether the counts held are in `encoding` (not yet, just after the model changed and
+    /// before [`TokenCounts::set_encoding`] ran).
+    pub fn counts_in(&self, encoding: &str) -> bool {
+        self.inner()
+            .is_some_and(|inner| *inner.encoding.borrow() == encoding)
+    }
+
     /// Switches to another encoding (a different model); loads its vocabulary.
     pub fn set_encoding(&self, encoding: &str) {
         let Some(inner) = self.inner() else { return };
