@@ -2,6 +2,8 @@
 //! on the same data directory, the reply is failed, retryable, and keeps the text that had streamed
 //! up to the last checkpoint (at most a second old). Retry then completes it in place.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,41 +25,7 @@ impl Drop for Process {
 }
 
 fn spawn(data: &std::path::Path, provider_base: &str) -> Process {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_glassbox-server"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("GLASSBOX_ADDR", "127.0.0.1:0")
-        .env("GLASSBOX_DATA_DIR", data)
-        .env("GLASSBOX_PROVIDER", "openai")
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_BASE_URL", provider_base)
-        .env("GLASSBOX_EMBEDDINGS", "off")
-        .env("GLASSBOX_TOOLS", "off")
-        .env("GLASSBOX_WIDGET_DIR", data.join("no-widget"))
-        .env("GLASSBOX_PUBLIC_DIR", data.join("no-public"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start glassbox-server");
-    // The address it listens on is in the line that says so (plain or JSON logs alike).
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("the server exited before listening")
-            .expect("read stdout");
-        if let Some(at) = line.find("http://127.0.0.1:") {
-            let url: String = line[at..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || ":/.".contains(*c))
-                .collect();
-            break url.trim_end_matches('/').to_owned();
-        }
-    };
-    // Keep draining its output so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
+    let (child, base) = support::spawn_process(data, provider_base, &[]);
     Process { child, base }
 }
 

@@ -5,8 +5,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use glassbox_core::wire::ServerEvent;
@@ -81,38 +80,16 @@ async fn a_draining_server_refuses_new_messages_and_finishes_the_reply_under_way
 
 /// A `glassbox-server` process on a free port with `fake` as its provider; its base URL.
 fn spawn_server(fake: &FakeProvider, data: &std::path::Path) -> (std::process::Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_glassbox-server"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("GLASSBOX_ADDR", "127.0.0.1:0")
-        .env("GLASSBOX_DATA_DIR", data)
-        .env("GLASSBOX_PROVIDER", "openai")
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_BASE_URL", fake.openai_base())
-        .env("GLASSBOX_EMBEDDINGS", "off")
-        .env("GLASSBOX_TOPICS", "off")
-        .env("GLASSBOX_TOOLS", "off")
-        .env("GLASSBOX_CONFIG", "off")
-        .env("GLASSBOX_PUBLIC_DIR", "off")
-        .env("GLASSBOX_SHUTDOWN_GRACE_MS", "20000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start glassbox-server");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let line = lines.next().expect("listening line").unwrap();
-        if let Some(at) = line.find("http://127.0.0.1:") {
-            let url: String = line[at..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || ":/.".contains(*c))
-                .collect();
-            break url.trim_end_matches('/').to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, base)
+    support::spawn_process(
+        data,
+        &fake.openai_base(),
+        &[
+            ("GLASSBOX_TOPICS", "off"),
+            ("GLASSBOX_CONFIG", "off"),
+            ("GLASSBOX_PUBLIC_DIR", "off"),
+            ("GLASSBOX_SHUTDOWN_GRACE_MS", "20000"),
+        ],
+    )
 }
 
 fn sigterm(child: &std::process::Child) {

@@ -496,3 +496,52 @@ pub fn tool_result_texts(api: Api, body: &Value) -> Vec<String> {
             .collect(),
     }
 }
+
+/// A `glassbox-server` process on a free port, on the OpenAI-format provider at `provider_base`,
+/// its data in `data`, with `extra` settings; returns it and its base URL (read from the line that
+/// says where it listens). Embeddings and tools are off, and no widget or demo pages are served.
+pub fn spawn_process(
+    data: &std::path::Path,
+    provider_base: &str,
+    extra: &[(&str, &str)],
+) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_glassbox-server"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GLASSBOX_ADDR", "127.0.0.1:0")
+        .env("GLASSBOX_DATA_DIR", data)
+        .env("GLASSBOX_PROVIDER", "openai")
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", provider_base)
+        .env("GLASSBOX_EMBEDDINGS", "off")
+        .env("GLASSBOX_TOOLS", "off")
+        .env("GLASSBOX_WIDGET_DIR", data.join("no-widget"))
+        .env("GLASSBOX_PUBLIC_DIR", data.join("no-public"))
+        .env("RUST_LOG", "info")
+        .envs(extra.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start glassbox-server");
+    // The address it listens on is in the line that says so (plain or JSON logs alike).
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let base = loop {
+        let line = lines
+            .next()
+            .expect("the server exited before listening")
+            .expect("read stdout");
+        if let Some(at) = line.find("http://127.0.0.1:") {
+            let url: String = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || ":/.".contains(*c))
+                .collect();
+            break url.trim_end_matches('/').to_owned();
+        }
+    };
+    // Keep draining its output so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, base)
+}
