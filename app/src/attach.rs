@@ -147,7 +147,10 @@ impl Attaching {
                     .collect(),
                 Err(_) => files
                     .iter()
-                    .map(|f| this.words.fill(Word::UploadNotStarted, &[("name", &f.name())]))
+                    .map(|f| {
+                        this.words
+                            .fill(Word::UploadNotStarted, &[("name", &f.name())])
+                    })
                     .collect(),
             });
             this.problems.set(problems);
@@ -163,10 +166,14 @@ impl Attaching {
         let kind = (uploader.check)(&name, &declared, size).map_err(|e| e.message)?;
         if self.files.with_untracked(Vec::len) >= MAX_ATTACHMENTS {
             let max = MAX_ATTACHMENTS.to_string();
-            return Err(self.words.fill(Word::TooManyFiles, &[("name", &name), ("max", &max)]));
+            return Err(self
+                .words
+                .fill(Word::TooManyFiles, &[("name", &name), ("max", &max)]));
         }
-        let (config, session) = session_of(self.client, &name)
-            .map_err(|_| self.words.fill(Word::AttachNotConnected, &[("name", &name)]))?;
+        let (config, session) = session_of(self.client, &name).map_err(|_| {
+            self.words
+                .fill(Word::AttachNotConnected, &[("name", &name)])
+        })?;
         let key = self.next.get_value();
         self.next.set_value(key + 1);
         self.files.update(|f| {
@@ -180,9 +187,14 @@ impl Attaching {
         });
         let this = *self;
         leptos::task::spawn_local(async move {
-            let result =
-                (uploader.start)(config.server.clone(), session.clone(), file, name.clone(), declared)
-                    .await;
+            let result = (uploader.start)(
+                config.server.clone(),
+                session.clone(),
+                file,
+                name.clone(),
+                declared,
+            )
+            .await;
             match result {
                 // Finished for a conversation that is no longer this one (a reconnect to the same
                 // one keeps it): dropped, and the server forgets it.

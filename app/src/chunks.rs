@@ -12,7 +12,6 @@
 use leptos::prelude::*;
 use leptos::wasm_split::SplitLoaderError;
 
-
 /// A chunk's code could not be fetched: offline, or the server was updated twice since the page
 /// loaded (each build keeps the chunks of the one before it).
 #[derive(Debug, Clone, Copy, thiserror::Error)]

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use glassbox_core::limits::{InputError, validate_chat};
-use glassbox_core::vocab::Role;
+use glassbox_core::vocab::{MessageStatus, Role};
 use glassbox_core::wire::{Accepted, ChatMessage, ChatRequest, ReplyStart, ServerEvent};
 
 use tracing::Instrument;
 
 use crate::background::TurnStarting;
 use crate::budgets::{BudgetError, Budgets};
+use crate::cluster::{Cluster, Command};
 use crate::drain::{Admitted, Drain};
 use crate::hub::Hub;
 use crate::ids::{new_id, now_ms};
@@ -78,6 +79,9 @@ pub struct Chat {
     turns: TurnEngine,
     /// The replies under way, and whether the process is shutting down.
     drain: Drain,
+    /// The instances sharing the database (turn leases, stops sent to the instance running a
+    /// reply); none on SQLite.
+    cluster: Option<Cluster>,
 }
 
 /// What `submit` did.
@@ -92,13 +96,14 @@ pub struct Submitted {
 
 impl Chat {
     /// Messages stored in `store`, within `limits` and `budgets`, answered by `turns`, whose
-    /// replies run under `drain`.
+    /// replies run under `drain`, one at a time per session across the instances of `cluster`.
     pub fn new(
         store: Store,
         limits: Arc<RateLimits>,
         budgets: Budgets,
         turns: TurnEngine,
         drain: Drain,
+        cluster: Option<Cluster>,
     ) -> Self {
         Self {
             store,
@@ -106,6 +111,7 @@ impl Chat {
             budgets,
             turns,
             drain,
+            cluster,
         }
     }
 
@@ -233,6 +239,21 @@ impl Chat {
             return Ok(true);
         }
         match self.store.message(&hub.session_id, message_id).await? {
+            // Running on another instance: told through the database.
+            Some(m) if m.role == Role::Assistant && m.status == MessageStatus::Streaming => {
+                let Some(cluster) = &self.cluster else {
+                    return Ok(false);
+                };
+                cluster
+                    .send(&Command::Stop {
+                        session_id: hub.session_id.clone(),
+                        reply_id: message_id.to_owned(),
+                    })
+                    .await
+                    .map_err(StorageError::from)?;
+                tracing::info!(session = %hub.session_id, reply = message_id, "stop sent to the instance running the reply");
+                Ok(true)
+            }
             Some(m) if m.role == Role::Assistant => Ok(false),
             _ => Err(ChatError::NotFound("reply")),
         }
@@ -256,6 +277,7 @@ impl Chat {
         hub.publish(reply_start(reply));
         let reply_id = reply.id.clone();
         let turns = self.turns.clone();
+        let leases = self.cluster.as_ref().map(|c| c.leases.clone());
         // The turn logs under the request or connection that started it.
         let span = tracing::Span::current();
         admitted.run(
@@ -281,10 +303,36 @@ impl Chat {
                         queued
                     }
                 };
-                if let Err(e) = turns
-                    .run(&hub, &model, &user_message_id, &reply_id, starting, &stop)
-                    .await
-                {
+                // Across instances, the session's turn is a lease in the database.
+                let lease = match leases {
+                    None => None,
+                    Some(leases) => {
+                        tokio::select! {
+                            lease = leases.acquire(&hub.session_id, &reply_id) => Some(lease),
+                            () = stop.stopped() => {
+                                if let Err(e) = turns.stopped_while_queued(&hub, &reply_id).await {
+                                    tracing::error!(reply = %reply_id, error = %e, "a stopped reply was not stored");
+                                }
+                                return;
+                            }
+                        }
+                    }
+                };
+                let run = turns.run(&hub, &model, &user_message_id, &reply_id, starting, &stop);
+                tokio::pin!(run);
+                let ran = match &lease {
+                    None => run.await,
+                    Some(lease) => tokio::select! {
+                        ran = &mut run => ran,
+                        // Another instance took the turn (this one stalled past the lease):
+                        // the reply ends as stopped, keeping its text, and can be retried.
+                        () = lease.lost() => {
+                            hub.stops.stop(&reply_id);
+                            run.await
+                        }
+                    },
+                };
+                if let Err(e) = ran {
                     // Ended before the reply could be stored (its outcome is counted here).
                     turns.calls.metrics.turn(crate::metrics::TurnOutcome::Failed);
                     let wire = e.to_wire().for_message(&reply_id);

@@ -15,6 +15,7 @@ pub mod budgets;
 pub mod calls;
 pub mod chat;
 pub mod client_addr;
+pub mod cluster;
 pub mod config;
 pub mod context;
 pub mod context_sets;
@@ -54,16 +55,16 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
     let database = storage::DatabaseUrl::resolve(config.database_url.as_deref(), &config.data_dir)?;
     let store = storage::Store::connect(&database).await?;
     tracing::info!(database = %database.display(), "database open");
-    let interrupted = WireError::new(
-        ErrorCode::Internal,
-        "the server restarted while this reply was streaming",
-    );
-    let n = store.fail_interrupted(&interrupted).await?;
-    if n > 0 {
-        tracing::warn!(
-            replies = n,
-            "marked replies interrupted by a restart as failed"
-        );
+    // On PostgreSQL other instances may be streaming: their replies are left to them
+    // (`cluster_tasks` fails those of instances that stopped answering).
+    if store.postgres().is_none() {
+        let n = store.fail_interrupted(&interrupted()).await?;
+        if n > 0 {
+            tracing::warn!(
+                replies = n,
+                "marked replies interrupted by a restart as failed"
+            );
+        }
     }
     let agents = agents::AgentCatalog::open(config.agents_file.as_deref())?;
     for agent in agents.current().all() {
@@ -86,10 +87,62 @@ pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
     Ok(AppState::new(config, store, provider, embeddings, agents))
 }
 
+/// The error of a reply whose process ended while it streamed.
+fn interrupted() -> WireError {
+    WireError::new(
+        ErrorCode::Internal,
+        "the server restarted while this reply was streaming",
+    )
+}
+
+/// What an instance sharing PostgreSQL runs beside serving: it follows the frame log, says it is
+/// alive, fails the replies of instances that stopped answering, and prunes old frames.
+fn cluster_tasks(cluster: cluster::Cluster, hubs: std::sync::Arc<hub::Hubs>) {
+    tokio::spawn(hub::listen::listen(cluster.clone(), hubs));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(cluster::instances::HEARTBEAT);
+        let mut beats = 0u64;
+        loop {
+            tick.tick().await;
+            if let Err(e) = cluster.instances.beat().await {
+                tracing::warn!(error = %e, "instance heartbeat not recorded");
+                continue;
+            }
+            match cluster.instances.fail_orphans(&interrupted()).await {
+                Ok(orphans) => {
+                    for orphan in orphans {
+                        tracing::warn!(session = %orphan.session_id, reply = %orphan.message_id, "reply of an instance that stopped answering marked failed");
+                        let event = glassbox_core::wire::ServerEvent::Error(
+                            interrupted().for_message(&orphan.message_id),
+                        );
+                        if let Err(e) = cluster.frames.append(&orphan.session_id, vec![event]).await
+                        {
+                            tracing::warn!(session = %orphan.session_id, error = %e, "its tabs were not told");
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "replies of stopped instances not checked"),
+            }
+            beats += 1;
+            if beats.is_multiple_of(12) {
+                match cluster.frames.prune().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(frames = n, "pruned old frames"),
+                    Err(e) => tracing::warn!(error = %e, "old frames not pruned"),
+                }
+            }
+        }
+    });
+}
+
 /// Serves `app(state)` on `listener`, sweeping idle sessions in the background, until SIGTERM or
 /// Ctrl-C; then shuts down without losing a reply (`drain`) and returns.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
     let (hubs, limits) = (state.hubs.clone(), state.limits.clone());
+    let settling = state.hubs.clone();
+    if let Some(cluster) = state.cluster.clone() {
+        cluster_tasks(cluster, hubs.clone());
+    }
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
         loop {
@@ -181,6 +234,8 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
         served
     };
     let (served, ()) = tokio::join!(bounded, replies);
+    // The replies' last frames reach the other instances' tabs.
+    settling.settle(std::time::Duration::from_secs(5)).await;
     // MCP child processes end with their connections.
     mcp.stop_all();
     served

@@ -9,6 +9,7 @@ use crate::approvals::Approvals;
 use crate::budgets::Budgets;
 use crate::calls::{Calls, Limits};
 use crate::chat::Chat;
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::context::ContextWindows;
 use crate::drain::Drain;
@@ -55,6 +56,8 @@ pub struct AppState {
     pub files: Files,
     /// Tool calls waiting for the user's yes, and the session's grants.
     pub approvals: Approvals,
+    /// This instance among those sharing a PostgreSQL database (none on SQLite).
+    pub cluster: Option<Cluster>,
     /// What `/metrics` reports.
     pub metrics: Metrics,
     /// Replies under way, and whether the process is shutting down.
@@ -85,7 +88,16 @@ impl AppState {
         let mcp = McpServers::new(tools.clone());
         mcp.sync(&agents.current());
         let config = Arc::new(config);
-        let hubs = Arc::new(Hubs::default());
+        // On PostgreSQL this process is one of the instances that may share the database.
+        let cluster = store.postgres().cloned().map(Cluster::new);
+        let store = match &cluster {
+            Some(cluster) => store.producing_as(&cluster.id),
+            None => store,
+        };
+        let hubs = Arc::new(match &cluster {
+            Some(cluster) => Hubs::shared(cluster.frames.clone()),
+            None => Hubs::default(),
+        });
         let budgets = Budgets::new(store.clone(), config.budgets).counting(metrics.clone());
         let items = Items::new(
             agents.clone(),
@@ -164,8 +176,10 @@ impl AppState {
             budgets.clone(),
             turns.clone(),
             drain.clone(),
+            cluster.clone(),
         );
         Self {
+            cluster,
             config,
             store,
             provider,

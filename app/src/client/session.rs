@@ -485,7 +485,11 @@ mod tests {
             format!("Reply complete: {}…", "é".repeat(200))
         );
         assert_eq!(
-            announcement(&done(&"x".repeat(200), "complete"), Words::english_in_full()).unwrap(),
+            announcement(
+                &done(&"x".repeat(200), "complete"),
+                Words::english_in_full()
+            )
+            .unwrap(),
             format!("Reply complete: {}", "x".repeat(200))
         );
         assert_eq!(

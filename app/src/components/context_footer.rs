@@ -38,11 +38,9 @@ pub fn ContextFooter(
         })
     };
     let changed_line = move || {
-        changed_keys
-            .with(|k| {
-                (!k.is_empty())
-                    .then(|| w.fill(Word::PageContextChanged, &[("keys", &k.join(", "))]))
-            })
+        changed_keys.with(|k| {
+            (!k.is_empty()).then(|| w.fill(Word::PageContextChanged, &[("keys", &k.join(", "))]))
+        })
     };
     // Every item, then the changed keys: the tooltip and what screen readers say.
     let full = move || {

@@ -8,8 +8,8 @@ use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
 use super::context_viewer::ContextViewer;
-use super::receipt_view::receipt_view;
 use super::lazy_panel::lazy_panel;
+use super::receipt_view::receipt_view;
 use crate::chunks::lazy_panel_fn;
 use crate::client::ChatClient;
 use crate::frame::next_frame;

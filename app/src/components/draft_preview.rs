@@ -9,8 +9,8 @@ use glassbox_core::context::MessageMark;
 use leptos::prelude::*;
 
 use super::badge::Badge;
-use super::token_meter::grouped;
 use super::lazy_panel::lazy_panel;
+use super::token_meter::grouped;
 use crate::chunks::lazy_panel_fn;
 use crate::client::{ChatClient, ConnectionStatus};
 use crate::preview::{DEBOUNCE_MS, DraftPreview};
@@ -99,11 +99,7 @@ pub(crate) fn PreviewBody(client: ChatClient, preview: DraftPreview) -> impl Int
             "tokens",
             format!(
                 "{}{}",
-                if receipt.totals.exact {
-                    ""
-                } else {
-                    "~"
-                },
+                if receipt.totals.exact { "" } else { "~" },
                 grouped(preview.total)
             ),
         )],

@@ -391,7 +391,11 @@ fn Totals(
 ) -> impl IntoView {
     let w = words();
     let ours = w.fill_text(
-        if sums.exact { Word::ReceiptOursExact } else { Word::ReceiptOursEstimate },
+        if sums.exact {
+            Word::ReceiptOursExact
+        } else {
+            Word::ReceiptOursEstimate
+        },
         vec![
             ("count", grouped(sums.counted_input)),
             ("encoding", sums.encoding.clone()),

@@ -493,9 +493,10 @@ fn parse(key: &str, raw: &str) -> Result<Value, (Word, String)> {
 /// A default as the drawer says it: a choice's word, else the value as [`shown`].
 fn said(w: Words, field: Field, v: &Value) -> String {
     let word = match (field, v) {
-        (Field::Choice(choices), Value::String(s)) => {
-            choices.iter().find(|(value, _)| *value == s.as_str()).map(|&(_, word)| word)
-        }
+        (Field::Choice(choices), Value::String(s)) => choices
+            .iter()
+            .find(|(value, _)| *value == s.as_str())
+            .map(|&(_, word)| word),
         _ => None,
     };
     word.map_or_else(|| shown(v), |word| w.get(word))

@@ -146,7 +146,9 @@ impl Words {
     /// shows once it has).
     pub async fn panels(self) -> Result<(), crate::chunks::ChunkLoadError> {
         let mut has = false;
-        self.read(false, &mut |t| has = t.panels.is_some() || t.language.is_some());
+        self.read(false, &mut |t| {
+            has = t.panels.is_some() || t.language.is_some()
+        });
         if !has {
             let english = table::panels_english().await?;
             self.change(&mut |t| t.panels = Some(english.clone()));
@@ -169,7 +171,8 @@ impl Words {
     }
 
     fn count_loading(self, by: i32) {
-        self.loading.try_update(|n| *n = n.saturating_add_signed(by));
+        self.loading
+            .try_update(|n| *n = n.saturating_add_signed(by));
         if self.loading.try_get_untracked() == Some(0) {
             self.shown.try_set_value(true);
         }
@@ -287,7 +290,10 @@ impl Words {
 pub fn overflow(w: Words, o: glassbox_core::context::receipt::Overflow) -> String {
     w.fill(
         Word::Overflow,
-        &[("needed", &o.needed.to_string()), ("room", &o.room.to_string())],
+        &[
+            ("needed", &o.needed.to_string()),
+            ("room", &o.room.to_string()),
+        ],
     )
 }
 
@@ -307,7 +313,10 @@ pub fn fill(template: &str, slots: &[(&str, &str)]) -> String {
         let after = &rest[open + 1..];
         match after.find('}').map(|close| (&after[..close], close)) {
             Some((name, close)) if slots.iter().any(|(k, _)| *k == name) => {
-                let value = slots.iter().find(|(k, _)| *k == name).map_or("", |(_, v)| *v);
+                let value = slots
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map_or("", |(_, v)| *v);
                 out.push_str(value);
                 rest = &after[close + 1..];
             }
@@ -344,10 +353,7 @@ mod tests {
 
     #[test]
     fn slots_are_filled_by_name_in_any_order() {
-        assert_eq!(
-            fill("{b} then {a}", &[("a", "1"), ("b", "2")]),
-            "2 then 1"
-        );
+        assert_eq!(fill("{b} then {a}", &[("a", "1"), ("b", "2")]), "2 then 1");
         assert_eq!(fill("{missing} {a}", &[("a", "x")]), "{missing} x");
         assert_eq!(fill("no slot {", &[]), "no slot {");
         assert_eq!(slots("{n} of {total}"), vec!["n", "total"]);
@@ -370,7 +376,11 @@ mod tests {
         t.language = Some(french::table().into());
         assert_eq!(t.word(Word::Add), "Ajouter");
         t.language = None;
-        assert_eq!(t.word(Word::DrawerLabel), "", "a panel's English before it came");
+        assert_eq!(
+            t.word(Word::DrawerLabel),
+            "",
+            "a panel's English before it came"
+        );
         t.panels = Some(table::PANELS.to_vec().into());
         assert_eq!(t.word(Word::DrawerLabel), table::english(Word::DrawerLabel));
         t.language = Some(french::table().into());
@@ -414,7 +424,11 @@ mod tests {
                 .collect()
         };
         for ((key, english), (_, french)) in words_of("en").into_iter().zip(words_of("fr")) {
-            out.push_str(&format!("| `{key}` | {} | {} |\n", cell(&english), cell(&french)));
+            out.push_str(&format!(
+                "| `{key}` | {} | {} |\n",
+                cell(&english),
+                cell(&french)
+            ));
         }
         out
     }
@@ -460,7 +474,10 @@ Every string the widget shows is in one table: `app/src/words/table.rs` (English
 
     #[test]
     fn the_overflow_reads_as_the_server_says_it() {
-        let o = glassbox_core::context::receipt::Overflow { needed: 9000, room: 8000 };
+        let o = glassbox_core::context::receipt::Overflow {
+            needed: 9000,
+            room: 8000,
+        };
         assert_eq!(overflow(Words::english(), o), o.describe());
     }
 

@@ -41,7 +41,11 @@ macro_rules! table {
 #[cfg(test)]
 pub(crate) fn english(word: Word) -> &'static str {
     let i = word as usize;
-    if i < FIRST_COUNT { FIRST[i] } else { PANELS[i - FIRST_COUNT] }
+    if i < FIRST_COUNT {
+        FIRST[i]
+    } else {
+        PANELS[i - FIRST_COUNT]
+    }
 }
 
 crate::chunks::split_fn! {

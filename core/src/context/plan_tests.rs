@@ -1558,7 +1558,13 @@ fn unread_history_is_left_out_whole_and_no_run_spans_where_the_read_history_star
     });
     let first = &p.receipt.left_out[0];
     assert_eq!(
-        (first.why, first.count, first.tokens, first.first_id.as_str(), first.last_id.as_str()),
+        (
+            first.why,
+            first.count,
+            first.tokens,
+            first.first_id.as_str(),
+            first.last_id.as_str()
+        ),
         (LeftOutWhy::BeyondWindow, 1_200, 0, "old0", "old1199")
     );
     // The two messages before `from` (memories found far apart among the unread ones) are a run
@@ -1568,7 +1574,9 @@ fn unread_history_is_left_out_whole_and_no_run_spans_where_the_read_history_star
         .parts
         .iter()
         .filter_map(|p| match &p.kind {
-            PartKind::History { first_id, count, .. } => Some((first_id.as_str(), *count)),
+            PartKind::History {
+                first_id, count, ..
+            } => Some((first_id.as_str(), *count)),
             _ => None,
         })
         .collect();

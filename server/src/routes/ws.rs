@@ -432,8 +432,10 @@ async fn hello_to_session<W: Sink<Message> + Unpin>(
         last_sent: 0,
         waiting: None,
     };
+    // Frames other instances wrote come first (ids numbered here follow them).
+    a.hub.ready().await;
     let resume = match hello.last_sync_id {
-        Some(seen) => a.hub.resume(seen),
+        Some(seen) => a.hub.resume(seen).await,
         None => Resume::Snapshot,
     };
     let closed = |_| AppError::Conflict("socket closed");
@@ -526,7 +528,11 @@ async fn send_snapshot<W: Sink<Message> + Unpin>(
     sink: &mut W,
     a: &mut Attached,
 ) -> Result<(), AppError> {
-    let (sync_id, partial) = a.hub.snapshot_point();
+    let (sync_id, partial) = a
+        .hub
+        .snapshot_point()
+        .await
+        .map_err(crate::storage::StorageError::from)?;
     let mut messages = state.store.messages(&a.hub.session_id).await?;
     for m in &mut messages {
         if let Some(text) = partial.get(&m.id) {
@@ -690,7 +696,7 @@ async fn drain_before<W: Sink<Message> + Unpin>(
             // while a reply streams): the frames it dropped are still in the replay log, after the
             // last one this connection has. (Past the log, they are gone; so were they before.)
             Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                if let Resume::Frames(logged) = a.hub.resume(a.last_sent) {
+                if let Resume::Frames(logged) = a.hub.resume(a.last_sent).await {
                     queued.extend(logged.into_iter().map(Arc::new));
                 }
             }
@@ -717,7 +723,7 @@ async fn catch_up<W: Sink<Message> + Unpin>(
     sink: &mut W,
     a: &mut Attached,
 ) -> Result<(), Closed> {
-    match a.hub.resume(a.last_sent) {
+    match a.hub.resume(a.last_sent).await {
         Resume::Frames(frames) => {
             for f in &frames {
                 forward(sink, a, f).await?;

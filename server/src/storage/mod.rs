@@ -31,6 +31,7 @@ pub use history::{PageEnd, Unread};
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use glassbox_core::context::{MessageMark, Receipt, SessionSettings, SessionTopics};
@@ -63,6 +64,15 @@ pub enum StorageError {
     Corrupt(String),
     #[error("{0}")]
     Url(String),
+}
+
+impl From<crate::cluster::FrameLogError> for StorageError {
+    fn from(e: crate::cluster::FrameLogError) -> Self {
+        match e {
+            crate::cluster::FrameLogError::Database(e) => Self::Database(e),
+            crate::cluster::FrameLogError::Corrupt(e) => Self::Corrupt(e.to_string()),
+        }
+    }
 }
 
 /// Which database a store is on, as `GLASSBOX_DATABASE_URL` names it.
@@ -268,6 +278,9 @@ fn params(first: usize, n: usize) -> String {
 #[derive(Debug, Clone)]
 pub struct Store {
     db: Db,
+    /// The instance that produces the replies this store starts (written beside each streaming
+    /// reply when several instances share the database; see [`Store::producing_as`]).
+    producer: Option<Arc<str>>,
 }
 
 /// Most ids bound in one statement (SQLite allows 32,766 parameters, PostgreSQL 65,535).
@@ -302,6 +315,7 @@ impl Store {
                 sqlx::migrate!("./migrations/postgres").run(&pool).await?;
                 Ok(Self {
                     db: Db::Postgres(pool),
+                    producer: None,
                 })
             }
         }
@@ -337,7 +351,23 @@ impl Store {
             .await?;
         Ok(Self {
             db: Db::Sqlite { writer, reader },
+            producer: None,
         })
+    }
+
+    /// This store, marking the replies it starts (and restarts) as produced by instance `id`.
+    pub fn producing_as(mut self, id: &str) -> Self {
+        self.producer = Some(Arc::from(id));
+        self
+    }
+
+    /// The PostgreSQL pool, when the database is PostgreSQL (for what several instances share:
+    /// the frame log, turn leases, the instances' heartbeats).
+    pub fn postgres(&self) -> Option<&PgPool> {
+        match &self.db {
+            Db::Postgres(pool) => Some(pool),
+            Db::Sqlite { .. } => None,
+        }
     }
 
     /// Which database this is (`sqlite`, `postgres`), for logs and `/healthz`.
@@ -635,11 +665,11 @@ impl Store {
              fresh AS (SELECT 1 AS one WHERE $4 IS NULL OR NOT EXISTS \
                (SELECT 1 FROM messages WHERE session_id = $1 AND client_message_id = $4)) \
              INSERT INTO messages (id, session_id, seq, role, content, status, client_message_id, \
-               reply_to, context_json, attachments_json, created_at) \
-             SELECT $2, $1, next.seq + 1, '{user}', $3, '{complete}', $4, NULL, $5, $6, $7 \
+               reply_to, context_json, attachments_json, created_at, producer) \
+             SELECT $2, $1, next.seq + 1, '{user}', $3, '{complete}', $4, NULL, $5, $6, $7, NULL \
                FROM next, fresh \
              UNION ALL \
-             SELECT $8, $1, next.seq + 2, '{assistant}', '', '{streaming}', NULL, $2, NULL, NULL, $7 \
+             SELECT $8, $1, next.seq + 2, '{assistant}', '', '{streaming}', NULL, $2, NULL, NULL, $7, $9 \
                FROM next, fresh \
              RETURNING {MESSAGE_COLUMNS}",
             user = name(Role::User),
@@ -667,6 +697,7 @@ impl Store {
                 .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
                 .bind(m.created_at)
                 .bind(reply_id)
+                .bind(self.producer.as_deref())
                 .fetch_all(&mut *tx)
                 .await?;
             tx.commit().await?;
@@ -738,7 +769,7 @@ impl Store {
     /// Resets a failed or stopped reply to empty and streaming, for a retry.
     pub async fn restart_reply(&self, session_id: &str, id: &str) -> Result<bool, StorageError> {
         let sql = "UPDATE messages SET content = '', status = $1, error_json = NULL, \
-             usage_json = NULL, tool_rounds_json = NULL \
+             usage_json = NULL, tool_rounds_json = NULL, producer = $7 \
              WHERE session_id = $2 AND id = $3 AND role = $4 AND status IN ($5, $6)";
         let done = on_db!(self, write, |db, d| {
             sqlx::query(sql)
@@ -748,6 +779,7 @@ impl Store {
                 .bind(name(Role::Assistant))
                 .bind(name(MessageStatus::Failed))
                 .bind(name(MessageStatus::Stopped))
+                .bind(self.producer.as_deref())
                 .execute(db)
                 .await?
                 .rows_affected()

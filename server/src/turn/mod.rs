@@ -543,15 +543,14 @@ impl TurnEngine {
             Some(e) => hub.publish(ServerEvent::Error(e)),
             None => {
                 let said = !stored.content.trim().is_empty();
-                let frame = hub.publish(ServerEvent::Done(Done { message: stored }));
+                hub.publish(ServerEvent::Done(Done { message: stored }));
                 // Topics follow each reply that says something, in the background.
                 if self.config.topics_enabled && said {
                     self.topics.clone().warm_reply(hub.session_id.clone());
                     self.topics.clone().spawn_extraction(hub.session_id.clone());
                 }
-                frame
             }
-        };
+        }
         Ok(())
     }
 }

@@ -154,6 +154,21 @@ impl TestServer {
         }
     }
 
+    /// Another instance beside this one: the same configuration (the same database and fake
+    /// provider), its own process state and port — as a second process of a deployment.
+    pub async fn another(&self) -> Self {
+        let (addr, state, serving) = serve(&self.vars).await;
+        Self {
+            addr,
+            state,
+            fake: self.fake.clone(),
+            http: reqwest::Client::new(),
+            _data: tempfile::tempdir().expect("tempdir"),
+            vars: self.vars.clone(),
+            serving,
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }

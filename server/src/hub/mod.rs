@@ -1,5 +1,10 @@
 //! Live sessions: each has a frame numbering with a replay log, a broadcast to its connections, a lock
 //! that runs replies one at a time, and a count of attached clients that cancels a reply nobody awaits.
+//! On one process the numbering and the log are in memory; when several instances share PostgreSQL
+//! they are the database's frame log ([`shared`]), which [`listen`] follows.
+
+pub mod listen;
+pub mod shared;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,6 +16,10 @@ use glassbox_core::sync::{ReplayLog, Resume};
 use glassbox_core::wire::{ServerEvent, ServerFrame, WireError};
 use tokio::sync::{broadcast, watch};
 
+use crate::cluster::frames::PartialText;
+use crate::cluster::{FrameLog, FrameLogError};
+use shared::SharedLog;
+
 /// Frames kept per session for replay to reconnecting clients.
 const REPLAY_CAPACITY: usize = 4096;
 /// Frames a slow connection may fall behind before it resumes from the replay log. The channel
@@ -20,13 +29,21 @@ const BROADCAST_CAPACITY: usize = 256;
 /// Frame numbering plus the text of replies still streaming.
 struct LogState {
     log: ReplayLog,
-    partial: HashMap<String, String>,
+    partial: PartialText,
+}
+
+/// Where a session's frames are numbered and kept.
+enum Log {
+    /// In this process (one instance).
+    Memory(Mutex<LogState>),
+    /// In the database several instances share.
+    Shared(Arc<SharedLog>),
 }
 
 /// The live state of one session.
 pub struct Hub {
     pub session_id: String,
-    log: Mutex<LogState>,
+    log: Log,
     frames: broadcast::Sender<Arc<ServerFrame>>,
     /// Held while a reply streams: replies of one session run in order.
     pub turn_lock: tokio::sync::Mutex<()>,
@@ -46,14 +63,23 @@ pub struct Hub {
 }
 
 impl Hub {
-    fn new(session_id: String, last_sync_id: u64, grace: Duration) -> Self {
+    fn new(session_id: String, shared: Option<&FrameLog>, grace: Duration) -> Self {
+        let frames = broadcast::channel(BROADCAST_CAPACITY).0;
+        let log = match shared {
+            Some(shared) => Log::Shared(SharedLog::start(
+                session_id.clone(),
+                shared.clone(),
+                frames.clone(),
+            )),
+            None => Log::Memory(Mutex::new(LogState {
+                log: ReplayLog::new(first_sync_id(), REPLAY_CAPACITY),
+                partial: PartialText::default(),
+            })),
+        };
         Self {
             session_id,
-            log: Mutex::new(LogState {
-                log: ReplayLog::new(last_sync_id, REPLAY_CAPACITY),
-                partial: HashMap::new(),
-            }),
-            frames: broadcast::channel(BROADCAST_CAPACITY).0,
+            log,
+            frames,
             turn_lock: tokio::sync::Mutex::new(()),
             view_lock: tokio::sync::Mutex::new(()),
             clients: Mutex::new(0),
@@ -65,54 +91,66 @@ impl Hub {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, LogState> {
-        self.log.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Numbers a session event, keeps it for replay and sends it to every connection.
-    pub fn publish(&self, event: ServerEvent) -> ServerFrame {
-        let mut state = self.state();
-        match &event {
-            ServerEvent::ReplyStart(r) => {
-                state.partial.insert(r.message_id.clone(), String::new());
+    /// Numbers a session event, keeps it for replay and sends it to every connection (on every
+    /// instance, when they share the database: after it is written there).
+    pub fn publish(&self, event: ServerEvent) {
+        match &self.log {
+            Log::Memory(state) => {
+                let mut state = lock(state);
+                state.partial.apply(&event);
+                let frame = state.log.push(event);
+                // Sent under the lock so every receiver sees frames in id order.
+                let _ = self.frames.send(Arc::new(frame));
             }
-            ServerEvent::Delta(d) => {
-                if let Some(text) = state.partial.get_mut(&d.message_id) {
-                    text.push_str(&d.text);
-                }
-            }
-            ServerEvent::Done(d) => {
-                state.partial.remove(&d.message.id);
-            }
-            ServerEvent::Error(e) => {
-                if let Some(id) = &e.message_id {
-                    state.partial.remove(id);
-                }
-            }
-            _ => {}
+            Log::Shared(log) => log.publish(event),
         }
-        let frame = state.log.push(event);
-        // Sent under the lock so every receiver sees frames in id order.
-        let _ = self.frames.send(Arc::new(frame.clone()));
-        frame
     }
 
     /// Numbers a frame meant for one connection only.
     pub fn private(&self, event: ServerEvent) -> ServerFrame {
-        self.state().log.number(event)
+        ServerFrame {
+            sync_id: self.reserve(),
+            event,
+        }
     }
 
     /// Takes the id of a frame for one connection whose contents are read after this point.
     pub fn reserve(&self) -> u64 {
-        self.state().log.reserve()
+        match &self.log {
+            Log::Memory(state) => lock(state).log.reserve(),
+            Log::Shared(log) => log.private_id(),
+        }
     }
 
     /// Reserves the id of a snapshot and returns, with it, the text streamed so far of every reply in
     /// flight: a snapshot built from the database plus this text reflects every frame up to the id.
-    pub fn snapshot_point(&self) -> (u64, HashMap<String, String>) {
-        let mut state = self.state();
-        let id = state.log.reserve();
-        (id, state.partial.clone())
+    pub async fn snapshot_point(&self) -> Result<(u64, HashMap<String, String>), FrameLogError> {
+        match &self.log {
+            Log::Memory(state) => {
+                let mut state = lock(state);
+                let id = state.log.reserve();
+                Ok((id, state.partial.0.clone()))
+            }
+            Log::Shared(log) => log.snapshot_point().await,
+        }
+    }
+
+    /// Brings this instance's connections up to the frames other instances wrote (nothing to do
+    /// on one process). Called before a connection looks back, so ids it is given follow them.
+    pub async fn ready(&self) {
+        if let Log::Shared(log) = &self.log
+            && let Err(e) = log.catch_up().await
+        {
+            tracing::warn!(session = %self.session_id, error = %e, "frame log unreadable");
+        }
+    }
+
+    /// The newest frame of the frame log this instance's connections were sent (shared only).
+    fn delivered(&self) -> Option<u64> {
+        match &self.log {
+            Log::Shared(log) => log.delivered(),
+            Log::Memory(_) => None,
+        }
     }
 
     /// Subscribes to the session's frames.
@@ -121,8 +159,11 @@ impl Hub {
     }
 
     /// What a client that has seen up to `seen` missed.
-    pub fn resume(&self, seen: u64) -> Resume {
-        self.state().log.since(seen)
+    pub async fn resume(&self, seen: u64) -> Resume {
+        match &self.log {
+            Log::Memory(state) => lock(state).log.since(seen),
+            Log::Shared(log) => log.resume(seen).await,
+        }
     }
 
     /// True once after the session was resumed: the turn that asks takes the reminder.
@@ -142,8 +183,13 @@ impl Hub {
         ClientLease { hub: self.clone() }
     }
 
-    /// Resolves when no client has been attached for the grace period.
+    /// Resolves when no client has been attached for the grace period. Never when instances share
+    /// the database: a client cut from this instance may be reading the reply on another (the
+    /// reply runs to its end, within its token cap).
     pub async fn abandoned(&self) {
+        if matches!(self.log, Log::Shared(_)) {
+            return std::future::pending().await;
+        }
         let mut rx = self.abandoned.subscribe();
         let _ = rx.wait_for(|gone| *gone).await;
     }
@@ -167,6 +213,18 @@ impl Hub {
     }
 }
 
+impl Drop for Hub {
+    fn drop(&mut self) {
+        if let Log::Shared(log) = &self.log {
+            log.close();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A client attached to a session (a WebSocket, or a REST request in flight).
 pub struct ClientLease {
     hub: Arc<Hub>,
@@ -181,6 +239,10 @@ impl Drop for ClientLease {
 /// All live sessions. A session stays live while anything holds its hub; idle ones are dropped.
 #[derive(Default)]
 pub struct Hubs {
+    /// The frame log several instances share (PostgreSQL); none: frames numbered in memory.
+    shared: Option<FrameLog>,
+    /// The sessions' writers to it, while they run (a hub dropped leaves its writer to finish).
+    writers: Mutex<Vec<Weak<SharedLog>>>,
     live: Mutex<HashMap<String, Weak<Hub>>>,
     /// Recently used hubs kept alive so reconnecting clients can resume from the replay log.
     recent: Mutex<HashMap<String, (Arc<Hub>, tokio::time::Instant)>>,
@@ -198,6 +260,14 @@ fn first_sync_id() -> u64 {
 const KEEP_IDLE: Duration = Duration::from_secs(120);
 
 impl Hubs {
+    /// Hubs whose frames go through the frame log several instances share.
+    pub fn shared(frames: FrameLog) -> Self {
+        Self {
+            shared: Some(frames),
+            ..Self::default()
+        }
+    }
+
     /// The hub of a session, created if it is not live.
     ///
     /// A new hub numbers frames from the current time in microseconds, so ids keep increasing across
@@ -209,7 +279,12 @@ impl Hubs {
         let hub = match live.get(session_id).and_then(Weak::upgrade) {
             Some(hub) => hub,
             None => {
-                let hub = Arc::new(Hub::new(session_id.to_owned(), first_sync_id(), grace));
+                let hub = Arc::new(Hub::new(session_id.to_owned(), self.shared.as_ref(), grace));
+                if let Log::Shared(log) = &hub.log {
+                    let mut writers = lock(&self.writers);
+                    writers.retain(|w| w.strong_count() > 0);
+                    writers.push(Arc::downgrade(log));
+                }
                 hub.resume_pending.store(resumed, Ordering::Release);
                 live.insert(session_id.to_owned(), Arc::downgrade(&hub));
                 hub
@@ -259,10 +334,44 @@ impl Hubs {
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id);
         if let Some(hub) = hub {
-            hub.publish(ServerEvent::Error(WireError::new(
+            let gone = ServerEvent::Error(WireError::new(
                 ErrorCode::Unauthorized,
                 "this session was deleted",
-            )));
+            ));
+            match &hub.log {
+                Log::Memory(_) => hub.publish(gone),
+                // Its frame log went with it: this instance's tabs are told directly.
+                Log::Shared(_) => {
+                    let _ = hub.frames.send(Arc::new(hub.private(gone)));
+                }
+            }
+        }
+    }
+
+    /// Live hubs of sessions that frame log notifications name.
+    pub fn live(&self) -> Vec<Arc<Hub>> {
+        lock(&self.live)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// Whether logged frame `seq` of a session is news to this instance's live hub of it.
+    pub fn behind(&self, session_id: &str, seq: u64) -> Option<Arc<Hub>> {
+        let hub = self.get(session_id)?;
+        hub.delivered().is_none_or(|d| d < seq).then_some(hub)
+    }
+
+    /// Waits until every live session's published frames are written (at most `within`): a
+    /// process that ends after this has lost none (on one process there is nothing to wait for).
+    pub async fn settle(&self, within: Duration) {
+        let logs: Vec<Arc<SharedLog>> = lock(&self.writers)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let settled = futures::future::join_all(logs.iter().map(|log| log.settled()));
+        if tokio::time::timeout(within, settled).await.is_err() {
+            tracing::warn!("frames still unwritten at exit");
         }
     }
 
