@@ -11,7 +11,7 @@ use glassbox_core::wire::{ServerEvent, SessionBudget};
 use crate::config::BudgetConfig;
 use crate::hub::Hub;
 use crate::ids::now_ms;
-use crate::storage::{StorageError, Store};
+use crate::storage::{Caps, Hold, Reached, StorageError, Store};
 use crate::wire_error::ToWire;
 
 const DAY_MS: i64 = 86_400_000;
@@ -73,11 +73,25 @@ impl ToWire for BudgetError {
     }
 }
 
+/// Tokens held for one provider call until it is settled ([`Budgets::reserve`]).
+#[derive(Debug)]
+#[must_use = "a reservation is settled when its call ends"]
+pub struct Reservation {
+    /// None when no cap is set (nothing held).
+    id: Option<String>,
+    /// The day it counts against (a call across midnight spends on the day it began).
+    day: i64,
+    /// The reply's cap the call may use.
+    pub output: u32,
+}
+
 /// The spending caps over the store's ledger.
 #[derive(Clone)]
 pub struct Budgets {
     store: Store,
     caps: BudgetConfig,
+    /// How long a call's reservation lasts unless settled (longer than any call).
+    hold_for: Duration,
     /// Where refusals are counted.
     metrics: Option<crate::metrics::Metrics>,
 }
@@ -92,8 +106,16 @@ impl Budgets {
         Self {
             store,
             caps,
+            hold_for: Duration::from_secs(3_600),
             metrics: None,
         }
+    }
+
+    /// The same caps, a call's reservation lasting `hold_for` unless settled (set it longer than
+    /// the longest call: a reservation outlives only a process that ended mid-call).
+    pub fn holding_for(mut self, hold_for: Duration) -> Self {
+        self.hold_for = hold_for;
+        self
     }
 
     /// The same caps, counting their refusals in `metrics`.
@@ -106,20 +128,94 @@ impl Budgets {
     /// tokens left.
     pub async fn check(&self, session_id: &str) -> Result<(), BudgetError> {
         let checked = self.refusal(session_id).await;
-        if let (Err(BudgetError::Exhausted(e)), Some(m)) = (&checked, &self.metrics) {
+        if let Err(BudgetError::Exhausted(e)) = &checked {
+            self.count_refusal(e);
+        }
+        checked
+    }
+
+    /// Holds tokens for one provider call of `session_id` — its prompt (`prompt`, our count) and
+    /// its reply's cap (`output`) — when every cap has tokens left, those held by calls under way
+    /// (on any instance) counted; the reservation says which reply cap the call may use: `output`,
+    /// cut to what is left after the prompt. Calls together spend no more than a budget, but for
+    /// one whose prompt alone is larger than what was left. `quietly`: not counted as a refused
+    /// request (background work).
+    pub async fn reserve(
+        &self,
+        session_id: &str,
+        prompt: u64,
+        output: u32,
+        quietly: bool,
+    ) -> Result<Reservation, BudgetError> {
+        let caps = self.caps;
+        let now = now_ms();
+        let day = today(now);
+        let mut reservation = Reservation {
+            id: None,
+            day,
+            output,
+        };
+        if caps.session_tokens == 0 && caps.daily_tokens == 0 && caps.user_daily_tokens == 0 {
+            return Ok(reservation);
+        }
+        let id = crate::ids::new_id();
+        let held = self
+            .store
+            .reserve_tokens(
+                &Hold {
+                    id: &id,
+                    session_id,
+                    day,
+                    prompt,
+                    output,
+                    now,
+                    expires_at: now + self.hold_for.as_millis() as i64,
+                },
+                Caps {
+                    session: caps.session_tokens,
+                    server_day: caps.daily_tokens,
+                    user_day: caps.user_daily_tokens,
+                },
+            )
+            .await?;
+        match held {
+            Ok(output) => {
+                reservation.id = Some(id);
+                reservation.output = output;
+                Ok(reservation)
+            }
+            Err(reached) => {
+                let resets_in =
+                    Duration::from_millis(((day + 1) * DAY_MS - now).max(0) as u64);
+                let e = match reached {
+                    Reached::Session => BudgetExhausted::Session {
+                        limit: caps.session_tokens,
+                    },
+                    Reached::UserDay => BudgetExhausted::UserDaily {
+                        limit: caps.user_daily_tokens,
+                        resets_in,
+                    },
+                    Reached::ServerDay => BudgetExhausted::Daily {
+                        limit: caps.daily_tokens,
+                        resets_in,
+                    },
+                };
+                if !quietly {
+                    self.count_refusal(&e);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    fn count_refusal(&self, e: &BudgetExhausted) {
+        if let Some(m) = &self.metrics {
             m.refused(match e {
                 BudgetExhausted::Session { .. } => "budget_session",
                 BudgetExhausted::Daily { .. } => "budget_daily",
                 BudgetExhausted::UserDaily { .. } => "budget_user_daily",
             });
         }
-        checked
-    }
-
-    /// [`Budgets::check`] for background work (summaries, topic extraction): a refusal is not
-    /// counted in the metrics, which count refused requests.
-    pub async fn check_quietly(&self, session_id: &str) -> Result<(), BudgetError> {
-        self.refusal(session_id).await
     }
 
     async fn refusal(&self, session_id: &str) -> Result<(), BudgetError> {
@@ -154,20 +250,21 @@ impl Budgets {
         Ok(())
     }
 
-    /// Records `tokens` spent by one provider call of `session_id`, and tells the session's tabs
-    /// (through `hub`) its budget when one is set.
-    pub async fn record_spend(
+    /// Ends one provider call of `session_id`: its reservation ends and the `tokens` it spent are
+    /// recorded; the session's tabs are told (through `hub`) its budget when one is set.
+    pub async fn settle(
         &self,
+        reservation: Reservation,
         session_id: &str,
         hub: Option<&Hub>,
         tokens: u64,
     ) -> Result<(), BudgetError> {
-        if tokens == 0 {
+        if tokens == 0 && reservation.id.is_none() {
             return Ok(());
         }
         let used = self
             .store
-            .spend_tokens(session_id, today(now_ms()), tokens)
+            .settle_tokens(reservation.id.as_deref(), session_id, reservation.day, tokens)
             .await?;
         let limit = self.caps.session_tokens;
         if let (true, Some(hub)) = (limit > 0, hub) {

@@ -96,7 +96,7 @@ impl Calls {
     }
 
     /// Streams `request` under the limits; text goes to `on_text` piece by piece. The caller
-    /// checks the budget before and records the spend after (and its tokens, [`Calls::spent`]).
+    /// reserves from the budget before and settles the spend after (and its tokens, [`Calls::spent`]).
     /// The call's latency, or its error, is counted.
     pub async fn stream(
         &self,
@@ -138,17 +138,15 @@ impl Calls {
             .tokens(model, usage.input_tokens, usage.output_tokens);
     }
 
-    /// A call whose text nobody watches stream (a summary, topic extraction): checked against the
-    /// session's budget first, its spend recorded after (the provider's usage, else our count of
+    /// A call whose text nobody watches stream (a summary, topic extraction): its prompt and reply
+    /// cap held within the session's budget first, its spend recorded after (the provider's usage, else our count of
     /// the request's texts and the answer). Returns the whole text beside the call's outcome.
     pub async fn collected(
         &self,
         session_id: &str,
-        request: ProviderRequest,
+        mut request: ProviderRequest,
         cancel: impl Future<Output = ()>,
     ) -> Result<(String, Result<CallOutput, CallFailure>), BudgetError> {
-        // Background work nobody asked for: its refusals are not counted as refused requests.
-        self.budgets.check_quietly(session_id).await?;
         let (encoding, _) = glassbox_core::context::encoding_for(&request.model);
         let model = request.model.clone();
         let sent: u32 = request
@@ -157,6 +155,12 @@ impl Calls {
             .chain(request.messages.iter().map(|m| &m.content))
             .map(|t| self.tokens.count(encoding, t))
             .sum();
+        // Background work nobody asked for: its refusals are not counted as refused requests.
+        let reservation = self
+            .budgets
+            .reserve(session_id, u64::from(sent), request.max_output_tokens, true)
+            .await?;
+        request.max_output_tokens = reservation.output;
         let mut text = String::new();
         let out = self
             .stream(request, cancel, &mut |t| text.push_str(&t))
@@ -172,7 +176,12 @@ impl Calls {
             });
         self.spent(&model, &usage);
         self.budgets
-            .record_spend(session_id, None, usage.input_tokens + usage.output_tokens)
+            .settle(
+                reservation,
+                session_id,
+                None,
+                usage.input_tokens + usage.output_tokens,
+            )
             .await?;
         Ok((text, out))
     }

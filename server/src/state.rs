@@ -98,7 +98,9 @@ impl AppState {
             Some(cluster) => Hubs::shared(cluster.frames.clone()),
             None => Hubs::default(),
         });
-        let budgets = Budgets::new(store.clone(), config.budgets).counting(metrics.clone());
+        let budgets = Budgets::new(store.clone(), config.budgets)
+            .holding_for(config.provider_total_timeout + std::time::Duration::from_secs(60))
+            .counting(metrics.clone());
         let items = Items::new(
             agents.clone(),
             store.clone(),

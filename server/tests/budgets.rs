@@ -141,3 +141,64 @@ async fn a_failed_call_still_counts_what_went_and_came_back() {
     // The provider reported nothing; our count of the request and of "Half an " is charged.
     assert!(budget.used >= 5, "{budget:?}");
 }
+
+/// Eight sessions send at once against one daily budget: each call holds its prompt and its reply's
+/// cap until it ends, so together they spend no more than the budget (without the holds, all
+/// eight passed the check before any had spent, and spent eight times what one does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_turns_against_one_budget_spend_no_more_than_it() {
+    let chunks: Vec<String> = (0..300).map(|i| format!("w{i} ")).collect();
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::Reply {
+            chunks,
+            delay: std::time::Duration::from_millis(1),
+        },
+        &[("GLASSBOX_BUDGET_DAILY_TOKENS", "1000")],
+    )
+    .await;
+    let mut sessions = Vec::new();
+    for _ in 0..8 {
+        let (id, token, _) = server.new_session().await;
+        sessions.push((id, token));
+    }
+    let answers = futures::future::join_all(
+        sessions
+            .iter()
+            .map(|(id, token)| post_chat(&server, id, token, "tell me everything you know")),
+    )
+    .await;
+    // Refused before the message is stored (402), or in its turn: the reply fails with
+    // `budget_exhausted` before the provider is called.
+    let mut complete = 0;
+    let mut refused = 0;
+    for answer in answers {
+        if answer.status() == 402 {
+            refused += 1;
+            continue;
+        }
+        assert_eq!(answer.status(), 200);
+        let body: Value = answer.json().await.unwrap();
+        match body["reply"]["status"].as_str() {
+            Some("complete") => complete += 1,
+            _ => {
+                assert_eq!(body["reply"]["error"]["code"], "budget_exhausted", "{body}");
+                refused += 1;
+            }
+        }
+    }
+    assert!(complete >= 1, "the first fits");
+    assert_eq!(complete + refused, 8);
+    assert_eq!(server.fake.requests().len(), complete, "no refused call reached the provider");
+    let day = glassbox_server::ids::now_ms().div_euclid(86_400_000);
+    let spent = server
+        .state
+        .store
+        .tokens_spent(&sessions[0].0, day)
+        .await
+        .expect("spent")
+        .server_day;
+    let one = 300 + 5; // a whole reply and its prompt, as the fake provider counts them
+    assert!(spent > 0 && spent <= 1_000, "spent {spent} of a budget of 1000");
+    assert!(complete < 8 && spent < 8 * one, "{complete} complete, {spent} spent");
+}

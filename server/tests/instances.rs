@@ -351,3 +351,54 @@ async fn a_reply_whose_instance_stopped_answering_is_failed_and_retryable() {
     assert_eq!(messages.last().expect("reply")["status"], "failed");
     drop(gate);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_turns_on_two_instances_against_one_budget_spend_no_more_than_it() {
+    if on_postgres() {
+        return;
+    }
+    let url = support::postgres_database().await;
+    let a = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::Reply {
+            chunks: (0..300).map(|i| format!("w{i} ")).collect(),
+            delay: Duration::from_millis(1),
+        },
+        &[
+            ("GLASSBOX_DATABASE_URL", url.as_str()),
+            ("GLASSBOX_BUDGET_DAILY_TOKENS", "1000"),
+        ],
+    )
+    .await;
+    let b = a.another().await;
+    let mut sessions = Vec::new();
+    for i in 0..8 {
+        let server = if i % 2 == 0 { &a } else { &b };
+        let (id, token, _) = server.new_session().await;
+        sessions.push((server, id, token));
+    }
+    let answers = futures::future::join_all(sessions.iter().map(|(server, id, token)| {
+        server
+            .http
+            .post(server.url("/api/chat"))
+            .bearer_auth(token)
+            .json(&json!({"sessionId": id, "message": "tell me everything you know"}))
+            .send()
+    }))
+    .await;
+    let statuses: Vec<u16> = answers
+        .iter()
+        .map(|r| r.as_ref().expect("answered").status().as_u16())
+        .collect();
+    assert!(statuses.iter().all(|s| [200, 402].contains(s)), "{statuses:?}");
+    assert!(statuses.contains(&200), "{statuses:?}");
+    let day = glassbox_server::ids::now_ms().div_euclid(86_400_000);
+    let spent = a
+        .state
+        .store
+        .tokens_spent(&sessions[0].1, day)
+        .await
+        .expect("spent")
+        .server_day;
+    assert!(spent > 0 && spent <= 1_000, "spent {spent} of a budget of 1000: {statuses:?}");
+}

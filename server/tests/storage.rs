@@ -12,7 +12,8 @@ use glassbox_core::context::{MessageMark, SessionSettings, SessionTopics};
 use glassbox_core::vocab::{MessageStatus, Role, Usage};
 use glassbox_core::wire::{ChatMessage, WireError};
 use glassbox_server::storage::{
-    DatabaseUrl, FileStored, NewFile, NewUserMessage, PageEnd, ReplyOutcome, Store, Unread,
+    Caps, DatabaseUrl, FileStored, Hold, NewFile, NewUserMessage, PageEnd, Reached, ReplyOutcome,
+    Store, Unread,
 };
 
 /// A backend with nothing in it, and what keeps it alive.
@@ -56,6 +57,7 @@ contract!(
     replies_finish_restart_and_checkpoint,
     concurrent_turns_take_distinct_positions,
     spending_adds_up_per_session_day_and_user,
+    reservations_hold_tokens_until_settled_or_expired,
     embeddings_are_cached_and_go_with_their_session,
     idle_sessions_are_found_and_deleted_unless_kept,
     files_are_bounded_and_read_back,
@@ -306,6 +308,50 @@ async fn spending_adds_up_per_session_day_and_user(store: Store) {
     let spent = store.tokens_spent("s3", 101).await.unwrap();
     assert_eq!((spent.session, spent.server_day, spent.user_day), (5, 5, 0));
     assert_eq!(store.tokens_spent("nope", 99).await.unwrap().session, 0);
+}
+
+async fn reservations_hold_tokens_until_settled_or_expired(store: Store) {
+    session(&store, "s1", Some("alice")).await;
+    session(&store, "s2", Some("alice")).await;
+    store.spend_tokens("s1", 100, 40).await.unwrap();
+    let caps = Caps {
+        session: 0,
+        server_day: 0,
+        user_day: 100,
+    };
+    let hold = |id: &'static str, session_id: &'static str, now: i64| Hold {
+        id,
+        session_id,
+        day: 100,
+        prompt: 10,
+        output: 1_000,
+        now,
+        expires_at: now + 1_000,
+    };
+    // 60 left of alice's day: the prompt's 10, and a reply cut to 50.
+    assert_eq!(store.reserve_tokens(&hold("r1", "s1", 0), caps).await.unwrap(), Ok(50));
+    // All of it is held: her other session gets nothing until the first call ends.
+    assert_eq!(
+        store.reserve_tokens(&hold("r2", "s2", 1), caps).await.unwrap(),
+        Err(Reached::UserDay)
+    );
+    // It spent 25: 35 left.
+    assert_eq!(store.settle_tokens(Some("r1"), "s1", 100, 25).await.unwrap(), 65);
+    assert_eq!(store.reserve_tokens(&hold("r3", "s2", 2), caps).await.unwrap(), Ok(25));
+    // A holder that never settles (its process ended) holds until its reservation expires.
+    assert_eq!(
+        store.reserve_tokens(&hold("r4", "s2", 3), caps).await.unwrap(),
+        Err(Reached::UserDay)
+    );
+    assert_eq!(store.reserve_tokens(&hold("r5", "s2", 1_002), caps).await.unwrap(), Ok(25));
+    // Without caps nothing is counted or refused.
+    assert_eq!(
+        store
+            .reserve_tokens(&hold("r6", "s1", 1_003), Caps::default())
+            .await
+            .unwrap(),
+        Ok(1_000)
+    );
 }
 
 async fn embeddings_are_cached_and_go_with_their_session(store: Store) {

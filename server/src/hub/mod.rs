@@ -135,11 +135,12 @@ impl Hub {
         }
     }
 
-    /// Brings this instance's connections up to the frames other instances wrote (nothing to do
-    /// on one process). Called before a connection looks back, so ids it is given follow them.
+    /// Brings this instance's connections up to the frames published so far, here (written at
+    /// once) and by other instances (nothing to do on one process). Called before a connection
+    /// looks back, so what it reads reflects them and ids it is given follow them.
     pub async fn ready(&self) {
         if let Log::Shared(log) = &self.log
-            && let Err(e) = log.catch_up().await
+            && let Err(e) = log.flush_and_catch_up().await
         {
             tracing::warn!(session = %self.session_id, error = %e, "frame log unreadable");
         }

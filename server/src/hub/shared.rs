@@ -53,6 +53,8 @@ pub struct SharedLog {
     closed: AtomicBool,
     /// A batch is being written.
     writing: AtomicBool,
+    /// Told after each batch is written.
+    written: Notify,
     /// Held while frames are sent to this instance's connections, so they go out in order.
     delivery: tokio::sync::Mutex<()>,
     ids: Mutex<Ids>,
@@ -73,6 +75,7 @@ impl SharedLog {
             wake: Notify::new(),
             closed: AtomicBool::new(false),
             writing: AtomicBool::new(false),
+            written: Notify::new(),
             delivery: tokio::sync::Mutex::new(()),
             ids: Mutex::new(Ids::default()),
         });
@@ -118,8 +121,18 @@ impl SharedLog {
 
     /// Resolves once nothing published waits to be written.
     pub async fn settled(&self) {
-        while self.outbox().since.is_some() || self.writing.load(Ordering::Acquire) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        loop {
+            let written = self.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if self.outbox().since.is_none() && !self.writing.load(Ordering::Acquire) {
+                return;
+            }
+            // Woken by the write; the timer only guards against a wake-up missed in between.
+            tokio::select! {
+                () = written => {}
+                () = tokio::time::sleep(Duration::from_millis(10)) => {}
+            }
         }
     }
 
@@ -128,11 +141,25 @@ impl SharedLog {
         self.deliver(None).await
     }
 
+    /// Writes what this instance published (not waiting out the coalescing), then catches up:
+    /// a connection that looks back next sees every frame published before it looked.
+    pub async fn flush_and_catch_up(&self) -> Result<(), FrameLogError> {
+        {
+            let mut outbox = self.outbox();
+            if outbox.since.is_some() {
+                outbox.urgent = true;
+            }
+        }
+        self.wake.notify_one();
+        self.settled().await;
+        self.catch_up().await
+    }
+
     /// What a client that has seen `seen` missed, up to what this instance's connections were
     /// sent (frames after that reach it through the subscription taken before).
     pub async fn resume(&self, seen: u64) -> Resume {
         let read = async {
-            self.catch_up().await?;
+            self.flush_and_catch_up().await?;
             let through = {
                 let mut ids = self.ids();
                 let through = ids.delivered.unwrap_or(0);
@@ -159,7 +186,7 @@ impl SharedLog {
 
     /// The id of a snapshot and the text streamed so far of each reply in flight, as of that id.
     pub async fn snapshot_point(&self) -> Result<(u64, HashMap<String, String>), FrameLogError> {
-        self.catch_up().await?;
+        self.flush_and_catch_up().await?;
         let (id, through) = {
             let mut ids = self.ids();
             ids.private += 1;
@@ -238,6 +265,7 @@ impl SharedLog {
                     };
                     self.write(coalesce(events)).await;
                     self.writing.store(false, Ordering::Release);
+                    self.written.notify_waiters();
                 }
             }
         }

@@ -22,12 +22,14 @@ mod copy;
 mod files;
 mod history;
 mod named;
+mod reservations;
 mod rows;
 mod users;
 
 pub use copy::Copied;
 pub use files::{FileRow, FileStored, NewFile};
 pub use history::{PageEnd, Unread};
+pub use reservations::{Caps, Hold, Reached};
 
 use std::path::Path;
 use std::str::FromStr;

@@ -293,18 +293,37 @@ impl TurnEngine {
                     .finish(hub, reply_id, &reply, Some(&plan.receipt), Ending::Stopped)
                     .await;
             }
-            // Every provider call is within the session's and the day's budget, or not made.
-            if let Err(e) = self.calls.budgets.check(session_id).await {
-                return self
-                    .finish(
-                        hub,
-                        reply_id,
-                        &reply,
-                        Some(&plan.receipt),
-                        Ending::Failed(e.to_wire()),
-                    )
-                    .await;
-            }
+            // Every provider call is within the session's and the day's budget, or not made: its
+            // prompt and its reply's cap are held until it ends (our count of the plan's input,
+            // plus what earlier rounds of this reply added), the cap cut to what is left.
+            let prompt = u64::from(plan.receipt.totals.counted_input_tokens)
+                + u64::from(self.tokens.count(&encoding, &reply.content))
+                + reply
+                    .rounds
+                    .iter()
+                    .flat_map(|r| &r.exchanges)
+                    .map(|x| u64::from(self.tokens.count(&encoding, &x.result)))
+                    .sum::<u64>();
+            let reservation = match self
+                .calls
+                .budgets
+                .reserve(session_id, prompt, request.max_output_tokens, false)
+                .await
+            {
+                Ok(reservation) => reservation,
+                Err(e) => {
+                    return self
+                        .finish(
+                            hub,
+                            reply_id,
+                            &reply,
+                            Some(&plan.receipt),
+                            Ending::Failed(e.to_wire()),
+                        )
+                        .await;
+                }
+            };
+            request.max_output_tokens = reservation.output;
             let text_before = reply.content.len();
             // Only what this request offers runs (a tool left out is unknown until loaded).
             let extra = loader
@@ -351,7 +370,8 @@ impl TurnEngine {
             self.calls.spent(model, &spent);
             self.calls
                 .budgets
-                .record_spend(
+                .settle(
+                    reservation,
                     session_id,
                     Some(hub),
                     spent.input_tokens + spent.output_tokens,

@@ -555,6 +555,20 @@ fn mark_text(pieces: &mut Vec<Piece>, index: usize, count: usize) {
 
 /// Pushes the text chunks `texts` as `piece` makes them, each after the behaviour's delay, with
 /// the marks of the first and last, and the waits of a [`Behaviour::Hold`] where they belong.
+/// The text chunks a request may have: at most its output cap (`max_tokens`, or OpenAI's
+/// `max_completion_tokens`), a chunk being a token here, as a real provider stops at its cap.
+/// True when they were cut.
+fn capped(mut texts: Vec<String>, body: &Value) -> (Vec<String>, bool) {
+    let cap = body
+        .get("max_completion_tokens")
+        .or_else(|| body.get("max_tokens"))
+        .and_then(Value::as_u64)
+        .map_or(usize::MAX, |c| c as usize);
+    let cut = texts.len() > cap;
+    texts.truncate(cap);
+    (texts, cut)
+}
+
 fn push_texts(
     pieces: &mut Vec<Piece>,
     behaviour: &Behaviour,
@@ -637,6 +651,7 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         Piece::Data(format!("data: {c}\n\n"))
     };
     let (texts, tail, error) = plan(&behaviour);
+    let (texts, cut) = capped(texts, &body);
     let mut pieces = vec![chunk(
         json!({"role": "assistant", "content": ""}),
         Value::Null,
@@ -680,7 +695,9 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
             pieces.push(chunk(json!({"tool_calls": [delta]}), Value::Null));
         }
     }
-    let finish = if calls.is_empty() {
+    let finish = if cut {
+        "length"
+    } else if calls.is_empty() {
         "stop"
     } else {
         "tool_calls"
@@ -708,6 +725,7 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
         .unwrap_or("fake")
         .to_owned();
     let (texts, tail, error) = plan(&behaviour);
+    let (texts, cut) = capped(texts, &body);
     let mut pieces = vec![
         event(
             "message_start",
@@ -759,7 +777,9 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
             json!({"type": "content_block_stop", "index": block}),
         ));
     }
-    let stop = if calls.is_empty() {
+    let stop = if cut {
+        "max_tokens"
+    } else if calls.is_empty() {
         "end_turn"
     } else {
         "tool_use"
