@@ -138,8 +138,9 @@ impl Budgets {
     /// its reply's cap (`output`) — when every cap has tokens left, those held by calls under way
     /// (on any instance) counted; the reservation says which reply cap the call may use: `output`,
     /// cut to what is left after the prompt. Calls together spend no more than a budget, but for
-    /// one whose prompt alone is larger than what was left. `quietly`: not counted as a refused
-    /// request (background work).
+    /// one whose prompt alone is larger than what was left (or whose prompt the provider counts
+    /// higher than we do). `quietly`: background work (a summary, topic extraction), refused rather
+    /// than cut short, its refusal not counted as a refused request.
     pub async fn reserve(
         &self,
         session_id: &str,
@@ -168,6 +169,7 @@ impl Budgets {
                     day,
                     prompt,
                     output,
+                    whole: quietly,
                     now,
                     expires_at: now + self.hold_for.as_millis() as i64,
                 },
@@ -185,8 +187,7 @@ impl Budgets {
                 Ok(reservation)
             }
             Err(reached) => {
-                let resets_in =
-                    Duration::from_millis(((day + 1) * DAY_MS - now).max(0) as u64);
+                let resets_in = Duration::from_millis(((day + 1) * DAY_MS - now).max(0) as u64);
                 let e = match reached {
                     Reached::Session => BudgetExhausted::Session {
                         limit: caps.session_tokens,
@@ -264,7 +265,12 @@ impl Budgets {
         }
         let used = self
             .store
-            .settle_tokens(reservation.id.as_deref(), session_id, reservation.day, tokens)
+            .settle_tokens(
+                reservation.id.as_deref(),
+                session_id,
+                reservation.day,
+                tokens,
+            )
             .await?;
         let limit = self.caps.session_tokens;
         if let (true, Some(hub)) = (limit > 0, hub) {

@@ -137,7 +137,7 @@ impl Chat {
         // What refuses without spending comes first, so a refused message costs no allowance.
         self.budgets.check(session_id).await?;
         let permit = self.limits.stream(caller)?;
-        self.limits.message(caller, session_id)?;
+        self.limits.message(caller, session_id).await?;
         let starting = TurnStarting::begin();
         let id = new_id();
         let now = now_ms();
@@ -201,7 +201,7 @@ impl Chat {
         let session_id = hub.session_id.as_str();
         self.budgets.check(session_id).await?;
         let permit = self.limits.stream(caller)?;
-        self.limits.message(caller, session_id)?;
+        self.limits.message(caller, session_id).await?;
         let starting = TurnStarting::begin();
         self.store.touch_session(session_id, now_ms()).await?;
         let reply = self

@@ -244,7 +244,7 @@ impl Items {
 
     /// The view, asked for (counts as a command).
     pub async fn get(&self, session_id: &str) -> Result<ItemsView, ItemsError> {
-        self.limits.command(session_id)?;
+        self.limits.command(session_id).await?;
         Ok(self.view(&self.store.settings(session_id).await?))
     }
 
@@ -292,7 +292,7 @@ impl Items {
         hub: &Hub,
         change: impl FnOnce(&mut SessionSettings, &[AgentItem]) -> Result<(), ItemsError>,
     ) -> Result<ItemsView, ItemsError> {
-        self.limits.command(&hub.session_id)?;
+        self.limits.command(&hub.session_id).await?;
         self.store
             .update_settings(&hub.session_id, |settings| {
                 let available: Vec<AgentItem> = self

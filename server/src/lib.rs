@@ -96,7 +96,8 @@ fn interrupted() -> WireError {
 }
 
 /// What an instance sharing PostgreSQL runs beside serving: it follows the frame log, says it is
-/// alive, fails the replies of instances that stopped answering, and prunes old frames.
+/// alive, fails the replies of instances that stopped answering, and prunes old frames and rate
+/// limit rows.
 fn cluster_tasks(cluster: cluster::Cluster, hubs: std::sync::Arc<hub::Hubs>) {
     tokio::spawn(hub::listen::listen(cluster.clone(), hubs));
     tokio::spawn(async move {
@@ -130,6 +131,9 @@ fn cluster_tasks(cluster: cluster::Cluster, hubs: std::sync::Arc<hub::Hubs>) {
                     Ok(n) => tracing::debug!(frames = n, "pruned old frames"),
                     Err(e) => tracing::warn!(error = %e, "old frames not pruned"),
                 }
+                if let Err(e) = cluster.rates.prune().await {
+                    tracing::warn!(error = %e, "rate limits back at their allowance not pruned");
+                }
             }
         }
     });
@@ -155,6 +159,7 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
     // start and then hourly.
     let purging = state.sessions.clone();
     let files = state.files.clone();
+    let store = state.store.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(3_600));
         loop {
@@ -166,6 +171,10 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
                 Ok(0) => {}
                 Ok(n) => tracing::info!(files = n, "purged files no message carries"),
                 Err(e) => tracing::error!(error = %e, "purging unsent files failed"),
+            }
+            // Budget reservations whose calls' processes ended (every call settles its own).
+            if let Err(e) = store.prune_reservations(ids::now_ms()).await {
+                tracing::error!(error = %e, "pruning expired budget reservations failed");
             }
         }
     });

@@ -134,6 +134,14 @@ impl Caller {
             .or_else(|| address.map(Self::address))
     }
 
+    /// The caller as the shared limits name it.
+    fn key(&self) -> String {
+        match self {
+            Caller::Address(ip) => format!("a:{ip}"),
+            Caller::User(user) => format!("u:{}", user.id()),
+        }
+    }
+
     /// The refusal's words for this kind of caller.
     fn says(&self, address: &'static str, user: &'static str) -> &'static str {
         match self {
@@ -161,6 +169,9 @@ pub struct RateLimits<C: Clock = DefaultClock> {
     uploads: Arc<Mutex<HashMap<Caller, u32>>>,
     /// Where refusals are counted.
     metrics: Option<crate::metrics::Metrics>,
+    /// The rate limits several instances share (PostgreSQL): used instead of the in-memory ones,
+    /// which stay for when the database does not answer.
+    shared: Option<crate::cluster::Rates>,
 }
 
 /// Held while something a client may do only so many times at once (a streaming reply, an
@@ -210,6 +221,9 @@ fn hold(
     drop(counts);
     Ok(permit(Some(address)))
 }
+
+/// How long a shared limit may take to answer before this instance counts alone.
+const SHARED_WAIT: Duration = Duration::from_millis(250);
 
 /// How long a refused stream should wait before trying again (replies take seconds).
 const STREAM_RETRY: Duration = Duration::from_secs(5);
@@ -262,6 +276,29 @@ impl<C: Clock + Clone> RateLimits<C> {
             streams: Arc::default(),
             uploads: Arc::default(),
             metrics: None,
+            shared: None,
+        }
+    }
+
+    /// The same limits, counted in the database several instances share (the per-minute and
+    /// per-hour ones; those at once — streams, uploads — stay per instance).
+    pub fn sharing(mut self, rates: crate::cluster::Rates) -> Self {
+        self.shared = Some(rates);
+        self
+    }
+
+    /// How many of `limit` per how long (`None`: a limit on what runs at once, never shared).
+    fn quota(&self, limit: Limit) -> Option<(u32, Duration)> {
+        const MINUTE: Duration = Duration::from_secs(60);
+        let c = &self.config;
+        match limit {
+            Limit::CallerSessions => Some((c.sessions_per_hour, Duration::from_secs(3_600))),
+            Limit::CallerMessages => Some((c.address_messages_per_minute, MINUTE)),
+            Limit::SessionMessages => Some((c.messages_per_minute, MINUTE)),
+            Limit::SessionCommands => Some((c.commands_per_minute, MINUTE)),
+            Limit::SessionJoins => Some((c.joins_per_minute, MINUTE)),
+            Limit::SessionPreviews => Some((c.previews_per_minute, MINUTE)),
+            Limit::CallerStreams | Limit::CallerUploads => None,
         }
     }
 
@@ -284,16 +321,44 @@ impl<C: Clock + Clone> RateLimits<C> {
         self.config
     }
 
-    fn check<K: std::hash::Hash + Eq + Clone>(
+    /// Takes one of `limit` for `key` (`shared_key`: its name in the shared table).
+    async fn check<K: std::hash::Hash + Eq + Clone>(
         &self,
         limiter: &Option<Keyed<K, C>>,
         key: &K,
+        shared_key: &str,
         limit: Limit,
         what: &'static str,
     ) -> Result<(), RateLimited> {
         let Some(limiter) = limiter else {
             return Ok(());
         };
+        if let (Some(shared), Some((n, per))) = (&self.shared, self.quota(limit)) {
+            let name: &'static str = limit.into();
+            let taken = tokio::time::timeout(
+                SHARED_WAIT,
+                shared.take(&format!("{name}:{shared_key}"), n, per),
+            )
+            .await;
+            match taken {
+                Ok(Ok(taken)) => {
+                    return self.counted(taken.map_err(|retry_after| RateLimited {
+                        what,
+                        limit,
+                        retry_after,
+                    }));
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, limit = name, "shared rate limit unreadable: counted here");
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        limit = name,
+                        "shared rate limit slow to answer: counted here"
+                    );
+                }
+            }
+        }
         self.counted(limiter.check_key(key).map_err(|not_until| RateLimited {
             what,
             limit,
@@ -302,85 +367,103 @@ impl<C: Clock + Clone> RateLimits<C> {
     }
 
     /// A new session for `caller` (`None`: unknown and not limited).
-    pub fn create_session(&self, caller: Option<&Caller>) -> Result<(), RateLimited> {
+    pub async fn create_session(&self, caller: Option<&Caller>) -> Result<(), RateLimited> {
         match caller {
-            Some(c) => self.check(
-                &self.sessions,
-                c,
-                Limit::CallerSessions,
-                c.says(
-                    "too many new sessions from this address",
-                    "too many new sessions for this user",
-                ),
-            ),
+            Some(c) => {
+                self.check(
+                    &self.sessions,
+                    c,
+                    &c.key(),
+                    Limit::CallerSessions,
+                    c.says(
+                        "too many new sessions from this address",
+                        "too many new sessions for this user",
+                    ),
+                )
+                .await
+            }
             None => Ok(()),
         }
     }
 
     /// A message in `session` from `caller`.
-    pub fn message(&self, caller: Option<&Caller>, session: &str) -> Result<(), RateLimited> {
+    pub async fn message(&self, caller: Option<&Caller>, session: &str) -> Result<(), RateLimited> {
         if let Some(c) = caller {
             self.check(
                 &self.address_messages,
                 c,
+                &c.key(),
                 Limit::CallerMessages,
                 c.says(
                     "too many messages from this address",
                     "too many messages from this user",
                 ),
-            )?;
+            )
+            .await?;
         }
         self.check(
             &self.session_messages,
             &session.to_owned(),
+            session,
             Limit::SessionMessages,
             "too many messages in this session",
         )
+        .await
     }
 
     /// A command in `session`: a settings or context change, or a topic command.
-    pub fn command(&self, session: &str) -> Result<(), RateLimited> {
+    pub async fn command(&self, session: &str) -> Result<(), RateLimited> {
         self.check(
             &self.session_commands,
             &session.to_owned(),
+            session,
             Limit::SessionCommands,
             "too many commands in this session",
         )
+        .await
     }
 
     /// A tab joining `session` (its token already checked, so nobody else can spend this).
-    pub fn join(&self, session: &str) -> Result<(), RateLimited> {
+    pub async fn join(&self, session: &str) -> Result<(), RateLimited> {
         self.check(
             &self.session_joins,
             &session.to_owned(),
+            session,
             Limit::SessionJoins,
             "this session was joined too often",
         )
+        .await
     }
 
     /// A preview of a draft in `session`.
-    pub fn preview(&self, session: &str) -> Result<(), RateLimited> {
+    pub async fn preview(&self, session: &str) -> Result<(), RateLimited> {
         self.check(
             &self.session_previews,
             &session.to_owned(),
+            session,
             Limit::SessionPreviews,
             "too many previews in this session",
         )
+        .await
     }
 
     /// Another request from `caller` that costs the server work (embeddings): it counts against
     /// the caller's messages per minute.
-    pub fn request(&self, caller: Option<&Caller>) -> Result<(), RateLimited> {
+    pub async fn request(&self, caller: Option<&Caller>) -> Result<(), RateLimited> {
         match caller {
-            Some(c) => self.check(
-                &self.address_messages,
-                c,
-                Limit::CallerMessages,
-                c.says(
-                    "too many requests from this address",
-                    "too many requests from this user",
-                ),
-            ),
+            Some(c) => {
+                self.check(
+                    &self.address_messages,
+                    c,
+                    &c.key(),
+                    Limit::CallerMessages,
+                    c.says(
+                        "too many requests from this address",
+                        "too many requests from this user",
+                    ),
+                )
+                .await
+            }
             None => Ok(()),
         }
     }
@@ -458,8 +541,8 @@ mod tests {
         Some(Caller::address(IpAddr::from([10, 0, 0, last])))
     }
 
-    #[test]
-    fn each_limit_refuses_with_a_wait_and_others_are_unaffected() {
+    #[tokio::test]
+    async fn each_limit_refuses_with_a_wait_and_others_are_unaffected() {
         let limits = RateLimits::new(RateLimitConfig {
             sessions_per_hour: 2,
             messages_per_minute: 3,
@@ -470,27 +553,27 @@ mod tests {
             joins_per_minute: 1,
             previews_per_minute: 2,
         });
-        assert!(limits.create_session(ip(1).as_ref()).is_ok());
-        assert!(limits.create_session(ip(1).as_ref()).is_ok());
-        let refused = limits.create_session(ip(1).as_ref()).unwrap_err();
+        assert!(limits.create_session(ip(1).as_ref()).await.is_ok());
+        assert!(limits.create_session(ip(1).as_ref()).await.is_ok());
+        let refused = limits.create_session(ip(1).as_ref()).await.unwrap_err();
         assert!(refused.retry_after > Duration::from_secs(60), "{refused:?}");
         assert!(
-            limits.create_session(ip(2).as_ref()).is_ok(),
+            limits.create_session(ip(2).as_ref()).await.is_ok(),
             "another address"
         );
-        assert!(limits.create_session(None).is_ok(), "unknown address");
+        assert!(limits.create_session(None).await.is_ok(), "unknown address");
 
         for _ in 0..3 {
-            assert!(limits.message(ip(1).as_ref(), "s1").is_ok());
+            assert!(limits.message(ip(1).as_ref(), "s1").await.is_ok());
         }
-        let refused = limits.message(ip(1).as_ref(), "s1").unwrap_err();
+        let refused = limits.message(ip(1).as_ref(), "s1").await.unwrap_err();
         assert_eq!(refused.what, "too many messages in this session");
         assert!(
             refused.retry_after > Duration::ZERO && refused.retry_after <= Duration::from_secs(20)
         );
         // The address's own budget: 4 a minute over all its sessions (one was spent by the
         // refused call above, which the address limiter had already let through).
-        let refused = limits.message(ip(1).as_ref(), "s2").unwrap_err();
+        let refused = limits.message(ip(1).as_ref(), "s2").await.unwrap_err();
         assert_eq!(refused.what, "too many messages from this address");
 
         let first = limits.stream(ip(1).as_ref()).unwrap();
@@ -516,35 +599,35 @@ mod tests {
             "the places are free again"
         );
 
-        assert!(limits.command("s1").is_ok());
-        assert!(limits.command("s1").is_ok());
-        let refused = limits.command("s1").unwrap_err();
+        assert!(limits.command("s1").await.is_ok());
+        assert!(limits.command("s1").await.is_ok());
+        let refused = limits.command("s1").await.unwrap_err();
         assert_eq!(refused.what, "too many commands in this session");
-        assert!(limits.command("s2").is_ok(), "another session");
+        assert!(limits.command("s2").await.is_ok(), "another session");
 
-        assert!(limits.preview("s1").is_ok());
-        assert!(limits.preview("s1").is_ok());
-        let refused = limits.preview("s1").unwrap_err();
+        assert!(limits.preview("s1").await.is_ok());
+        assert!(limits.preview("s1").await.is_ok());
+        let refused = limits.preview("s1").await.unwrap_err();
         assert_eq!(refused.what, "too many previews in this session");
-        assert!(limits.preview("s2").is_ok(), "another session");
+        assert!(limits.preview("s2").await.is_ok(), "another session");
         assert!(
-            limits.message(ip(3).as_ref(), "s3").is_ok(),
+            limits.message(ip(3).as_ref(), "s3").await.is_ok(),
             "messages are counted apart"
         );
 
-        assert!(limits.join("s1").is_ok());
-        let refused = limits.join("s1").unwrap_err();
+        assert!(limits.join("s1").await.is_ok());
+        let refused = limits.join("s1").await.unwrap_err();
         assert_eq!(refused.what, "this session was joined too often");
-        assert!(limits.join("s2").is_ok(), "another session");
+        assert!(limits.join("s2").await.is_ok(), "another session");
         assert!(
-            limits.command("s3").is_ok(),
+            limits.command("s3").await.is_ok(),
             "joins are counted apart from commands"
         );
     }
 
     /// A drop of the most files a message carries uploads at once under the default limit.
-    #[test]
-    fn the_default_lets_one_message_upload_all_its_files_at_once() {
+    #[tokio::test]
+    async fn the_default_lets_one_message_upload_all_its_files_at_once() {
         let limits = RateLimits::new(RateLimitConfig::default());
         let held: Vec<_> = (0..glassbox_core::limits::MAX_ATTACHMENTS)
             .map(|_| limits.upload(ip(1).as_ref()).unwrap())
@@ -556,8 +639,8 @@ mod tests {
         drop(held);
     }
 
-    #[test]
-    fn limits_lift_as_time_passes() {
+    #[tokio::test]
+    async fn limits_lift_as_time_passes() {
         let clock = governor::clock::FakeRelativeClock::default();
         let limits = RateLimits::with_clock(
             RateLimitConfig {
@@ -567,9 +650,13 @@ mod tests {
             },
             clock.clone(),
         );
-        assert!(limits.message(ip(1).as_ref(), "s").is_ok());
-        assert!(limits.message(ip(1).as_ref(), "s").is_ok());
-        let wait = limits.message(ip(1).as_ref(), "s").unwrap_err().retry_after;
+        assert!(limits.message(ip(1).as_ref(), "s").await.is_ok());
+        assert!(limits.message(ip(1).as_ref(), "s").await.is_ok());
+        let wait = limits
+            .message(ip(1).as_ref(), "s")
+            .await
+            .unwrap_err()
+            .retry_after;
         assert_eq!(
             wait,
             Duration::from_secs(30),
@@ -577,22 +664,23 @@ mod tests {
         );
         clock.advance(wait);
         assert!(
-            limits.message(ip(1).as_ref(), "s").is_ok(),
+            limits.message(ip(1).as_ref(), "s").await.is_ok(),
             "lifted once the wait is over"
         );
 
-        assert!(limits.create_session(ip(1).as_ref()).is_ok());
+        assert!(limits.create_session(ip(1).as_ref()).await.is_ok());
         let wait = limits
             .create_session(ip(1).as_ref())
+            .await
             .unwrap_err()
             .retry_after;
         assert_eq!(wait, Duration::from_secs(3_600));
         clock.advance(wait);
-        assert!(limits.create_session(ip(1).as_ref()).is_ok());
+        assert!(limits.create_session(ip(1).as_ref()).await.is_ok());
     }
 
-    #[test]
-    fn ipv6_clients_are_limited_by_their_64() {
+    #[tokio::test]
+    async fn ipv6_clients_are_limited_by_their_64() {
         let limits = RateLimits::new(RateLimitConfig {
             sessions_per_hour: 1,
             ..RateLimitConfig::default()
@@ -601,13 +689,16 @@ mod tests {
         let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
         let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
         let c = |ip| Some(Caller::address(ip));
-        assert!(limits.create_session(c(a).as_ref()).is_ok());
-        assert!(limits.create_session(c(b).as_ref()).is_err(), "same /64");
-        assert!(limits.create_session(c(other).as_ref()).is_ok());
+        assert!(limits.create_session(c(a).as_ref()).await.is_ok());
+        assert!(
+            limits.create_session(c(b).as_ref()).await.is_err(),
+            "same /64"
+        );
+        assert!(limits.create_session(c(other).as_ref()).await.is_ok());
     }
 
-    #[test]
-    fn a_verified_user_is_counted_apart_from_their_address_and_on_every_address() {
+    #[tokio::test]
+    async fn a_verified_user_is_counted_apart_from_their_address_and_on_every_address() {
         let limits = RateLimits::new(RateLimitConfig {
             sessions_per_hour: 1,
             streams_per_address: 1,
@@ -624,18 +715,21 @@ mod tests {
         };
         let (ann, bob) = (user("ann"), user("bob"));
         let on = |u: &VerifiedUser, last| Caller::of(Some(u), Some(IpAddr::from([10, 0, 0, last])));
-        assert!(limits.create_session(on(&ann, 1).as_ref()).is_ok());
-        let refused = limits.create_session(on(&ann, 2).as_ref()).unwrap_err();
+        assert!(limits.create_session(on(&ann, 1).as_ref()).await.is_ok());
+        let refused = limits
+            .create_session(on(&ann, 2).as_ref())
+            .await
+            .unwrap_err();
         assert_eq!(
             refused.what, "too many new sessions for this user",
             "another address, same user"
         );
         assert!(
-            limits.create_session(on(&bob, 1).as_ref()).is_ok(),
+            limits.create_session(on(&bob, 1).as_ref()).await.is_ok(),
             "another user, same address"
         );
         assert!(
-            limits.create_session(ip(1).as_ref()).is_ok(),
+            limits.create_session(ip(1).as_ref()).await.is_ok(),
             "the address itself, anonymous"
         );
         let _streaming = limits.stream(on(&ann, 1).as_ref()).unwrap();
@@ -643,8 +737,8 @@ mod tests {
         assert!(limits.stream(ip(3).as_ref()).is_ok());
     }
 
-    #[test]
-    fn zero_switches_a_limit_off() {
+    #[tokio::test]
+    async fn zero_switches_a_limit_off() {
         let limits = RateLimits::new(RateLimitConfig {
             sessions_per_hour: 0,
             messages_per_minute: 0,
@@ -656,11 +750,11 @@ mod tests {
             previews_per_minute: 0,
         });
         for _ in 0..1_000 {
-            assert!(limits.create_session(ip(1).as_ref()).is_ok());
-            assert!(limits.message(ip(1).as_ref(), "s").is_ok());
-            assert!(limits.command("s").is_ok());
-            assert!(limits.join("s").is_ok());
-            assert!(limits.preview("s").is_ok());
+            assert!(limits.create_session(ip(1).as_ref()).await.is_ok());
+            assert!(limits.message(ip(1).as_ref(), "s").await.is_ok());
+            assert!(limits.command("s").await.is_ok());
+            assert!(limits.join("s").await.is_ok());
+            assert!(limits.preview("s").await.is_ok());
             std::mem::forget(limits.stream(ip(1).as_ref()).unwrap());
             std::mem::forget(limits.upload(ip(1).as_ref()).unwrap());
         }

@@ -254,7 +254,8 @@ impl Sessions {
                 let agent = self.agent_for_new(ask.agent)?;
                 let model = self.model_for(ask.model, agent.as_deref())?;
                 self.limits
-                    .create_session(Caller::of(user.as_ref(), ask.address).as_ref())?;
+                    .create_session(Caller::of(user.as_ref(), ask.address).as_ref())
+                    .await?;
                 let id = new_id();
                 let mut raw = [0u8; 32];
                 rand::rng().fill_bytes(&mut raw);
@@ -315,7 +316,7 @@ impl Sessions {
                     return Err(SessionError::Unauthorized);
                 }
                 if join {
-                    self.limits.join(id)?;
+                    self.limits.join(id).await?;
                 }
                 // The session keeps the agent it was created for (one the configuration no
                 // longer has: none).

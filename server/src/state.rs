@@ -78,7 +78,13 @@ impl AppState {
             .collect();
         let tokens = TokenCounter::load(&config.vocab_dir, &models);
         let metrics = Metrics::new();
-        let limits = Arc::new(RateLimits::new(config.rate_limits).counting(metrics.clone()));
+        // On PostgreSQL this process is one of the instances that may share the database.
+        let cluster = store.postgres().cloned().map(Cluster::new);
+        let limits = RateLimits::new(config.rate_limits).counting(metrics.clone());
+        let limits = Arc::new(match &cluster {
+            Some(cluster) => limits.sharing(cluster.rates.clone()),
+            None => limits,
+        });
         let tools = if config.tools_enabled {
             ToolRegistry::builtin()
         } else {
@@ -88,8 +94,6 @@ impl AppState {
         let mcp = McpServers::new(tools.clone());
         mcp.sync(&agents.current());
         let config = Arc::new(config);
-        // On PostgreSQL this process is one of the instances that may share the database.
-        let cluster = store.postgres().cloned().map(Cluster::new);
         let store = match &cluster {
             Some(cluster) => store.producing_as(&cluster.id),
             None => store,

@@ -321,8 +321,16 @@ async fn a_stop_withdraws_the_waiting_approval(api: Api) {
     );
     // One provider request: the one that asked for the call.
     assert_eq!(server.fake.requests().len(), 1);
-    // Stored as told, beside the withdrawn approval's message.
-    let stored = server.messages(&id, &token).await;
+    // Stored as told, beside the withdrawn approval's message (written in the background: the
+    // turn does not wait for it).
+    let mut stored = server.messages(&id, &token).await;
+    for _ in 0..100 {
+        if stored.iter().any(|m| m["role"] == "approval") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        stored = server.messages(&id, &token).await;
+    }
     let kept = stored.iter().find(|m| m["id"] == reply.as_str()).unwrap();
     assert_eq!(kept["status"], "stopped");
     assert!(kept.get("error").is_none(), "{kept}");

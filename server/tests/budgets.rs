@@ -189,7 +189,11 @@ async fn concurrent_turns_against_one_budget_spend_no_more_than_it() {
     }
     assert!(complete >= 1, "the first fits");
     assert_eq!(complete + refused, 8);
-    assert_eq!(server.fake.requests().len(), complete, "no refused call reached the provider");
+    assert_eq!(
+        server.fake.requests().len(),
+        complete,
+        "no refused call reached the provider"
+    );
     let day = glassbox_server::ids::now_ms().div_euclid(86_400_000);
     let spent = server
         .state
@@ -199,6 +203,12 @@ async fn concurrent_turns_against_one_budget_spend_no_more_than_it() {
         .expect("spent")
         .server_day;
     let one = 300 + 5; // a whole reply and its prompt, as the fake provider counts them
-    assert!(spent > 0 && spent <= 1_000, "spent {spent} of a budget of 1000");
-    assert!(complete < 8 && spent < 8 * one, "{complete} complete, {spent} spent");
+    assert!(
+        spent > 0 && spent <= 1_000,
+        "spent {spent} of a budget of 1000"
+    );
+    assert!(
+        complete < 8 && spent < 8 * one,
+        "{complete} complete, {spent} spent"
+    );
 }

@@ -386,12 +386,28 @@ async fn eight_turns_on_two_instances_against_one_budget_spend_no_more_than_it()
             .send()
     }))
     .await;
-    let statuses: Vec<u16> = answers
-        .iter()
-        .map(|r| r.as_ref().expect("answered").status().as_u16())
-        .collect();
-    assert!(statuses.iter().all(|s| [200, 402].contains(s)), "{statuses:?}");
-    assert!(statuses.contains(&200), "{statuses:?}");
+    // Refused before the message is stored (402), or in its turn before the provider is called.
+    let mut complete = 0;
+    let mut statuses = Vec::new();
+    for answer in answers {
+        let answer = answer.expect("answered");
+        statuses.push(answer.status().as_u16());
+        if answer.status() == 200 {
+            let body: serde_json::Value = answer.json().await.expect("json");
+            match body["reply"]["status"].as_str() {
+                Some("complete") => complete += 1,
+                _ => assert_eq!(body["reply"]["error"]["code"], "budget_exhausted", "{body}"),
+            }
+        } else {
+            assert_eq!(answer.status(), 402);
+        }
+    }
+    assert!(complete >= 1, "{statuses:?}");
+    assert_eq!(
+        a.fake.requests().len(),
+        complete,
+        "no refused call reached the provider"
+    );
     let day = glassbox_server::ids::now_ms().div_euclid(86_400_000);
     let spent = a
         .state
@@ -400,5 +416,78 @@ async fn eight_turns_on_two_instances_against_one_budget_spend_no_more_than_it()
         .await
         .expect("spent")
         .server_day;
-    assert!(spent > 0 && spent <= 1_000, "spent {spent} of a budget of 1000: {statuses:?}");
+    assert!(
+        spent > 0 && spent <= 1_000,
+        "spent {spent} of a budget of 1000: {statuses:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_admit_no_more_than_one_limit() {
+    if on_postgres() {
+        return;
+    }
+    let url = support::postgres_database().await;
+    let a = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::reply(&["ok"]),
+        &[
+            ("GLASSBOX_DATABASE_URL", url.as_str()),
+            ("GLASSBOX_LIMIT_MESSAGES_PER_MINUTE", "3"),
+            ("GLASSBOX_LIMIT_SESSIONS_PER_HOUR", "4"),
+        ],
+    )
+    .await;
+    let b = a.another().await;
+    // Sessions from one address, alternately on each instance: four in all, not four on each.
+    let mut created = Vec::new();
+    let mut refused = 0;
+    for i in 0..8 {
+        let server = if i % 2 == 0 { &a } else { &b };
+        let resp = server.post("/api/sessions", &json!({})).await;
+        match resp.status().as_u16() {
+            200 | 201 => {
+                let body: serde_json::Value = resp.json().await.expect("json");
+                created.push((
+                    body["sessionId"].as_str().expect("id").to_owned(),
+                    body["token"].as_str().expect("token").to_owned(),
+                ));
+            }
+            429 => refused += 1,
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!((created.len(), refused), (4, 4));
+    // Messages of one session, alternately on each instance: three a minute in all.
+    let (id, token) = &created[0];
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let server = if i % 2 == 0 { &a } else { &b };
+        let resp = server
+            .http
+            .post(server.url("/api/chat"))
+            .bearer_auth(token)
+            .json(&json!({"sessionId": id, "message": format!("message {i}")}))
+            .send()
+            .await
+            .expect("answered");
+        statuses.push(resp.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
+    // The refusal says when to come back: about a minute's third after the first of the three.
+    let resp = b
+        .http
+        .post(b.url("/api/chat"))
+        .bearer_auth(token)
+        .json(&json!({"sessionId": id, "message": "once more"}))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(resp.status(), 429);
+    let wait: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .expect("header")
+        .parse()
+        .expect("seconds");
+    assert!((1..=20).contains(&wait), "retry after {wait} s");
 }

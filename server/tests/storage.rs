@@ -325,25 +325,105 @@ async fn reservations_hold_tokens_until_settled_or_expired(store: Store) {
         day: 100,
         prompt: 10,
         output: 1_000,
+        whole: false,
         now,
         expires_at: now + 1_000,
     };
     // 60 left of alice's day: the prompt's 10, and a reply cut to 50.
-    assert_eq!(store.reserve_tokens(&hold("r1", "s1", 0), caps).await.unwrap(), Ok(50));
+    assert_eq!(
+        store
+            .reserve_tokens(&hold("r1", "s1", 0), caps)
+            .await
+            .unwrap(),
+        Ok(50)
+    );
     // All of it is held: her other session gets nothing until the first call ends.
     assert_eq!(
-        store.reserve_tokens(&hold("r2", "s2", 1), caps).await.unwrap(),
+        store
+            .reserve_tokens(&hold("r2", "s2", 1), caps)
+            .await
+            .unwrap(),
         Err(Reached::UserDay)
     );
     // It spent 25: 35 left.
-    assert_eq!(store.settle_tokens(Some("r1"), "s1", 100, 25).await.unwrap(), 65);
-    assert_eq!(store.reserve_tokens(&hold("r3", "s2", 2), caps).await.unwrap(), Ok(25));
-    // A holder that never settles (its process ended) holds until its reservation expires.
     assert_eq!(
-        store.reserve_tokens(&hold("r4", "s2", 3), caps).await.unwrap(),
+        store
+            .settle_tokens(Some("r1"), "s1", 100, 25)
+            .await
+            .unwrap(),
+        65
+    );
+    // A call that needs its whole reply cap is refused rather than cut.
+    assert_eq!(
+        store
+            .reserve_tokens(
+                &Hold {
+                    whole: true,
+                    ..hold("r3w", "s2", 2)
+                },
+                caps
+            )
+            .await
+            .unwrap(),
         Err(Reached::UserDay)
     );
-    assert_eq!(store.reserve_tokens(&hold("r5", "s2", 1_002), caps).await.unwrap(), Ok(25));
+    assert_eq!(
+        store
+            .reserve_tokens(&hold("r3", "s2", 2), caps)
+            .await
+            .unwrap(),
+        Ok(25)
+    );
+    // A holder that never settles (its process ended) holds until its reservation expires.
+    assert_eq!(
+        store
+            .reserve_tokens(&hold("r4", "s2", 3), caps)
+            .await
+            .unwrap(),
+        Err(Reached::UserDay)
+    );
+    assert_eq!(
+        store
+            .reserve_tokens(&hold("r5", "s2", 1_002), caps)
+            .await
+            .unwrap(),
+        Ok(25)
+    );
+    // The session's and the server's caps count the same way; an anonymous session has no
+    // user's cap.
+    session(&store, "s3", None).await;
+    let tight = Caps {
+        session: 30,
+        server_day: 200,
+        user_day: 1,
+    };
+    assert_eq!(
+        store
+            .reserve_tokens(&hold("r8", "s3", 1_003), tight)
+            .await
+            .unwrap(),
+        Ok(20)
+    );
+    assert_eq!(
+        store
+            .reserve_tokens(&hold("r9", "s3", 1_004), tight)
+            .await
+            .unwrap(),
+        Err(Reached::Session)
+    );
+    store
+        .settle_tokens(Some("r8"), "s3", 100, 30)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .reserve_tokens(&hold("r10", "s3", 1_005), tight)
+            .await
+            .unwrap(),
+        Err(Reached::Session)
+    );
+    // Expired reservations are pruned.
+    assert!(store.prune_reservations(10_000).await.unwrap() >= 1);
     // Without caps nothing is counted or refused.
     assert_eq!(
         store

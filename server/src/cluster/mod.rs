@@ -5,6 +5,7 @@
 pub mod frames;
 pub mod instances;
 pub mod leases;
+pub mod rates;
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use sqlx::PgPool;
 pub use frames::{FrameLog, FrameLogError, Logged, Since};
 pub use instances::Instances;
 pub use leases::{Leases, TurnLease};
+pub use rates::Rates;
 
 /// Now, in milliseconds since the Unix epoch, by the database's clock: the one clock every
 /// instance shares (heartbeats and leases compare times written by different machines).
@@ -65,6 +67,7 @@ pub struct Cluster {
     pub frames: FrameLog,
     pub leases: Leases,
     pub instances: Instances,
+    pub rates: Rates,
 }
 
 impl Cluster {
@@ -75,6 +78,7 @@ impl Cluster {
             frames: FrameLog::new(pool.clone()),
             leases: Leases::new(pool.clone(), id.clone()),
             instances: Instances::new(pool.clone(), id.clone()),
+            rates: Rates::new(pool.clone()),
             id,
             pool,
         }

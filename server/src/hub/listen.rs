@@ -67,7 +67,7 @@ pub async fn listen(cluster: Cluster, hubs: Arc<Hubs>) {
 /// Sends every live session's frames written since its connections were last sent any.
 fn catch_up_all(hubs: &Hubs) {
     for hub in hubs.live() {
-        tokio::spawn(async move { hub.ready().await });
+        tokio::spawn(async move { hub.follow().await });
     }
 }
 
@@ -81,7 +81,7 @@ fn on_frames(hubs: &Hubs, payload: &str) {
     };
     // Frames this instance wrote were sent here already.
     if let Some(hub) = hubs.behind(session, seq) {
-        tokio::spawn(async move { hub.ready().await });
+        tokio::spawn(async move { hub.follow().await });
     }
 }
 

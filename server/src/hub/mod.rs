@@ -146,6 +146,16 @@ impl Hub {
         }
     }
 
+    /// Sends this instance's connections the frames other instances wrote since the last they
+    /// were sent (what the listener does on a notification; nothing on one process).
+    pub async fn follow(&self) {
+        if let Log::Shared(log) = &self.log
+            && let Err(e) = log.catch_up().await
+        {
+            tracing::warn!(session = %self.session_id, error = %e, "frame log unreadable");
+        }
+    }
+
     /// The newest frame of the frame log this instance's connections were sent (shared only).
     fn delivered(&self) -> Option<u64> {
         match &self.log {
@@ -363,8 +373,9 @@ impl Hubs {
         hub.delivered().is_none_or(|d| d < seq).then_some(hub)
     }
 
-    /// Waits until every live session's published frames are written (at most `within`): a
-    /// process that ends after this has lost none (on one process there is nothing to wait for).
+    /// Waits until every live session's published frames are written (each at most a moment,
+    /// all at most `within`): a process that ends after this has lost none (on one process there
+    /// is nothing to wait for).
     pub async fn settle(&self, within: Duration) {
         let logs: Vec<Arc<SharedLog>> = lock(&self.writers)
             .iter()

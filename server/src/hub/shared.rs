@@ -5,7 +5,7 @@
 //! (docs/instances.md).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -20,6 +20,8 @@ use crate::cluster::{FrameLog, FrameLogError, Logged, Since};
 /// How long reply text waits to be written with the pieces that follow it: one write (and one
 /// commit and `NOTIFY`) per this much streaming, not one per piece.
 pub const COALESCE: Duration = Duration::from_millis(50);
+/// Longest a connection waits for frames published before it looked to be written.
+const SETTLE_WAIT: Duration = Duration::from_secs(2);
 /// Attempts to write a batch before its frames are given up (each logged).
 const WRITE_ATTEMPTS: u32 = 5;
 
@@ -51,10 +53,11 @@ pub struct SharedLog {
     wake: Notify,
     /// The hub is gone: the writer ends once the outbox is empty.
     closed: AtomicBool,
-    /// A batch is being written.
-    writing: AtomicBool,
+    /// Events published so far, and those written (or given up) so far.
+    published: AtomicU64,
+    written: AtomicU64,
     /// Told after each batch is written.
-    written: Notify,
+    wrote: Notify,
     /// Held while frames are sent to this instance's connections, so they go out in order.
     delivery: tokio::sync::Mutex<()>,
     ids: Mutex<Ids>,
@@ -74,8 +77,9 @@ impl SharedLog {
             outbox: Mutex::new(Outbox::default()),
             wake: Notify::new(),
             closed: AtomicBool::new(false),
-            writing: AtomicBool::new(false),
-            written: Notify::new(),
+            published: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            wrote: Notify::new(),
             delivery: tokio::sync::Mutex::new(()),
             ids: Mutex::new(Ids::default()),
         });
@@ -97,6 +101,7 @@ impl SharedLog {
         outbox.urgent |= !matches!(event, ServerEvent::Delta(_));
         outbox.since.get_or_insert_with(Instant::now);
         outbox.events.push(event);
+        self.published.fetch_add(1, Ordering::AcqRel);
         drop(outbox);
         self.wake.notify_one();
     }
@@ -119,20 +124,23 @@ impl SharedLog {
         self.wake.notify_one();
     }
 
-    /// Resolves once nothing published waits to be written.
+    /// Resolves once every event published before the call is written (or given up), or after
+    /// [`SETTLE_WAIT`]: what is published meanwhile is not waited for.
     pub async fn settled(&self) {
-        loop {
-            let written = self.written.notified();
-            tokio::pin!(written);
-            written.as_mut().enable();
-            if self.outbox().since.is_none() && !self.writing.load(Ordering::Acquire) {
-                return;
+        let target = self.published.load(Ordering::Acquire);
+        let wait = async {
+            loop {
+                let wrote = self.wrote.notified();
+                tokio::pin!(wrote);
+                wrote.as_mut().enable();
+                if self.written.load(Ordering::Acquire) >= target {
+                    return;
+                }
+                wrote.await;
             }
-            // Woken by the write; the timer only guards against a wake-up missed in between.
-            tokio::select! {
-                () = written => {}
-                () = tokio::time::sleep(Duration::from_millis(10)) => {}
-            }
+        };
+        if tokio::time::timeout(SETTLE_WAIT, wait).await.is_err() {
+            tracing::warn!(session = %self.session_id, "frames slow to be written");
         }
     }
 
@@ -258,14 +266,11 @@ impl SharedLog {
                     }
                 }
                 Some(_) => {
-                    let events = {
-                        let mut outbox = self.outbox();
-                        self.writing.store(true, Ordering::Release);
-                        std::mem::take(&mut *outbox).events
-                    };
+                    let events = std::mem::take(&mut *self.outbox()).events;
+                    let taken = events.len() as u64;
                     self.write(coalesce(events)).await;
-                    self.writing.store(false, Ordering::Release);
-                    self.written.notify_waiters();
+                    self.written.fetch_add(taken, Ordering::AcqRel);
+                    self.wrote.notify_waiters();
                 }
             }
         }

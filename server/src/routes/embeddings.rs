@@ -64,7 +64,10 @@ pub async fn create(
     ClientAddr(address): ClientAddr,
     JsonBody(body): JsonBody<EmbeddingsRequest>,
 ) -> Result<Json<EmbeddingsResponse>, AppError> {
-    state.limits.request(Caller::of(None, address).as_ref())?;
+    state
+        .limits
+        .request(Caller::of(None, address).as_ref())
+        .await?;
     let service = &state.embeddings;
     if let Some(model) = body.model.filter(|m| m != &service.model) {
         return Err(AppError::ModelNotAllowed(model));

@@ -53,7 +53,7 @@ pub async fn upload(
     let caller = Caller::of(session.user.as_ref(), address);
     let _held = state.limits.upload(caller.as_ref())?;
     // Uploads count as the session's commands: bounded per minute.
-    state.limits.command(&session.info.session_id)?;
+    state.limits.command(&session.info.session_id).await?;
     let Query(Upload { name }) =
         query.map_err(|_| AppError::InvalidBody("name the file: ?name=<its name>"))?;
     let declared = headers

@@ -152,7 +152,7 @@ pub async fn patch_session(
     AuthedSession(session): AuthedSession,
     JsonBody(patch): JsonBody<SessionPatch>,
 ) -> Result<Json<PatchedSession>, AppError> {
-    state.limits.command(&session.info.session_id)?;
+    state.limits.command(&session.info.session_id).await?;
     let context = match (patch.context, patch.set_context) {
         (Some(all), None) => context_sets::replace(&state.store, &session.hub, all).await?,
         (None, Some(one)) => context_sets::change(&state.store, &session.hub, &one).await?,
@@ -186,7 +186,7 @@ pub async fn update_settings(
     // Out-of-range or unknown values are bad settings, not a bad body (as on the WebSocket).
     let settings: CompressionSettings =
         serde_json::from_value(settings).map_err(|e| AppError::InvalidSettings(e.to_string()))?;
-    state.limits.command(&session.info.session_id)?;
+    state.limits.command(&session.info.session_id).await?;
     let info = state
         .windows
         .update_compression(&session.info.session_id, &session.info.model, settings)

@@ -33,7 +33,8 @@ pub async fn list(
     // Each list reads the user's sessions: it counts as one of their requests per minute.
     state
         .limits
-        .request(Caller::of(Some(&user), None).as_ref())?;
+        .request(Caller::of(Some(&user), None).as_ref())
+        .await?;
     Ok(Json(SessionList {
         sessions: state.sessions.list(&user).await?,
     }))
@@ -62,7 +63,7 @@ pub async fn rename(
     AuthedSession(session): AuthedSession,
     JsonBody(body): JsonBody<TitleBody>,
 ) -> Result<Json<RenameSession>, AppError> {
-    state.limits.command(&session.info.session_id)?;
+    state.limits.command(&session.info.session_id).await?;
     let stored = state
         .sessions
         .rename(&session.info.session_id, body.title.as_deref())

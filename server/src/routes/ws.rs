@@ -274,7 +274,7 @@ async fn handle<W: Sink<Message> + Unpin>(
             .map(|_| ())
             .map_err(AppError::from),
         (ClientFrame::Settings(settings), Some(a)) => {
-            state.limits.command(&a.hub.session_id)?;
+            state.limits.command(&a.hub.session_id).await?;
             let info = state
                 .windows
                 .update_compression(&a.hub.session_id, &a.model, settings)
@@ -283,7 +283,7 @@ async fn handle<W: Sink<Message> + Unpin>(
             Ok(())
         }
         (ClientFrame::SetContext(args), Some(a)) => {
-            state.limits.command(&a.hub.session_id)?;
+            state.limits.command(&a.hub.session_id).await?;
             context_sets::change(&state.store, &a.hub, &args).await?;
             Ok(())
         }
@@ -300,7 +300,7 @@ async fn handle<W: Sink<Message> + Unpin>(
             send_sessions(state, sink, attached).await
         }
         (ClientFrame::RenameSession(r), Some(a)) => {
-            state.limits.command(&a.hub.session_id)?;
+            state.limits.command(&a.hub.session_id).await?;
             let id = state
                 .sessions
                 .reachable(&a.hub.session_id, r.session_id.as_deref(), a.user.as_ref())
@@ -312,7 +312,7 @@ async fn handle<W: Sink<Message> + Unpin>(
             send_sessions(state, sink, attached).await
         }
         (ClientFrame::ListSessions(_), Some(a)) => {
-            state.limits.command(&a.hub.session_id)?;
+            state.limits.command(&a.hub.session_id).await?;
             send_sessions(state, sink, attached).await
         }
         (ClientFrame::SetFilter(f), Some(a)) => {
@@ -376,7 +376,7 @@ async fn handle<W: Sink<Message> + Unpin>(
             let Some(a) = attached.as_mut() else {
                 return Err(AppError::HelloRequired);
             };
-            state.limits.command(&a.hub.session_id)?;
+            state.limits.command(&a.hub.session_id).await?;
             send_topics(state, sink, a).await
         }
     }

@@ -450,9 +450,28 @@ impl Store {
         day: i64,
         tokens: u64,
     ) -> Result<u64, StorageError> {
+        self.settle_tokens(None, session_id, day, tokens).await
+    }
+
+    /// Ends reservation `reservation` (when there was one) and adds `tokens` to what the session,
+    /// the server and the session's verified user spent on `day`, in one transaction (a call is
+    /// counted as held or as spent, never neither); returns the session's total.
+    pub async fn settle_tokens(
+        &self,
+        reservation: Option<&str>,
+        session_id: &str,
+        day: i64,
+        tokens: u64,
+    ) -> Result<u64, StorageError> {
         let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
         let used: Option<i64> = on_db!(self, write, |db, d| {
             let mut tx = db.begin().await?;
+            if let Some(id) = reservation {
+                sqlx::query("DELETE FROM budget_reservations WHERE id = $1")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             sqlx::query(
                 "INSERT INTO usage_days (day, tokens) VALUES ($1, $2) \
                  ON CONFLICT (day) DO UPDATE SET tokens = usage_days.tokens + excluded.tokens",

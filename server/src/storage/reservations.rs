@@ -32,6 +32,9 @@ pub struct Hold<'a> {
     pub prompt: u64,
     /// The reply's cap asked for.
     pub output: u32,
+    /// The call needs its whole reply cap (an answer cut short is of no use): refused rather
+    /// than cut.
+    pub whole: bool,
     pub now: i64,
     pub expires_at: i64,
 }
@@ -49,16 +52,20 @@ impl Store {
         hold: &Hold<'_>,
         caps: Caps,
     ) -> Result<Result<u32, Reached>, StorageError> {
-        let spent_sql = "SELECT (SELECT tokens_used FROM sessions WHERE id = $1), \
+        // One statement, so what it reads is one moment: a call settling meanwhile is counted
+        // either as held or as spent, never neither.
+        let sql = "SELECT (SELECT tokens_used FROM sessions WHERE id = $1), \
                (SELECT tokens FROM usage_days WHERE day = $2), \
                (SELECT u.tokens FROM user_usage_days u JOIN sessions s \
-                  ON s.user_id = u.user_id WHERE s.id = $1 AND u.day = $2)";
-        let held_sql = "SELECT \
-               CAST(COALESCE(SUM(CASE WHEN session_id = $1 THEN tokens ELSE 0 END), 0) AS BIGINT), \
-               CAST(COALESCE(SUM(CASE WHEN day = $2 THEN tokens ELSE 0 END), 0) AS BIGINT), \
-               CAST(COALESCE(SUM(CASE WHEN day = $2 AND user_id = \
-                 (SELECT user_id FROM sessions WHERE id = $1) THEN tokens ELSE 0 END), 0) AS BIGINT) \
-             FROM budget_reservations WHERE expires_at > $3";
+                  ON s.user_id = u.user_id WHERE s.id = $1 AND u.day = $2), \
+               (SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM budget_reservations \
+                  WHERE session_id = $1 AND expires_at > $3), \
+               (SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM budget_reservations \
+                  WHERE day = $2 AND expires_at > $3), \
+               (SELECT CAST(COALESCE(SUM(r.tokens), 0) AS BIGINT) FROM budget_reservations r \
+                  JOIN sessions s ON s.user_id = r.user_id \
+                  WHERE s.id = $1 AND r.day = $2 AND r.expires_at > $3), \
+               (SELECT user_id FROM sessions WHERE id = $1)";
         let out = on_db!(self, write, |db, d| {
             let mut tx = db.begin().await?;
             lock_session!(d, tx, hold.session_id);
@@ -68,16 +75,16 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query("DELETE FROM budget_reservations WHERE expires_at <= $1")
-                .bind(hold.now)
-                .execute(&mut *tx)
-                .await?;
-            let spent: (Option<i64>, Option<i64>, Option<i64>) = sqlx::query_as(spent_sql)
-                .bind(hold.session_id)
-                .bind(hold.day)
-                .fetch_one(&mut *tx)
-                .await?;
-            let held: (i64, i64, i64) = sqlx::query_as(held_sql)
+            #[allow(clippy::type_complexity)]
+            let read: (
+                Option<i64>,
+                Option<i64>,
+                Option<i64>,
+                i64,
+                i64,
+                i64,
+                Option<String>,
+            ) = sqlx::query_as(sql)
                 .bind(hold.session_id)
                 .bind(hold.day)
                 .bind(hold.now)
@@ -85,20 +92,30 @@ impl Store {
                 .await?;
             let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
             let used = |s: Option<i64>, h: i64| n(s).saturating_add(h.max(0) as u64);
+            // An anonymous session has no user's cap.
+            let caps = Caps {
+                user_day: if read.6.is_some() { caps.user_day } else { 0 },
+                ..caps
+            };
             let left = tightest(
                 caps,
                 [
-                    used(spent.0, held.0),
-                    used(spent.1, held.1),
-                    used(spent.2, held.2),
+                    used(read.0, read.3),
+                    used(read.1, read.4),
+                    used(read.2, read.5),
                 ],
             );
             let output = match left {
                 Some(Err(reached)) => Err(reached),
                 None => Ok(hold.output),
-                Some(Ok(left)) => {
+                Some(Ok((left, which))) => {
                     let room = left.saturating_sub(hold.prompt).max(1);
-                    Ok(u32::try_from(room).unwrap_or(u32::MAX).min(hold.output))
+                    let room = u32::try_from(room).unwrap_or(u32::MAX);
+                    if hold.whole && room < hold.output {
+                        Err(which)
+                    } else {
+                        Ok(room.min(hold.output))
+                    }
                 }
             };
             if let Ok(output) = output {
@@ -120,30 +137,23 @@ impl Store {
         Ok(out)
     }
 
-    /// Ends reservation `id` (when there was one) and adds `tokens` to what the session, the server
-    /// and the session's verified user spent on `day`; returns the session's total.
-    pub async fn settle_tokens(
-        &self,
-        id: Option<&str>,
-        session_id: &str,
-        day: i64,
-        tokens: u64,
-    ) -> Result<u64, StorageError> {
-        if let Some(id) = id {
-            on_db!(self, write, |db, d| {
-                sqlx::query("DELETE FROM budget_reservations WHERE id = $1")
-                    .bind(id)
-                    .execute(db)
-                    .await?;
-            });
-        }
-        self.spend_tokens(session_id, day, tokens).await
+    /// Forgets reservations that expired (their calls' processes ended); returns how many.
+    pub async fn prune_reservations(&self, now: i64) -> Result<u64, StorageError> {
+        let done = on_db!(self, write, |db, d| {
+            sqlx::query("DELETE FROM budget_reservations WHERE expires_at <= $1")
+                .bind(now)
+                .execute(db)
+                .await?
+                .rows_affected()
+        });
+        Ok(done)
     }
 }
 
-/// What the tightest cap set in `caps` has left, given what is used against each (session, server
-/// today, user today): `None` when no cap is set, the cap reached when one has nothing left.
-fn tightest(caps: Caps, used: [u64; 3]) -> Option<Result<u64, Reached>> {
+/// What the tightest cap set in `caps` has left, and which it is, given what is used against each
+/// (session, server today, user today): `None` when no cap is set, the cap reached when one has
+/// nothing left.
+fn tightest(caps: Caps, used: [u64; 3]) -> Option<Result<(u64, Reached), Reached>> {
     let limits = [
         (caps.session, Reached::Session),
         (caps.user_day, Reached::UserDay),
@@ -154,7 +164,7 @@ fn tightest(caps: Caps, used: [u64; 3]) -> Option<Result<u64, Reached>> {
         Reached::ServerDay => used[1],
         Reached::UserDay => used[2],
     };
-    let mut left: Option<u64> = None;
+    let mut left: Option<(u64, Reached)> = None;
     for (limit, which) in limits {
         if limit == 0 {
             continue;
@@ -163,7 +173,9 @@ fn tightest(caps: Caps, used: [u64; 3]) -> Option<Result<u64, Reached>> {
         if used >= limit {
             return Some(Err(which));
         }
-        left = Some(left.map_or(limit - used, |l| l.min(limit - used)));
+        if left.is_none_or(|(l, _)| limit - used < l) {
+            left = Some((limit - used, which));
+        }
     }
     left.map(Ok)
 }
@@ -179,7 +191,11 @@ mod tests {
             server_day: 1_000,
             user_day: 0,
         };
-        assert_eq!(tightest(caps, [40, 990, 0]), Some(Ok(10)));
+        assert_eq!(
+            tightest(caps, [40, 990, 0]),
+            Some(Ok((10, Reached::ServerDay)))
+        );
+        assert_eq!(tightest(caps, [95, 0, 0]), Some(Ok((5, Reached::Session))));
         assert_eq!(tightest(caps, [100, 0, 0]), Some(Err(Reached::Session)));
         assert_eq!(tightest(caps, [0, 1_000, 0]), Some(Err(Reached::ServerDay)));
         assert_eq!(tightest(Caps::default(), [5, 5, 5]), None);

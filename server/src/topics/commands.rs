@@ -18,7 +18,7 @@ impl Topics {
     /// when it selects a topic not selected yet, while embeddings are unavailable: the whole history
     /// would go anyway, so the filter could not do what it says.
     pub async fn set_filter(&self, hub: &Hub, labels: &[String]) -> Result<FilterView, TopicError> {
-        self.limits.command(&hub.session_id)?;
+        self.limits.command(&hub.session_id).await?;
         let topics = self
             .store
             .topics(&hub.session_id)
@@ -65,7 +65,7 @@ impl Topics {
         hub: &Hub,
         args: &SetSimilarityMode,
     ) -> Result<FilterView, TopicError> {
-        self.limits.command(&hub.session_id)?;
+        self.limits.command(&hub.session_id).await?;
         let threshold = match args.threshold {
             Some(t) => Some(t.map(check_threshold).transpose()?),
             None => None,
@@ -86,7 +86,7 @@ impl Topics {
         message_id: &str,
         mark: Option<MessageMark>,
     ) -> Result<FilterView, TopicError> {
-        self.limits.command(&hub.session_id)?;
+        self.limits.command(&hub.session_id).await?;
         if !self
             .store
             .set_mark(&hub.session_id, message_id, mark)
@@ -106,7 +106,7 @@ impl Topics {
         &self,
         session_id: &str,
     ) -> Result<(SessionTopics, FilterView), TopicError> {
-        self.limits.command(session_id)?;
+        self.limits.command(session_id).await?;
         self.topics_and_view(session_id).await
     }
 

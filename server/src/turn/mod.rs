@@ -215,7 +215,7 @@ impl TurnEngine {
         draft: &ChatRequest,
     ) -> Result<Receipt, TurnError> {
         validate_chat(draft)?;
-        self.limits.preview(&hub.session_id)?;
+        self.limits.preview(&hub.session_id).await?;
         let draft = ChatMessage {
             role: Role::User,
             content: draft.message.clone(),

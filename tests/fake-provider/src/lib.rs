@@ -553,8 +553,6 @@ fn mark_text(pieces: &mut Vec<Piece>, index: usize, count: usize) {
     }
 }
 
-/// Pushes the text chunks `texts` as `piece` makes them, each after the behaviour's delay, with
-/// the marks of the first and last, and the waits of a [`Behaviour::Hold`] where they belong.
 /// The text chunks a request may have: at most its output cap (`max_tokens`, or OpenAI's
 /// `max_completion_tokens`), a chunk being a token here, as a real provider stops at its cap.
 /// True when they were cut.
@@ -569,6 +567,8 @@ fn capped(mut texts: Vec<String>, body: &Value) -> (Vec<String>, bool) {
     (texts, cut)
 }
 
+/// Pushes the text chunks `texts` as `piece` makes them, each after the behaviour's delay, with
+/// the marks of the first and last, and the waits of a [`Behaviour::Hold`] where they belong.
 fn push_texts(
     pieces: &mut Vec<Piece>,
     behaviour: &Behaviour,
@@ -670,7 +670,12 @@ async fn openai(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         )));
         return sse(&shared, pieces);
     }
-    let calls = numbered_calls(&shared, &behaviour);
+    // A reply stopped at its cap makes no calls.
+    let calls = if cut {
+        Vec::new()
+    } else {
+        numbered_calls(&shared, &behaviour)
+    };
     // Each call's deltas: the first names it (id and name, no arguments yet), then one per
     // argument fragment; `index` tells the calls apart.
     let deltas: Vec<Vec<Value>> = calls
@@ -760,7 +765,12 @@ async fn anthropic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: 
         "content_block_stop",
         json!({"type": "content_block_stop", "index": 0}),
     ));
-    let calls = numbered_calls(&shared, &behaviour);
+    // A reply stopped at its cap makes no calls.
+    let calls = if cut {
+        Vec::new()
+    } else {
+        numbered_calls(&shared, &behaviour)
+    };
     // One tool_use block per call, in order, after the text block (index 0).
     for (block, (id, call)) in (1..).zip(&calls) {
         pieces.push(event("content_block_start", json!({"type": "content_block_start", "index": block,
