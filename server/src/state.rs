@@ -99,7 +99,7 @@ impl AppState {
             None => store,
         };
         let hubs = Arc::new(match &cluster {
-            Some(cluster) => Hubs::shared(cluster.frames.clone()),
+            Some(cluster) => Hubs::clustered(cluster.clone()),
             None => Hubs::default(),
         });
         let budgets = Budgets::new(store.clone(), config.budgets)

@@ -491,3 +491,39 @@ async fn two_instances_admit_no_more_than_one_limit() {
         .expect("seconds");
     assert!((1..=20).contains(&wait), "retry after {wait} s");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_deleted_on_one_instance_is_gone_from_the_tabs_of_another() {
+    if on_postgres() {
+        return;
+    }
+    let gate = Gate::new();
+    let [a, b, _c] = three(&pieces(2), Duration::ZERO, 2, &gate).await;
+    let mut on_b = ws_to(&b).await;
+    let (id, token) = on_b.hello_new().await;
+    let resp = a
+        .http
+        .delete(a.url(&format!("/api/sessions/{id}")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("answered");
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let told = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let (f, raw) = on_b.next().await;
+            if let ServerEvent::Error(e) = &f.event {
+                return (e.clone(), raw);
+            }
+        }
+    })
+    .await
+    .expect("the tab on B was told");
+    assert_eq!(
+        told.0.code,
+        glassbox_core::ErrorCode::Unauthorized,
+        "{}",
+        told.1
+    );
+    drop(gate);
+}

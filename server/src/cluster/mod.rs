@@ -20,7 +20,8 @@ pub use rates::Rates;
 /// instance shares (heartbeats and leases compare times written by different machines).
 pub(crate) const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
-/// The channel of commands for the instance running a reply, payload `stop:{session}:{reply}`.
+/// The channel of commands between instances, payload `stop:{session}:{reply}` or
+/// `deleted:{session}`.
 pub const COMMANDS_CHANNEL: &str = "glassbox_commands";
 
 /// A command one instance sends every instance (the one running the reply acts on it).
@@ -31,6 +32,8 @@ pub enum Command {
         session_id: String,
         reply_id: String,
     },
+    /// Session `session_id` was deleted: every instance tells its tabs and forgets it.
+    Deleted { session_id: String },
 }
 
 impl Command {
@@ -40,11 +43,17 @@ impl Command {
                 session_id,
                 reply_id,
             } => format!("stop:{session_id}:{reply_id}"),
+            Command::Deleted { session_id } => format!("deleted:{session_id}"),
         }
     }
 
     /// Reads a command's payload (ids have no `:`); `None` for anything else.
     pub fn parse(payload: &str) -> Option<Self> {
+        if let Some(session) = payload.strip_prefix("deleted:") {
+            return (!session.is_empty() && !session.contains(':')).then(|| Command::Deleted {
+                session_id: session.to_owned(),
+            });
+        }
         let mut parts = payload.splitn(3, ':');
         match (parts.next()?, parts.next()?, parts.next()?) {
             ("stop", session, reply) if !session.is_empty() && !reply.is_empty() => {
@@ -106,6 +115,11 @@ mod tests {
             reply_id: "r1".into(),
         };
         assert_eq!(Command::parse(&stop.payload()), Some(stop));
+        let deleted = Command::Deleted {
+            session_id: "s1".into(),
+        };
+        assert_eq!(Command::parse(&deleted.payload()), Some(deleted));
+        assert_eq!(Command::parse("deleted:"), None);
         assert_eq!(Command::parse("stop:s1"), None);
         assert_eq!(Command::parse("stop::r"), None);
         assert_eq!(Command::parse("start:s:r"), None);

@@ -97,6 +97,7 @@ fn on_command(hubs: &Hubs, payload: &str) {
                 tracing::info!(session = %session_id, reply = %reply_id, "reply stopped from another instance");
             }
         }
+        Some(Command::Deleted { session_id }) => hubs.forget_here(&session_id),
         None => tracing::warn!(payload, "unknown command"),
     }
 }

@@ -252,6 +252,8 @@ impl Drop for ClientLease {
 pub struct Hubs {
     /// The frame log several instances share (PostgreSQL); none: frames numbered in memory.
     shared: Option<FrameLog>,
+    /// The other instances, told when a session is deleted here.
+    cluster: Option<crate::cluster::Cluster>,
     /// The sessions' writers to it, while they run (a hub dropped leaves its writer to finish).
     writers: Mutex<Vec<Weak<SharedLog>>>,
     live: Mutex<HashMap<String, Weak<Hub>>>,
@@ -271,10 +273,11 @@ fn first_sync_id() -> u64 {
 const KEEP_IDLE: Duration = Duration::from_secs(120);
 
 impl Hubs {
-    /// Hubs whose frames go through the frame log several instances share.
-    pub fn shared(frames: FrameLog) -> Self {
+    /// Hubs whose frames go through the frame log the instances of `cluster` share.
+    pub fn clustered(cluster: crate::cluster::Cluster) -> Self {
         Self {
-            shared: Some(frames),
+            shared: Some(cluster.frames.clone()),
+            cluster: Some(cluster),
             ..Self::default()
         }
     }
@@ -332,8 +335,24 @@ impl Hubs {
             .collect()
     }
 
-    /// Forgets a deleted session: its live hub tells every tab it is gone, and is dropped.
+    /// Forgets a deleted session: its live hub tells every tab it is gone, and is dropped — on
+    /// every instance.
     pub fn remove(&self, session_id: &str) {
+        self.forget_here(session_id);
+        if let Some(cluster) = self.cluster.clone() {
+            let command = crate::cluster::Command::Deleted {
+                session_id: session_id.to_owned(),
+            };
+            tokio::spawn(async move {
+                if let Err(e) = cluster.send(&command).await {
+                    tracing::warn!(error = %e, "other instances not told of a deleted session");
+                }
+            });
+        }
+    }
+
+    /// [`Hubs::remove`] on this instance only (another instance deleted the session).
+    pub fn forget_here(&self, session_id: &str) {
         let hub = self
             .live
             .lock()

@@ -41,7 +41,7 @@ pub struct Hold<'a> {
 
 /// Every PostgreSQL transaction that reserves from a server-wide or a user's daily cap holds this
 /// transaction-wide advisory lock ("gbudget"), so they count one at a time.
-const BUDGET_LOCK: i64 = 0x6762_7564_6765_74;
+const BUDGET_LOCK: i64 = 0x0067_6275_6467_6574;
 
 impl Store {
     /// Holds `hold.prompt` plus a reply's cap for a call, when every cap in `caps` has tokens left

@@ -414,7 +414,7 @@ impl Ws {
             "expected context (load), got {loaded:?}"
         );
         for expected in ["topics", "filter"] {
-            let (_, raw) = self.next().await;
+            let (_, raw) = self.next_of_hello(expected).await;
             assert_eq!(raw["type"], expected, "{raw}");
         }
         (
@@ -429,8 +429,23 @@ impl Ws {
         self.send(json!({"type": "hello", "data": {"sessionId": id, "token": token}}))
             .await;
         for expected in ["session", "snapshot", "context", "topics", "filter"] {
-            let (_, raw) = self.next().await;
+            let (_, raw) = self.next_of_hello(expected).await;
             assert_eq!(raw["type"], expected, "{raw}");
+        }
+    }
+
+    /// The next frame of a hello's answer, expected to be `expected`. On PostgreSQL a session's
+    /// frames are numbered when written (docs/instances.md), so one published by work still under
+    /// way as the tab joins (an extraction's filter view) may come between the hello's own frames,
+    /// which are numbered for this connection: such a logged frame of another type is passed over.
+    async fn next_of_hello(&mut self, expected: &str) -> (ServerFrame, Value) {
+        loop {
+            let (frame, raw) = self.next().await;
+            let logged = frame.sync_id != 0 && frame.sync_id % (1 << 20) == 0;
+            if on_postgres() && logged && raw["type"] != expected {
+                continue;
+            }
+            return (frame, raw);
         }
     }
 
