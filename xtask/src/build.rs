@@ -8,8 +8,7 @@ use anyhow::{Context, Result, bail};
 use crate::files::{copy_if_changed, dist_dir, is_newer, precompress};
 use crate::tools::{root, run, say, target_dir, wasm_toolchain};
 
-/// A wasm crate built into `dist/`: package, cargo profile, output name, wasm-opt level, and the
-/// target directory under cargo's when it needs one of its own.
+/// A wasm crate built into `dist/`: package, cargo profile, output name, wasm-opt level.
 struct WasmModule {
     package: &'static str,
     profile: &'static str,
@@ -17,10 +16,6 @@ struct WasmModule {
     opt_level: &'static str,
     /// More wasm-opt flags.
     opt_args: &'static [&'static str],
-    /// A module that builds a crate of another module with other features has its own target
-    /// directory: a `cdylib`'s file name has no feature hash, so in one directory each build would
-    /// overwrite the other's and both would rebuild every time.
-    own_target: Option<&'static str>,
     /// Minify wasm-bindgen's JS (pages wait for it before the first paint; workers do not).
     minify_js: bool,
     /// Cut the crate's `wasm_split` functions out into chunks loaded on first use, in
@@ -37,7 +32,6 @@ const WIDGET: WasmModule = WasmModule {
     out_name: "glassbox_widget",
     opt_level: "-Oz",
     opt_args: &["--one-caller-inline-max-function-size", "0"],
-    own_target: None,
     minify_js: true,
     split: true,
 };
@@ -50,7 +44,6 @@ const METER: WasmModule = WasmModule {
     out_name: "glassbox_meter",
     opt_level: "-Oz",
     opt_args: &["--one-caller-inline-max-function-size", "0"],
-    own_target: None,
     minify_js: true,
     split: false,
 };
@@ -62,7 +55,6 @@ const TOKEN_WORKER: WasmModule = WasmModule {
     out_name: "glassbox_token_worker",
     opt_level: "-O3",
     opt_args: &[],
-    own_target: None,
     minify_js: false,
     split: false,
 };
@@ -74,8 +66,6 @@ const TOKEN_WORKER_HF: WasmModule = WasmModule {
     out_name: "glassbox_token_worker_hf",
     opt_level: "-O3",
     opt_args: &[],
-    // It builds `glassbox-token-worker` with the `hf` feature.
-    own_target: Some("wasm-worker-hf"),
     minify_js: false,
     split: false,
 };
@@ -271,10 +261,7 @@ fn wasm_module(
         "building {} (wasm32-unknown-unknown, profile {})",
         module.package, module.profile
     ));
-    let target = match module.own_target {
-        Some(dir) => target_dir().join(dir),
-        None => target_dir(),
-    };
+    let target = target_dir();
     let mut cargo = Command::new("cargo");
     cargo
         .current_dir(root())

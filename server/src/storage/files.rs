@@ -34,7 +34,7 @@ pub enum FileStored {
 }
 
 /// A stored file's description (no bytes).
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, sqlx_macros::FromRow)]
 pub struct FileRow {
     pub id: String,
     pub name: String,
@@ -66,7 +66,7 @@ impl FileRow {
 }
 
 /// A [`FileRow`] with the file's bytes (`None`: an image's, left out).
-#[derive(sqlx::FromRow)]
+#[derive(sqlx_macros::FromRow)]
 struct FileWithBytes {
     #[sqlx(flatten)]
     file: FileRow,

@@ -12,24 +12,18 @@ pub struct UnknownName {
     kind: &'static str,
 }
 
-/// An enum read from its stored name: `#[sqlx(try_from = "String")]` on a row's field (or
-/// `"Option<String>"` for a nullable column, as `Named<Option<T>>`).
+/// An enum read from its stored name, as a row's field (`Option<Named<T>>` for a nullable
+/// column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Named<T>(pub T);
+
+super::column::decoded_via!(String => Named<T>, T: DeserializeOwned);
 
 impl<T: DeserializeOwned> TryFrom<String> for Named<T> {
     type Error = UnknownName;
 
     fn try_from(name: String) -> Result<Self, UnknownName> {
         parse(&name).map(Named)
-    }
-}
-
-impl<T: DeserializeOwned> TryFrom<Option<String>> for Named<Option<T>> {
-    type Error = UnknownName;
-
-    fn try_from(name: Option<String>) -> Result<Self, UnknownName> {
-        name.as_deref().map(parse).transpose().map(Named)
     }
 }
 
@@ -89,8 +83,6 @@ mod tests {
     fn unknown_names_are_errors() {
         let e = Named::<Role>::try_from("robot".to_owned()).unwrap_err();
         assert!(e.to_string().contains("\"robot\""), "{e}");
-        let none = Named::<Option<MessageMark>>::try_from(None).unwrap();
-        assert_eq!(none, Named(None));
-        assert!(Named::<Option<MessageMark>>::try_from(Some("starred".to_owned())).is_err());
+        assert!(Named::<MessageMark>::try_from("starred".to_owned()).is_err());
     }
 }

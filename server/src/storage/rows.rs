@@ -1,4 +1,4 @@
-//! The rows the store reads: each struct is a query's columns (`sqlx::FromRow`), converted into
+//! The rows the store reads: each struct is a query's columns (`FromRow`), converted into
 //! what the store's callers get.
 
 use glassbox_core::context::MessageMark;
@@ -6,6 +6,7 @@ use glassbox_core::vocab::{Attachment, MessageStatus, PageContext, Role, ToolRou
 use glassbox_core::wire::{ChatMessage, WireError};
 
 use super::StorageError;
+use super::column::decoded_via;
 use super::named::Named;
 
 /// The columns [`MessageRow`] reads.
@@ -16,17 +17,14 @@ pub(super) const MESSAGE_COLUMNS: &str = "id, role, content, status, created_at,
 pub(super) const MESSAGE_TEXT_COLUMNS: &str = "id, role, content, status, created_at, mark";
 
 /// A message's id, role, text, status, time and mark.
-#[derive(sqlx::FromRow)]
+#[derive(sqlx_macros::FromRow)]
 pub(super) struct MessageTextRow {
     id: String,
-    #[sqlx(try_from = "String")]
     role: Named<Role>,
     content: String,
-    #[sqlx(try_from = "String")]
     status: Named<MessageStatus>,
     created_at: i64,
-    #[sqlx(try_from = "Option<String>")]
-    mark: Named<Option<MessageMark>>,
+    mark: Option<Named<MessageMark>>,
 }
 
 /// The message with the rest at its defaults.
@@ -38,14 +36,14 @@ impl From<MessageTextRow> for ChatMessage {
             content: r.content,
             status: r.status.0,
             created_at: r.created_at,
-            mark: r.mark.0,
+            mark: r.mark.map(|m| m.0),
             ..Default::default()
         }
     }
 }
 
 /// A [`MessageTextRow`] with its position in the session.
-#[derive(sqlx::FromRow)]
+#[derive(sqlx_macros::FromRow)]
 pub(super) struct PlacedTextRow {
     pub seq: i64,
     #[sqlx(flatten)]
@@ -53,7 +51,7 @@ pub(super) struct PlacedTextRow {
 }
 
 /// A [`MessageRow`] with its position in the session.
-#[derive(sqlx::FromRow)]
+#[derive(sqlx_macros::FromRow)]
 pub(super) struct PlacedRow {
     pub seq: i64,
     #[sqlx(flatten)]
@@ -62,6 +60,8 @@ pub(super) struct PlacedRow {
 
 /// A JSON column, stored as text on every backend, read into `T` (`None`: NULL).
 pub(super) struct JsonText<T>(pub Option<T>);
+
+decoded_via!(Option<String> => JsonText<T>, T: serde::de::DeserializeOwned);
 
 impl<T: serde::de::DeserializeOwned> TryFrom<Option<String>> for JsonText<T> {
     type Error = StorageError;
@@ -75,25 +75,25 @@ impl<T: serde::de::DeserializeOwned> TryFrom<Option<String>> for JsonText<T> {
 }
 
 /// A whole message; its JSON columns are decoded as they are read.
-#[derive(sqlx::FromRow)]
+#[derive(sqlx_macros::FromRow)]
 pub(super) struct MessageRow {
     #[sqlx(flatten)]
     text: MessageTextRow,
     client_message_id: Option<String>,
     reply_to: Option<String>,
-    #[sqlx(rename = "context_json", try_from = "Option<String>")]
+    #[sqlx(rename = "context_json")]
     context: JsonText<PageContext>,
-    #[sqlx(rename = "attachments_json", try_from = "Option<String>")]
+    #[sqlx(rename = "attachments_json")]
     attachments: JsonText<Vec<Attachment>>,
-    #[sqlx(rename = "usage_json", try_from = "Option<String>")]
+    #[sqlx(rename = "usage_json")]
     usage: JsonText<Usage>,
-    #[sqlx(rename = "context_report_json", try_from = "Option<String>")]
+    #[sqlx(rename = "context_report_json")]
     receipt: JsonText<glassbox_core::wire::ReceiptJson>,
-    #[sqlx(rename = "tool_rounds_json", try_from = "Option<String>")]
+    #[sqlx(rename = "tool_rounds_json")]
     tool_rounds: JsonText<Vec<ToolRound>>,
-    #[sqlx(rename = "error_json", try_from = "Option<String>")]
+    #[sqlx(rename = "error_json")]
     error: JsonText<WireError>,
-    #[sqlx(rename = "approvals_json", try_from = "Option<String>")]
+    #[sqlx(rename = "approvals_json")]
     approvals: JsonText<Vec<glassbox_core::vocab::ToolCallApproval>>,
 }
 
@@ -115,10 +115,9 @@ impl From<MessageRow> for ChatMessage {
 }
 
 /// A cached embedding.
-#[derive(sqlx::FromRow)]
+#[derive(sqlx_macros::FromRow)]
 pub(super) struct EmbeddingRow {
     pub cache_key: String,
-    #[sqlx(try_from = "Vec<u8>")]
     pub vector: Vector,
 }
 
@@ -131,6 +130,8 @@ impl Vector {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 }
+
+decoded_via!(Vec<u8> => Vector);
 
 impl TryFrom<Vec<u8>> for Vector {
     type Error = StorageError;

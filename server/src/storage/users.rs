@@ -11,7 +11,7 @@ use super::{StorageError, Store, from_json, on_db};
 pub const MAX_LISTED_SESSIONS: i64 = 200;
 
 /// A listed session as read: the title is made from its first user message unless renamed.
-#[derive(sqlx::FromRow)]
+#[derive(sqlx_macros::FromRow)]
 struct SummaryRow {
     id: String,
     title: Option<String>,
