@@ -30,7 +30,9 @@ usage: cargo xtask <command>
                    rebuild while developing)
   test [FILTER]    run every test: unit, server integration, and the headless-Chromium end-to-end test
                    (FILTER: only tests whose name contains it, e.g. `cargo xtask test view_context`)
-  bench gateway    added latency of our server vs the fake provider directly, plus widget payload size
+  bench gateway    added latency of our server vs the fake provider directly, on SQLite and on
+                   PostgreSQL (one instance, two on one database: what each request costs it),
+                   plus widget payload size
   bench embed      embedding speed vs onnxruntime on the same ONNX file, and top-10 vector search
   bench tokens     token counting in headless Chromium vs gpt-tokenizer and tiktoken (npm)
   bench render     long streamed replies and a 2,000-message history in headless Chromium: render

@@ -18,6 +18,18 @@ const PARENT: &str = "/tmp";
 /// Their folders' name before the process id.
 const PREFIX: &str = "glassbox-pg-";
 
+/// What a cluster is for: its settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// The tests: durability is not what they check, so no flushes at all.
+    Tests,
+    /// The benchmarks: flushed as a deployment would be, with commits acknowledged before their
+    /// flush (`synchronous_commit = off`: a crash may lose the last commits, never corrupt the
+    /// database; what SQLite's WAL with `synchronous = NORMAL` promises), and every statement
+    /// counted (`pg_stat_statements`).
+    Bench,
+}
+
 /// A running cluster; stopped and deleted when dropped.
 pub struct Cluster {
     bin: PathBuf,
@@ -27,8 +39,13 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Makes and starts a cluster (installing Debian's `postgresql` first if needed).
+    /// Makes and starts a cluster for the tests (installing Debian's `postgresql` first if needed).
     pub fn start() -> Result<Self> {
+        Self::start_for(Purpose::Tests)
+    }
+
+    /// Makes and starts a cluster with the settings `purpose` needs.
+    pub fn start_for(purpose: Purpose) -> Result<Self> {
         let bin = match server_bin() {
             Some(bin) => bin,
             None => {
@@ -71,11 +88,16 @@ impl Cluster {
                 cluster.port,
                 cluster.dir.display()
             ));
-            // Durability is not what the tests measure: no fsync, so they run as fast as they can.
+            let settings = match purpose {
+                Purpose::Tests => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+                Purpose::Bench => {
+                    "-c synchronous_commit=off -c shared_preload_libraries=pg_stat_statements \
+                     -c pg_stat_statements.track=all"
+                }
+            };
             let options = format!(
                 "-c port={} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
-                 -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-                 -c max_connections=300",
+                 {settings} -c max_connections=300",
                 cluster.port,
                 cluster.dir.display()
             );

@@ -18,7 +18,7 @@ pub fn serve(dev: bool) -> Result<()> {
         // Cargo locks a target directory per run, so the server gets a directory of its own and
         // builds alongside the widget: the widget's single-threaded link steps leave a core free.
         // If the widget build fails, dropping it stops the server build.
-        say("building the server (profile serve: optimized, no LTO) while the widget builds");
+        say("building the server (profile serve: optimized where it runs hot, no LTO) while the widget builds");
         Some(build::ServerBuild::start()?)
     };
     let dist = build::widget()?;
@@ -253,7 +253,14 @@ impl TestTotals {
 /// Measures the gateway's added latency and the widget's payload.
 pub fn bench_gateway() -> Result<()> {
     let dist = build::widget()?;
-    release_bin("gateway-bench", &[dist.as_os_str()])
+    // The PostgreSQL cases (one instance and two on one database) run on a private cluster.
+    let postgres = crate::postgres::Cluster::start_for(crate::postgres::Purpose::Bench)?;
+    let url = postgres.url();
+    release_bin_with(
+        "gateway-bench",
+        &[dist.as_os_str()],
+        &[("GLASSBOX_BENCH_POSTGRES_URL", std::ffi::OsStr::new(&url))],
+    )
 }
 
 /// Measures embedding speed against onnxruntime on the same model and sentences (the bench drives

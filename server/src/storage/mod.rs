@@ -18,6 +18,7 @@
 //! migration goes in both): JSON as text, integers as `BIGINT`, bytes as `BLOB` / `BYTEA`.
 //! `tests/storage.rs` is the contract every backend passes; the server's tests also run on both.
 
+mod column;
 mod copy;
 mod files;
 mod history;
@@ -25,6 +26,7 @@ mod named;
 mod reservations;
 mod rows;
 mod users;
+mod wal;
 
 pub use copy::Copied;
 pub use files::{FileRow, FileStored, NewFile};
@@ -121,7 +123,7 @@ impl DatabaseUrl {
 }
 
 /// A stored session's credentials.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx_macros::FromRow)]
 pub struct SessionRow {
     pub token_hash: String,
     /// The verified user the session belongs to (`None`: anonymous, reachable by token only).
@@ -169,6 +171,8 @@ enum Db {
     Sqlite {
         writer: SqlitePool,
         reader: SqlitePool,
+        /// Copies the write-ahead log into the database beside the writer ([`wal`]).
+        _wal: Option<Arc<wal::Checkpointer>>,
     },
     Postgres(PgPool),
 }
@@ -314,7 +318,7 @@ impl Store {
                          `createdb -E UTF8 -T template0 …`"
                     )));
                 }
-                sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+                sqlx_macros::migrate!("./migrations/postgres").run(&pool).await?;
                 Ok(Self {
                     db: Db::Postgres(pool),
                     producer: None,
@@ -342,17 +346,36 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
+        // An in-process database's connection cannot have gone away: no ping on each acquire
+        // (a round trip to the connection's thread, several per request).
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
-            .connect_with(options.clone())
+            .test_before_acquire(false)
+            .connect_with(
+                options
+                    .clone()
+                    .pragma("wal_autocheckpoint", wal::BACKSTOP_PAGES.to_string()),
+            )
             .await?;
-        sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
+        sqlx_macros::migrate!("./migrations/sqlite").run(&writer).await?;
+        let wal = match wal::start(&options).await {
+            Ok(checkpointer) => Some(Arc::new(checkpointer)),
+            Err(e) => {
+                tracing::warn!(error = %e, "no WAL checkpoint connection; the writer checkpoints past its backstop");
+                None
+            }
+        };
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
+            .test_before_acquire(false)
             .connect_with(options.read_only(true))
             .await?;
         Ok(Self {
-            db: Db::Sqlite { writer, reader },
+            db: Db::Sqlite {
+                writer,
+                reader,
+                _wal: wal,
+            },
             producer: None,
         })
     }

@@ -30,7 +30,8 @@ impl Checkpoints {
         let (tx, mut rx) = mpsc::unbounded_channel::<Piece>();
         tokio::spawn(async move {
             let (mut text, mut rounds, mut dirty) = (text, Vec::new(), false);
-            let mut tick = tokio::time::interval(EVERY);
+            // The first write a second in: a reply that ends sooner is stored once, by the turn.
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + EVERY, EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {

@@ -1,5 +1,9 @@
 //! `cargo xtask bench gateway`: the latency our server adds to a streamed chat request, against calling
-//! the fake provider directly, in one run on loopback; and the widget's download size.
+//! the fake provider directly, in one run on loopback: on SQLite, then (when
+//! `GLASSBOX_BENCH_POSTGRES_URL` names a cluster, as `cargo xtask bench gateway` does) on
+//! PostgreSQL with one instance and with two instances on one database, with what each request
+//! costs the database (statements, commits, NOTIFYs) and the machine (CPU); and the widget's
+//! download size.
 //!
 //! Usage: gateway-bench <dist-dir> [requests] [concurrency]
 
@@ -14,6 +18,184 @@ use glassbox_fake_provider::{Behaviour, FakeProvider};
 use serde_json::json;
 
 const WARMUP: usize = 500;
+
+mod cpu {
+    //! The whole machine's CPU over a run, from `/proc/stat`.
+
+    use anyhow::{Context, Result};
+
+    /// Busy and total jiffies summed over every core.
+    fn read() -> Result<(u64, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat")?;
+        let line = stat.lines().next().context("/proc/stat is empty")?;
+        let fields: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal ...: idle and iowait are not busy.
+        let total: u64 = fields.iter().take(8).sum();
+        let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+        Ok((total - idle, total))
+    }
+
+    /// The cores this machine has.
+    pub fn cores() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+
+    /// The CPU a run used.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Use {
+        /// Cores kept busy on average.
+        pub cores_busy: f64,
+        /// Busy CPU time per request, every process counted.
+        pub ms_per_request: f64,
+    }
+
+    pub struct Meter {
+        busy: u64,
+        total: u64,
+    }
+
+    impl Meter {
+        pub fn start() -> Result<Self> {
+            let (busy, total) = read()?;
+            Ok(Self { busy, total })
+        }
+
+        pub fn stop(self, requests: usize) -> Result<Use> {
+            let (busy, total) = read()?;
+            let (busy, total) = (busy - self.busy, (total - self.total).max(1));
+            // Jiffies are 10 ms (USER_HZ = 100).
+            let busy_ms = busy as f64 * 10.0;
+            Ok(Use {
+                cores_busy: cores() as f64 * busy as f64 / total as f64,
+                ms_per_request: busy_ms / requests.max(1) as f64,
+            })
+        }
+    }
+}
+
+mod postgres {
+    //! The benchmark's PostgreSQL database, and what requests cost it (`pg_stat_statements`,
+    //! `pg_stat_database`, `pg_stat_user_tables`).
+
+    use std::time::Duration;
+
+    use anyhow::Result;
+    use sqlx::Connection as _;
+    use sqlx::postgres::PgConnection;
+
+    /// A fresh database on the cluster.
+    pub struct Database {
+        pub url: String,
+    }
+
+    /// Counters read at one moment.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Counts {
+        statements: i64,
+        notifies: i64,
+        commits: i64,
+        frames: i64,
+    }
+
+    /// What one request cost, on average.
+    #[derive(Debug, Clone, Copy)]
+    pub struct PerRequest {
+        pub statements: f64,
+        pub commits: f64,
+        pub notifies: f64,
+        pub frames: f64,
+    }
+
+    impl Counts {
+        /// The cost per request of `n` requests since `before`.
+        pub fn since(&self, before: &Counts, n: usize) -> PerRequest {
+            let per = |a: i64, b: i64| (a - b) as f64 / n.max(1) as f64;
+            PerRequest {
+                statements: per(self.statements, before.statements),
+                commits: per(self.commits, before.commits),
+                notifies: per(self.notifies, before.notifies),
+                frames: per(self.frames, before.frames),
+            }
+        }
+    }
+
+    impl Database {
+        /// Makes database `name` anew on the cluster `admin` names (its `postgres` database),
+        /// with `pg_stat_statements`.
+        pub async fn create(admin: &str, name: &str) -> Result<Self> {
+            let mut conn = PgConnection::connect(admin).await?;
+            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .execute(&mut conn)
+                .await?;
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&mut conn)
+                .await?;
+            let url = match admin.rsplit_once('/') {
+                Some((server, _)) => format!("{server}/{name}"),
+                None => anyhow::bail!("not a database URL: {admin}"),
+            };
+            let mut db = PgConnection::connect(&url).await?;
+            sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                .execute(&mut db)
+                .await?;
+            Ok(Self { url })
+        }
+
+        /// The counters now. The commit and row counts are reported by each connection about
+        /// once a second, so they are read until they stop moving (the statements' are live).
+        pub async fn counts(&self) -> Result<Counts> {
+            let mut conn = PgConnection::connect(&self.url).await?;
+            let mut last: Option<Counts> = None;
+            for _ in 0..30 {
+                let (statements, notifies): (i64, i64) = sqlx::query_as(
+                    "SELECT coalesce(sum(calls), 0)::bigint, \
+                            coalesce(sum(calls) FILTER (WHERE query ILIKE '%pg_notify%'), 0)::bigint \
+                     FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                )
+                .fetch_one(&mut conn)
+                .await?;
+                sqlx::query("SELECT pg_stat_clear_snapshot()")
+                    .execute(&mut conn)
+                    .await?;
+                let commits: i64 = sqlx::query_scalar(
+                    "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+                )
+                .fetch_one(&mut conn)
+                .await?;
+                let frames: i64 = sqlx::query_scalar(
+                    "SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_stat_user_tables WHERE relname = 'frames'",
+                )
+                .fetch_one(&mut conn)
+                .await?;
+                let now = Counts {
+                    statements,
+                    notifies,
+                    commits,
+                    frames,
+                };
+                // Our own reads add a few commits each round: "still" is within them.
+                if let Some(prev) = last
+                    && now.commits - prev.commits <= 4
+                    && now.frames == prev.frames
+                {
+                    return Ok(now);
+                }
+                last = Some(now);
+                tokio::time::sleep(Duration::from_millis(700)).await;
+            }
+            Ok(last.unwrap_or(Counts {
+                statements: 0,
+                notifies: 0,
+                commits: 0,
+                frames: 0,
+            }))
+        }
+    }
+}
 
 #[tokio::main]
 async fn main() -> Result<()> {
@@ -41,49 +223,78 @@ async fn main() -> Result<()> {
     // SAFETY: set before any other thread reads the environment; the server only needs the path.
     unsafe { std::env::set_var("GLASSBOX_E2E_WIDGET_DIR", &dist) };
     let base = fake.openai_base();
-    let server = start_server(&[
+    let provider = [
         ("GLASSBOX_PROVIDER", "openai"),
         ("OPENAI_API_KEY", "bench"),
-        ("OPENAI_BASE_URL", &base),
-    ])
-    .await?;
+        ("OPENAI_BASE_URL", base.as_str()),
+    ];
+    let server = start_server(&provider).await?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency * 2)
         .build()?;
 
-    let direct_url = format!("{base}/chat/completions");
-    let direct_body = json!({"model": "bench", "stream": true, "stream_options": {"include_usage": true},
-        "messages": [{"role": "user", "content": "hello there"}]});
-    let ours_url = format!("http://{}/api/chat", server.addr);
-    let ours_body = json!({"message": "hello there", "context": {"page": "bench"}});
+    let direct = Target {
+        urls: vec![format!("{base}/chat/completions")],
+        body: json!({"model": "bench", "stream": true, "stream_options": {"include_usage": true},
+            "messages": [{"role": "user", "content": "hello there"}]}),
+        end_marker: "data: [DONE]",
+    };
+    let ours = |servers: &[&glassbox_e2e::Server]| Target {
+        urls: servers
+            .iter()
+            .map(|s| format!("http://{}/api/chat", s.addr))
+            .collect(),
+        body: json!({"message": "hello there", "context": {"page": "bench"}}),
+        end_marker: "event: done",
+    };
+    let sqlite = ours(&[&server]);
 
     eprintln!(
         "gateway-bench: {requests} streamed requests each, concurrency {concurrency}, after {WARMUP} warm-up"
     );
-    load(
-        &http,
-        &direct_url,
-        &direct_body,
-        WARMUP,
-        concurrency,
-        "data: [DONE]",
-    )
-    .await?;
-    load(
-        &http,
-        &ours_url,
-        &ours_body,
-        WARMUP,
-        concurrency,
-        "event: done",
-    )
-    .await?;
+    load(&http, &direct, WARMUP, concurrency).await?;
+    load(&http, &sqlite, WARMUP, concurrency).await?;
     let mut out = std::io::stdout().lock();
     // Unloaded first (what one user feels), then the loaded run the anchor is about.
-    for (n, c) in [(2_000.min(requests), 1), (requests, concurrency)] {
-        let direct = load(&http, &direct_url, &direct_body, n, c, "data: [DONE]").await?;
-        let ours = load(&http, &ours_url, &ours_body, n, c, "event: done").await?;
-        latency_table(&mut out, n, c, &direct, &ours)?;
+    let cases = [(2_000.min(requests), 1), (requests, concurrency)];
+    for (n, c) in cases {
+        let d = load(&http, &direct, n, c).await?;
+        let o = load(&http, &sqlite, n, c).await?;
+        latency_table(&mut out, "SQLite, one instance", n, c, &d, &o)?;
+    }
+    drop(server);
+
+    if let Ok(admin) = std::env::var("GLASSBOX_BENCH_POSTGRES_URL") {
+        let db = postgres::Database::create(&admin, "glassbox_gateway_bench").await?;
+        let with_db: Vec<(&str, &str)> = provider
+            .iter()
+            .copied()
+            .chain([("GLASSBOX_DATABASE_URL", db.url.as_str())])
+            .collect();
+        let a = start_server(&with_db).await?;
+        let one = ours(&[&a]);
+        load(&http, &one, WARMUP, concurrency).await?;
+        let mut rows = Vec::new();
+        for (n, c) in cases {
+            let d = load(&http, &direct, n, c).await?;
+            let before = db.counts().await?;
+            let o = load(&http, &one, n, c).await?;
+            let cost = db.counts().await?.since(&before, n);
+            latency_table(&mut out, "PostgreSQL, one instance", n, c, &d, &o)?;
+            rows.push(("one instance", n, c, o.rate, o.cpu, cost));
+        }
+        let b = start_server(&with_db).await?;
+        let two = ours(&[&a, &b]);
+        load(&http, &two, WARMUP, concurrency).await?;
+        for (n, c) in cases {
+            let d = load(&http, &direct, n, c).await?;
+            let before = db.counts().await?;
+            let o = load(&http, &two, n, c).await?;
+            let cost = db.counts().await?.since(&before, n);
+            latency_table(&mut out, "PostgreSQL, two instances (requests alternate)", n, c, &d, &o)?;
+            rows.push(("two instances", n, c, o.rate, o.cpu, cost));
+        }
+        cost_table(&mut out, &rows)?;
     }
 
     writeln!(out, "\n## Widget payload ({})\n", dist.display())?;
@@ -121,6 +332,7 @@ async fn main() -> Result<()> {
 
 fn latency_table(
     out: &mut impl Write,
+    setup: &str,
     requests: usize,
     concurrency: usize,
     direct: &Run,
@@ -137,7 +349,7 @@ fn latency_table(
     );
     writeln!(
         out,
-        "\n## Gateway latency ({requests} streamed requests, concurrency {concurrency}, loopback, 16-chunk reply)\n"
+        "\n## Gateway latency: {setup} ({requests} streamed requests, concurrency {concurrency}, loopback, 16-chunk reply)\n"
     )?;
     writeln!(
         out,
@@ -170,40 +382,50 @@ fn latency_table(
     Ok(())
 }
 
+/// Where requests go: each to the next of `urls` in turn, with `body`; a reply is whole when it
+/// holds `end_marker`.
+struct Target {
+    urls: Vec<String>,
+    body: serde_json::Value,
+    end_marker: &'static str,
+}
+
 struct Run {
     latencies: Vec<Duration>,
     rate: f64,
     failures: usize,
+    /// The whole machine's CPU meanwhile (every process: the load, the servers, the database).
+    cpu: cpu::Use,
 }
 
-/// Sends `n` POSTs with `concurrency` in flight, each read to the end; a request fails if its body
-/// lacks `end_marker`.
+/// Sends `n` POSTs to `target` with `concurrency` in flight, each read to the end; a request
+/// fails if its body lacks the end marker.
 async fn load(
     http: &reqwest::Client,
-    url: &str,
-    body: &serde_json::Value,
+    target: &Target,
     n: usize,
     concurrency: usize,
-    end_marker: &str,
 ) -> Result<Run> {
+    let cpu = cpu::Meter::start()?;
     let start = Instant::now();
     let results: Vec<Option<Duration>> = futures::stream::iter(0..n)
-        .map(|_| async move {
+        .map(|i| async move {
             let t = Instant::now();
             let resp = http
-                .post(url)
+                .post(&target.urls[i % target.urls.len()])
                 .header("accept", "text/event-stream")
-                .json(body)
+                .json(&target.body)
                 .send()
                 .await
                 .ok()?;
             let text = resp.text().await.ok()?;
-            text.contains(end_marker).then(|| t.elapsed())
+            text.contains(target.end_marker).then(|| t.elapsed())
         })
         .buffer_unordered(concurrency)
         .collect()
         .await;
     let elapsed = start.elapsed();
+    let cpu = cpu.stop(n)?;
     let failures = results.iter().filter(|r| r.is_none()).count();
     let mut latencies: Vec<Duration> = results.into_iter().flatten().collect();
     latencies.sort();
@@ -211,7 +433,52 @@ async fn load(
         latencies,
         rate: n as f64 / elapsed.as_secs_f64(),
         failures,
+        cpu,
     })
+}
+
+/// What each request cost on PostgreSQL, per setup and concurrency.
+fn cost_table(
+    out: &mut impl Write,
+    rows: &[(&str, usize, usize, f64, cpu::Use, postgres::PerRequest)],
+) -> Result<()> {
+    writeln!(
+        out,
+        "\n## PostgreSQL: where a request's time goes (per request; the load, both instances and the database share this machine's {} cores)\n",
+        cpu::cores()
+    )?;
+    writeln!(
+        out,
+        "| setup | concurrency | req/s | cores busy | req/s per busy core | CPU ms per request (machine) | statements | commits | NOTIFYs | frames written |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
+    for (setup, _, c, rate, cpu, cost) in rows {
+        writeln!(
+            out,
+            "| {setup} | {c} | {rate:.0} | {:.2} | {:.0} | {:.3} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            cpu.cores_busy,
+            rate / cpu.cores_busy.max(0.01),
+            cpu.ms_per_request,
+            cost.statements,
+            cost.commits,
+            cost.notifies,
+            cost.frames
+        )?;
+    }
+    let rate = |setup: &str, c: usize| {
+        rows.iter()
+            .find(|r| r.0 == setup && r.2 == c)
+            .map_or(0.0, |r| r.3)
+    };
+    if let Some(&(_, _, c, ..)) = rows.last() {
+        let (one, two) = (rate("one instance", c), rate("two instances", c));
+        writeln!(
+            out,
+            "\n| what | one instance | two instances | ratio | goal |\n|---|---|---|---|---|\n| req/s at concurrency {c} | {one:.0} | {two:.0} | {:.2} | ≥ 1.8 on a machine with cores to spare |",
+            two / one.max(f64::MIN_POSITIVE)
+        )?;
+    }
+    Ok(())
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
