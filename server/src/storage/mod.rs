@@ -318,7 +318,9 @@ impl Store {
                          `createdb -E UTF8 -T template0 …`"
                     )));
                 }
-                sqlx_macros::migrate!("./migrations/postgres").run(&pool).await?;
+                sqlx_macros::migrate!("./migrations/postgres")
+                    .run(&pool)
+                    .await?;
                 Ok(Self {
                     db: Db::Postgres(pool),
                     producer: None,
@@ -354,10 +356,13 @@ impl Store {
             .connect_with(
                 options
                     .clone()
-                    .pragma("wal_autocheckpoint", wal::BACKSTOP_PAGES.to_string()),
+                    .pragma("wal_autocheckpoint", wal::BACKSTOP_PAGES.to_string())
+                    .pragma("journal_size_limit", wal::FILE_LIMIT_BYTES.to_string()),
             )
             .await?;
-        sqlx_macros::migrate!("./migrations/sqlite").run(&writer).await?;
+        sqlx_macros::migrate!("./migrations/sqlite")
+            .run(&writer)
+            .await?;
         let wal = match wal::start(&options).await {
             Ok(checkpointer) => Some(Arc::new(checkpointer)),
             Err(e) => {

@@ -23,6 +23,10 @@ pub const EVERY: Duration = Duration::from_millis(500);
 /// SQLite's default of 1,000 pages.
 pub const BACKSTOP_PAGES: u32 = 20_000;
 
+/// Bytes the log file is cut back to when it starts over (it would otherwise keep the largest
+/// size it ever reached).
+pub const FILE_LIMIT_BYTES: u64 = 16 << 20;
+
 /// The running checkpoint task; it ends when this is dropped (with the store's last clone).
 #[derive(Debug)]
 pub struct Checkpointer {
@@ -37,16 +41,24 @@ pub async fn start(options: &SqliteConnectOptions) -> Result<Checkpointer, sqlx:
     tokio::spawn(async move {
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + EVERY, EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
         loop {
             tokio::select! {
+                biased;
                 () = cancelled.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
                 .execute(&mut conn)
                 .await
             {
-                tracing::warn!(error = %e, "WAL checkpoint failed; the writer checkpoints past its backstop");
+                // Said once per failing stretch, not twice a second.
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "WAL checkpoint failed; the writer checkpoints past its backstop");
+                }
+                Err(_) => {}
+                Ok(_) => failing = false,
             }
         }
         let _ = conn.close().await;

@@ -39,9 +39,16 @@ mod cpu {
         Ok((total - idle, total))
     }
 
-    /// The cores this machine has.
+    /// The cores `/proc/stat` sums over (every online one, whatever this process may use).
     pub fn cores() -> usize {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        std::fs::read_to_string("/proc/stat").map_or(1, |stat| {
+            stat.lines()
+                .filter(|l| {
+                    l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit)
+                })
+                .count()
+                .max(1)
+        })
     }
 
     /// The CPU a run used.
@@ -55,22 +62,25 @@ mod cpu {
 
     pub struct Meter {
         busy: u64,
-        total: u64,
+        started: std::time::Instant,
     }
 
     impl Meter {
         pub fn start() -> Result<Self> {
-            let (busy, total) = read()?;
-            Ok(Self { busy, total })
+            let (busy, _) = read()?;
+            Ok(Self {
+                busy,
+                started: std::time::Instant::now(),
+            })
         }
 
         pub fn stop(self, requests: usize) -> Result<Use> {
-            let (busy, total) = read()?;
-            let (busy, total) = (busy - self.busy, (total - self.total).max(1));
+            let (busy, _) = read()?;
             // Jiffies are 10 ms (USER_HZ = 100).
-            let busy_ms = busy as f64 * 10.0;
+            let busy_ms = busy.saturating_sub(self.busy) as f64 * 10.0;
+            let wall_ms = (self.started.elapsed().as_secs_f64() * 1e3).max(1.0);
             Ok(Use {
-                cores_busy: cores() as f64 * busy as f64 / total as f64,
+                cores_busy: busy_ms / wall_ms,
                 ms_per_request: busy_ms / requests.max(1) as f64,
             })
         }
@@ -145,9 +155,11 @@ mod postgres {
             Ok(Self { url })
         }
 
-        /// The counters now. The commit and row counts are reported by each connection about
-        /// once a second, so they are read until they stop moving (the statements' are live).
+        /// The counters now. The statements' are live; a connection reports its commits and
+        /// rows when it has been idle a while (up to 10 s since PostgreSQL 15), so they are read
+        /// after 11 s of quiet and then until they stop moving.
         pub async fn counts(&self) -> Result<Counts> {
+            tokio::time::sleep(Duration::from_secs(11)).await;
             let mut conn = PgConnection::connect(&self.url).await?;
             let mut last: Option<Counts> = None;
             for _ in 0..30 {
@@ -291,7 +303,14 @@ async fn main() -> Result<()> {
             let before = db.counts().await?;
             let o = load(&http, &two, n, c).await?;
             let cost = db.counts().await?.since(&before, n);
-            latency_table(&mut out, "PostgreSQL, two instances (requests alternate)", n, c, &d, &o)?;
+            latency_table(
+                &mut out,
+                "PostgreSQL, two instances (requests alternate)",
+                n,
+                c,
+                &d,
+                &o,
+            )?;
             rows.push(("two instances", n, c, o.rate, o.cpu, cost));
         }
         cost_table(&mut out, &rows)?;
