@@ -24,8 +24,8 @@ mod cpu {
 
     use anyhow::{Context, Result};
 
-    /// Busy and total jiffies summed over every core.
-    fn read() -> Result<(u64, u64)> {
+    /// Busy jiffies summed over every core.
+    fn read() -> Result<u64> {
         let stat = std::fs::read_to_string("/proc/stat")?;
         let line = stat.lines().next().context("/proc/stat is empty")?;
         let fields: Vec<u64> = line
@@ -36,7 +36,7 @@ mod cpu {
         // user nice system idle iowait irq softirq steal ...: idle and iowait are not busy.
         let total: u64 = fields.iter().take(8).sum();
         let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
-        Ok((total - idle, total))
+        Ok(total - idle)
     }
 
     /// The cores `/proc/stat` sums over (every online one, whatever this process may use).
@@ -67,7 +67,7 @@ mod cpu {
 
     impl Meter {
         pub fn start() -> Result<Self> {
-            let (busy, _) = read()?;
+            let busy = read()?;
             Ok(Self {
                 busy,
                 started: std::time::Instant::now(),
@@ -75,7 +75,7 @@ mod cpu {
         }
 
         pub fn stop(self, requests: usize) -> Result<Use> {
-            let (busy, _) = read()?;
+            let busy = read()?;
             // Jiffies are 10 ms (USER_HZ = 100).
             let busy_ms = busy.saturating_sub(self.busy) as f64 * 10.0;
             let wall_ms = (self.started.elapsed().as_secs_f64() * 1e3).max(1.0);
