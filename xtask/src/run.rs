@@ -124,13 +124,8 @@ pub fn test(filter: Option<&str>) -> Result<()> {
     let mut on_postgres = Command::new("cargo");
     on_postgres
         .current_dir(root())
-        .args([
-            "test",
-            "--package",
-            "glassbox-server",
-            "--no-fail-fast",
-            "--tests",
-        ])
+        .args(["test", "--package", "glassbox-server", "--no-fail-fast"])
+        .args(storage_test_targets()?)
         .args(filter.map(|f| ["--", f]).into_iter().flatten())
         .env("GLASSBOX_E2E_WIDGET_DIR", &dist)
         .env("GLASSBOX_E2E_MCP_SERVERS", &mcp_servers)
@@ -272,6 +267,36 @@ pub fn bench_gateway() -> Result<()> {
         .map(|u| ("GLASSBOX_BENCH_POSTGRES_URL", std::ffi::OsStr::new(u)))
         .collect();
     release_bin_with("gateway-bench", &[dist.as_os_str()], &env)
+}
+
+/// The server's test files that never open a store: the PostgreSQL pass would only run them
+/// again (the offline topic-extraction fixtures alone take 7 minutes).
+const STORAGE_FREE_TESTS: &[&str] = &["topic_fixture", "providers"];
+
+/// `--test NAME` for each of the server's integration test files except [`STORAGE_FREE_TESTS`]
+/// (each of which must still exist, so a renamed one is not run twice unnoticed).
+fn storage_test_targets() -> Result<Vec<String>> {
+    let dir = root().join("server/tests");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "rs")
+            && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+        {
+            names.push(stem.to_owned());
+        }
+    }
+    for free in STORAGE_FREE_TESTS {
+        if !names.iter().any(|n| n == free) {
+            bail!("server/tests/{free}.rs is gone: update STORAGE_FREE_TESTS in xtask/src/run.rs");
+        }
+    }
+    names.sort();
+    Ok(names
+        .into_iter()
+        .filter(|n| !STORAGE_FREE_TESTS.contains(&n.as_str()))
+        .flat_map(|n| ["--test".to_owned(), n])
+        .collect())
 }
 
 /// Measures embedding speed against onnxruntime on the same model and sentences (the bench drives
