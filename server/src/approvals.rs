@@ -98,6 +98,13 @@ pub struct Approvals {
     store: Store,
 }
 
+/// Stores a decision's `approval` message; a failed write is logged (the turn goes on).
+async fn store_decision(store: &Store, session_id: &str, message: &ChatMessage) {
+    if let Err(e) = store.insert_approval(session_id, message).await {
+        tracing::error!(session = %session_id, error = %e, "approval not stored");
+    }
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -120,13 +127,17 @@ impl Drop for Waiting<'_> {
             return;
         }
         if let Some(pending) = self.approvals.take(&self.id) {
-            self.approvals.decided(
+            // A drop cannot wait for the write: the cancellation is stored in the background.
+            let message = self.approvals.decided(
                 self.hub,
                 &pending.request,
                 ApprovalDecision::Cancelled,
                 None,
                 None,
             );
+            let store = self.approvals.store.clone();
+            let session_id = self.hub.session_id.clone();
+            tokio::spawn(async move { store_decision(&store, &session_id, &message).await });
         }
     }
 }
@@ -250,12 +261,14 @@ impl Approvals {
         if answer.0 == ApprovalDecision::AllowSession {
             self.grant(&hub.session_id, &subject.definition_key).await;
         }
-        self.decided(hub, &request, answer.0, answer.1.clone(), Some(&call.id));
+        let message = self.decided(hub, &request, answer.0, answer.1.clone(), Some(&call.id));
+        // Stored before the turn goes on: once the reply is done, its history has the decision.
+        store_decision(&self.store, &hub.session_id, &message).await;
         answer
     }
 
-    /// Tells every tab a decision and stores it as an `approval` message (in the background: the
-    /// turn does not wait for the write, and a failed write is logged).
+    /// Tells every tab a decision and returns the `approval` message that records it, for the
+    /// caller to store with [`store_decision`].
     fn decided(
         &self,
         hub: &Hub,
@@ -263,7 +276,7 @@ impl Approvals {
         decision: ApprovalDecision,
         reason: Option<String>,
         call_id: Option<&str>,
-    ) {
+    ) -> ChatMessage {
         tracing::info!(session = %hub.session_id, approval = %request.approval_id, %decision, "approval decided");
         let record = ToolCallApproval {
             approval_id: request.approval_id.clone(),
@@ -303,13 +316,7 @@ impl Approvals {
             decision,
             message: message.clone(),
         }));
-        let store = self.store.clone();
-        let session_id = hub.session_id.clone();
-        tokio::spawn(async move {
-            if let Err(e) = store.insert_approval(&session_id, &message).await {
-                tracing::error!(session = %session_id, error = %e, "approval not stored");
-            }
-        });
+        message
     }
 
     /// The user's answer to approval `id` of session `session_id`: the first answer wins.
