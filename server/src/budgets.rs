@@ -11,7 +11,7 @@ use glassbox_core::wire::{ServerEvent, SessionBudget};
 use crate::config::BudgetConfig;
 use crate::hub::Hub;
 use crate::ids::now_ms;
-use crate::storage::{Caps, Hold, Reached, StorageError, Store};
+use crate::storage::{Caps, Hold, Reached, Spend, StorageError, Store};
 use crate::wire_error::ToWire;
 
 const DAY_MS: i64 = 86_400_000;
@@ -260,23 +260,33 @@ impl Budgets {
         hub: Option<&Hub>,
         tokens: u64,
     ) -> Result<(), BudgetError> {
-        if tokens == 0 && reservation.id.is_none() {
+        let Some(spend) = Self::spend(&reservation, tokens) else {
             return Ok(());
-        }
-        let used = self
-            .store
-            .settle_tokens(
-                reservation.id.as_deref(),
-                session_id,
-                reservation.day,
-                tokens,
-            )
-            .await?;
-        let limit = self.caps.session_tokens;
-        if let (true, Some(hub)) = (limit > 0, hub) {
-            hub.publish(ServerEvent::Budget(SessionBudget { limit, used }));
+        };
+        let used = self.store.settle_tokens(session_id, spend).await?;
+        if let Some(hub) = hub {
+            self.settled(hub, used);
         }
         Ok(())
+    }
+
+    /// What ending `reservation`'s call, which spent `tokens`, records (none when nothing was
+    /// held or spent): for a caller that stores it with other writes ([`Store::finish_reply`]),
+    /// then calls [`Self::settled`].
+    pub fn spend(reservation: &Reservation, tokens: u64) -> Option<Spend<'_>> {
+        (tokens > 0 || reservation.id.is_some()).then_some(Spend {
+            reservation: reservation.id.as_deref(),
+            day: reservation.day,
+            tokens,
+        })
+    }
+
+    /// Tells the session's tabs its budget after a settled call left `used`, when one is set.
+    pub fn settled(&self, hub: &Hub, used: u64) {
+        let limit = self.caps.session_tokens;
+        if limit > 0 {
+            hub.publish(ServerEvent::Budget(SessionBudget { limit, used }));
+        }
     }
 
     /// The session's budget for `session` frames, when one is set.

@@ -16,6 +16,7 @@ use crate::drain::{Admitted, Drain};
 use crate::hub::Hub;
 use crate::ids::{new_id, now_ms};
 use crate::rate_limits::{AddressPermit, Caller, RateLimited, RateLimits};
+use crate::sessions::UnsavedSession;
 use crate::storage::{NewUserMessage, StorageError, Store};
 use crate::turn::TurnEngine;
 use crate::wire_error::ToWire;
@@ -115,14 +116,16 @@ impl Chat {
         }
     }
 
-    /// Validates and stores a user message, then starts its reply in the background.
-    /// Nothing is stored when validation fails or a rate limit of `caller` or the session refuses.
+    /// Validates and stores a user message (with its session, when `unsaved` is a new one), then
+    /// starts its reply in the background. Nothing is stored when validation fails or a rate
+    /// limit of `caller` or the session refuses.
     pub async fn submit(
         &self,
         hub: &Arc<Hub>,
         model: &str,
         req: ChatRequest,
         caller: Option<&Caller>,
+        unsaved: Option<&UnsavedSession>,
     ) -> Result<Submitted, ChatError> {
         // Counted from here: a shutdown that begins meanwhile waits for this message's reply.
         let admitted = self.drain.admit().ok_or(ChatError::ShuttingDown)?;
@@ -141,23 +144,30 @@ impl Chat {
         let starting = TurnStarting::begin();
         let id = new_id();
         let now = now_ms();
-        // The session's use, then the message and its reply's placeholder in one statement.
-        let (message, reply) = self
-            .store
-            .insert_turn(
-                session_id,
-                &NewUserMessage {
-                    id: &id,
-                    content: &req.message,
-                    client_message_id: req.client_message_id.as_deref(),
-                    context: req.context.as_ref(),
-                    attachments: &attachments,
-                    created_at: now,
-                },
-                &new_id(),
-                now,
-            )
-            .await?;
+        let m = NewUserMessage {
+            id: &id,
+            content: &req.message,
+            client_message_id: req.client_message_id.as_deref(),
+            context: req.context.as_ref(),
+            attachments: &attachments,
+            created_at: now,
+        };
+        // The session's use (or the new session), then the message and its reply's placeholder,
+        // in one transaction.
+        let (message, reply) = match unsaved {
+            Some(session) => {
+                let (message, reply) = self
+                    .store
+                    .insert_first_turn(&session.as_new(), &m, &new_id())
+                    .await?;
+                (message, Some(reply))
+            }
+            None => {
+                self.store
+                    .insert_turn(session_id, &m, &new_id(), now)
+                    .await?
+            }
+        };
         let Some(reply) = reply else {
             hub.publish(ServerEvent::Accepted(Accepted {
                 message: message.clone(),

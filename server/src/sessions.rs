@@ -19,7 +19,7 @@ use crate::hub::{Hub, Hubs};
 use crate::identity::{Identity, IdentityError, VerifiedUser};
 use crate::ids::{new_id, now_ms};
 use crate::rate_limits::{Caller, RateLimited, RateLimits};
-use crate::storage::{StorageError, Store};
+use crate::storage::{NewSession, StorageError, Store};
 use crate::tools::{ToolRegistry, ToolScope};
 use crate::wire_error::ToWire;
 
@@ -99,6 +99,42 @@ pub struct OpenSession {
     pub info: SessionInfo,
     /// The verified user of the request (whoever owns the session).
     pub user: Option<VerifiedUser>,
+    /// A new session opened for a message ([`Sessions::open_for_message`]), not stored yet: the
+    /// message's turn stores it.
+    pub unsaved: Option<UnsavedSession>,
+}
+
+/// A new session not stored yet.
+pub struct UnsavedSession {
+    id: String,
+    token_hash: String,
+    created_at: i64,
+    settings: SessionSettings,
+    user_id: Option<String>,
+}
+
+impl UnsavedSession {
+    /// The session as the store takes it.
+    pub fn as_new(&self) -> NewSession<'_> {
+        NewSession {
+            id: &self.id,
+            token_hash: &self.token_hash,
+            created_at: self.created_at,
+            settings: &self.settings,
+            user_id: self.user_id.as_deref(),
+        }
+    }
+}
+
+/// What opening a session is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// Stored and touched now.
+    Open,
+    /// A WebSocket hello: as `Open`, within the session's joins per minute.
+    Join,
+    /// One message: a new session is stored with it, an existing one touched by its turn.
+    ForMessage,
 }
 
 fn hash_token(token: &str) -> String {
@@ -148,7 +184,7 @@ impl Sessions {
             user,
             ..Ask::default()
         };
-        self.open_or_join(ask, false).await
+        self.open_or_join(ask, Opening::Open).await
     }
 
     /// The user of `claim`, checked against the server's secret.
@@ -206,14 +242,21 @@ impl Sessions {
     /// Opens a session: a new one when `ask.id` is `None` (within the sessions-per-hour limit of
     /// its address, for its agent), else an existing one whose token must match.
     pub async fn open(&self, ask: Ask<'_>) -> Result<OpenSession, SessionError> {
-        self.open_or_join(ask, false).await
+        self.open_or_join(ask, Opening::Open).await
+    }
+
+    /// Opens a session for one message (`POST /api/chat`): as [`Self::open`], but a new session
+    /// is left for the message's turn to store with it ([`OpenSession::unsaved`], so a refused
+    /// message leaves no session behind), and an existing one is touched by that turn.
+    pub async fn open_for_message(&self, ask: Ask<'_>) -> Result<OpenSession, SessionError> {
+        self.open_or_join(ask, Opening::ForMessage).await
     }
 
     /// Opens a session for a WebSocket hello: as [`Self::open`], and joining an existing
     /// one (which reads its history and, under a filter, scores it) counts against the session's
     /// joins per minute once its token is checked, before anything is read or touched.
     pub async fn join(&self, ask: Ask<'_>) -> Result<OpenSession, SessionError> {
-        self.open_or_join(ask, true).await
+        self.open_or_join(ask, Opening::Join).await
     }
 
     /// The agent of a new session asked to be for `name` (the first one when `None`); `None` on
@@ -245,7 +288,11 @@ impl Sessions {
         }
     }
 
-    async fn open_or_join(&self, ask: Ask<'_>, join: bool) -> Result<OpenSession, SessionError> {
+    async fn open_or_join(
+        &self,
+        ask: Ask<'_>,
+        opening: Opening,
+    ) -> Result<OpenSession, SessionError> {
         let grace = self.config.disconnect_grace;
         // A claimed user is checked first: a wrong hash opens nothing, whatever else is asked.
         let user = self.identity.verify_opt(ask.user)?;
@@ -274,12 +321,23 @@ impl Sessions {
                     .as_ref()
                     .map(|a| a.greeting.clone())
                     .unwrap_or_default();
-                self.store
-                    .create_session(&id, &hash_token(&token), now_ms(), &settings, owner)
-                    .await?;
+                let unsaved = UnsavedSession {
+                    id: id.clone(),
+                    token_hash: hash_token(&token),
+                    created_at: now_ms(),
+                    settings: settings.clone(),
+                    user_id: owner.map(str::to_owned),
+                };
+                let unsaved = if opening == Opening::ForMessage {
+                    Some(unsaved)
+                } else {
+                    self.store.create_session(&unsaved.as_new()).await?;
+                    None
+                };
                 let hub = self.hubs.get_or_create(&id, grace, false);
                 tracing::info!(session = %id, agent = ?settings.agent, verified_user = owner.is_some(), "session created");
                 Ok(OpenSession {
+                    unsaved,
                     hub,
                     info: SessionInfo {
                         protocol: PROTOCOL_VERSION,
@@ -315,7 +373,7 @@ impl Sessions {
                 if !(by_token || by_owner) {
                     return Err(SessionError::Unauthorized);
                 }
-                if join {
+                if opening == Opening::Join {
                     self.limits.join(id).await?;
                 }
                 // The session keeps the agent it was created for (one the configuration no
@@ -333,9 +391,12 @@ impl Sessions {
                     .as_ref()
                     .map(|a| a.greeting.clone())
                     .unwrap_or_default();
-                self.store.touch_session(id, now_ms()).await?;
+                if opening != Opening::ForMessage {
+                    self.store.touch_session(id, now_ms()).await?;
+                }
                 let hub = self.hubs.get_or_create(id, grace, true);
                 Ok(OpenSession {
+                    unsaved: None,
                     hub,
                     info: SessionInfo {
                         protocol: PROTOCOL_VERSION,

@@ -545,6 +545,7 @@ async fn long_session(strategy: &str) {
                     tool_rounds: &[],
                     error: None,
                 },
+                None,
             )
             .await
             .unwrap();

@@ -166,6 +166,33 @@ async fn bounds_are_enforced_with_typed_errors_and_nothing_is_stored() {
 }
 
 #[tokio::test]
+async fn a_refused_first_message_leaves_no_session() {
+    let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["x"])).await;
+    let stored = || async {
+        server
+            .state
+            .store
+            .idle_sessions(i64::MAX, &[], 100)
+            .await
+            .unwrap()
+    };
+    let resp = server.post("/api/chat", &json!({"message": ""})).await;
+    assert_eq!(resp.status(), 400);
+    assert!(stored().await.is_empty(), "{:?}", stored().await);
+    // An accepted one is stored with its session, in one transaction.
+    let body: Value = server
+        .post("/api/chat", &json!({"message": "hello"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = body["session"]["sessionId"].as_str().unwrap();
+    assert_eq!(stored().await, vec![id.to_owned()]);
+    let token = body["session"]["token"].as_str().unwrap();
+    assert_eq!(server.messages(id, token).await.len(), 2);
+}
+
+#[tokio::test]
 async fn a_session_is_reachable_only_with_its_token() {
     let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["x"])).await;
     let created = server.post_json("/api/sessions", &json!({})).await;

@@ -12,8 +12,8 @@ use glassbox_core::context::{MessageMark, SessionSettings, SessionTopics};
 use glassbox_core::vocab::{MessageStatus, Role, Usage};
 use glassbox_core::wire::{ChatMessage, WireError};
 use glassbox_server::storage::{
-    Caps, DatabaseUrl, FileStored, Hold, NewFile, NewUserMessage, PageEnd, Reached, ReplyOutcome,
-    Store, Unread,
+    Caps, DatabaseUrl, FileStored, Hold, NewFile, NewSession, NewUserMessage, PageEnd, Reached,
+    ReplyOutcome, Spend, Store, Unread,
 };
 
 /// A backend with nothing in it, and what keeps it alive.
@@ -56,8 +56,10 @@ contract!(
     a_turn_stores_its_message_and_reply_once,
     replies_finish_restart_and_checkpoint,
     concurrent_turns_take_distinct_positions,
+    a_new_session_is_stored_with_its_first_turn,
     spending_adds_up_per_session_day_and_user,
     reservations_hold_tokens_until_settled_or_expired,
+    a_finished_reply_settles_its_last_call,
     embeddings_are_cached_and_go_with_their_session,
     idle_sessions_are_found_and_deleted_unless_kept,
     files_are_bounded_and_read_back,
@@ -93,9 +95,23 @@ fn done(content: &str) -> ReplyOutcome<'_> {
     }
 }
 
+fn spend(reservation: Option<&str>, day: i64, tokens: u64) -> Spend<'_> {
+    Spend {
+        reservation,
+        day,
+        tokens,
+    }
+}
+
 async fn session(store: &Store, id: &str, user_id: Option<&str>) {
     store
-        .create_session(id, "hash", 1_000, &SessionSettings::default(), user_id)
+        .create_session(&NewSession {
+            id,
+            token_hash: "hash",
+            created_at: 1_000,
+            settings: &SessionSettings::default(),
+            user_id,
+        })
         .await
         .unwrap();
 }
@@ -236,9 +252,11 @@ async fn replies_finish_restart_and_checkpoint(store: Store) {
                 error: Some(&error),
                 ..done("Half way")
             },
+            None,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .0;
     assert_eq!(failed.status, MessageStatus::Failed);
     assert_eq!(
         failed.error.as_ref().map(|e| e.code),
@@ -259,15 +277,64 @@ async fn replies_finish_restart_and_checkpoint(store: Store) {
         !store.restart_reply("s", "u1").await.unwrap(),
         "not a reply"
     );
-    let finished = store.finish_reply("s", "a1", done("Whole")).await.unwrap();
+    let (finished, _) = store
+        .finish_reply("s", "a1", done("Whole"), None)
+        .await
+        .unwrap();
     assert_eq!(
         (finished.content.as_str(), finished.status, finished.error),
         ("Whole", MessageStatus::Complete, None)
     );
     assert_eq!(finished.usage.map(|u| u.input_tokens), Some(12));
-    assert!(store.finish_reply("s", "gone", done("x")).await.is_err());
+    assert!(
+        store
+            .finish_reply("s", "gone", done("x"), None)
+            .await
+            .is_err()
+    );
     let history = store.history_through("s", "u1").await.unwrap();
     assert_eq!(history.len(), 1);
+}
+
+async fn a_new_session_is_stored_with_its_first_turn(store: Store) {
+    let settings = SessionSettings {
+        agent: Some("helper".into()),
+        ..SessionSettings::default()
+    };
+    let new = NewSession {
+        id: "s",
+        token_hash: "hash",
+        created_at: 5,
+        settings: &settings,
+        user_id: Some("alice"),
+    };
+    let (message, reply) = store
+        .insert_first_turn(&new, &user("u1", Some("c1"), 5), "a1")
+        .await
+        .unwrap();
+    assert_eq!((message.id.as_str(), reply.id.as_str()), ("u1", "a1"));
+    assert_eq!(reply.status, MessageStatus::Streaming);
+    let row = store.session("s").await.unwrap().unwrap();
+    assert_eq!(
+        (row.token_hash.as_str(), row.user_id.as_deref()),
+        ("hash", Some("alice"))
+    );
+    assert_eq!(
+        store.settings("s").await.unwrap().agent.as_deref(),
+        Some("helper")
+    );
+    // Its next turn is an ordinary one; the same id again is refused and changes nothing.
+    store
+        .insert_turn("s", &user("u2", None, 6), "a2", 6)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .insert_first_turn(&new, &user("u3", None, 7), "a3")
+            .await
+            .is_err()
+    );
+    assert_eq!(store.messages("s").await.unwrap().len(), 4);
 }
 
 async fn concurrent_turns_take_distinct_positions(store: Store) {
@@ -310,6 +377,71 @@ async fn spending_adds_up_per_session_day_and_user(store: Store) {
     assert_eq!(store.tokens_spent("nope", 99).await.unwrap().session, 0);
 }
 
+async fn a_finished_reply_settles_its_last_call(store: Store) {
+    session(&store, "s1", Some("alice")).await;
+    session(&store, "s2", None).await;
+    let caps = Caps {
+        session: 0,
+        server_day: 0,
+        user_day: 100,
+    };
+    let hold = Hold {
+        id: "r1",
+        session_id: "s1",
+        day: 100,
+        prompt: 10,
+        output: 90,
+        whole: false,
+        now: 0,
+        expires_at: 1_000,
+    };
+    assert_eq!(store.reserve_tokens(&hold, caps).await.unwrap(), Ok(90));
+    store
+        .insert_turn("s1", &user("u1", None, 1), "a1", 1)
+        .await
+        .unwrap();
+    // The reply and its last call's 30 tokens in one write: the hold is gone, 30 are spent.
+    let (reply, used) = store
+        .finish_reply("s1", "a1", done("Done"), Some(spend(Some("r1"), 100, 30)))
+        .await
+        .unwrap();
+    assert_eq!((reply.content.as_str(), used), ("Done", Some(30)));
+    let spent = store.tokens_spent("s1", 100).await.unwrap();
+    assert_eq!(
+        (spent.session, spent.server_day, spent.user_day),
+        (30, 30, 30)
+    );
+    assert_eq!(
+        store
+            .reserve_tokens(&Hold { id: "r2", ..hold }, caps)
+            .await
+            .unwrap(),
+        Ok(60)
+    );
+    // An anonymous session's spend counts for the server's day only; a reply that is gone
+    // settles nothing (one transaction).
+    store
+        .insert_turn("s2", &user("u2", None, 2), "a2", 2)
+        .await
+        .unwrap();
+    let (_, used) = store
+        .finish_reply("s2", "a2", done("Ok"), Some(spend(None, 100, 5)))
+        .await
+        .unwrap();
+    assert_eq!(used, Some(5));
+    assert!(
+        store
+            .finish_reply("s2", "gone", done("x"), Some(spend(None, 100, 7)))
+            .await
+            .is_err()
+    );
+    let spent = store.tokens_spent("s2", 100).await.unwrap();
+    assert_eq!(
+        (spent.session, spent.server_day, spent.user_day),
+        (5, 35, 0)
+    );
+}
+
 async fn reservations_hold_tokens_until_settled_or_expired(store: Store) {
     session(&store, "s1", Some("alice")).await;
     session(&store, "s2", Some("alice")).await;
@@ -348,7 +480,7 @@ async fn reservations_hold_tokens_until_settled_or_expired(store: Store) {
     // It spent 25: 35 left.
     assert_eq!(
         store
-            .settle_tokens(Some("r1"), "s1", 100, 25)
+            .settle_tokens("s1", spend(Some("r1"), 100, 25))
             .await
             .unwrap(),
         65
@@ -412,7 +544,7 @@ async fn reservations_hold_tokens_until_settled_or_expired(store: Store) {
         Err(Reached::Session)
     );
     store
-        .settle_tokens(Some("r8"), "s3", 100, 30)
+        .settle_tokens("s3", spend(Some("r8"), 100, 30))
         .await
         .unwrap();
     assert_eq!(
@@ -620,6 +752,10 @@ async fn topics_keep_the_newest_generation(store: Store) {
         ..Default::default()
     };
     assert!(store.topics("s").await.unwrap().is_none());
+    assert_eq!(
+        store.settings_and_topics("s").await.unwrap(),
+        (SessionSettings::default(), None)
+    );
     assert!(store.put_topics("s", &topics(2, "m2")).await.unwrap());
     assert!(
         !store.put_topics("s", &topics(1, "m1")).await.unwrap(),
@@ -638,6 +774,15 @@ async fn topics_keep_the_newest_generation(store: Store) {
         .await
         .unwrap();
     assert_eq!(changed, Some(Some(2)));
+    let (settings, read) = store.settings_and_topics("s").await.unwrap();
+    assert_eq!(
+        (settings.agent.as_deref(), read),
+        (Some("after"), Some(topics(3, "m3")))
+    );
+    assert_eq!(
+        store.settings_and_topics("gone").await.unwrap(),
+        (SessionSettings::default(), None)
+    );
     assert_eq!(
         store.settings("s").await.unwrap().agent.as_deref(),
         Some("after")
@@ -678,6 +823,7 @@ async fn history_is_read_in_pages_with_memories_and_unread(store: Store) {
                     status,
                     ..done(content)
                 },
+                None,
             )
             .await
             .unwrap();
@@ -812,7 +958,7 @@ async fn a_copy_from_sqlite_into_postgres_keeps_everything() {
             .await
             .unwrap();
         store
-            .finish_reply("s", &format!("a{i}"), done("an answer"))
+            .finish_reply("s", &format!("a{i}"), done("an answer"), None)
             .await
             .unwrap();
     }

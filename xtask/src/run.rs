@@ -252,7 +252,19 @@ pub fn bench_gateway() -> Result<()> {
     let dist = build::widget()?;
     // The PostgreSQL cases (one instance and two on one database) run on a private cluster; the
     // SQLite case runs without one.
-    let postgres = match crate::postgres::Cluster::start_for(crate::postgres::Purpose::Bench) {
+    let postgres = bench_cluster();
+    let url = postgres.as_ref().map(crate::postgres::Cluster::url);
+    let env: Vec<(&str, &std::ffi::OsStr)> = url
+        .iter()
+        .map(|u| ("GLASSBOX_BENCH_POSTGRES_URL", std::ffi::OsStr::new(u)))
+        .collect();
+    release_bin_with("gateway-bench", &[dist.as_os_str()], &env)
+}
+
+/// A private PostgreSQL cluster for a bench's PostgreSQL cases; none (said why) leaves the bench to
+/// SQLite alone.
+fn bench_cluster() -> Option<crate::postgres::Cluster> {
+    match crate::postgres::Cluster::start_for(crate::postgres::Purpose::Bench) {
         Ok(cluster) => Some(cluster),
         Err(e) => {
             say(format!(
@@ -260,13 +272,7 @@ pub fn bench_gateway() -> Result<()> {
             ));
             None
         }
-    };
-    let url = postgres.as_ref().map(crate::postgres::Cluster::url);
-    let env: Vec<(&str, &std::ffi::OsStr)> = url
-        .iter()
-        .map(|u| ("GLASSBOX_BENCH_POSTGRES_URL", std::ffi::OsStr::new(u)))
-        .collect();
-    release_bin_with("gateway-bench", &[dist.as_os_str()], &env)
+    }
 }
 
 /// The server's test files that never open a store: the PostgreSQL pass would only run them
@@ -353,14 +359,20 @@ pub fn bench_context(only: &[&str]) -> Result<()> {
     let script = bench.join("ort_embed.py");
     let mut args = vec![python.as_os_str(), script.as_os_str()];
     args.extend(only.iter().map(std::ffi::OsStr::new));
-    release_bin_with(
-        "context-bench",
-        &args,
-        &[
-            ("GLASSBOX_EMBED_MODEL_DIR", model_dir.as_os_str()),
-            ("GLASSBOX_MCP_DEMO", mcp_demo.as_os_str()),
-        ],
-    )
+    // The growth scenario runs on PostgreSQL too.
+    let postgres = (only.is_empty() || only.contains(&"growth"))
+        .then(bench_cluster)
+        .flatten();
+    let url = postgres.as_ref().map(crate::postgres::Cluster::url);
+    let mut env = vec![
+        ("GLASSBOX_EMBED_MODEL_DIR", model_dir.as_os_str()),
+        ("GLASSBOX_MCP_DEMO", mcp_demo.as_os_str()),
+    ];
+    env.extend(
+        url.iter()
+            .map(|u| ("GLASSBOX_BENCH_POSTGRES_URL", std::ffi::OsStr::new(u))),
+    );
+    release_bin_with("context-bench", &args, &env)
 }
 
 /// Builds the repo's MCP server (`glassbox-mcp-demo`), optimized or not; answers its path.

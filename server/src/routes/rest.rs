@@ -478,7 +478,7 @@ pub async fn chat(
         user: user.as_ref(),
         ..Ask::default()
     };
-    let session = state.sessions.open(ask).await?;
+    let session = state.sessions.open_for_message(ask).await?;
     let lease = session.hub.attach();
     let frames = session.hub.subscribe();
     let caller = Caller::of(session.user.as_ref(), address);
@@ -489,6 +489,7 @@ pub async fn chat(
             &session.info.model,
             body.chat,
             caller.as_ref(),
+            session.unsaved.as_ref(),
         )
         .await?;
     let wants_sse = headers

@@ -258,7 +258,7 @@ async fn handle<W: Sink<Message> + Unpin>(
         (_, None) => Err(AppError::HelloRequired),
         (ClientFrame::Chat(req), Some(a)) => state
             .chat
-            .submit(&a.hub, &a.model, req, a.caller.as_ref())
+            .submit(&a.hub, &a.model, req, a.caller.as_ref(), None)
             .await
             .map(|_| ())
             .map_err(AppError::from),

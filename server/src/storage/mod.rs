@@ -141,6 +141,18 @@ pub struct Spent {
     pub user_day: u64,
 }
 
+/// A session about to be stored ([`Store::create_session`], or with its first message:
+/// [`Store::insert_turn`]).
+#[derive(Debug, Clone, Copy)]
+pub struct NewSession<'a> {
+    pub id: &'a str,
+    pub token_hash: &'a str,
+    pub created_at: i64,
+    pub settings: &'a SessionSettings,
+    /// The verified user it belongs to, if any.
+    pub user_id: Option<&'a str>,
+}
+
 /// A user message about to be stored.
 #[derive(Debug, Clone)]
 pub struct NewUserMessage<'a> {
@@ -150,6 +162,16 @@ pub struct NewUserMessage<'a> {
     pub context: Option<&'a PageContext>,
     pub attachments: &'a [Attachment],
     pub created_at: i64,
+}
+
+/// Tokens one provider call spent, recorded with what ends it: its reservation (when one was
+/// held) ends and the tokens count for the session, the server and the session's verified user
+/// on `day`.
+#[derive(Debug, Clone, Copy)]
+pub struct Spend<'a> {
+    pub reservation: Option<&'a str>,
+    pub day: i64,
+    pub tokens: u64,
 }
 
 /// The final state of a reply.
@@ -271,6 +293,70 @@ macro_rules! lock_session {
     };
 }
 pub(crate) use lock_session;
+
+/// On `$db` (a pool or a transaction): stores new session `$session`.
+macro_rules! insert_session {
+    ($db:expr, $session:expr) => {{
+        let session: &$crate::storage::NewSession<'_> = $session;
+        sqlx::query(
+            "INSERT INTO sessions (id, token_hash, created_at, last_active_at, settings_json, \
+             user_id) VALUES ($1, $2, $3, $3, $4, $5)",
+        )
+        .bind(session.id)
+        .bind(session.token_hash)
+        .bind(session.created_at)
+        .bind(to_json(session.settings))
+        .bind(session.user_id)
+        .execute($db)
+        .await?;
+    }};
+}
+
+/// In transaction `$tx`: ends `$spend`'s reservation and adds its tokens to session
+/// `$session_id`'s total, the server's day and (for a verified user's session) the user's day;
+/// evaluates to the session's total.
+macro_rules! settle_in {
+    ($tx:expr, $session_id:expr, $spend:expr) => {{
+        let spend: $crate::storage::Spend<'_> = $spend;
+        let tokens = i64::try_from(spend.tokens).unwrap_or(i64::MAX);
+        if let Some(id) = spend.reservation {
+            sqlx::query("DELETE FROM budget_reservations WHERE id = $1")
+                .bind(id)
+                .execute(&mut *$tx)
+                .await?;
+        }
+        sqlx::query(
+            "INSERT INTO usage_days (day, tokens) VALUES ($1, $2) \
+             ON CONFLICT (day) DO UPDATE SET tokens = usage_days.tokens + excluded.tokens",
+        )
+        .bind(spend.day)
+        .bind(tokens)
+        .execute(&mut *$tx)
+        .await?;
+        let row: Option<(i64, Option<String>)> = sqlx::query_as(
+            "UPDATE sessions SET tokens_used = tokens_used + $1 WHERE id = $2 \
+             RETURNING tokens_used, user_id",
+        )
+        .bind(tokens)
+        .bind($session_id)
+        .fetch_optional(&mut *$tx)
+        .await?;
+        // An anonymous session (most) has no user's day to add to.
+        if let Some((_, Some(user_id))) = &row {
+            sqlx::query(
+                "INSERT INTO user_usage_days (user_id, day, tokens) VALUES ($1, $2, $3) \
+                 ON CONFLICT (user_id, day) DO UPDATE \
+                 SET tokens = user_usage_days.tokens + excluded.tokens",
+            )
+            .bind(user_id)
+            .bind(spend.day)
+            .bind(tokens)
+            .execute(&mut *$tx)
+            .await?;
+        }
+        row.map_or(0, |(used, _)| used.max(0) as u64)
+    }};
+}
 
 /// `n` numbered parameters from `$first` on, comma-separated (`$3, $4, $5`): an `IN` list.
 fn params(first: usize, n: usize) -> String {
@@ -423,26 +509,10 @@ impl Store {
         Ok(res)
     }
 
-    /// Stores a new session (of verified user `user_id`, when given).
-    pub async fn create_session(
-        &self,
-        id: &str,
-        token_hash: &str,
-        now: i64,
-        settings: &SessionSettings,
-        user_id: Option<&str>,
-    ) -> Result<(), StorageError> {
-        let sql = "INSERT INTO sessions (id, token_hash, created_at, last_active_at, settings_json, \
-             user_id) VALUES ($1, $2, $3, $3, $4, $5)";
+    /// Stores a new session.
+    pub async fn create_session(&self, session: &NewSession<'_>) -> Result<(), StorageError> {
         on_db!(self, write, |db, d| {
-            sqlx::query(sql)
-                .bind(id)
-                .bind(token_hash)
-                .bind(now)
-                .bind(to_json(settings))
-                .bind(user_id)
-                .execute(db)
-                .await?;
+            insert_session!(db, session);
         });
         Ok(())
     }
@@ -478,59 +548,29 @@ impl Store {
         day: i64,
         tokens: u64,
     ) -> Result<u64, StorageError> {
-        self.settle_tokens(None, session_id, day, tokens).await
+        let spend = Spend {
+            reservation: None,
+            day,
+            tokens,
+        };
+        self.settle_tokens(session_id, spend).await
     }
 
-    /// Ends reservation `reservation` (when there was one) and adds `tokens` to what the session,
-    /// the server and the session's verified user spent on `day`, in one transaction (a call is
+    /// Ends `spend`'s reservation (when there was one) and adds its tokens to what the session,
+    /// the server and the session's verified user spent on its day, in one transaction (a call is
     /// counted as held or as spent, never neither); returns the session's total.
     pub async fn settle_tokens(
         &self,
-        reservation: Option<&str>,
         session_id: &str,
-        day: i64,
-        tokens: u64,
+        spend: Spend<'_>,
     ) -> Result<u64, StorageError> {
-        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
-        let used: Option<i64> = on_db!(self, write, |db, d| {
+        let used = on_db!(self, write, |db, d| {
             let mut tx = db.begin().await?;
-            if let Some(id) = reservation {
-                sqlx::query("DELETE FROM budget_reservations WHERE id = $1")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            sqlx::query(
-                "INSERT INTO usage_days (day, tokens) VALUES ($1, $2) \
-                 ON CONFLICT (day) DO UPDATE SET tokens = usage_days.tokens + excluded.tokens",
-            )
-            .bind(day)
-            .bind(tokens)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "INSERT INTO user_usage_days (user_id, day, tokens) \
-                 SELECT user_id, $1, $2 FROM sessions WHERE id = $3 AND user_id IS NOT NULL \
-                 ON CONFLICT (user_id, day) DO UPDATE \
-                 SET tokens = user_usage_days.tokens + excluded.tokens",
-            )
-            .bind(day)
-            .bind(tokens)
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await?;
-            let used: Option<i64> = sqlx::query_scalar(
-                "UPDATE sessions SET tokens_used = tokens_used + $1 WHERE id = $2 \
-                 RETURNING tokens_used",
-            )
-            .bind(tokens)
-            .bind(session_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let used = settle_in!(tx, session_id, spend);
             tx.commit().await?;
             used
         });
-        Ok(used.unwrap_or(0).max(0) as u64)
+        Ok(used)
     }
 
     /// Marks a session used at `now` (written at most once a minute per session).
@@ -709,6 +749,41 @@ impl Store {
         reply_id: &str,
         now: i64,
     ) -> Result<(ChatMessage, Option<ChatMessage>), StorageError> {
+        self.store_turn(Opened::Stored(session_id), m, reply_id, now)
+            .await
+    }
+
+    /// Stores session `session` with its first turn (as [`Store::insert_turn`]) in one
+    /// transaction: a session whose first message is refused is never stored.
+    pub async fn insert_first_turn(
+        &self,
+        session: &NewSession<'_>,
+        m: &NewUserMessage<'_>,
+        reply_id: &str,
+    ) -> Result<(ChatMessage, ChatMessage), StorageError> {
+        match self
+            .store_turn(Opened::New(session), m, reply_id, session.created_at)
+            .await?
+        {
+            (message, Some(reply)) => Ok((message, reply)),
+            (message, None) => Err(StorageError::Corrupt(format!(
+                "new session {}'s first message {} stored without its reply",
+                session.id, message.id
+            ))),
+        }
+    }
+
+    async fn store_turn(
+        &self,
+        opened: Opened<'_, '_>,
+        m: &NewUserMessage<'_>,
+        reply_id: &str,
+        now: i64,
+    ) -> Result<(ChatMessage, Option<ChatMessage>), StorageError> {
+        let session_id = match opened {
+            Opened::Stored(id) => id,
+            Opened::New(session) => session.id,
+        };
         let sql = format!(
             "WITH next AS (SELECT COALESCE(MAX(seq), 0) AS seq FROM messages WHERE session_id = $1), \
              fresh AS (SELECT 1 AS one WHERE $4 IS NULL OR NOT EXISTS \
@@ -728,15 +803,21 @@ impl Store {
         );
         let rows: Vec<MessageRow> = on_db!(self, write, |db, d| {
             let mut tx = db.begin().await?;
-            // Nothing is inserted in the session between the check and the insert: SQLite's one
-            // writer connection, PostgreSQL's lock on the session's row.
-            lock_session!(d, tx, session_id);
-            sqlx::query(TOUCH)
-                .bind(now)
-                .bind(session_id)
-                .bind(now - 60_000)
-                .execute(&mut *tx)
-                .await?;
+            match opened {
+                // Nobody else sees the session before the commit, and it was just used.
+                Opened::New(session) => insert_session!(&mut *tx, session),
+                Opened::Stored(_) => {
+                    // Nothing is inserted in the session between the check and the insert:
+                    // SQLite's one writer connection, PostgreSQL's lock on the session's row.
+                    lock_session!(d, tx, session_id);
+                    sqlx::query(TOUCH)
+                        .bind(now)
+                        .bind(session_id)
+                        .bind(now - 60_000)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
             let rows = sqlx::query_as(&sql)
                 .bind(session_id)
                 .bind(m.id)
@@ -858,33 +939,53 @@ impl Store {
         Ok(())
     }
 
-    /// Stores the final state of a reply and returns it.
+    /// Stores the final state of a reply and returns it; with `spend` (the reply's last provider
+    /// call), settles that call in the same transaction ([`Store::settle_tokens`]) and returns
+    /// the session's total too.
     pub async fn finish_reply(
         &self,
         session_id: &str,
         id: &str,
         outcome: ReplyOutcome<'_>,
-    ) -> Result<ChatMessage, StorageError> {
+        spend: Option<Spend<'_>>,
+    ) -> Result<(ChatMessage, Option<u64>), StorageError> {
         let sql = format!(
             "UPDATE messages SET content = $1, status = $2, usage_json = $3, \
              context_report_json = $4, tool_rounds_json = $5, error_json = $6 \
              WHERE session_id = $7 AND id = $8 RETURNING {MESSAGE_COLUMNS}"
         );
-        let row: Option<MessageRow> = on_db!(self, write, |db, d| {
-            sqlx::query_as(&sql)
-                .bind(outcome.content)
-                .bind(name(outcome.status))
-                .bind(outcome.usage.as_ref().map(to_json))
-                .bind(outcome.receipt.map(to_json))
-                .bind((!outcome.tool_rounds.is_empty()).then(|| to_json(outcome.tool_rounds)))
-                .bind(outcome.error.map(to_json))
-                .bind(session_id)
-                .bind(id)
-                .fetch_optional(db)
-                .await?
+        macro_rules! update {
+            () => {
+                sqlx::query_as(&sql)
+                    .bind(outcome.content)
+                    .bind(name(outcome.status))
+                    .bind(outcome.usage.as_ref().map(to_json))
+                    .bind(outcome.receipt.map(to_json))
+                    .bind((!outcome.tool_rounds.is_empty()).then(|| to_json(outcome.tool_rounds)))
+                    .bind(outcome.error.map(to_json))
+                    .bind(session_id)
+                    .bind(id)
+            };
+        }
+        let (row, used): (Option<MessageRow>, Option<u64>) = on_db!(self, write, |db, d| {
+            match spend {
+                None => (update!().fetch_optional(db).await?, None),
+                Some(spend) => {
+                    let mut tx = db.begin().await?;
+                    let used = settle_in!(tx, session_id, spend);
+                    let row = update!().fetch_optional(&mut *tx).await?;
+                    // A reply that is gone settles nothing either.
+                    if row.is_some() {
+                        tx.commit().await?;
+                    }
+                    (row, Some(used))
+                }
+            }
         });
-        row.map(ChatMessage::from)
-            .ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))
+        let message = row
+            .map(ChatMessage::from)
+            .ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))?;
+        Ok((message, used))
     }
 
     /// A session's settings record (defaults when it never changed any).
@@ -1058,6 +1159,27 @@ impl Store {
                 .await?
         });
         from_json("topics_json", raw)
+    }
+
+    /// A session's settings record and its topics, read together (one statement, one snapshot):
+    /// what planning a turn starts from.
+    pub async fn settings_and_topics(
+        &self,
+        session_id: &str,
+    ) -> Result<(SessionSettings, Option<SessionTopics>), StorageError> {
+        let sql = "SELECT s.settings_json, t.topics_json FROM sessions s \
+             LEFT JOIN session_topics t ON t.session_id = s.id WHERE s.id = $1";
+        let raw: Option<(Option<String>, Option<String>)> = on_db!(self, read, |db, d| {
+            sqlx::query_as(sql)
+                .bind(session_id)
+                .fetch_optional(db)
+                .await?
+        });
+        let (settings, topics) = raw.unwrap_or_default();
+        Ok((
+            from_json("settings_json", settings)?.unwrap_or_default(),
+            from_json("topics_json", topics)?,
+        ))
     }
 
     /// Stores an extraction's topics unless a newer one (a higher generation) is stored already;
@@ -1279,6 +1401,13 @@ impl Store {
 }
 
 /// Marks a session (`$2`) used at `$1`, at most once a minute (`$3`: a minute before `$1`).
+/// The session a turn is stored in: one stored before, or a new one stored with it.
+#[derive(Clone, Copy)]
+enum Opened<'s, 'a> {
+    Stored(&'s str),
+    New(&'s NewSession<'a>),
+}
+
 const TOUCH: &str = "UPDATE sessions SET last_active_at = $1 WHERE id = $2 AND last_active_at < $3";
 
 /// Writes a session's topics (`$1`, generation `$2`, JSON `$3`, at `$4`) unless a newer

@@ -478,8 +478,7 @@ impl Topics {
 
     /// The filter's view of the whole stored history (outside a turn: after a change).
     pub async fn current_view(&self, session_id: &str) -> Result<FilterView, TopicError> {
-        let settings = self.store.settings(session_id).await?;
-        let topics = self.store.topics(session_id).await?;
+        let (settings, topics) = self.store.settings_and_topics(session_id).await?;
         let history = self.model_history(session_id).await?;
         Ok(self
             .history_filter(session_id, &settings, topics.as_ref(), &history)

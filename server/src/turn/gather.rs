@@ -273,10 +273,7 @@ impl TurnEngine {
     ) -> Result<(Gathered, TurnPlan), TurnError> {
         let (settings, topics) = match extras.session {
             Some(known) => known,
-            None => (
-                self.store.settings(session_id).await?,
-                self.store.topics(session_id).await?,
-            ),
+            None => self.store.settings_and_topics(session_id).await?,
         };
         let page_context = history.last().and_then(|m| m.context.clone());
         let history: Vec<ChatMessage> = history

@@ -25,7 +25,7 @@ use glassbox_core::wire::{
 };
 
 use crate::background::TurnStarting;
-use crate::budgets::BudgetError;
+use crate::budgets::{BudgetError, Budgets, Reservation};
 use crate::calls::{CallFailure, Calls};
 use crate::config::Config;
 use crate::context::ContextWindows;
@@ -102,6 +102,12 @@ impl ToWire for TurnError {
     }
 }
 
+/// A reply's last provider call, settled when the reply is stored.
+struct LastCall {
+    reservation: Reservation,
+    tokens: u64,
+}
+
 /// How a reply ends.
 enum Ending {
     Complete,
@@ -153,8 +159,7 @@ impl TurnEngine {
         planning: Planning,
     ) -> Result<(ToolSet, Gathered, TurnPlan), TurnError> {
         let session_id = hub.session_id.as_str();
-        let settings = self.store.settings(session_id).await?;
-        let topics = self.store.topics(session_id).await?;
+        let (settings, topics) = self.store.settings_and_topics(session_id).await?;
         let standing = topics.as_ref().map_or(&[][..], |t| &t.sticky_ids[..]);
         let info = self
             .windows
@@ -368,19 +373,32 @@ impl TurnEngine {
                     counted: true,
                 });
             self.calls.spent(model, &spent);
-            self.calls
-                .budgets
-                .settle(
-                    reservation,
-                    session_id,
-                    Some(hub),
-                    spent.input_tokens + spent.output_tokens,
-                )
-                .await?;
+            let tokens = spent.input_tokens + spent.output_tokens;
+            // A call that ends the reply (stopped, failed, or no tool calls) is settled with the
+            // reply's final state, in one write; one followed by a tool round is settled now.
+            let mut last = Some(LastCall {
+                reservation,
+                tokens,
+            });
+            if out.as_ref().is_ok_and(|o| !o.calls.is_empty())
+                && let Some(call) = last.take()
+            {
+                self.calls
+                    .budgets
+                    .settle(call.reservation, session_id, Some(hub), call.tokens)
+                    .await?;
+            }
             if stop.is_stopped() && matches!(out, Err(CallFailure::Cancelled)) {
                 reply.add_usage(Some(spent));
                 return self
-                    .finish(hub, reply_id, &reply, Some(&plan.receipt), Ending::Stopped)
+                    .finish_spent(
+                        hub,
+                        reply_id,
+                        &reply,
+                        Some(&plan.receipt),
+                        Ending::Stopped,
+                        last,
+                    )
                     .await;
             }
             let out = match out {
@@ -395,12 +413,13 @@ impl TurnEngine {
                         "reply failed"
                     );
                     return self
-                        .finish(
+                        .finish_spent(
                             hub,
                             reply_id,
                             &reply,
                             Some(&plan.receipt),
                             Ending::Failed(failure.to_wire()),
+                            last,
                         )
                         .await;
                 }
@@ -408,7 +427,14 @@ impl TurnEngine {
             reply.add_usage(out.usage);
             if out.calls.is_empty() {
                 return self
-                    .finish(hub, reply_id, &reply, Some(&plan.receipt), Ending::Complete)
+                    .finish_spent(
+                        hub,
+                        reply_id,
+                        &reply,
+                        Some(&plan.receipt),
+                        Ending::Complete,
+                        last,
+                    )
                     .await;
             }
             let at = reply.content.len();
@@ -534,6 +560,20 @@ impl TurnEngine {
         receipt: Option<&Receipt>,
         ending: Ending,
     ) -> Result<(), TurnError> {
+        self.finish_spent(hub, reply_id, reply, receipt, ending, None)
+            .await
+    }
+
+    /// As [`Self::finish`], settling the reply's `last` provider call in the same write.
+    async fn finish_spent(
+        &self,
+        hub: &Hub,
+        reply_id: &str,
+        reply: &Reply,
+        receipt: Option<&Receipt>,
+        ending: Ending,
+        last: Option<LastCall>,
+    ) -> Result<(), TurnError> {
         let (status, error, outcome) = match ending {
             Ending::Complete => (MessageStatus::Complete, None, TurnOutcome::Complete),
             Ending::Stopped => (MessageStatus::Stopped, None, TurnOutcome::Stopped),
@@ -543,7 +583,10 @@ impl TurnEngine {
                 TurnOutcome::Failed,
             ),
         };
-        let stored: ChatMessage = self
+        let spend = last
+            .as_ref()
+            .and_then(|call| Budgets::spend(&call.reservation, call.tokens));
+        let (stored, used) = self
             .store
             .finish_reply(
                 &hub.session_id,
@@ -556,8 +599,12 @@ impl TurnEngine {
                     tool_rounds: &reply.rounds,
                     error: error.as_ref(),
                 },
+                spend,
             )
             .await?;
+        if let Some(used) = used {
+            self.calls.budgets.settled(hub, used);
+        }
         self.calls.metrics.turn(outcome);
         match error {
             Some(e) => hub.publish(ServerEvent::Error(e)),

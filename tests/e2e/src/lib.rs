@@ -1,6 +1,7 @@
 //! Helpers for end-to-end tests and benchmarks: a real Glassbox server on a loopback port, and a
 //! headless Chromium driven over WebDriver (Debian's `chromium` + `chromedriver`).
 
+pub mod bench_postgres;
 pub mod cpu_profile;
 pub mod markdown_fixture;
 pub mod ort_anchor;

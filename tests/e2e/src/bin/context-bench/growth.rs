@@ -1,14 +1,15 @@
 //! Growth (issue 41): the time to the first token of a reply in a session of 10, 1,000 and
 //! 10,000 messages, same run, through the server (`POST /api/chat` read to `done`, the offline
-//! provider with no delay, limits off). Sessions are filled through the server's own store (user
-//! messages and finished replies with a real receipt), then the measured turns go round-robin over
-//! the three sessions. Goal: p50 at 10,000 within 1.5× of that at 10.
+//! provider with no delay, limits off), on SQLite and then, given a cluster, on PostgreSQL.
+//! Sessions are filled through the server's own store (user messages and finished replies with a
+//! real receipt), then the measured turns go round-robin over the three sessions. Goal: p50 at
+//! 10,000 within 1.5× of that at 10.
 
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use glassbox_core::vocab::{MessageStatus, Usage};
-use glassbox_e2e::start_server;
+use glassbox_e2e::{bench_postgres, start_server};
 use glassbox_server::storage::{NewUserMessage, ReplyOutcome};
 use serde_json::json;
 
@@ -104,19 +105,38 @@ async fn filled(
                     tool_rounds: &[],
                     error: None,
                 },
+                None,
             )
             .await?;
     }
     Ok((id, token, t.elapsed()))
 }
 
+/// The growth scenario on SQLite, then on PostgreSQL when the bench was given a cluster
+/// (`GLASSBOX_BENCH_POSTGRES_URL`, as `cargo xtask bench context` starts one).
 pub async fn growth() -> Result<()> {
-    let server = start_server(&[
+    growth_on("SQLite", &[]).await?;
+    match bench_postgres::cluster() {
+        Some(admin) => {
+            let db = bench_postgres::Database::create(&admin, "glassbox_growth_bench").await?;
+            growth_on("PostgreSQL", &[("GLASSBOX_DATABASE_URL", db.url.as_str())]).await
+        }
+        None => {
+            println!("\n(No PostgreSQL cluster: the growth scenario ran on SQLite only.)");
+            Ok(())
+        }
+    }
+}
+
+/// The scenario on one backend: the server started with `vars` on top of the offline provider.
+async fn growth_on(backend: &str, vars: &[(&str, &str)]) -> Result<()> {
+    let mut all = vec![
         ("GLASSBOX_PROVIDER", "offline"),
         ("GLASSBOX_OFFLINE_DELAY_MS", "0"),
         ("GLASSBOX_EMBEDDINGS", "off"),
-    ])
-    .await?;
+    ];
+    all.extend_from_slice(vars);
+    let server = start_server(&all).await?;
     let http = reqwest::Client::new();
     let mut sessions = Vec::new();
     for size in SIZES {
@@ -136,7 +156,7 @@ pub async fn growth() -> Result<()> {
         }
     }
     println!(
-        "\n## Growth: first token by session length ({TURNS} turns each after {WARMUP}, round-robin, offline provider, no delay)\n"
+        "\n## Growth on {backend}: first token by session length ({TURNS} turns each after {WARMUP}, round-robin, offline provider, no delay)\n"
     );
     println!("| messages at start | at end | p50 (ms) | p99 (ms) | p50 ratio to 10 | filled in |");
     println!("|---|---|---|---|---|---|");
