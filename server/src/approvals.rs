@@ -263,7 +263,10 @@ impl Approvals {
         }
         let message = self.decided(hub, &request, answer.0, answer.1.clone(), Some(&call.id));
         // Stored before the turn goes on: once the reply is done, its history has the decision.
-        store_decision(&self.store, &hub.session_id, &message).await;
+        // In a task of its own, so a stop that drops this wait meanwhile does not cut the write.
+        let (store, session_id) = (self.store.clone(), hub.session_id.clone());
+        let _ =
+            tokio::spawn(async move { store_decision(&store, &session_id, &message).await }).await;
         answer
     }
 

@@ -124,10 +124,10 @@ impl Budgets {
         self
     }
 
-    /// Refuses when the session, the server today, or the session's verified user today has no
-    /// tokens left.
-    pub async fn check(&self, session_id: &str) -> Result<(), BudgetError> {
-        let checked = self.refusal(session_id).await;
+    /// Refuses when the session, the server today, or the session's verified user today (`user_id`
+    /// when given: a session not stored yet) has no tokens left.
+    pub async fn check(&self, session_id: &str, user_id: Option<&str>) -> Result<(), BudgetError> {
+        let checked = self.refusal(session_id, user_id).await;
         if let Err(BudgetError::Exhausted(e)) = &checked {
             self.count_refusal(e);
         }
@@ -219,13 +219,16 @@ impl Budgets {
         }
     }
 
-    async fn refusal(&self, session_id: &str) -> Result<(), BudgetError> {
+    async fn refusal(&self, session_id: &str, user_id: Option<&str>) -> Result<(), BudgetError> {
         let caps = self.caps;
         if caps.session_tokens == 0 && caps.daily_tokens == 0 && caps.user_daily_tokens == 0 {
             return Ok(());
         }
         let now = now_ms();
-        let spent = self.store.tokens_spent(session_id, today(now)).await?;
+        let spent = self
+            .store
+            .tokens_spent_of(session_id, user_id, today(now))
+            .await?;
         let reached = |limit: u64, used: u64| limit > 0 && used >= limit;
         let resets_in = Duration::from_millis(((today(now) + 1) * DAY_MS - now).max(0) as u64);
         if reached(caps.session_tokens, spent.session) {

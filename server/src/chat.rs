@@ -137,8 +137,10 @@ impl Chat {
             .files
             .resolve(session_id, req.attachments)
             .await?;
-        // What refuses without spending comes first, so a refused message costs no allowance.
-        self.budgets.check(session_id).await?;
+        // What refuses without spending comes first, so a refused message costs no allowance. A
+        // new session's user is known before its row is stored.
+        let owner = unsaved.and_then(|s| s.as_new().user_id);
+        self.budgets.check(session_id, owner).await?;
         let permit = self.limits.stream(caller)?;
         self.limits.message(caller, session_id).await?;
         let starting = TurnStarting::begin();
@@ -209,7 +211,7 @@ impl Chat {
     ) -> Result<(), ChatError> {
         let admitted = self.drain.admit().ok_or(ChatError::ShuttingDown)?;
         let session_id = hub.session_id.as_str();
-        self.budgets.check(session_id).await?;
+        self.budgets.check(session_id, None).await?;
         let permit = self.limits.stream(caller)?;
         self.limits.message(caller, session_id).await?;
         let starting = TurnStarting::begin();

@@ -335,7 +335,7 @@ impl Sessions {
                     None
                 };
                 let hub = self.hubs.get_or_create(&id, grace, false);
-                tracing::info!(session = %id, agent = ?settings.agent, verified_user = owner.is_some(), "session created");
+                tracing::info!(session = %id, agent = ?settings.agent, verified_user = owner.is_some(), stored_with_first_message = unsaved.is_some(), "session created");
                 Ok(OpenSession {
                     unsaved,
                     hub,

@@ -418,8 +418,8 @@ async fn a_finished_reply_settles_its_last_call(store: Store) {
             .unwrap(),
         Ok(60)
     );
-    // An anonymous session's spend counts for the server's day only; a reply that is gone
-    // settles nothing (one transaction).
+    // An anonymous session's spend counts for the server's day only; a reply that is gone (its
+    // session deleted meanwhile) is an error, and its call's tokens are spent all the same.
     store
         .insert_turn("s2", &user("u2", None, 2), "a2", 2)
         .await
@@ -438,7 +438,7 @@ async fn a_finished_reply_settles_its_last_call(store: Store) {
     let spent = store.tokens_spent("s2", 100).await.unwrap();
     assert_eq!(
         (spent.session, spent.server_day, spent.user_day),
-        (5, 35, 0)
+        (12, 42, 0)
     );
 }
 

@@ -142,7 +142,7 @@ pub struct Spent {
 }
 
 /// A session about to be stored ([`Store::create_session`], or with its first message:
-/// [`Store::insert_turn`]).
+/// [`Store::insert_first_turn`]).
 #[derive(Debug, Clone, Copy)]
 pub struct NewSession<'a> {
     pub id: &'a str,
@@ -520,15 +520,27 @@ impl Store {
     /// Tokens spent by `session_id`, by the whole server on `day` (days since the epoch, UTC), and
     /// by the session's verified user on `day` (0 for an anonymous session).
     pub async fn tokens_spent(&self, session_id: &str, day: i64) -> Result<Spent, StorageError> {
+        self.tokens_spent_of(session_id, None, day).await
+    }
+
+    /// As [`Store::tokens_spent`], with the user's day read for `user_id` when given (a new
+    /// session not stored yet has no row to find its user by).
+    pub async fn tokens_spent_of(
+        &self,
+        session_id: &str,
+        user_id: Option<&str>,
+        day: i64,
+    ) -> Result<Spent, StorageError> {
         let sql = "SELECT (SELECT tokens_used FROM sessions WHERE id = $1) AS session, \
                     (SELECT tokens FROM usage_days WHERE day = $2) AS day, \
-                    (SELECT u.tokens FROM user_usage_days u JOIN sessions s \
-                       ON s.user_id = u.user_id WHERE s.id = $1 AND u.day = $2) AS user_day";
+                    (SELECT tokens FROM user_usage_days WHERE day = $2 AND user_id = \
+                       COALESCE($3, (SELECT user_id FROM sessions WHERE id = $1))) AS user_day";
         let (session, server, user): (Option<i64>, Option<i64>, Option<i64>) =
             on_db!(self, write, |db, d| {
                 sqlx::query_as(sql)
                     .bind(session_id)
                     .bind(day)
+                    .bind(user_id)
                     .fetch_one(db)
                     .await?
             });
@@ -974,10 +986,8 @@ impl Store {
                     let mut tx = db.begin().await?;
                     let used = settle_in!(tx, session_id, spend);
                     let row = update!().fetch_optional(&mut *tx).await?;
-                    // A reply that is gone settles nothing either.
-                    if row.is_some() {
-                        tx.commit().await?;
-                    }
+                    // A reply that is gone (its session deleted meanwhile) still spent its tokens.
+                    tx.commit().await?;
                     (row, Some(used))
                 }
             }
@@ -1400,7 +1410,6 @@ impl Store {
     }
 }
 
-/// Marks a session (`$2`) used at `$1`, at most once a minute (`$3`: a minute before `$1`).
 /// The session a turn is stored in: one stored before, or a new one stored with it.
 #[derive(Clone, Copy)]
 enum Opened<'s, 'a> {
@@ -1408,6 +1417,7 @@ enum Opened<'s, 'a> {
     New(&'s NewSession<'a>),
 }
 
+/// Marks a session (`$2`) used at `$1`, at most once a minute (`$3`: a minute before `$1`).
 const TOUCH: &str = "UPDATE sessions SET last_active_at = $1 WHERE id = $2 AND last_active_at < $3";
 
 /// Writes a session's topics (`$1`, generation `$2`, JSON `$3`, at `$4`) unless a newer

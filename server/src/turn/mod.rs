@@ -586,7 +586,7 @@ impl TurnEngine {
         let spend = last
             .as_ref()
             .and_then(|call| Budgets::spend(&call.reservation, call.tokens));
-        let (stored, used) = self
+        let finished = self
             .store
             .finish_reply(
                 &hub.session_id,
@@ -601,7 +601,23 @@ impl TurnEngine {
                 },
                 spend,
             )
-            .await?;
+            .await;
+        let (stored, used) = match finished {
+            Ok(finished) => finished,
+            Err(e) => {
+                // The reply's state is lost to the error; its last call's tokens are not.
+                if let Some(call) = last
+                    && let Err(settle) = self
+                        .calls
+                        .budgets
+                        .settle(call.reservation, &hub.session_id, Some(hub), call.tokens)
+                        .await
+                {
+                    tracing::error!(session = %hub.session_id, error = %settle, "a reply's last call not settled");
+                }
+                return Err(e.into());
+            }
+        };
         if let Some(used) = used {
             self.calls.budgets.settled(hub, used);
         }
