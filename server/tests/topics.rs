@@ -1211,7 +1211,9 @@ const TOPICS_JSON: &str = r#"{"topics":[{"label":"Chess openings","count":2},{"l
 "instructions":{"label":"Instructions & Preferences","message_ids":[]}}"#;
 
 /// A server whose topic model is the reply model (the default), on the fake provider's `api`.
-async fn with_topic_model(api: Api) -> TestServer {
+/// A server whose topics come from the model; each reply's own extraction starts `settle_ms`
+/// after it (a test that extracts by itself sets it out of reach, so the two never race).
+async fn with_topic_model(api: Api, settle_ms: &str) -> TestServer {
     let dir = model_dir().display().to_string();
     TestServer::start_with(
         api,
@@ -1220,6 +1222,7 @@ async fn with_topic_model(api: Api) -> TestServer {
             ("GLASSBOX_EMBEDDINGS", "on"),
             ("GLASSBOX_EMBED_MODEL_DIR", dir.as_str()),
             ("GLASSBOX_TOPICS", "on"),
+            ("GLASSBOX_TOPICS_SETTLE_MS", settle_ms),
         ],
     )
     .await
@@ -1227,7 +1230,7 @@ async fn with_topic_model(api: Api) -> TestServer {
 
 #[tokio::test]
 async fn the_topic_model_answers_in_the_schema_and_bad_answers_keep_the_topics() {
-    let server = with_topic_model(Api::OpenAi).await;
+    let server = with_topic_model(Api::OpenAi, "1500").await;
     let (id, token, _) = server.new_session().await;
     server.fake.set(Behaviour::reply(&[TOPICS_JSON]));
     server
@@ -1282,7 +1285,7 @@ async fn the_topic_model_answers_in_the_schema_and_bad_answers_keep_the_topics()
 
 #[tokio::test]
 async fn anthropic_answers_through_the_forced_tool() {
-    let server = with_topic_model(Api::Anthropic).await;
+    let server = with_topic_model(Api::Anthropic, "3600000").await;
     let (id, token, _) = server.new_session().await;
     server
         .chat(&id, &token, "Which chess opening suits a beginner?")
