@@ -847,6 +847,44 @@ async fn history_is_read_in_pages_with_memories_and_unread(store: Store) {
         })
     );
     assert_eq!(store.unread_before("s", 1).await.unwrap(), None);
+    // Ends that do not reach the model: the first reply failed, and so did the one before u29.
+    let before_u29 = store.position("s", "u29").await.unwrap().unwrap();
+    let older: Vec<_> = all[..(before_u29 - 1) as usize]
+        .iter()
+        .filter(|m| m.reaches_model())
+        .collect();
+    assert_eq!(
+        (older[0].id.as_str(), older[older.len() - 1].id.as_str()),
+        ("u00", "u28")
+    );
+    assert_eq!(
+        store.unread_before("s", before_u29).await.unwrap(),
+        Some(Unread {
+            count: older.len() as i64,
+            first_id: "u00".into(),
+            last_id: "u28".into(),
+        })
+    );
+    // Pages from the newest, and from an end past it.
+    let newest = store
+        .messages_before("s", PageEnd::Before(i64::MAX), 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        newest
+            .iter()
+            .map(|(_, m)| m.id.as_str())
+            .collect::<Vec<_>>(),
+        ["a39", "u39"]
+    );
+    let beyond = store
+        .messages_before("s", PageEnd::Before(before + 1_000), 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        beyond[0].1.id, "a39",
+        "an end past the newest reads from the newest"
+    );
     let page = store
         .messages_before("s", PageEnd::Before(before), 3)
         .await

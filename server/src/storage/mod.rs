@@ -1117,7 +1117,8 @@ impl Store {
 
     /// A page of [`Store::message_texts`] read from the newest end: at most `limit` messages
     /// before position `before` (`i64::MAX`: from the newest), newest first, each with its
-    /// position (the next page ends before the last one).
+    /// position (the next page ends before the last one), over a range of positions as a turn's
+    /// pages are.
     pub async fn message_texts_before(
         &self,
         session_id: &str,
@@ -1125,8 +1126,10 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<(i64, ChatMessage)>, StorageError> {
         let sql = format!(
-            "SELECT seq, {MESSAGE_TEXT_COLUMNS} FROM messages \
-             WHERE session_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3"
+            "{page_end} SELECT seq, {MESSAGE_TEXT_COLUMNS} FROM messages \
+             WHERE session_id = $1 AND {in_page} ORDER BY seq DESC LIMIT $3",
+            page_end = history::page_end(None, "$2"),
+            in_page = history::in_page("$3"),
         );
         let rows: Vec<PlacedTextRow> = on_db!(self, read, |db, d| {
             sqlx::query_as(&sql)
