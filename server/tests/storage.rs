@@ -865,6 +865,44 @@ async fn history_is_read_in_pages_with_memories_and_unread(store: Store) {
             last_id: "u28".into(),
         })
     );
+    // Past the newest, the newest that reaches is the last one (a39).
+    assert_eq!(
+        store
+            .unread_before("s", before + 1_000)
+            .await
+            .unwrap()
+            .map(|u| u.last_id),
+        Some("a39".to_owned())
+    );
+    // A session that begins with messages that do not reach the model: the oldest that does is
+    // found past them.
+    session(&store, "t", None).await;
+    for (i, id) in ["p1", "p2"].into_iter().enumerate() {
+        let approval = ChatMessage {
+            id: id.into(),
+            role: Role::Approval,
+            created_at: i as i64,
+            ..Default::default()
+        };
+        store.insert_approval("t", &approval).await.unwrap();
+    }
+    store
+        .insert_turn("t", &user("tu", None, 3), "ta", 3)
+        .await
+        .unwrap();
+    store
+        .finish_reply("t", "ta", done("an answer"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.unread_before("t", 5).await.unwrap(),
+        Some(Unread {
+            count: 2,
+            first_id: "tu".into(),
+            last_id: "ta".into(),
+        })
+    );
+    assert_eq!(store.unread_before("t", 3).await.unwrap(), None);
     // Pages from the newest, and from an end past it.
     let newest = store
         .messages_before("s", PageEnd::Before(i64::MAX), 2)

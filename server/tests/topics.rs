@@ -1287,8 +1287,13 @@ async fn the_topic_model_answers_in_the_schema_and_bad_answers_keep_the_topics()
 async fn anthropic_answers_through_the_forced_tool() {
     let server = with_topic_model(Api::Anthropic, "3600000").await;
     let (id, token, _) = server.new_session().await;
+    // An exchange for each label, so both topics keep members whether the messages' vectors are
+    // ready when it runs (each exchange under its closest label) or not (the model's counts).
     server
         .chat(&id, &token, "Which chess opening suits a beginner?")
+        .await;
+    server
+        .chat(&id, &token, "How do I win a rook endgame a pawn up?")
         .await;
     server.fake.set(Behaviour::ToolCall {
         text: String::new(),

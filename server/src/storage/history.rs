@@ -192,7 +192,8 @@ impl Store {
     /// gaps: messages are never deleted one by one) less the settled ones that do not reach the
     /// model (index `messages_not_reaching`, few): no read grows with the session. A reply still
     /// streaming there (left by an instance that died, until it is marked failed) is counted
-    /// among those that reach the model; the session's own streaming reply is its newest.
+    /// among those that reach the model; the session's own streaming reply is among the pages a
+    /// turn read.
     pub async fn unread_before(
         &self,
         session_id: &str,
@@ -218,7 +219,9 @@ impl Store {
                    SELECT m.seq, m.id, {reaches} FROM up JOIN messages m \
                      ON m.session_id = $1 AND m.seq = up.seq + 1 WHERE NOT up.ok AND m.seq < $2), \
                  down(seq, id, ok) AS ( \
-                   SELECT seq, id, {reaches} FROM messages WHERE session_id = $1 AND seq = $2 - 1 \
+                   SELECT seq, id, {reaches} FROM messages WHERE session_id = $1 \
+                     AND seq = (SELECT CASE WHEN MAX(seq) < $2 - 1 THEN MAX(seq) ELSE $2 - 1 END \
+                       FROM messages WHERE session_id = $1) \
                    UNION ALL \
                    SELECT m.seq, m.id, {reaches} FROM down JOIN messages m \
                      ON m.session_id = $1 AND m.seq = down.seq - 1 WHERE NOT down.ok) \

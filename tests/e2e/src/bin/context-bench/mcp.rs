@@ -203,10 +203,10 @@ pub async fn mcp() -> Result<()> {
 }
 
 /// From start-up to the first reply, with 0 and 5 MCP servers configured: start-ups alternate
-/// between the cases (every server started stays in this process, so later start-ups share it
-/// with more of them: alternating lets that drift hit every case alike). The case with none runs
-/// twice, so the table shows how far two runs of the same case differ: the noise a difference
-/// with servers must stand out from.
+/// between the cases in a rotating order (every server started stays in this process, so later
+/// start-ups share it with more of them: alternating lets that drift hit every case alike). The
+/// case with none runs twice, so the table shows how far two runs of the same case differ: the
+/// noise a difference with servers must stand out from.
 async fn chat_ready(demo: &Path) -> Result<()> {
     let answer = Behaviour::reply(&["Ready."]);
     let fake = FakeProvider::start_with(answer.clone(), false).await?;
@@ -216,8 +216,11 @@ async fn chat_ready(demo: &Path) -> Result<()> {
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(STARTS); cases.len()];
     // Child processes that are not this section's (none, unless a caller left some running).
     let others = children()?;
-    for _ in 0..STARTS {
-        for (c, &servers) in cases.iter().enumerate() {
+    for k in 0..STARTS {
+        // The order rotates, so no case always follows the same one.
+        for j in 0..cases.len() {
+            let c = (k + j) % cases.len();
+            let servers = cases[c];
             let dir = tempfile::tempdir()?;
             let tables: Vec<String> = (0..servers)
                 .map(|i| stdio(&format!("s{i}"), demo))
