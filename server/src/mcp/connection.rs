@@ -2,8 +2,8 @@
 //! stdio, or streamable HTTP), list its tools (following cursors), list them again when the server
 //! says they changed, and when the connection ends, say why and connect again after a backoff.
 //! Chat never waits for any of it: a turn takes whatever tools are listed when it starts, and each
-//! step (starting the server, listing its tools) first waits while a turn is starting, a bounded
-//! time, as other background work does ([`crate::background::after_turns_start`]).
+//! step (starting the server, listing its tools) first waits while a turn is running, a bounded
+//! time ([`crate::background::after_turns`]).
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -220,11 +220,11 @@ async fn supervise(
         };
         let ct = stop.child_token();
         let attempt = async {
-            // Background work: it gives way to turns starting (a message sent as the server
-            // starts gets its first token without a server process starting beside it).
-            crate::background::after_turns_start().await;
+            // Background work: it gives way to running turns (a message sent as the server
+            // starts gets its reply without a server process starting beside it).
+            crate::background::after_turns().await;
             let running = connect(&config, handler, ct.clone()).await?;
-            crate::background::after_turns_start().await;
+            crate::background::after_turns().await;
             let tools = running
                 .list_all_tools()
                 .await

@@ -254,6 +254,7 @@ impl TurnEngine {
         starting: TurnStarting,
         stop: &StopHandle,
     ) -> Result<(), TurnError> {
+        let _running = crate::background::TurnRunning::begin();
         let mut starting = Some(starting);
         let session_id = hub.session_id.as_str();
         let answered = Answered::Stored(user_message_id.to_owned());
