@@ -8,7 +8,8 @@
 //!
 //! The async side of that work (database reads and writes, hashing, lookups) runs at normal
 //! priority, so it also gives way: before each of its steps it waits, a bounded time, while a turn
-//! is starting ([`TurnStarting`], [`after_turns_start`]).
+//! is starting ([`TurnStarting`], [`after_turns_start`]); heavier work (an MCP server's process
+//! starting) waits while a turn is running at all ([`TurnRunning`], [`after_turns`]).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -40,54 +41,131 @@ pub fn pending() -> u64 {
     GIVEN.load(Ordering::Relaxed).saturating_sub(finished)
 }
 
-/// Turns of this process between their arrival and their first token (or their end).
-static STARTING: AtomicUsize = AtomicUsize::new(0);
-
-fn quiet() -> &'static tokio::sync::Notify {
-    static QUIET: OnceLock<tokio::sync::Notify> = OnceLock::new();
-    QUIET.get_or_init(tokio::sync::Notify::new)
+/// A count of turns in one phase, and a wait for it to reach zero: background work waits at
+/// such a gate before a step that would compete with those turns.
+#[derive(Debug)]
+struct Gate {
+    count: AtomicUsize,
+    clear: OnceLock<tokio::sync::Notify>,
 }
+
+impl Gate {
+    const fn new() -> Self {
+        Self {
+            count: AtomicUsize::new(0),
+            clear: OnceLock::new(),
+        }
+    }
+
+    fn clear(&self) -> &tokio::sync::Notify {
+        self.clear.get_or_init(tokio::sync::Notify::new)
+    }
+
+    /// Counts a turn in until the pass is dropped.
+    fn enter(&'static self) -> Pass {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        Pass(self)
+    }
+
+    fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Waits until no turn is in, at most `bound`; false when the bound ended the wait.
+    async fn wait_clear(&self, bound: Duration) -> bool {
+        let _waiting = Waiting::begin();
+        tokio::time::timeout(bound, async {
+            loop {
+                let notified = self.clear().notified();
+                tokio::pin!(notified);
+                // Registered before the count is read, so a turn leaving in between still wakes us.
+                notified.as_mut().enable();
+                if self.count() == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+}
+
+/// A turn counted in at a [`Gate`] until dropped.
+#[derive(Debug)]
+struct Pass(&'static Gate);
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.clear().notify_waiters();
+        }
+    }
+}
+
+/// Turns of this process between their arrival and their first token (or their end).
+static STARTING: Gate = Gate::new();
+
+/// Turns of this process from their arrival to their end (their reply stored).
+static RUNNING: Gate = Gate::new();
 
 /// Most time [`after_turns_start`] waits: a turn gets to its first token in milliseconds, so
 /// this only bounds how long topics lag under a load that never lets up.
 pub const YIELD_BOUND: Duration = Duration::from_millis(250);
 
+/// Most time [`after_turns`] waits: what waits there is never waited for by a request, and a
+/// reply streams in well under this on loopback.
+pub const IDLE_BOUND: Duration = Duration::from_secs(2);
+
 /// Held by a turn from its arrival until its first token (or its end): background work waits
 /// for it at its next step ([`after_turns_start`]).
 #[derive(Debug)]
-pub struct TurnStarting(std::time::Instant);
+pub struct TurnStarting {
+    began: std::time::Instant,
+    _pass: Pass,
+}
 
 impl TurnStarting {
     /// Counts a turn as starting until the value is dropped.
     pub fn begin() -> Self {
-        STARTING.fetch_add(1, Ordering::AcqRel);
-        Self(std::time::Instant::now())
+        Self {
+            began: std::time::Instant::now(),
+            _pass: STARTING.enter(),
+        }
     }
 
     /// When the turn began starting (the metrics' added overhead is measured from here).
     pub fn began(&self) -> std::time::Instant {
-        self.0
+        self.began
     }
 }
 
-impl Drop for TurnStarting {
-    fn drop(&mut self) {
-        if STARTING.fetch_sub(1, Ordering::AcqRel) == 1 {
-            quiet().notify_waiters();
+/// Held by a turn for its whole run: work that would compete with a reply still streaming waits
+/// for it ([`after_turns`]).
+#[derive(Debug)]
+pub struct TurnRunning {
+    _pass: Pass,
+}
+
+impl TurnRunning {
+    /// Counts a turn as running until the value is dropped.
+    pub fn begin() -> Self {
+        Self {
+            _pass: RUNNING.enter(),
         }
     }
 }
 
 /// Turns starting now ([`TurnStarting`]).
 pub fn turns_starting() -> usize {
-    STARTING.load(Ordering::Acquire)
+    STARTING.count()
 }
 
-/// Background steps waiting in [`after_turns_start`] now.
+/// Background steps waiting at either gate now ([`after_turns_start`], [`after_turns`]).
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
-/// How many background steps wait for starting turns now ([`after_turns_start`]): tests wait on
-/// it to know a step is parked, instead of sleeping.
+/// How many background steps wait for turns now ([`after_turns_start`], [`after_turns`]): tests
+/// wait on it to know a step is parked, instead of sleeping.
 pub fn waiting_for_turns() -> usize {
     WAITING.load(Ordering::Acquire)
 }
@@ -112,58 +190,11 @@ impl Drop for Waiting {
 /// each of its steps that runs at normal priority, so a message sent meanwhile gets to its first
 /// token without sharing the cores, the runtime or the database writer with it.
 pub async fn after_turns_start() {
-    let _waiting = Waiting::begin();
-    let waited = tokio::time::timeout(YIELD_BOUND, async {
-        loop {
-            let notified = quiet().notified();
-            tokio::pin!(notified);
-            // Registered before the count is read, so a turn ending in between still wakes us.
-            notified.as_mut().enable();
-            if turns_starting() == 0 {
-                return;
-            }
-            notified.await;
-        }
-    })
-    .await;
-    if waited.is_err() {
+    if !STARTING.wait_clear(YIELD_BOUND).await {
         tracing::debug!(
             starting = turns_starting(),
             "background work goes on beside turns"
         );
-    }
-}
-
-/// Turns of this process from their arrival to their end (their reply stored).
-static RUNNING: AtomicUsize = AtomicUsize::new(0);
-
-fn idle() -> &'static tokio::sync::Notify {
-    static IDLE: OnceLock<tokio::sync::Notify> = OnceLock::new();
-    IDLE.get_or_init(tokio::sync::Notify::new)
-}
-
-/// Most time [`after_turns`] waits: what waits there is never waited for by a request, and a
-/// reply streams in well under this on loopback.
-pub const IDLE_BOUND: Duration = Duration::from_secs(2);
-
-/// Held by a turn for its whole run: work that would compete with a reply still streaming waits
-/// for it ([`after_turns`]).
-#[derive(Debug)]
-pub struct TurnRunning(());
-
-impl TurnRunning {
-    /// Counts a turn as running until the value is dropped.
-    pub fn begin() -> Self {
-        RUNNING.fetch_add(1, Ordering::AcqRel);
-        Self(())
-    }
-}
-
-impl Drop for TurnRunning {
-    fn drop(&mut self) {
-        if RUNNING.fetch_sub(1, Ordering::AcqRel) == 1 {
-            idle().notify_waiters();
-        }
     }
 }
 
@@ -174,20 +205,7 @@ impl Drop for TurnRunning {
 /// 2–3.5 ms slower when they waited only for its first token, nothing measurable when they wait
 /// for its end.
 pub async fn after_turns() {
-    let _waiting = Waiting::begin();
-    let _ = tokio::time::timeout(IDLE_BOUND, async {
-        loop {
-            let notified = idle().notified();
-            tokio::pin!(notified);
-            // Registered before the count is read, so a turn ending in between still wakes us.
-            notified.as_mut().enable();
-            if RUNNING.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            notified.await;
-        }
-    })
-    .await;
+    RUNNING.wait_clear(IDLE_BOUND).await;
 }
 
 /// Why a background job gave no result.
@@ -304,7 +322,7 @@ mod tests {
     /// On paused time: the clock moves only when every task waits, so "still waiting" is checked
     /// without a sleep, and a wake by the turn is told apart from the bound by the time it took.
     #[tokio::test(start_paused = true)]
-    async fn background_work_waits_for_starting_turns_within_a_bound() {
+    async fn background_work_waits_for_starting_and_running_turns_within_a_bound() {
         // A turn starting: the wait ends when its first token comes, not before.
         let turn = TurnStarting::begin();
         let started = tokio::time::Instant::now();
@@ -320,10 +338,32 @@ mod tests {
             "woken when the turn got its first token, not by the bound"
         );
         // A turn that never gets there: the wait is bounded.
-        let _stuck = TurnStarting::begin();
+        let stuck = TurnStarting::begin();
         let t = tokio::time::Instant::now();
         after_turns_start().await;
         assert!(t.elapsed() >= YIELD_BOUND);
+        drop(stuck);
+
+        // A running turn holds the other gate, for its whole run.
+        let running = TurnRunning::begin();
+        let started = tokio::time::Instant::now();
+        let waiter = tokio::spawn(after_turns());
+        while waiting_for_turns() == 0 {
+            tokio::task::yield_now().await;
+        }
+        after_turns_start().await;
+        assert!(
+            started.elapsed() < YIELD_BOUND,
+            "a running turn is not a starting one"
+        );
+        assert!(!waiter.is_finished(), "went on while a turn was running");
+        drop(running);
+        waiter.await.unwrap();
+        assert!(started.elapsed() < IDLE_BOUND, "woken when the turn ended");
+        let _stuck = TurnRunning::begin();
+        let t = tokio::time::Instant::now();
+        after_turns().await;
+        assert!(t.elapsed() >= IDLE_BOUND);
     }
 
     #[cfg(target_os = "linux")]
