@@ -23,12 +23,16 @@ pub fn serve(dev: bool) -> Result<()> {
         );
         Some(build::ServerBuild::start()?)
     };
+    // Downloading and converting the model is mostly waiting on the network: done beside the builds.
+    let model = std::thread::spawn(model::provision);
     let dist = build::widget()?;
     // Chat works without it; a failure here is reported and the server starts anyway.
-    if let Err(e) = model::provision() {
-        say(format!(
+    match model.join() {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => say(format!(
             "embedding model not provisioned ({e:#}); embeddings will be unavailable"
-        ));
+        )),
+        Err(_) => say("provisioning the embedding model panicked; embeddings will be unavailable"),
     }
     let (mut cmd, mcp_demo) = match server {
         Some(mut build) => {
