@@ -88,9 +88,15 @@ pub fn widget() -> Result<PathBuf> {
     // The vocabularies (a core for about a minute on a fresh build) are made beside the wasm
     // builds, whose link steps leave a core idle.
     let vocab = std::thread::spawn(crate::vocab::prepare);
-    for module in [&WIDGET, &METER, &TOKEN_WORKER, &TOKEN_WORKER_HF] {
-        wasm_module(module, &dist, &node_modules)?;
-    }
+    let built = [&WIDGET, &METER, &TOKEN_WORKER, &TOKEN_WORKER_HF]
+        .into_iter()
+        .try_for_each(|module| wasm_module(module, &dist, &node_modules));
+    // Joined before any error returns: an exit would cut a vocabulary file short.
+    let vocab = vocab
+        .join()
+        .map_err(|_| anyhow::anyhow!("preparing the vocabularies panicked"));
+    built?;
+    vocab??;
     for (from, to) in [
         ("widget/js/glassbox-chat.js", "glassbox-chat.js"),
         (
@@ -135,9 +141,6 @@ pub fn widget() -> Result<PathBuf> {
     ] {
         precompress(&dist.join(name))?;
     }
-    vocab
-        .join()
-        .map_err(|_| anyhow::anyhow!("preparing the vocabularies panicked"))??;
     crate::npm_package::write(&dist)?;
     crate::react::build(&dist)?;
     say(format!("widget ready in {}", dist.display()));

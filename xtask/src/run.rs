@@ -23,11 +23,14 @@ pub fn serve(dev: bool) -> Result<()> {
         );
         Some(build::ServerBuild::start()?)
     };
-    // Downloading and converting the model is mostly waiting on the network: done beside the builds.
+    // Downloading and converting the model (network, then a minute of Python): beside the builds.
     let model = std::thread::spawn(model::provision);
-    let dist = build::widget()?;
+    let dist = build::widget();
+    // Joined before a failed build returns, so its downloads and conversion are not cut off.
+    let model = model.join();
+    let dist = dist?;
     // Chat works without it; a failure here is reported and the server starts anyway.
-    match model.join() {
+    match model {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => say(format!(
             "embedding model not provisioned ({e:#}); embeddings will be unavailable"
