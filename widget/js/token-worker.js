@@ -5,7 +5,9 @@
 //                                          started) or fetched here (HTTP-cached); the URL being loaded
 //                                          or loaded last is not loaded again; an `early` load (the
 //                                          page's guess) is ignored once the widget has asked for one
-//   {type: 'count', id, keys, texts}       count texts; answers {type: 'counts', id, keys, counts}
+//   {type: 'count', id, keys, texts}       count texts; answers {type: 'counts', id, encoding, keys,
+//                                          counts}, `encoding` the vocabulary that counted them (a
+//                                          count asked before a model change can be answered after)
 // Messages out: {type: 'ready', encoding, size, fetchMs, buildMs, transferBytes} | {type: 'error', message}
 // tiktoken vocabularies run in the small module; Hugging Face tokenizers (kind byte 2 of the .gbv
 // header) in the larger one with the `tokenizers` crate, fetched only when such a model is used.
@@ -96,6 +98,6 @@ self.onmessage = (event) => {
       return;
     }
     const counts = message.texts.map((text) => counter.count(text));
-    postMessage({ type: 'counts', id: message.id, keys: message.keys, counts });
+    postMessage({ type: 'counts', id: message.id, encoding: counter.encoding(), keys: message.keys, counts });
   }
 };

@@ -238,28 +238,42 @@ async fn a_missing_vocabulary_is_reported_and_the_last_of_quick_model_changes_co
         assert_eq!(r["estimated"], true, "{r}");
 
         // Three models in quick succession, each applied (a task apart) while the last download
-        // is in flight: the overtaken downloads are dropped; the count is the last model's.
-        let text = "Count this: naïve café, 東京, 🚀.";
-        client
-            .execute_async(
-                "const [text, done] = arguments; const m = document.getElementById('meter'); m.setText(text);
-                 (async () => {
-                   for (const model of ['llama-3.1-8b', 'gpt-4o', 'gpt-4']) {
-                     m.setAttribute('model', model);
-                     await new Promise((r) => setTimeout(r, 0));
-                   }
-                   done();
-                 })();",
-                vec![json!(text)],
+        // is in flight, right after the text changed: the overtaken downloads are dropped, and
+        // counts asked under an earlier model and answered after the switch are not kept; the
+        // count is the last model's. Several rounds, ending on cl100k and o200k in turn (o200k
+        // counts these texts in fewer tokens than cl100k, so a kept stale answer shows).
+        let o200k = tokenizer("o200k_base");
+        for round in 0..6 {
+            let text = format!("Count this, round {round}: naïve café, 東京, 🚀, Ελληνικά, Ağustos.");
+            let (models, encoding, counter) = if round % 2 == 0 {
+                (["llama-3.1-8b", "gpt-4o", "gpt-4"], "cl100k_base", &cl100k)
+            } else {
+                (["llama-3.1-8b", "gpt-4", "gpt-4o"], "o200k_base", &o200k)
+            };
+            assert_ne!(cl100k.count(&text), o200k.count(&text), "{text}");
+            client
+                .execute_async(
+                    "const [text, models, done] = arguments; const m = document.getElementById('meter'); m.setText(text);
+                     (async () => {
+                       for (const model of models) {
+                         m.setAttribute('model', model);
+                         await new Promise((r) => setTimeout(r, 0));
+                       }
+                       done();
+                     })();",
+                    vec![json!(text), json!(models)],
+                )
+                .await?;
+            let r = wait_for(
+                &client,
+                &format!("the {encoding} reading of round {round}"),
+                &format!(
+                    "return (r => r && !r.estimated && r.encoding === '{encoding}' ? r : null)(document.getElementById('meter').reading());"
+                ),
             )
             .await?;
-        let r = wait_for(
-            &client,
-            "the cl100k reading",
-            "return (r => r && !r.estimated && r.encoding === 'cl100k_base' ? r : null)(document.getElementById('meter').reading());",
-        )
-        .await?;
-        assert_eq!(r["used"], cl100k.count(text) + framing("cl100k_base"));
+            assert_eq!(r["used"], counter.count(&text) + framing(encoding), "round {round}: {r}");
+        }
         Ok(())
     })
     .await
