@@ -452,7 +452,8 @@ impl Inner {
             }
             // Counted by the vocabulary of a model switched away from (asked before the switch,
             // answered after it): those numbers are not this encoding's.
-            "counts" if get(data, "encoding").as_string().as_deref() != Some(encoding.as_str()) => {}
+            "counts" if get(data, "encoding").as_string().as_deref() != Some(encoding.as_str()) => {
+            }
             "counts" => {
                 let keys = js_sys::Array::from(&get(data, "keys"));
                 let counts = js_sys::Array::from(&get(data, "counts"));
