@@ -3,6 +3,7 @@
 //! On one process the numbering and the log are in memory; when several instances share PostgreSQL
 //! they are the database's frame log ([`shared`]), which [`listen`] follows.
 
+pub mod delta_size;
 pub mod listen;
 pub mod shared;
 

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::cluster::frames::{private_id, seq_of, sync_id};
 use crate::cluster::{FrameLog, FrameLogError, Logged, Since};
+use crate::hub::delta_size::DELTA_FRAME_BYTES;
 
 /// How long reply text waits to be written with the pieces that follow it: one write (and one
 /// commit and `NOTIFY`) per this much streaming, not one per piece.
@@ -305,13 +306,14 @@ fn is_gone(e: &FrameLogError) -> bool {
     matches!(e, FrameLogError::Database(sqlx::Error::Database(db)) if db.is_foreign_key_violation())
 }
 
-/// Joins consecutive pieces of the same reply's text into one frame.
+/// Joins consecutive pieces of the same reply's text into one frame, until a frame holds
+/// [`DELTA_FRAME_BYTES`]: the frames a connection sends stay as large as a single instance's.
 fn coalesce(events: Vec<ServerEvent>) -> Vec<ServerEvent> {
     let mut out: Vec<ServerEvent> = Vec::with_capacity(events.len());
     for event in events {
         match (out.last_mut(), event) {
             (Some(ServerEvent::Delta(last)), ServerEvent::Delta(next))
-                if last.message_id == next.message_id =>
+                if last.message_id == next.message_id && last.text.len() < DELTA_FRAME_BYTES =>
             {
                 last.text.push_str(&next.text);
             }
@@ -348,5 +350,27 @@ mod tests {
             joined,
             vec![delta("a", "xy"), delta("b", "z"), tool, delta("b", "wv")]
         );
+    }
+
+    #[test]
+    fn a_frame_stops_joining_once_it_holds_the_frame_size() {
+        // 8,000 bytes in pieces of 4, as a fast provider sends them within one write's wait.
+        let pieces: Vec<ServerEvent> = (0..2_000)
+            .map(|i| delta("a", &format!("{:03} ", i % 1000)))
+            .collect();
+        let joined = coalesce(pieces);
+        let texts: Vec<&str> = joined
+            .iter()
+            .map(|e| match e {
+                ServerEvent::Delta(d) => d.text.as_str(),
+                _ => "",
+            })
+            .collect();
+        assert_eq!(
+            texts.iter().map(|t| t.len()).collect::<Vec<_>>(),
+            [DELTA_FRAME_BYTES, 8_000 - DELTA_FRAME_BYTES]
+        );
+        let whole: String = (0..2_000).map(|i| format!("{:03} ", i % 1000)).collect();
+        assert_eq!(texts.concat(), whole, "every character once, in order");
     }
 }

@@ -49,7 +49,7 @@ use crate::wire_error::ToWire;
 /// Longest time streamed text waits to be sent with the text after it (about one display frame).
 const COALESCE: std::time::Duration = std::time::Duration::from_millis(16);
 /// Streamed text waiting this many bytes is sent at once.
-const COALESCE_BYTES: usize = 4 * 1024;
+const COALESCE_BYTES: usize = crate::hub::delta_size::DELTA_FRAME_BYTES;
 
 /// While the server shuts down, how often a connection looks whether its session's reply ended.
 const CLOSING_POLL: std::time::Duration = std::time::Duration::from_millis(100);
