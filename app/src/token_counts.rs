@@ -405,8 +405,13 @@ impl Inner {
         });
     }
 
-    /// Sends every waiting text to the worker in one message.
+    /// Sends every waiting text to the worker in one message, once the current encoding's
+    /// vocabulary is loaded (a flush scheduled before a model change waits for the new `ready`:
+    /// sent now, its counts would be the old vocabulary's, dropped, and never asked again).
     fn flush(&self) {
+        if !self.ready.get() {
+            return;
+        }
         let batch: Vec<(u64, String)> = std::mem::take(&mut *self.waiting.borrow_mut());
         if batch.is_empty() {
             return;
