@@ -8,8 +8,9 @@
 //!
 //! The async side of that work (database reads and writes, hashing, lookups) runs at normal
 //! priority, so it also gives way: before each of its steps it waits, a bounded time, while a turn
-//! is starting ([`TurnStarting`], [`after_turns_start`]); heavier work (an MCP server's process
-//! starting) waits while a turn is running at all ([`TurnRunning`], [`after_turns`]).
+//! is starting ([`TurnStarting`], [`after_turns_start`]); heavier work (listing an MCP server's
+//! tools) waits while a turn is running at all ([`TurnRunning`], [`after_turns`]); the heaviest (an
+//! MCP server's process starting) also waits for a quiet spell ([`after_quiet`]).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -128,6 +129,7 @@ pub struct TurnStarting {
 impl TurnStarting {
     /// Counts a turn as starting until the value is dropped.
     pub fn begin() -> Self {
+        note_activity();
         Self {
             began: std::time::Instant::now(),
             _pass: STARTING.enter(),
@@ -199,13 +201,62 @@ pub async fn after_turns_start() {
 }
 
 /// Waits until no turn is running, at most [`IDLE_BOUND`]: for background work heavier than a
-/// step of [`after_turns_start`]'s (an MCP server's process starting, its handshake), which would
+/// step of [`after_turns_start`]'s (listing an MCP server's tools), which would
 /// otherwise take a core from a reply between its first token and its end. Measured with
 /// `cargo xtask bench context mcp`: 5 servers connecting at start-up made the first reply
 /// 2–3.5 ms slower when they waited only for its first token, nothing measurable when they wait
 /// for its end.
 pub async fn after_turns() {
     RUNNING.wait_clear(IDLE_BOUND).await;
+}
+
+/// How long the instance must have been quiet (no turn arrived, not just started) before
+/// [`after_quiet`] lets the heaviest background work start: a turn that arrives while an MCP
+/// server's process starts shares the cores with it, and turns come in bursts (a user's next
+/// message, clients reconnecting to an instance that has just started).
+pub const QUIET: Duration = Duration::from_millis(250);
+
+/// The clock of [`QUIET`]: its zero is when the instance started ([`instance_started`]) or, before
+/// that, when it was first read.
+fn epoch() -> std::time::Instant {
+    static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+
+/// When a turn last arrived, in ms on [`epoch`]'s clock (0: none since the instance started).
+static LAST_ARRIVAL_MS: AtomicU64 = AtomicU64::new(0);
+
+fn note_activity() {
+    let now = epoch().elapsed().as_millis() as u64;
+    LAST_ARRIVAL_MS.fetch_max(now, Ordering::AcqRel);
+}
+
+/// Starts [`QUIET`]'s clock: an instance that has just started counts as busy for a spell.
+pub fn instance_started() {
+    epoch();
+    note_activity();
+}
+
+/// Waits until no turn is running and none has arrived for [`QUIET`] (the instance's start counts
+/// as one), at most [`IDLE_BOUND`] in all: for an MCP server's process starting, which no turn
+/// waits for but which takes the cores from a reply it coincides with. Measured with
+/// `cargo xtask bench context mcp-ready`: 5 servers whose processes started the moment the
+/// instance listened made the first reply about 1 ms slower; waiting for a quiet spell, nothing
+/// measurable.
+pub async fn after_quiet() {
+    let _waiting = Waiting::begin();
+    let _ = tokio::time::timeout(IDLE_BOUND, async {
+        loop {
+            RUNNING.wait_clear(IDLE_BOUND).await;
+            let last = Duration::from_millis(LAST_ARRIVAL_MS.load(Ordering::Acquire));
+            let since = epoch().elapsed().saturating_sub(last);
+            if since >= QUIET {
+                return;
+            }
+            tokio::time::sleep(QUIET - since).await;
+        }
+    })
+    .await;
 }
 
 /// Why a background job gave no result.
@@ -364,6 +415,18 @@ mod tests {
         let t = tokio::time::Instant::now();
         after_turns().await;
         assert!(t.elapsed() >= IDLE_BOUND);
+    }
+
+    /// On the real clock (the quiet spell is measured on it).
+    #[tokio::test]
+    async fn the_heaviest_work_waits_for_a_quiet_spell_after_a_turn_arrives() {
+        note_activity();
+        let t = std::time::Instant::now();
+        after_quiet().await;
+        let waited = t.elapsed();
+        // The arrival is kept in whole milliseconds.
+        assert!(waited + Duration::from_millis(1) >= QUIET, "{waited:?}");
+        assert!(waited < IDLE_BOUND + Duration::from_millis(500), "bounded");
     }
 
     #[cfg(target_os = "linux")]

@@ -41,7 +41,7 @@ usage: cargo xtask <command>
                    one tool round's added latency over a plain reply (fake provider), topics, and
                    agents' items over 100 items / 1,000 chunks: cold indexing vs onnxruntime, the
                    warm request context, the preview round trip; MCP tools: a call's added latency
-                   over stdio and HTTP, chat-ready with 0 and 5 servers, tool costs (`mcp`: that alone);
+                   over stdio and HTTP, chat-ready with 0 and 5 servers, tool costs (`mcp`: that alone, `mcp-ready`: chat-ready alone);
                    the first token in sessions of 10 / 1,000 / 10,000 messages on SQLite, then on a
                    private PostgreSQL cluster (`growth`: that alone)
   bench size       what each entry point loads (the element inline and as a closed launcher, the meter

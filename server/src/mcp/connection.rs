@@ -2,8 +2,10 @@
 //! stdio, or streamable HTTP), list its tools (following cursors), list them again when the server
 //! says they changed, and when the connection ends, say why and connect again after a backoff.
 //! Chat never waits for any of it: a turn takes whatever tools are listed when it starts, and each
-//! step (starting the server, listing its tools) first waits while a turn is running, a bounded
-//! time ([`crate::background::after_turns`]).
+//! step first waits, a bounded time, for turns: starting the server for a quiet spell
+//! ([`crate::background::after_quiet`]), listing its tools while a turn is running
+//! ([`crate::background::after_turns`]); and a stdio server's process starts at the lowest
+//! priority until it is ready ([`super::start_priority`]).
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -18,6 +20,7 @@ use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::start_priority;
 use crate::agents::McpServerConfig;
 use crate::agents::mcp_servers::Transport;
 
@@ -150,27 +153,43 @@ enum ConnectError {
 
 type Running = RunningService<RoleClient, Handler>;
 
+/// Connects; for a stdio server, also answers its process id (it starts at low priority, see
+/// [`start_priority`], and is raised when ready or after [`start_priority::LOW_START_BOUND`]).
 async fn connect(
     config: &McpServerConfig,
     handler: Handler,
     ct: CancellationToken,
-) -> Result<Running, ConnectError> {
+) -> Result<(Running, Option<u32>), ConnectError> {
     match &config.transport {
         Transport::Stdio { command, args, env } => {
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args).envs(env).kill_on_drop(true);
-            let (transport, _) = TokioChildProcess::builder(cmd)
-                // The child's messages go to the server's log, not over the protocol.
-                .stderr(std::process::Stdio::inherit())
-                .spawn()
-                .map_err(|error| ConnectError::Spawn {
-                    command: command.clone(),
-                    error,
-                })?;
-            handler
+            let (transport, _) = start_priority::spawn_low(move || {
+                TokioChildProcess::builder(cmd)
+                    // The child's messages go to the server's log, not over the protocol.
+                    .stderr(std::process::Stdio::inherit())
+                    .spawn()
+            })
+            .await
+            .map_err(|error| ConnectError::Spawn {
+                command: command.clone(),
+                error,
+            })?;
+            let pid = transport.id();
+            if let Some(pid) = pid {
+                let ct = ct.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = ct.cancelled() => {}
+                        () = tokio::time::sleep(start_priority::LOW_START_BOUND) => start_priority::raise(pid),
+                    }
+                });
+            }
+            let running = handler
                 .serve_with_ct(transport, ct)
                 .await
-                .map_err(|e| ConnectError::Handshake(e.to_string()))
+                .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+            Ok((running, pid))
         }
         Transport::Http { url, headers } => {
             // rmcp's reqwest is built without a TLS provider of its own: rustls on ring, as the
@@ -187,10 +206,11 @@ async fn connect(
             let transport = StreamableHttpClientTransport::from_config(
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map),
             );
-            handler
+            let running = handler
                 .serve_with_ct(transport, ct)
                 .await
-                .map_err(|e| ConnectError::Handshake(e.to_string()))
+                .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+            Ok((running, None))
         }
     }
 }
@@ -220,15 +240,18 @@ async fn supervise(
         };
         let ct = stop.child_token();
         let attempt = async {
-            // Background work: it gives way to running turns (a message sent as the server
-            // starts gets its reply without a server process starting beside it).
-            crate::background::after_turns().await;
-            let running = connect(&config, handler, ct.clone()).await?;
+            // Background work: it gives way to turns (a message sent as the instance starts gets
+            // its reply without a server process starting beside it).
+            crate::background::after_quiet().await;
+            let (running, pid) = connect(&config, handler, ct.clone()).await?;
             crate::background::after_turns().await;
             let tools = running
                 .list_all_tools()
                 .await
                 .map_err(|e| ConnectError::List(e.to_string()))?;
+            if let Some(pid) = pid {
+                start_priority::raise(pid);
+            }
             Ok::<_, ConnectError>((running, tools))
         };
         let attempt = tokio::time::timeout(CONNECT_TIMEOUT, attempt);

@@ -6,6 +6,7 @@
 
 pub mod connection;
 pub mod names;
+pub mod start_priority;
 pub mod tool;
 
 use std::collections::BTreeMap;

@@ -152,9 +152,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main]
 async fn main() -> Result<()> {
     let items_args = items_args()?;
-    // `mcp` or `growth` as the third argument runs that section alone.
+    // `mcp`, `mcp-ready` (its chat-ready part) or `growth` as the third argument runs that
+    // section alone.
     match std::env::args().nth(3).as_deref() {
         Some("mcp") => return mcp::mcp().await,
+        Some("mcp-ready") => return mcp::chat_ready(&mcp::demo_binary()?).await,
         Some("growth") => return growth::growth().await,
         _ => {}
     }

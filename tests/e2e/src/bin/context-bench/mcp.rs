@@ -19,7 +19,7 @@ use super::percentile;
 const REPLIES: usize = 300;
 const WARMUP: usize = 30;
 /// Start-ups per case of chat-ready.
-const STARTS: usize = 40;
+const STARTS: usize = 100;
 
 /// The repo's MCP server, built by `cargo xtask bench context` (`GLASSBOX_MCP_DEMO`).
 pub fn demo_binary() -> Result<PathBuf> {
@@ -207,13 +207,16 @@ pub async fn mcp() -> Result<()> {
 /// start-ups share it with more of them: alternating lets that drift hit every case alike). The
 /// case with none runs twice, so the table shows how far two runs of the same case differ: the
 /// noise a difference with servers must stand out from.
-async fn chat_ready(demo: &Path) -> Result<()> {
+pub async fn chat_ready(demo: &Path) -> Result<()> {
     let answer = Behaviour::reply(&["Ready."]);
     let fake = FakeProvider::start_with(answer.clone(), false).await?;
     let base = fake.openai_base();
     let http = reqwest::Client::new();
     let cases = [0usize, 5, 0];
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(STARTS); cases.len()];
+    // Of the same start-ups: to the server's state built and listening, and from there to the reply.
+    let mut listening: Vec<Vec<f64>> = vec![Vec::with_capacity(STARTS); cases.len()];
+    let mut replying: Vec<Vec<f64>> = vec![Vec::with_capacity(STARTS); cases.len()];
     // Child processes that are not this section's (none, unless a caller left some running).
     let others = children()?;
     for k in 0..STARTS {
@@ -235,9 +238,13 @@ async fn chat_ready(demo: &Path) -> Result<()> {
                 ("GLASSBOX_EMBEDDINGS", "off"),
             ])
             .await?;
+            let up = t.elapsed();
             let url = format!("http://{}/api/chat", server.addr);
             reply(&http, &url, &fake, vec![answer.clone()]).await?;
-            times[c].push(t.elapsed().as_secs_f64() * 1e3);
+            let all = t.elapsed();
+            times[c].push(all.as_secs_f64() * 1e3);
+            listening[c].push(up.as_secs_f64() * 1e3);
+            replying[c].push((all - up).as_secs_f64() * 1e3);
             all_ready(&server, servers).await?;
             // The next start-up is timed on a quiet machine: this one's server processes ended
             // (they would otherwise exit beside it, which only the case with servers pays).
@@ -250,20 +257,25 @@ async fn chat_ready(demo: &Path) -> Result<()> {
         "\n## Chat-ready at start-up: from starting the server to the first reply ({STARTS} start-ups each, alternating)\n"
     );
     println!(
-        "| MCP servers | p25 (ms) | median (ms) | p75 (ms) | slowest (ms) | median's ratio to none's first run |"
+        "| MCP servers | p25 (ms) | median (ms) | p75 (ms) | slowest (ms) | median's ratio to none's first run | median to listening (ms) | median listening to reply (ms) |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let mut none = None;
-    for (servers, t) in cases.iter().zip(&mut times) {
+    for (c, servers) in cases.iter().enumerate() {
+        let t = &mut times[c];
         t.sort_by(f64::total_cmp);
+        listening[c].sort_by(f64::total_cmp);
+        replying[c].sort_by(f64::total_cmp);
         let median = percentile(t, 0.5);
         let none = *none.get_or_insert(median);
         println!(
-            "| {servers} | {:.1} | {median:.1} | {:.1} | {:.1} | {:.2} |",
+            "| {servers} | {:.1} | {median:.1} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} |",
             percentile(t, 0.25),
             percentile(t, 0.75),
             t[t.len() - 1],
-            median / none
+            median / none,
+            percentile(&listening[c], 0.5),
+            percentile(&replying[c], 0.5),
         );
     }
     println!(
