@@ -223,7 +223,7 @@ fn epoch() -> std::time::Instant {
     *EPOCH.get_or_init(std::time::Instant::now)
 }
 
-/// When a turn last arrived, in ms on [`epoch`]'s clock (0: none since the instance started).
+/// When a turn last arrived or the instance started, in ms on [`epoch`]'s clock.
 static LAST_ARRIVAL_MS: AtomicU64 = AtomicU64::new(0);
 
 fn note_activity() {
@@ -231,7 +231,8 @@ fn note_activity() {
     LAST_ARRIVAL_MS.fetch_max(now, Ordering::AcqRel);
 }
 
-/// Starts [`QUIET`]'s clock: an instance that has just started counts as busy for a spell.
+/// Counts the instance's start as an arrival: an instance about to listen counts as busy for a
+/// spell.
 pub fn instance_started() {
     epoch();
     note_activity();
@@ -244,7 +245,6 @@ pub fn instance_started() {
 /// instance listened made the first reply about 1 ms slower; waiting for a quiet spell, nothing
 /// measurable.
 pub async fn after_quiet() {
-    let _waiting = Waiting::begin();
     let _ = tokio::time::timeout(IDLE_BOUND, async {
         loop {
             RUNNING.wait_clear(IDLE_BOUND).await;
@@ -340,6 +340,9 @@ fn lower_priority() {}
 mod tests {
     use super::*;
 
+    /// The tests that count turns in and wait at the gates share them (statics): one at a time.
+    static GATES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
     #[tokio::test]
     async fn runs_jobs_in_order_off_the_runtime_and_survives_a_panic() {
         let caller = std::thread::current().id();
@@ -374,6 +377,7 @@ mod tests {
     /// without a sleep, and a wake by the turn is told apart from the bound by the time it took.
     #[tokio::test(start_paused = true)]
     async fn background_work_waits_for_starting_and_running_turns_within_a_bound() {
+        let _gates = GATES.lock().await;
         // A turn starting: the wait ends when its first token comes, not before.
         let turn = TurnStarting::begin();
         let started = tokio::time::Instant::now();
@@ -420,6 +424,7 @@ mod tests {
     /// On the real clock (the quiet spell is measured on it).
     #[tokio::test]
     async fn the_heaviest_work_waits_for_a_quiet_spell_after_a_turn_arrives() {
+        let _gates = GATES.lock().await;
         note_activity();
         let t = std::time::Instant::now();
         after_quiet().await;

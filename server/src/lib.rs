@@ -52,8 +52,6 @@ use glassbox_core::wire::WireError;
 
 /// Opens the store, fails replies a previous process left streaming, and builds the state.
 pub async fn build_state(config: config::Config) -> anyhow::Result<AppState> {
-    // Clients reconnect to an instance that has just started: the heaviest background work waits.
-    background::instance_started();
     let database = storage::DatabaseUrl::resolve(config.database_url.as_deref(), &config.data_dir)?;
     let store = storage::Store::connect(&database).await?;
     tracing::info!(database = %database.display(), "database open");

@@ -91,6 +91,9 @@ impl AppState {
             ToolRegistry::default()
         };
         // Connects in the background: chat is served while servers connect, or when they are down.
+        // The instance listens right after this, and clients reconnect to an instance that has
+        // just started: starting the servers' processes waits for a quiet spell from here.
+        crate::background::instance_started();
         let mcp = McpServers::new(tools.clone());
         mcp.sync(&agents.current());
         let config = Arc::new(config);

@@ -368,7 +368,7 @@ async fn a_server_that_cannot_start_is_reported_and_chat_goes_on() {
     )
     .await;
     let mut entry = Value::Null;
-    for _ in 0..100 {
+    for _ in 0..500 {
         entry = server.get_json("/healthz").await["mcp"][0].clone();
         if entry["status"] == "failed" {
             break;

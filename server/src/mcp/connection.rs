@@ -153,12 +153,14 @@ enum ConnectError {
 
 type Running = RunningService<RoleClient, Handler>;
 
-/// Connects; for a stdio server, also answers its process id (it starts at low priority, see
-/// [`start_priority`], and is raised when ready or after [`start_priority::LOW_START_BOUND`]).
+/// Connects; for a stdio server, also answers its process id: the process starts at low priority
+/// ([`start_priority`]) and is raised after [`start_priority::LOW_START_BOUND`] unless `starting`
+/// is cancelled first (the caller raises it when ready, then cancels).
 async fn connect(
     config: &McpServerConfig,
     handler: Handler,
     ct: CancellationToken,
+    starting: CancellationToken,
 ) -> Result<(Running, Option<u32>), ConnectError> {
     match &config.transport {
         Transport::Stdio { command, args, env } => {
@@ -177,10 +179,9 @@ async fn connect(
             })?;
             let pid = transport.id();
             if let Some(pid) = pid {
-                let ct = ct.clone();
                 tokio::spawn(async move {
                     tokio::select! {
-                        () = ct.cancelled() => {}
+                        () = starting.cancelled() => {}
                         () = tokio::time::sleep(start_priority::LOW_START_BOUND) => start_priority::raise(pid),
                     }
                 });
@@ -239,11 +240,10 @@ async fn supervise(
             tools_changed: tools_changed.clone(),
         };
         let ct = stop.child_token();
+        // Cancelled (by `ct` too) once the process, if any, has its priority back.
+        let starting = ct.child_token();
         let attempt = async {
-            // Background work: it gives way to turns (a message sent as the instance starts gets
-            // its reply without a server process starting beside it).
-            crate::background::after_quiet().await;
-            let (running, pid) = connect(&config, handler, ct.clone()).await?;
+            let (running, pid) = connect(&config, handler, ct.clone(), starting.clone()).await?;
             crate::background::after_turns().await;
             let tools = running
                 .list_all_tools()
@@ -252,6 +252,7 @@ async fn supervise(
             if let Some(pid) = pid {
                 start_priority::raise(pid);
             }
+            starting.cancel();
             Ok::<_, ConnectError>((running, tools))
         };
         let attempt = tokio::time::timeout(CONNECT_TIMEOUT, attempt);
@@ -261,6 +262,14 @@ async fn supervise(
             r = async {
                 // Its turn, kept until it is connected or `TURN` has passed.
                 let turn = turns.acquire().await;
+                // Background work gives way to turns, before its turn's time starts: a process
+                // waits for a quiet spell (a message sent as the instance starts gets its reply
+                // without a server process starting beside it), a connection over HTTP only
+                // while a turn is running.
+                match config.transport {
+                    Transport::Stdio { .. } => crate::background::after_quiet().await,
+                    Transport::Http { .. } => crate::background::after_turns().await,
+                }
                 tokio::select! {
                     r = &mut attempt => return r,
                     () = tokio::time::sleep(TURN) => {}

@@ -1,8 +1,10 @@
 //! A stdio MCP server's process starts at the lowest CPU priority and gets the server's own once it
 //! is connected (or after [`LOW_START_BOUND`]), so a reply that streams while the process starts
 //! keeps the cores (docs/agents.md, "MCP servers"). The process inherits the priority of the thread
-//! that spawns it: [`spawn_low`] spawns from a short-lived thread that first lowers itself, and
-//! [`raise`] gives the process's threads, and its children's, the server's priority again.
+//! that spawns it: [`spawn_low`] spawns from a thread of its own that runs at that priority, and
+//! [`raise`] gives the process's threads, and its descendants', the server's priority again. The
+//! thread lives as long as the process: a child that asked for a signal when its parent ends
+//! (`PR_SET_PDEATHSIG`) gets it when the thread that spawned it ends.
 //!
 //! Raising a priority needs `CAP_SYS_NICE` or a high enough `RLIMIT_NICE` (root has the first,
 //! most containers neither): where this process could not raise it again, the process starts at
@@ -10,6 +12,7 @@
 //! Outside Linux (where a priority belongs to the whole process, not to a thread) the same.
 
 use std::io;
+use std::sync::{Mutex, OnceLock, mpsc};
 
 /// The nice value a starting server runs at (19 is the lowest priority: a thread at nice 0 gets
 /// about 70 times its share of a core they both want).
@@ -22,30 +25,64 @@ pub const LOW_START_BOUND: std::time::Duration = std::time::Duration::from_secs(
 /// Most processes [`raise`] walks (the server and its descendants).
 const MAX_PROCESSES: usize = 64;
 
-/// Runs `spawn` (which spawns a child process) on a new thread at [`START_NICE`] when this process
-/// can raise the child again afterwards, at its own priority otherwise; the tokio runtime is
-/// entered there, so tokio's process types work.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `spawn` (which spawns a child process) on the spawning thread at [`START_NICE`] when this
+/// process can raise the child again afterwards; otherwise here, at the caller's priority. The
+/// tokio runtime is entered there, so tokio's process types work.
 pub async fn spawn_low<T: Send + 'static>(
     spawn: impl FnOnce() -> io::Result<T> + Send + 'static,
 ) -> io::Result<T> {
+    let Some(spawner) = spawner() else {
+        return spawn();
+    };
     let handle = tokio::runtime::Handle::current();
-    let low = normal_nice().is_some();
     let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("glassbox-mcp-spawn".into())
-        .spawn(move || {
-            let _runtime = handle.enter();
-            if low {
-                os::set_nice(0, START_NICE);
-            }
-            let _ = tx.send(spawn());
-        })?;
+    let job: Job = Box::new(move || {
+        let _runtime = handle.enter();
+        let _ = tx.send(spawn());
+    });
+    spawner
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send(job)
+        .map_err(|_| io::Error::other("the spawning thread has stopped"))?;
     rx.await
         .map_err(|_| io::Error::other("the spawning thread ended without an answer"))?
 }
 
-/// Gives every thread of process `pid` and of its descendants that is still at [`START_NICE`] this
-/// process's own priority (threads a server set to another priority itself keep theirs).
+/// The spawning thread's queue, started on first use at [`START_NICE`]; `None` when this process
+/// could not raise a child again ([`normal_nice`]) or the thread could not start.
+fn spawner() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
+    static SPAWNER: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
+    SPAWNER
+        .get_or_init(|| {
+            normal_nice()?;
+            let (tx, rx) = mpsc::channel::<Job>();
+            let started = std::thread::Builder::new()
+                .name("glassbox-mcp-spawn".into())
+                .spawn(move || {
+                    if !os::set_nice(0, START_NICE) {
+                        tracing::warn!("MCP servers start at normal priority: lowering it was refused");
+                    }
+                    for job in rx {
+                        job();
+                    }
+                });
+            match started {
+                Ok(_) => Some(Mutex::new(tx)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "MCP servers start at normal priority: no thread to start them");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// Gives every thread of process `pid` and of its descendants (as `/proc` lists each thread's
+/// children) that is still at [`START_NICE`] this process's own priority; threads a server set to
+/// another priority itself keep theirs. What cannot be raised is logged.
 pub fn raise(pid: u32) {
     let Some(normal) = normal_nice() else { return };
     let mut stack = vec![pid];
@@ -53,6 +90,10 @@ pub fn raise(pid: u32) {
     while let Some(process) = stack.pop() {
         walked += 1;
         if walked > MAX_PROCESSES {
+            tracing::warn!(
+                pid,
+                "an MCP server's processes past the first {MAX_PROCESSES} keep their low priority"
+            );
             break;
         }
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{process}/task")) else {
@@ -66,15 +107,24 @@ pub fn raise(pid: u32) {
             else {
                 continue;
             };
-            if os::nice(tid) == Some(START_NICE) {
-                os::set_nice(tid, normal);
+            if os::nice(tid) == Some(START_NICE) && !os::set_nice(tid, normal) {
+                tracing::warn!(
+                    pid,
+                    tid,
+                    "an MCP server's thread keeps its low priority: raising it was refused"
+                );
             }
-            if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
-                stack.extend(
+            match std::fs::read_to_string(task.path().join("children")) {
+                Ok(children) => stack.extend(
                     children
                         .split_whitespace()
                         .filter_map(|c| c.parse::<u32>().ok()),
-                );
+                ),
+                // The thread ended meanwhile (its children, if any, are another's now).
+                Err(_) if !task.path().exists() => {}
+                Err(e) => {
+                    tracing::warn!(pid, tid, error = %e, "an MCP server's child processes cannot be listed: they may keep a low priority");
+                }
             }
         }
     }
@@ -83,16 +133,19 @@ pub fn raise(pid: u32) {
 /// This process's own nice value when it can lower a thread to [`START_NICE`] and raise it back
 /// (found once, on a thread of its own); `None` otherwise.
 fn normal_nice() -> Option<i32> {
-    static PROBE: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+    static PROBE: OnceLock<Option<i32>> = OnceLock::new();
     *PROBE.get_or_init(|| {
-        std::thread::spawn(|| {
-            let normal = os::nice(0)?;
-            (normal < START_NICE && os::set_nice(0, START_NICE) && os::set_nice(0, normal))
-                .then_some(normal)
-        })
-        .join()
-        .ok()
-        .flatten()
+        std::thread::Builder::new()
+            .name("glassbox-nice-probe".into())
+            .spawn(|| {
+                let normal = os::nice(0)?;
+                (normal < START_NICE && os::set_nice(0, START_NICE) && os::set_nice(0, normal))
+                    .then_some(normal)
+            })
+            .ok()?
+            .join()
+            .ok()
+            .flatten()
     })
 }
 
@@ -131,6 +184,15 @@ mod os {
 mod tests {
     use super::*;
 
+    /// Runs its closure when dropped (the test's `sleep` ends even when an assertion fails).
+    struct OnDrop<F: FnMut()>(F);
+
+    impl<F: FnMut()> Drop for OnDrop<F> {
+        fn drop(&mut self) {
+            (self.0)();
+        }
+    }
+
     /// Nice values of `pid`'s threads.
     fn nices(pid: u32) -> Vec<i32> {
         std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -141,13 +203,14 @@ mod tests {
             .collect()
     }
 
-    /// The first child process of `pid`, waiting for it to appear.
-    async fn child_of(pid: u32) -> u32 {
+    /// The first child process of `pid`, waiting for it to appear; `None` where the kernel does
+    /// not list a thread's children.
+    async fn child_of(pid: u32) -> Option<u32> {
         for _ in 0..500 {
             let children =
-                std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+                std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
             if let Some(c) = children.split_whitespace().next() {
-                return c.parse().unwrap();
+                return Some(c.parse().unwrap());
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
@@ -159,10 +222,20 @@ mod tests {
         let ours = os::nice(0).unwrap();
         let mut cmd = tokio::process::Command::new("sh");
         // A shell that starts a child of its own (as `npx` starts node) and waits.
-        cmd.args(["-c", "sleep 10 & wait"]).kill_on_drop(true);
+        cmd.args(["-c", "sleep 10 & wait"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
         let child = spawn_low(move || cmd.spawn()).await.unwrap();
         let pid = child.id().unwrap();
-        let grandchild = child_of(pid).await;
+        let Some(grandchild) = child_of(pid).await else {
+            eprintln!("skipped: this kernel does not list a thread's children");
+            return;
+        };
+        // SAFETY: kill takes integers; the grandchild is the shell's `sleep`, ours to end.
+        let _end = OnDrop(move || unsafe {
+            libc::kill(grandchild as i32, libc::SIGKILL);
+        });
         match normal_nice() {
             Some(normal) => {
                 assert_eq!(normal, ours);
