@@ -5,6 +5,9 @@ use std::io::IsTerminal;
 use glassbox_server::config::{Config, ConfigError, LogFormat, ProviderName};
 use tracing_subscriber::EnvFilter;
 
+#[global_allocator]
+static ALLOCATOR: glassbox_server::Allocator = glassbox_server::Allocator;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     if std::env::args().nth(1).as_deref() == Some("migrate") {

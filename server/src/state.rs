@@ -26,11 +26,23 @@ use crate::storage::Store;
 use crate::tokens::TokenCounter;
 use crate::tools::ToolRegistry;
 use crate::topics::Topics;
-use crate::turn::TurnEngine;
+use crate::turn::{TurnEngine, TurnServices};
 
-/// Everything handlers need; cheap to clone.
+/// Everything handlers need; cheap to clone (one shared [`Services`]: a request's handlers and
+/// layers each take a clone, so the clone is one reference count, not one per service).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// The services an [`AppState`] shares.
+pub struct Services {
     pub config: Arc<Config>,
     pub store: Store,
     pub provider: Arc<dyn Provider>,
@@ -165,7 +177,7 @@ impl AppState {
         );
         let files = Files::new(store.clone(), config.files_max_bytes);
         let approvals = Approvals::new(store.clone());
-        let turns = TurnEngine {
+        let turns = TurnEngine::new(TurnServices {
             files: files.clone(),
             config: config.clone(),
             store: store.clone(),
@@ -177,7 +189,7 @@ impl AppState {
             limits: limits.clone(),
             http: reqwest::Client::new(),
             approvals: approvals.clone(),
-        };
+        });
         let drain = Drain::default();
         let chat = Chat::new(
             store.clone(),
@@ -187,7 +199,7 @@ impl AppState {
             drain.clone(),
             cluster.clone(),
         );
-        Self {
+        Self(Arc::new(Services {
             cluster,
             config,
             store,
@@ -209,6 +221,6 @@ impl AppState {
             approvals,
             metrics,
             drain,
-        }
+        }))
     }
 }

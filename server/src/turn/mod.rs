@@ -41,9 +41,27 @@ use crate::topics::Topics;
 use crate::wire_error::ToWire;
 use gather::{Gathered, Planning, TurnExtras};
 
-/// Runs chat turns, given what they use.
+/// Runs chat turns, given what they use; cheap to clone (each turn's task takes one).
 #[derive(Clone)]
-pub struct TurnEngine {
+pub struct TurnEngine(Arc<TurnServices>);
+
+impl TurnEngine {
+    /// The engine over `services`.
+    pub fn new(services: TurnServices) -> Self {
+        Self(Arc::new(services))
+    }
+}
+
+impl std::ops::Deref for TurnEngine {
+    type Target = TurnServices;
+
+    fn deref(&self) -> &TurnServices {
+        &self.0
+    }
+}
+
+/// What a [`TurnEngine`] uses.
+pub struct TurnServices {
     pub config: Arc<Config>,
     pub store: Store,
     /// Provider calls, each within the session's and the day's budget.

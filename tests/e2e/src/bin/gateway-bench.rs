@@ -19,6 +19,11 @@ use serde_json::json;
 
 const WARMUP: usize = 500;
 
+/// The server binary's allocator (`glassbox-server`'s `main.rs`), so the server measured here is
+/// the one that ships; the load and the fake provider in this process use it too.
+#[global_allocator]
+static ALLOCATOR: glassbox_server::Allocator = glassbox_server::Allocator;
+
 mod cpu {
     //! The whole machine's CPU over a run, from `/proc/stat`.
 
