@@ -17,6 +17,7 @@ use web_sys::{MessageEvent, Worker, WorkerOptions, WorkerType};
 
 /// The worker's `onmessage` handler, kept alive as long as the worker.
 type MessageHandler = Closure<dyn FnMut(MessageEvent)>;
+type ErrorHandler = Closure<dyn FnMut(web_sys::Event)>;
 
 /// Where the vocabulary stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +57,7 @@ struct Inner {
     worker: RefCell<Option<Worker>>,
     _on_message: RefCell<Option<MessageHandler>>,
     /// The worker's `error` event (it could not start: a Content-Security-Policy, a failed import).
-    _on_error: RefCell<Option<Closure<dyn FnMut(web_sys::Event)>>>,
+    _on_error: RefCell<Option<ErrorHandler>>,
     /// Vocabulary URL with `{encoding}` in place of the encoding's name.
     vocab_url: String,
     encoding: RefCell<String>,

@@ -258,7 +258,9 @@ async fn bad_files_are_refused_with_typed_errors_and_nothing_is_sent() {
         r.1
     );
 
-    let refusals: [(&str, &str, &[u8], (u16, &str)); 4] = [
+    // (file name, its type, its bytes, the status and code it is refused with)
+    type Refusal<'a> = (&'a str, &'a str, &'a [u8], (u16, &'a str));
+    let refusals: [Refusal; 4] = [
         (
             "a.zip",
             "application/zip",

@@ -6,7 +6,7 @@
 //! the socket stays open; nothing is stored for them.
 //!
 //! Streamed text is coalesced per connection: consecutive deltas of one message go out as one
-//! frame at most every [`COALESCE`] (or once [`COALESCE_BYTES`] wait), carrying the last one's
+//! frame at most every [`COALESCE`] (or once [`DELTA_FRAME_BYTES`] wait), carrying the last one's
 //! sync id, so a fast provider's thousands of small pieces do not become thousands of events on
 //! the host page. Any other frame sends the waiting text first; ids stay in order, and a client
 //! resuming from a coalesced frame's id gets exactly what followed it.
@@ -39,6 +39,7 @@ use super::client_addr::ClientAddr;
 use super::heartbeat::Heartbeat;
 use crate::embed::service::Urgency;
 use crate::error::AppError;
+use crate::hub::delta_size::DELTA_FRAME_BYTES;
 use crate::hub::{ClientLease, Hub};
 use crate::identity::{IdentityError, VerifiedUser};
 use crate::rate_limits::Caller;
@@ -48,8 +49,6 @@ use crate::wire_error::ToWire;
 
 /// Longest time streamed text waits to be sent with the text after it (about one display frame).
 const COALESCE: std::time::Duration = std::time::Duration::from_millis(16);
-/// Streamed text waiting this many bytes is sent at once.
-const COALESCE_BYTES: usize = crate::hub::delta_size::DELTA_FRAME_BYTES;
 
 /// While the server shuts down, how often a connection looks whether its session's reply ended.
 const CLOSING_POLL: std::time::Duration = std::time::Duration::from_millis(100);
@@ -615,7 +614,7 @@ async fn forward<W: Sink<Message> + Unpin>(
                 a.waiting = Some((frame.clone(), tokio::time::Instant::now()));
             }
         }
-        let full = matches!(&a.waiting, Some((ServerFrame { event: ServerEvent::Delta(w), .. }, _)) if w.text.len() >= COALESCE_BYTES);
+        let full = matches!(&a.waiting, Some((ServerFrame { event: ServerEvent::Delta(w), .. }, _)) if w.text.len() >= DELTA_FRAME_BYTES);
         if full {
             flush(sink, a).await?;
         }

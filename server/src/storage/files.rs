@@ -77,7 +77,7 @@ const FILE_COLUMNS: &str = "id, name, mime_type, kind, size, width, height";
 
 /// PostgreSQL's advisory lock that counts uploads against the server-wide cap one at a time
 /// ("gbfiles" in ASCII).
-const FILES_CAP_LOCK: i64 = 0x6762_6669_6c65_73;
+const FILES_CAP_LOCK: i64 = 0x0067_6266_696c_6573;
 
 /// Most ids bound in one query (a session's files are far fewer).
 const IDS_PER_QUERY: usize = 500;

@@ -151,7 +151,7 @@ pub async fn start_server(vars: &[(&str, &str)]) -> Result<Server> {
     // Tests and benchmarks send many messages from one address; a test of the limits or budgets
     // sets them.
     for limit in glassbox_server::config::LIMIT_VARS {
-        all.push((limit.into(), "0".into()));
+        all.push((limit, "0".into()));
     }
     // Topic extraction calls the provider after every reply; the topic tests switch it on.
     all.push(("GLASSBOX_TOPICS".into(), "off".into()));

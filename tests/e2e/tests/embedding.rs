@@ -430,7 +430,7 @@ async fn a_hostile_page_at_320_px_and_two_widgets_side_by_side() -> Result<()> {
         chat_in(&client, 0, "Left question", 1).await?;
         chat_in(&client, 1, "Right question", 1).await?;
         let texts = client
-            .execute(&format!("return [0, 1].map(n => [...document.querySelectorAll('glassbox-chat')[n].shadowRoot.querySelectorAll('.gb-message[data-role=user] .gb-plain')].map(m => m.textContent.trim()));"), vec![])
+            .execute("return [0, 1].map(n => [...document.querySelectorAll('glassbox-chat')[n].shadowRoot.querySelectorAll('.gb-message[data-role=user] .gb-plain')].map(m => m.textContent.trim()));", vec![])
             .await?;
         assert_eq!(texts, json!([["Left question"], ["Right question"]]), "two widgets, two conversations");
         let sockets = client.execute("return window.__sockets;", vec![]).await?;
@@ -439,7 +439,7 @@ async fn a_hostile_page_at_320_px_and_two_widgets_side_by_side() -> Result<()> {
         // Each renders as its own: in the page's width, a usable height, the widget's text
         // properties, the composer visible, nothing wider than the screen.
         let looks = client
-            .execute(&format!("return [0, 1].map(n => {{
+            .execute("return [0, 1].map(n => {
                 const r = document.querySelectorAll('glassbox-chat')[n].shadowRoot;
                 const root = r.querySelector('.gb-root').getBoundingClientRect();
                 const input = r.querySelector('.gb-input');
@@ -449,7 +449,7 @@ async fn a_hostile_page_at_320_px_and_two_widgets_side_by_side() -> Result<()> {
                         getComputedStyle(input).display !== 'none',
                         css.letterSpacing, css.textTransform, css.whiteSpace, css.fontSize, css.textAlign, css.fontStyle,
                         r.querySelector('.gb-root').scrollWidth <= r.querySelector('.gb-root').clientWidth];
-            }});"), vec![])
+            });", vec![])
             .await?;
         let expected = json!([true, true, true, true, "normal", "none", "normal", "14px", "start", "normal", true]);
         assert_eq!(looks, json!([expected, expected]));

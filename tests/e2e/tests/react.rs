@@ -369,7 +369,7 @@ async fn fresh_app_chats(client: &fantoccini::Client, url: &str) -> Result<()> {
     )
     .await?;
     client.find(Locator::Id("ask")).await?.click().await?;
-    let reply = wait_for(&client, "the reply", "return [...document.querySelectorAll('li[data-role=assistant][data-status=complete]')].map(l => l.textContent)[0];").await?;
+    let reply = wait_for(client, "the reply", "return [...document.querySelectorAll('li[data-role=assistant][data-status=complete]')].map(l => l.textContent)[0];").await?;
     assert!(
         reply
             .as_str()
@@ -385,9 +385,9 @@ async fn fresh_app_chats(client: &fantoccini::Client, url: &str) -> Result<()> {
         .await?;
     assert_eq!(asked, json!(["Where am I?"]));
     // The element from the package, in the same bundle: its wasm and stylesheet were found.
-    wait_for(&client, "the element to connect", "return !!document.querySelector('glassbox-chat')?.shadowRoot?.querySelector('.gb-status[data-state=connected]');").await?;
+    wait_for(client, "the element to connect", "return !!document.querySelector('glassbox-chat')?.shadowRoot?.querySelector('.gb-status[data-state=connected]');").await?;
     // In French (a chunk of the bundle) with the app's own word for Send.
-    let words = wait_for(&client, "the element's words", "const r = document.querySelector('glassbox-chat').shadowRoot; const l = r.querySelector('.gb-attach')?.getAttribute('aria-label'); return l === 'Joindre des fichiers' && [r.querySelector('.gb-send-word').textContent, l];").await?;
+    let words = wait_for(client, "the element's words", "const r = document.querySelector('glassbox-chat').shadowRoot; const l = r.querySelector('.gb-attach')?.getAttribute('aria-label'); return l === 'Joindre des fichiers' && [r.querySelector('.gb-send-word').textContent, l];").await?;
     assert_eq!(words, json!(["Go", "Joindre des fichiers"]));
     let styled = client
             .execute("return getComputedStyle(document.querySelector('glassbox-chat').shadowRoot.querySelector('.gb-header')).display;", vec![])
