@@ -234,7 +234,6 @@ fn note_activity() {
 /// Counts the instance's start as an arrival: an instance about to listen counts as busy for a
 /// spell.
 pub fn instance_started() {
-    epoch();
     note_activity();
 }
 

@@ -12,7 +12,7 @@
 //! Outside Linux (where a priority belongs to the whole process, not to a thread) the same.
 
 use std::io;
-use std::sync::{Mutex, OnceLock, mpsc};
+use std::sync::{OnceLock, mpsc};
 
 /// The nice value a starting server runs at (19 is the lowest priority: a thread at nice 0 gets
 /// about 70 times its share of a core they both want).
@@ -43,8 +43,6 @@ pub async fn spawn_low<T: Send + 'static>(
         let _ = tx.send(spawn());
     });
     spawner
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
         .send(job)
         .map_err(|_| io::Error::other("the spawning thread has stopped"))?;
     rx.await
@@ -53,8 +51,8 @@ pub async fn spawn_low<T: Send + 'static>(
 
 /// The spawning thread's queue, started on first use at [`START_NICE`]; `None` when this process
 /// could not raise a child again ([`normal_nice`]) or the thread could not start.
-fn spawner() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
-    static SPAWNER: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
+fn spawner() -> Option<&'static mpsc::Sender<Job>> {
+    static SPAWNER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
     SPAWNER
         .get_or_init(|| {
             normal_nice()?;
@@ -70,7 +68,7 @@ fn spawner() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
                     }
                 });
             match started {
-                Ok(_) => Some(Mutex::new(tx)),
+                Ok(_) => Some(tx),
                 Err(e) => {
                     tracing::warn!(error = %e, "MCP servers start at normal priority: no thread to start them");
                     None
