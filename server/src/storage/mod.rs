@@ -449,7 +449,7 @@ impl Store {
         sqlx_macros::migrate!("./migrations/sqlite")
             .run(&writer)
             .await?;
-        let wal = match wal::start(&options).await {
+        let wal = match wal::start(&options, writer.clone(), wal::Schedule::DEFAULT).await {
             Ok(checkpointer) => Some(Arc::new(checkpointer)),
             Err(e) => {
                 tracing::warn!(error = %e, "no WAL checkpoint connection; the writer checkpoints past its backstop");

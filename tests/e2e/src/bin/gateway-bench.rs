@@ -269,6 +269,18 @@ fn latency_table(
         o99 - d99,
         (o99 - d99) / 0.94
     )?;
+    // The tail past p99: a stall that holds every request in flight shows here first.
+    for (name, p) in [("p99.9", 99.9), ("max", 100.0)] {
+        let (d, o) = (
+            ms(percentile(&direct.latencies, p)),
+            ms(percentile(&ours.latencies, p)),
+        );
+        writeln!(
+            out,
+            "| {name} latency (ms) | {d:.3} | {o:.3} | {:.3} | — | — |",
+            o - d
+        )?;
+    }
     writeln!(
         out,
         "| throughput (req/s) | {:.0} | {:.0} | — | 10000 (TensorZero) | {:.2} |",
