@@ -3,6 +3,9 @@
 //! Handlers call [`Store`]'s methods and never write SQL. Each method is written once: its
 //! statements are the same text on both databases (`$1`-style parameters, which sqlx's SQLite
 //! driver reads by number too; standard SQL both speak), run on the backend's pool by [`on_db!`].
+//! A write of several statements that commit together (a turn's first write, a reply's last) is
+//! described once as data (`write::Write`) and run by [`run_write!`]: on SQLite in one round trip
+//! to the writer's thread, on PostgreSQL in a transaction.
 //! What differs is said once, in [`Dialect`]:
 //!
 //! - trimming whitespace (SQLite's `trim(x, char(…))`, PostgreSQL's `btrim(x, chr(…) || …)`), in the
@@ -27,6 +30,7 @@ mod reservations;
 mod rows;
 mod users;
 mod wal;
+mod write;
 
 pub use copy::Copied;
 pub use files::{FileRow, FileStored, NewFile};
@@ -42,6 +46,7 @@ use glassbox_core::context::{MessageMark, Receipt, SessionSettings, SessionTopic
 use glassbox_core::vocab::{Attachment, MessageStatus, PageContext, Role, ToolRound, Usage};
 use glassbox_core::wire::{ChatMessage, WireError};
 use sqlx::SqlitePool;
+use sqlx::{FromRow as _, Row as _};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
@@ -285,7 +290,7 @@ pub(crate) use on_db;
 macro_rules! lock_session {
     ($d:expr, $tx:expr, $session_id:expr) => {
         if $d == $crate::storage::Dialect::Postgres {
-            sqlx::query("SELECT id FROM sessions WHERE id = $1 FOR NO KEY UPDATE")
+            sqlx::query($crate::storage::LOCK_SESSION)
                 .bind($session_id)
                 .execute(&mut *$tx)
                 .await?;
@@ -294,68 +299,97 @@ macro_rules! lock_session {
 }
 pub(crate) use lock_session;
 
-/// On `$db` (a pool or a transaction): stores new session `$session`.
-macro_rules! insert_session {
-    ($db:expr, $session:expr) => {{
-        let session: &$crate::storage::NewSession<'_> = $session;
-        sqlx::query(
-            "INSERT INTO sessions (id, token_hash, created_at, last_active_at, settings_json, \
-             user_id) VALUES ($1, $2, $3, $3, $4, $5)",
-        )
-        .bind(session.id)
-        .bind(session.token_hash)
-        .bind(session.created_at)
-        .bind(to_json(session.settings))
-        .bind(session.user_id)
-        .execute($db)
-        .await?;
-    }};
+/// PostgreSQL: locks a session's row (`$1`) until the transaction ends (see [`lock_session!`]).
+const LOCK_SESSION: &str = "SELECT id FROM sessions WHERE id = $1 FOR NO KEY UPDATE";
+
+/// Adds to `w`: store new session `session`.
+fn insert_session(w: &mut write::Write, session: &NewSession<'_>) {
+    w.push(
+        "INSERT INTO sessions (id, token_hash, created_at, last_active_at, settings_json, \
+         user_id) VALUES ($1, $2, $3, $3, $4, $5)",
+        vec![
+            session.id.into(),
+            session.token_hash.into(),
+            session.created_at.into(),
+            to_json(session.settings).into(),
+            session.user_id.into(),
+        ],
+    );
 }
 
-/// In transaction `$tx`: ends `$spend`'s reservation and adds its tokens to session
-/// `$session_id`'s total, the server's day and (for a verified user's session) the user's day;
-/// evaluates to the session's total.
-macro_rules! settle_in {
-    ($tx:expr, $session_id:expr, $spend:expr) => {{
-        let spend: $crate::storage::Spend<'_> = $spend;
-        let tokens = i64::try_from(spend.tokens).unwrap_or(i64::MAX);
-        if let Some(id) = spend.reservation {
-            sqlx::query("DELETE FROM budget_reservations WHERE id = $1")
-                .bind(id)
-                .execute(&mut *$tx)
-                .await?;
+/// Adds to `w`: end `spend`'s reservation and add its tokens to session `session_id`'s total
+/// (returned as a row with the column `tokens_used`), the server's day and (for a verified
+/// user's session) the user's day.
+fn settle(w: &mut write::Write, session_id: &str, spend: &Spend<'_>) {
+    let tokens = i64::try_from(spend.tokens).unwrap_or(i64::MAX);
+    if let Some(id) = spend.reservation {
+        w.push(
+            "DELETE FROM budget_reservations WHERE id = $1",
+            vec![id.into()],
+        );
+    }
+    w.push(
+        "INSERT INTO usage_days (day, tokens) VALUES ($1, $2) \
+         ON CONFLICT (day) DO UPDATE SET tokens = usage_days.tokens + excluded.tokens",
+        vec![spend.day.into(), tokens.into()],
+    );
+    w.push(
+        "UPDATE sessions SET tokens_used = tokens_used + $1 WHERE id = $2 RETURNING tokens_used",
+        vec![tokens.into(), session_id.into()],
+    );
+    // An anonymous session (most) has no user's day to add to. (SQLite reads the `ON` of an
+    // upsert after a `SELECT` as a join's unless the `SELECT` has a `WHERE`, as this one does.)
+    w.push(
+        "INSERT INTO user_usage_days (user_id, day, tokens) \
+         SELECT user_id, $1, $2 FROM sessions WHERE id = $3 AND user_id IS NOT NULL \
+         ON CONFLICT (user_id, day) DO UPDATE SET tokens = user_usage_days.tokens + excluded.tokens",
+        vec![spend.day.into(), tokens.into(), session_id.into()],
+    );
+}
+
+/// Runs write `$w` on the store's database (SQLite's writer in one round trip, PostgreSQL in a
+/// transaction) and evaluates to `$each` applied to every row it returned, `$row` bound to the
+/// row (compiled for each backend's row type).
+macro_rules! run_write {
+    ($store:expr, $w:expr, |$row:ident| $each:expr) => {
+        match &$store.db {
+            $crate::storage::Db::Sqlite { writer, .. } => $w
+                .run_sqlite(writer)
+                .await?
+                .iter()
+                .map(|$row| $each)
+                .collect::<Result<Vec<_>, StorageError>>()?,
+            $crate::storage::Db::Postgres(pool) => $w
+                .run_postgres(pool)
+                .await?
+                .iter()
+                .map(|$row| $each)
+                .collect::<Result<Vec<_>, StorageError>>()?,
         }
-        sqlx::query(
-            "INSERT INTO usage_days (day, tokens) VALUES ($1, $2) \
-             ON CONFLICT (day) DO UPDATE SET tokens = usage_days.tokens + excluded.tokens",
-        )
-        .bind(spend.day)
-        .bind(tokens)
-        .execute(&mut *$tx)
-        .await?;
-        let row: Option<(i64, Option<String>)> = sqlx::query_as(
-            "UPDATE sessions SET tokens_used = tokens_used + $1 WHERE id = $2 \
-             RETURNING tokens_used, user_id",
-        )
-        .bind(tokens)
-        .bind($session_id)
-        .fetch_optional(&mut *$tx)
-        .await?;
-        // An anonymous session (most) has no user's day to add to.
-        if let Some((_, Some(user_id))) = &row {
-            sqlx::query(
-                "INSERT INTO user_usage_days (user_id, day, tokens) VALUES ($1, $2, $3) \
-                 ON CONFLICT (user_id, day) DO UPDATE \
-                 SET tokens = user_usage_days.tokens + excluded.tokens",
-            )
-            .bind(user_id)
-            .bind(spend.day)
-            .bind(tokens)
-            .execute(&mut *$tx)
-            .await?;
+    };
+}
+
+/// A row a [`write::Write`] returned: a session's total (`tokens_used`) or a message.
+enum Written {
+    TokensUsed(u64),
+    Message(Box<MessageRow>),
+}
+
+impl Written {
+    fn of<'r, R>(row: &'r R) -> Result<Self, StorageError>
+    where
+        R: sqlx::Row,
+        usize: sqlx::ColumnIndex<R>,
+        &'r str: sqlx::ColumnIndex<R>,
+        i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        MessageRow: sqlx::FromRow<'r, R>,
+    {
+        if row.columns().len() == 1 {
+            let used: i64 = row.try_get("tokens_used")?;
+            return Ok(Self::TokensUsed(used.max(0) as u64));
         }
-        row.map_or(0, |(used, _)| used.max(0) as u64)
-    }};
+        Ok(Self::Message(Box::new(MessageRow::from_row(row)?)))
+    }
 }
 
 /// `n` numbered parameters from `$first` on, comma-separated (`$3, $4, $5`): an `IN` list.
@@ -486,6 +520,13 @@ impl Store {
         }
     }
 
+    fn dialect(&self) -> Dialect {
+        match self.db {
+            Db::Sqlite { .. } => Dialect::Sqlite,
+            Db::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
     /// Which database this is (`sqlite`, `postgres`), for logs and `/healthz`.
     pub fn backend(&self) -> &'static str {
         match self.db {
@@ -511,9 +552,9 @@ impl Store {
 
     /// Stores a new session.
     pub async fn create_session(&self, session: &NewSession<'_>) -> Result<(), StorageError> {
-        on_db!(self, write, |db, d| {
-            insert_session!(db, session);
-        });
+        let mut w = write::Write::default();
+        insert_session(&mut w, session);
+        run_write!(self, w, |_row| Ok(()));
         Ok(())
     }
 
@@ -576,13 +617,16 @@ impl Store {
         session_id: &str,
         spend: Spend<'_>,
     ) -> Result<u64, StorageError> {
-        let used = on_db!(self, write, |db, d| {
-            let mut tx = db.begin().await?;
-            let used = settle_in!(tx, session_id, spend);
-            tx.commit().await?;
-            used
-        });
-        Ok(used)
+        let mut w = write::Write::default();
+        settle(&mut w, session_id, &spend);
+        let rows = run_write!(self, w, |row| Written::of(row));
+        Ok(rows
+            .into_iter()
+            .find_map(|r| match r {
+                Written::TokensUsed(used) => Some(used),
+                Written::Message(_) => None,
+            })
+            .unwrap_or(0))
     }
 
     /// Marks a session used at `now` (written at most once a minute per session).
@@ -813,38 +857,43 @@ impl Store {
             assistant = name(Role::Assistant),
             streaming = name(MessageStatus::Streaming),
         );
-        let rows: Vec<MessageRow> = on_db!(self, write, |db, d| {
-            let mut tx = db.begin().await?;
-            match opened {
-                // Nobody else sees the session before the commit, and it was just used.
-                Opened::New(session) => insert_session!(&mut *tx, session),
-                Opened::Stored(_) => {
-                    // Nothing is inserted in the session between the check and the insert:
-                    // SQLite's one writer connection, PostgreSQL's lock on the session's row.
-                    lock_session!(d, tx, session_id);
-                    sqlx::query(TOUCH)
-                        .bind(now)
-                        .bind(session_id)
-                        .bind(now - 60_000)
-                        .execute(&mut *tx)
-                        .await?;
+        let mut w = write::Write::default();
+        match opened {
+            // Nobody else sees the session before the commit, and it was just used.
+            Opened::New(session) => insert_session(&mut w, session),
+            Opened::Stored(_) => {
+                // Nothing is inserted in the session between the check and the insert:
+                // SQLite's one writer connection, PostgreSQL's lock on the session's row.
+                if self.dialect() == Dialect::Postgres {
+                    w.push(LOCK_SESSION, vec![session_id.into()]);
                 }
+                w.push(
+                    TOUCH,
+                    vec![now.into(), session_id.into(), (now - 60_000).into()],
+                );
             }
-            let rows = sqlx::query_as(&sql)
-                .bind(session_id)
-                .bind(m.id)
-                .bind(m.content)
-                .bind(m.client_message_id)
-                .bind(m.context.map(to_json))
-                .bind((!m.attachments.is_empty()).then(|| to_json(&m.attachments)))
-                .bind(m.created_at)
-                .bind(reply_id)
-                .bind(self.producer.as_deref())
-                .fetch_all(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            rows
-        });
+        }
+        w.push(
+            sql,
+            vec![
+                session_id.into(),
+                m.id.into(),
+                m.content.into(),
+                m.client_message_id.into(),
+                m.context.map(to_json).into(),
+                (!m.attachments.is_empty())
+                    .then(|| to_json(&m.attachments))
+                    .into(),
+                m.created_at.into(),
+                reply_id.into(),
+                self.producer.as_deref().into(),
+            ],
+        );
+        // The lock's row and the session's are not messages.
+        let rows = run_write!(self, w, |row| Ok(
+            (row.columns().len() > 1).then(|| MessageRow::from_row(row)).transpose()?
+        ));
+        let rows = rows.into_iter().flatten();
         let (mut message, mut reply) = (None, None);
         for row in rows {
             let row = ChatMessage::from(row);
@@ -966,32 +1015,36 @@ impl Store {
              context_report_json = $4, tool_rounds_json = $5, error_json = $6 \
              WHERE session_id = $7 AND id = $8 RETURNING {MESSAGE_COLUMNS}"
         );
-        macro_rules! update {
-            () => {
-                sqlx::query_as(&sql)
-                    .bind(outcome.content)
-                    .bind(name(outcome.status))
-                    .bind(outcome.usage.as_ref().map(to_json))
-                    .bind(outcome.receipt.map(to_json))
-                    .bind((!outcome.tool_rounds.is_empty()).then(|| to_json(outcome.tool_rounds)))
-                    .bind(outcome.error.map(to_json))
-                    .bind(session_id)
-                    .bind(id)
-            };
+        let mut w = write::Write::default();
+        if let Some(spend) = &spend {
+            settle(&mut w, session_id, spend);
         }
-        let (row, used): (Option<MessageRow>, Option<u64>) = on_db!(self, write, |db, d| {
-            match spend {
-                None => (update!().fetch_optional(db).await?, None),
-                Some(spend) => {
-                    let mut tx = db.begin().await?;
-                    let used = settle_in!(tx, session_id, spend);
-                    let row = update!().fetch_optional(&mut *tx).await?;
-                    // A reply that is gone (its session deleted meanwhile) still spent its tokens.
-                    tx.commit().await?;
-                    (row, Some(used))
-                }
+        w.push(
+            sql,
+            vec![
+                outcome.content.into(),
+                name(outcome.status).into(),
+                outcome.usage.as_ref().map(to_json).into(),
+                outcome.receipt.map(to_json).into(),
+                (!outcome.tool_rounds.is_empty())
+                    .then(|| to_json(outcome.tool_rounds))
+                    .into(),
+                outcome.error.map(to_json).into(),
+                session_id.into(),
+                id.into(),
+            ],
+        );
+        // A reply that is gone (its session deleted meanwhile) still spent its tokens.
+        let (mut row, mut used) = (None, None);
+        for written in run_write!(self, w, |r| Written::of(r)) {
+            match written {
+                Written::TokensUsed(u) => used = Some(u),
+                Written::Message(m) => row = Some(*m),
             }
-        });
+        }
+        if spend.is_some() {
+            used = Some(used.unwrap_or(0));
+        }
         let message = row
             .map(ChatMessage::from)
             .ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))?;
