@@ -123,7 +123,7 @@ impl Chat {
         &self,
         hub: &Arc<Hub>,
         model: &str,
-        req: ChatRequest,
+        mut req: ChatRequest,
         caller: Option<&Caller>,
         unsaved: Option<&UnsavedSession>,
     ) -> Result<Submitted, ChatError> {
@@ -132,10 +132,10 @@ impl Chat {
         validate_chat(&req)?;
         let session_id = hub.session_id.as_str();
         // Uploaded files as the server recorded them (a file of another session is refused).
-        let attachments = self
+        req.attachments = self
             .turns
             .files
-            .resolve(session_id, req.attachments)
+            .resolve(session_id, std::mem::take(&mut req.attachments))
             .await?;
         // What refuses without spending comes first, so a refused message costs no allowance. A
         // new session's user is known before its row is stored.
@@ -144,6 +144,48 @@ impl Chat {
         let permit = self.limits.stream(caller)?;
         self.limits.message(caller, session_id).await?;
         let starting = TurnStarting::begin();
+        // Stored and started in a task of its own: a caller that goes away (a client hanging up)
+        // while the message is stored cannot leave it stored with a reply that never starts.
+        let (chat, hub, model, unsaved) = (
+            self.clone(),
+            Arc::clone(hub),
+            model.to_owned(),
+            unsaved.cloned(),
+        );
+        let stored = tokio::spawn(
+            async move {
+                chat.store_and_start(
+                    &hub,
+                    model,
+                    req,
+                    unsaved.as_ref(),
+                    (permit, admitted),
+                    starting,
+                )
+                .await
+            }
+            .in_current_span(),
+        )
+        .await;
+        match stored {
+            Ok(submitted) => submitted,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(ChatError::ShuttingDown),
+        }
+    }
+
+    /// Stores user message `req` (its attachments resolved; with its session, when `unsaved` is
+    /// a new one) and its reply's placeholder, then starts the reply; see [`Self::submit`].
+    async fn store_and_start(
+        &self,
+        hub: &Arc<Hub>,
+        model: String,
+        req: ChatRequest,
+        unsaved: Option<&UnsavedSession>,
+        permits: (AddressPermit, Admitted),
+        starting: TurnStarting,
+    ) -> Result<Submitted, ChatError> {
+        let session_id = hub.session_id.as_str();
         let id = new_id();
         let now = now_ms();
         let m = NewUserMessage {
@@ -151,7 +193,7 @@ impl Chat {
             content: &req.message,
             client_message_id: req.client_message_id.as_deref(),
             context: req.context.as_ref(),
-            attachments: &attachments,
+            attachments: &req.attachments,
             created_at: now,
         };
         // The session's use (or the new session), then the message and its reply's placeholder,
@@ -187,10 +229,10 @@ impl Chat {
         }));
         self.spawn_turn(
             hub.clone(),
-            model.to_owned(),
+            model,
             message.id.clone(),
             &reply,
-            (permit, admitted),
+            permits,
             starting,
         );
         Ok(Submitted {

@@ -105,6 +105,7 @@ pub struct OpenSession {
 }
 
 /// A new session not stored yet.
+#[derive(Clone)]
 pub struct UnsavedSession {
     id: String,
     token_hash: String,

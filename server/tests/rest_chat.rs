@@ -2,6 +2,7 @@
 
 mod support;
 
+use glassbox_core::vocab::{MessageStatus, Role};
 use glassbox_fake_provider::Behaviour;
 use serde_json::{Value, json};
 use support::{Api, TestServer};
@@ -421,4 +422,54 @@ async fn a_nul_character_is_refused_in_a_message_and_left_out_of_a_reply() {
         .await;
     assert_eq!(answer["reply"]["content"], "Fine now.", "{answer}");
     assert_eq!(answer["reply"]["status"], "complete");
+}
+
+/// A client that hangs up while its message is being stored (the request's future dropped) still
+/// has the reply run and end: never a message stored with its reply left `streaming`, which
+/// nothing would end before the next start and which cannot be retried.
+#[tokio::test]
+async fn a_message_whose_client_hangs_up_while_it_is_stored_still_gets_its_reply() {
+    let server = TestServer::start(Api::OpenAi, Behaviour::reply(&["Hi ", "there."])).await;
+    let state = &server.state;
+    let session = state
+        .sessions
+        .open_for_message(glassbox_server::sessions::Ask::default())
+        .await
+        .unwrap();
+    let request: glassbox_core::wire::ChatRequest =
+        serde_json::from_value(json!({"message": "hello"})).unwrap();
+    let mut submit = Box::pin(state.chat.submit(
+        &session.hub,
+        &session.info.model,
+        request,
+        None,
+        session.unsaved.as_ref(),
+    ));
+    // Polled until it waits for the database, then dropped: the client went away.
+    assert!(futures::poll!(submit.as_mut()).is_pending());
+    drop(submit);
+    let id = &session.info.session_id;
+    let mut roles = Vec::new();
+    for _ in 0..100 {
+        let messages = state.store.messages(id).await.unwrap();
+        roles = messages
+            .iter()
+            .map(|m| (m.role, m.status, m.content.clone()))
+            .collect();
+        if messages.len() == 2 && messages[1].status != MessageStatus::Streaming {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        roles,
+        [
+            (Role::User, MessageStatus::Complete, "hello".to_owned()),
+            (
+                Role::Assistant,
+                MessageStatus::Complete,
+                "Hi there.".to_owned()
+            ),
+        ]
+    );
 }

@@ -45,8 +45,8 @@ use std::time::Duration;
 use glassbox_core::context::{MessageMark, Receipt, SessionSettings, SessionTopics};
 use glassbox_core::vocab::{Attachment, MessageStatus, PageContext, Role, ToolRound, Usage};
 use glassbox_core::wire::{ChatMessage, WireError};
+use sqlx::FromRow as _;
 use sqlx::SqlitePool;
-use sqlx::{FromRow as _, Row as _};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
@@ -317,10 +317,10 @@ fn insert_session(w: &mut write::Write, session: &NewSession<'_>) {
     );
 }
 
-/// Adds to `w`: end `spend`'s reservation and add its tokens to session `session_id`'s total
-/// (returned as a row with the column `tokens_used`), the server's day and (for a verified
-/// user's session) the user's day.
-fn settle(w: &mut write::Write, session_id: &str, spend: &Spend<'_>) {
+/// Adds to `w`: end `spend`'s reservation and add its tokens to session `session_id`'s total,
+/// the server's day and (for a verified user's session) the user's day. Answers the place of the
+/// statement whose rows have the session's total ([`tokens_used`]).
+fn settle(w: &mut write::Write, session_id: &str, spend: &Spend<'_>) -> usize {
     let tokens = i64::try_from(spend.tokens).unwrap_or(i64::MAX);
     if let Some(id) = spend.reservation {
         w.push(
@@ -333,7 +333,7 @@ fn settle(w: &mut write::Write, session_id: &str, spend: &Spend<'_>) {
          ON CONFLICT (day) DO UPDATE SET tokens = usage_days.tokens + excluded.tokens",
         vec![spend.day.into(), tokens.into()],
     );
-    w.push(
+    let used_at = w.push(
         "UPDATE sessions SET tokens_used = tokens_used + $1 WHERE id = $2 RETURNING tokens_used",
         vec![tokens.into(), session_id.into()],
     );
@@ -345,51 +345,56 @@ fn settle(w: &mut write::Write, session_id: &str, spend: &Spend<'_>) {
          ON CONFLICT (user_id, day) DO UPDATE SET tokens = user_usage_days.tokens + excluded.tokens",
         vec![spend.day.into(), tokens.into(), session_id.into()],
     );
+    used_at
 }
 
 /// Runs write `$w` on the store's database (SQLite's writer in one round trip, PostgreSQL in a
-/// transaction) and evaluates to `$each` applied to every row it returned, `$row` bound to the
-/// row (compiled for each backend's row type).
+/// transaction) and evaluates to `$each` applied to every statement's rows, `$i` bound to the
+/// statement's place in the write and `$rows` to its rows (compiled for each backend's row type).
 macro_rules! run_write {
-    ($store:expr, $w:expr, |$row:ident| $each:expr) => {
+    ($store:expr, $w:expr, |$i:pat_param, $rows:ident| $each:expr) => {
         match &$store.db {
             $crate::storage::Db::Sqlite { writer, .. } => $w
                 .run_sqlite(writer)
                 .await?
                 .iter()
-                .map(|$row| $each)
+                .enumerate()
+                .map(|($i, $rows)| $each)
                 .collect::<Result<Vec<_>, StorageError>>()?,
             $crate::storage::Db::Postgres(pool) => $w
                 .run_postgres(pool)
                 .await?
                 .iter()
-                .map(|$row| $each)
+                .enumerate()
+                .map(|($i, $rows)| $each)
                 .collect::<Result<Vec<_>, StorageError>>()?,
         }
     };
 }
 
-/// A row a [`write::Write`] returned: a session's total (`tokens_used`) or a message.
-enum Written {
-    TokensUsed(u64),
-    Message(Box<MessageRow>),
+/// The session's total that a settle's `UPDATE … RETURNING tokens_used` answered ([`settle`]); 0
+/// when the session is gone.
+fn tokens_used<'r, R>(rows: &'r [R]) -> Result<u64, StorageError>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    Ok(match rows.first() {
+        Some(row) => row.try_get::<i64, _>(0)?.max(0) as u64,
+        None => 0,
+    })
 }
 
-impl Written {
-    fn of<'r, R>(row: &'r R) -> Result<Self, StorageError>
-    where
-        R: sqlx::Row,
-        usize: sqlx::ColumnIndex<R>,
-        &'r str: sqlx::ColumnIndex<R>,
-        i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-        MessageRow: sqlx::FromRow<'r, R>,
-    {
-        if row.columns().len() == 1 {
-            let used: i64 = row.try_get("tokens_used")?;
-            return Ok(Self::TokensUsed(used.max(0) as u64));
-        }
-        Ok(Self::Message(Box::new(MessageRow::from_row(row)?)))
-    }
+/// Messages a statement's `RETURNING {MESSAGE_COLUMNS}` answered.
+fn messages<'r, R>(rows: &'r [R]) -> Result<Vec<MessageRow>, StorageError>
+where
+    R: sqlx::Row,
+    MessageRow: sqlx::FromRow<'r, R>,
+{
+    rows.iter()
+        .map(|row| Ok(MessageRow::from_row(row)?))
+        .collect()
 }
 
 /// `n` numbered parameters from `$first` on, comma-separated (`$3, $4, $5`): an `IN` list.
@@ -520,6 +525,7 @@ impl Store {
         }
     }
 
+    /// Which SQL this store's database speaks.
     fn dialect(&self) -> Dialect {
         match self.db {
             Db::Sqlite { .. } => Dialect::Sqlite,
@@ -529,9 +535,9 @@ impl Store {
 
     /// Which database this is (`sqlite`, `postgres`), for logs and `/healthz`.
     pub fn backend(&self) -> &'static str {
-        match self.db {
-            Db::Sqlite { .. } => "sqlite",
-            Db::Postgres(_) => "postgres",
+        match self.dialect() {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
         }
     }
 
@@ -554,7 +560,7 @@ impl Store {
     pub async fn create_session(&self, session: &NewSession<'_>) -> Result<(), StorageError> {
         let mut w = write::Write::default();
         insert_session(&mut w, session);
-        run_write!(self, w, |_row| Ok(()));
+        run_write!(self, w, |_, _rows| Ok(()));
         Ok(())
     }
 
@@ -618,15 +624,12 @@ impl Store {
         spend: Spend<'_>,
     ) -> Result<u64, StorageError> {
         let mut w = write::Write::default();
-        settle(&mut w, session_id, &spend);
-        let rows = run_write!(self, w, |row| Written::of(row));
-        Ok(rows
-            .into_iter()
-            .find_map(|r| match r {
-                Written::TokensUsed(used) => Some(used),
-                Written::Message(_) => None,
-            })
-            .unwrap_or(0))
+        let used_at = settle(&mut w, session_id, &spend);
+        let used = run_write!(self, w, |i, rows| match i == used_at {
+            true => tokens_used(rows).map(Some),
+            false => Ok(None),
+        });
+        Ok(used.into_iter().flatten().next().unwrap_or(0))
     }
 
     /// Marks a session used at `now` (written at most once a minute per session).
@@ -873,7 +876,7 @@ impl Store {
                 );
             }
         }
-        w.push(
+        let turn_at = w.push(
             sql,
             vec![
                 session_id.into(),
@@ -889,10 +892,10 @@ impl Store {
                 self.producer.as_deref().into(),
             ],
         );
-        // The lock's row and the session's are not messages.
-        let rows = run_write!(self, w, |row| Ok(
-            (row.columns().len() > 1).then(|| MessageRow::from_row(row)).transpose()?
-        ));
+        let rows = run_write!(self, w, |i, rows| match i == turn_at {
+            true => messages(rows),
+            false => Ok(Vec::new()),
+        });
         let rows = rows.into_iter().flatten();
         let (mut message, mut reply) = (None, None);
         for row in rows {
@@ -1016,10 +1019,10 @@ impl Store {
              WHERE session_id = $7 AND id = $8 RETURNING {MESSAGE_COLUMNS}"
         );
         let mut w = write::Write::default();
-        if let Some(spend) = &spend {
-            settle(&mut w, session_id, spend);
-        }
-        w.push(
+        let used_at = spend
+            .as_ref()
+            .map(|spend| settle(&mut w, session_id, spend));
+        let reply_at = w.push(
             sql,
             vec![
                 outcome.content.into(),
@@ -1035,15 +1038,15 @@ impl Store {
             ],
         );
         // A reply that is gone (its session deleted meanwhile) still spent its tokens.
+        let each = run_write!(self, w, |i, rows| Ok(match i {
+            i if Some(i) == used_at => (Some(tokens_used(rows)?), Vec::new()),
+            i if i == reply_at => (None, messages(rows)?),
+            _ => (None, Vec::new()),
+        }));
         let (mut row, mut used) = (None, None);
-        for written in run_write!(self, w, |r| Written::of(r)) {
-            match written {
-                Written::TokensUsed(u) => used = Some(u),
-                Written::Message(m) => row = Some(*m),
-            }
-        }
-        if spend.is_some() {
-            used = Some(used.unwrap_or(0));
+        for (tokens, messages) in each {
+            used = used.or(tokens);
+            row = row.or(messages.into_iter().next());
         }
         let message = row
             .map(ChatMessage::from)

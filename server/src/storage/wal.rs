@@ -53,7 +53,8 @@ pub const BACKSTOP_PAGES: u32 = 20_000;
 /// size it ever reached, such as the backstop's).
 pub const FILE_LIMIT_BYTES: u64 = 64 << 20;
 
-/// The running checkpoint task; it ends when this is dropped (with the store's last clone).
+/// The running checkpoint task; it ends when this is dropped (with the store's last clone), and
+/// lets go of its clone of the writer's pool then.
 #[derive(Debug)]
 pub struct Checkpointer {
     _stop: DropGuard,
@@ -74,6 +75,9 @@ pub async fn start(
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut failing = false;
+        // Step 2 runs once the log holds `due` frames: `restart_pages`, and after a step 2 that
+        // did not let the log start over (a reader still on an old snapshot), as many again.
+        let (mut due, mut last) = (schedule.restart_pages, 0);
         loop {
             tokio::select! {
                 biased;
@@ -81,12 +85,22 @@ pub async fn start(
                 _ = tick.tick() => {}
             }
             let done = match checkpoint(&mut conn).await {
-                Ok(log) if log < schedule.restart_pages => Ok(()),
-                // Long enough to start over: the rest between two of the writer's writes.
-                Ok(_) => match writer.acquire().await {
-                    Ok(mut w) => checkpoint(&mut w).await.map(drop),
-                    Err(e) => Err(e),
-                },
+                Ok(log) => {
+                    if log < last {
+                        due = schedule.restart_pages;
+                    }
+                    last = log;
+                    if log < due {
+                        Ok(())
+                    } else {
+                        // Long enough to start over: the rest between two of the writer's writes.
+                        due = log.saturating_add(schedule.restart_pages);
+                        match writer.acquire().await {
+                            Ok(mut w) => checkpoint(&mut w).await.map(drop),
+                            Err(e) => Err(e),
+                        }
+                    }
+                }
                 Err(e) => Err(e),
             };
             match done {
@@ -109,10 +123,9 @@ pub async fn start(
 /// One `PASSIVE` checkpoint on `conn`; answers the frames in the log.
 async fn checkpoint(conn: &mut SqliteConnection) -> Result<i64, sqlx::Error> {
     // (busy, frames in the log, frames copied); -1, -1 when the database is not in WAL mode.
-    let (_busy, log, _copied): (i64, i64, i64) =
-        sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
-            .fetch_one(conn)
-            .await?;
+    let (_busy, log, _copied): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(conn)
+        .await?;
     Ok(log)
 }
 

@@ -7,11 +7,15 @@
 //! first write (the session's use, the user message and the reply's placeholder) and its last (the
 //! reply and its spend) took four and five of them, a third of the time the server added to a
 //! reply (`cargo xtask bench gateway`). Here their statements go as one query string between
-//! `BEGIN IMMEDIATE` and `COMMIT`, each statement's `$1`… renumbered to follow the one before.
-//! Statements of a [`Write`] have no `$` in their string literals.
+//! `BEGIN IMMEDIATE` and `COMMIT`, each statement's `$1`… renumbered to follow the one before
+//! (outside quotes). sqlx's SQLite driver runs such a string statement by statement, binding `$N`
+//! by number; sqlx 0.8 marks several statements in one query as deprecated
+//! (launchbadge/sqlx#3108), and this module's tests fail if an upgrade drops it.
 
 use std::borrow::Cow;
 
+use futures::TryStreamExt as _;
+use sqlx::Either;
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::sqlite::{SqliteArguments, SqlitePool, SqliteRow};
 use sqlx::{Arguments as _, Executor as _};
@@ -60,39 +64,56 @@ struct Statement {
     values: Vec<Value>,
 }
 
-/// Statements that commit together or not at all; the rows they return, in order, are the
-/// write's answer.
+/// Statements that commit together or not at all; the write answers the rows each returned.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Write {
     statements: Vec<Statement>,
 }
 
 impl Write {
-    /// Appends `sql` with the values of its parameters.
-    pub fn push(&mut self, sql: impl Into<Cow<'static, str>>, values: Vec<Value>) {
-        self.statements.push(Statement {
-            sql: sql.into(),
-            values,
-        });
+    /// Appends `sql` with the values of its parameters `$1`…`$n`, in order; answers the
+    /// statement's place, where the write's answer has its rows.
+    pub fn push(&mut self, sql: impl Into<Cow<'static, str>>, values: Vec<Value>) -> usize {
+        let sql = sql.into();
+        // Too few values would take the next statement's on SQLite, and fail on PostgreSQL.
+        debug_assert_eq!(highest_param(&sql), values.len(), "{sql}");
+        self.statements.push(Statement { sql, values });
+        self.statements.len() - 1
     }
 
-    /// Runs the write on SQLite's writer: one query string, one round trip. It runs in a task of
-    /// its own, so a caller that goes away (a client hanging up) cannot cut it between two
-    /// statements; a statement that fails rolls back those before it.
-    pub async fn run_sqlite(self, writer: &SqlitePool) -> Result<Vec<SqliteRow>, sqlx::Error> {
+    /// Runs the write on SQLite's writer: one query string, one round trip; answers each
+    /// statement's rows. It runs in a task of its own, so a caller that goes away (a client
+    /// hanging up) cannot cut it between two statements: it commits whole or, when a statement
+    /// fails, rolls back those before it.
+    pub async fn run_sqlite(self, writer: &SqlitePool) -> Result<Vec<Vec<SqliteRow>>, sqlx::Error> {
+        let statements = self.statements.len();
         let (sql, args) = self.sqlite_batch()?;
         let writer = writer.clone();
         let ran = tokio::spawn(async move {
             let mut conn = writer.acquire().await?;
-            let rows = sqlx::query_with(&sql, args).fetch_all(&mut *conn).await;
-            if rows.is_err() && conn.execute("ROLLBACK").await.is_err() {
+            // Every statement's end is read (a `fetch_one` would stop before `COMMIT`).
+            #[allow(deprecated)]
+            let each = sqlx::query_with(&sql, args)
+                .fetch_many(&mut *conn)
+                .try_fold(vec![Vec::new()], |mut each, step| async move {
+                    match step {
+                        // A statement ended: the next one's rows follow.
+                        Either::Left(_) => each.push(Vec::new()),
+                        Either::Right(row) => each.last_mut().map_or((), |rows| rows.push(row)),
+                    }
+                    Ok(each)
+                })
+                .await;
+            if each.is_err() && conn.execute("ROLLBACK").await.is_err() {
                 // In no state to be trusted with the next write.
                 conn.close_on_drop();
             }
-            rows
+            each
         })
-        .await;
-        ran.map_err(|e| sqlx::Error::Protocol(format!("a write's task ended: {e}")))?
+        .await
+        .map_err(|_| sqlx::Error::WorkerCrashed)??;
+        // `BEGIN`'s (none), then each statement's, then `COMMIT`'s.
+        Ok(ran.into_iter().skip(1).take(statements).collect())
     }
 
     /// The query string (`BEGIN IMMEDIATE; …; COMMIT`) and its arguments.
@@ -114,19 +135,19 @@ impl Write {
         Ok((sql, args))
     }
 
-    /// Runs the write on PostgreSQL: its statements in a transaction (a single one alone).
-    pub async fn run_postgres(self, pool: &PgPool) -> Result<Vec<PgRow>, sqlx::Error> {
-        let mut rows = Vec::new();
+    /// Runs the write on PostgreSQL: its statements in a transaction (a single one alone);
+    /// answers each statement's rows. A caller that goes away rolls it back (sqlx's transaction).
+    pub async fn run_postgres(self, pool: &PgPool) -> Result<Vec<Vec<PgRow>>, sqlx::Error> {
         if let [statement] = &self.statements[..] {
-            rows.extend(postgres_query(statement).fetch_all(pool).await?);
-            return Ok(rows);
+            return Ok(vec![postgres_query(statement).fetch_all(pool).await?]);
         }
+        let mut each = Vec::with_capacity(self.statements.len());
         let mut tx = pool.begin().await?;
         for statement in &self.statements {
-            rows.extend(postgres_query(statement).fetch_all(&mut *tx).await?);
+            each.push(postgres_query(statement).fetch_all(&mut *tx).await?);
         }
         tx.commit().await?;
-        Ok(rows)
+        Ok(each)
     }
 }
 
@@ -143,25 +164,62 @@ fn postgres_query(
     query
 }
 
-/// `sql` with each parameter `$n` written `$(n + by)`.
+/// `sql` with each parameter `$n` written `$(n + by)`; what is quoted (`'…'`, `"…"`) is kept.
 fn renumber(sql: &str, by: usize) -> String {
-    if by == 0 {
-        return sql.to_owned();
-    }
     let mut out = String::with_capacity(sql.len() + 8);
-    let mut rest = sql;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..=at]);
-        rest = &rest[at + 1..];
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        match rest[..digits].parse::<usize>() {
-            Ok(n) => out.push_str(&(n + by).to_string()),
-            Err(_) => out.push_str(&rest[..digits]),
+    each_param(sql, |piece| match piece {
+        Piece::Text(text) => out.push_str(text),
+        Piece::Param(n) => {
+            out.push('$');
+            out.push_str(&(n + by).to_string());
         }
-        rest = &rest[digits..];
-    }
-    out.push_str(rest);
+    });
     out
+}
+
+/// The highest `$n` in `sql` (0 for none).
+fn highest_param(sql: &str) -> usize {
+    let mut highest = 0;
+    each_param(sql, |piece| {
+        if let Piece::Param(n) = piece {
+            highest = highest.max(n);
+        }
+    });
+    highest
+}
+
+enum Piece<'a> {
+    Text(&'a str),
+    Param(usize),
+}
+
+/// Walks `sql` as text and `$n` parameters, outside quotes.
+fn each_param<'a>(sql: &'a str, mut on: impl FnMut(Piece<'a>)) {
+    let bytes = sql.as_bytes();
+    let (mut from, mut i, mut quote) = (0, 0, None);
+    while i < bytes.len() {
+        match (quote, bytes[i]) {
+            (Some(q), b) if b == q => quote = None,
+            (Some(_), _) => {}
+            (None, b @ (b'\'' | b'"')) => quote = Some(b),
+            (None, b'$') => {
+                let digits = bytes[i + 1..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit())
+                    .count();
+                if let Ok(n) = sql[i + 1..i + 1 + digits].parse::<usize>() {
+                    on(Piece::Text(&sql[from..i]));
+                    on(Piece::Param(n));
+                    from = i + 1 + digits;
+                    i = from;
+                    continue;
+                }
+            }
+            (None, _) => {}
+        }
+        i += 1;
+    }
+    on(Piece::Text(&sql[from..]));
 }
 
 #[cfg(test)]
@@ -173,10 +231,19 @@ mod tests {
 
     #[test]
     fn parameters_are_renumbered_to_follow_the_statements_before() {
-        assert_eq!(renumber("a = $1 AND b = $12, $1", 3), "a = $4 AND b = $15, $4");
+        assert_eq!(
+            renumber("a = $1 AND b = $12, $1", 3),
+            "a = $4 AND b = $15, $4"
+        );
         assert_eq!(renumber("a = $1", 0), "a = $1");
         assert_eq!(renumber("no parameters", 5), "no parameters");
         assert_eq!(renumber("a lone $ sign", 5), "a lone $ sign");
+        assert_eq!(
+            renumber("x = '$1' AND \"$2\" = $1", 2),
+            "x = '$1' AND \"$2\" = $3"
+        );
+        assert_eq!(highest_param("VALUES ($1, $3, $3, '$9')"), 3);
+        assert_eq!(highest_param("none"), 0);
     }
 
     async fn pool() -> SqlitePool {
@@ -208,12 +275,19 @@ mod tests {
             "UPDATE t SET n = n + $1 WHERE name = $2 RETURNING name, n",
             vec![10.into(), "a".into()],
         );
-        let rows = w.run_sqlite(&pool).await.unwrap();
-        let got: Vec<(String, i64)> = rows
+        let each = w.run_sqlite(&pool).await.unwrap();
+        let got: Vec<Vec<(String, i64)>> = each
             .iter()
-            .map(|r| (r.get("name"), r.get("n")))
+            .map(|rows| rows.iter().map(|r| (r.get("name"), r.get("n"))).collect())
             .collect();
-        assert_eq!(got, [("b".to_owned(), 2), ("a".to_owned(), 11)]);
+        assert_eq!(
+            got,
+            [
+                vec![],
+                vec![("b".to_owned(), 2)],
+                vec![("a".to_owned(), 11)]
+            ]
+        );
     }
 
     #[tokio::test]
@@ -263,8 +337,7 @@ mod tests {
             w.push("INSERT INTO t (name) VALUES ($1)", vec![name.into()]);
         }
         // Dropped at its first await: the task it started goes on and commits.
-        let write = w.run_sqlite(&writer);
-        tokio::pin!(write);
+        let mut write = Box::pin(w.run_sqlite(&writer));
         let _ = futures::poll!(write.as_mut());
         drop(write);
         // Seen from another connection: committed, whole.
