@@ -18,7 +18,7 @@ use crate::ids::{new_id, now_ms};
 use crate::rate_limits::{AddressPermit, Caller, RateLimited, RateLimits};
 use crate::sessions::UnsavedSession;
 use crate::storage::{NewUserMessage, StorageError, Store};
-use crate::turn::TurnEngine;
+use crate::turn::{Answered, FirstMessage, TurnEngine};
 use crate::wire_error::ToWire;
 
 /// Why a message or a retry was refused.
@@ -227,14 +227,14 @@ impl Chat {
             message: message.clone(),
             duplicate: false,
         }));
-        self.spawn_turn(
-            hub.clone(),
-            model,
-            message.id.clone(),
-            &reply,
-            permits,
-            starting,
-        );
+        let answered = match unsaved {
+            Some(session) => Answered::First(Box::new(FirstMessage {
+                settings: session.as_new().settings.clone(),
+                message: message.clone(),
+            })),
+            None => Answered::Stored(message.id.clone()),
+        };
+        self.spawn_turn(hub.clone(), model, answered, &reply, permits, starting);
         Ok(Submitted {
             message,
             duplicate: false,
@@ -275,7 +275,7 @@ impl Chat {
         self.spawn_turn(
             hub.clone(),
             model.to_owned(),
-            reply_to,
+            Answered::Stored(reply_to),
             &reply,
             (permit, admitted),
             starting,
@@ -321,7 +321,7 @@ impl Chat {
         &self,
         hub: Arc<Hub>,
         model: String,
-        user_message_id: String,
+        answered: Answered,
         reply: &ChatMessage,
         (permit, admitted): (AddressPermit, Admitted),
         starting: TurnStarting,
@@ -372,7 +372,7 @@ impl Chat {
                         }
                     }
                 };
-                let run = turns.run(&hub, &model, &user_message_id, &reply_id, starting, &stop);
+                let run = turns.run(&hub, &model, answered, &reply_id, starting, &stop);
                 tokio::pin!(run);
                 let ran = match &lease {
                     None => run.await,

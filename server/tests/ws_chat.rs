@@ -843,3 +843,41 @@ async fn the_session_names_the_protocol_version() {
         "{raw}"
     );
 }
+
+/// A new session's first message (REST, no session yet) is planned from what was just stored with
+/// it, nothing read back; the model gets exactly what a retry of that reply sends it, which reads
+/// the session back from the database.
+#[tokio::test]
+async fn a_first_message_sends_the_model_what_reading_the_session_back_gives() {
+    let server = TestServer::start(
+        Api::OpenAi,
+        Behaviour::Status {
+            status: 400,
+            message: "refused".into(),
+        },
+    )
+    .await;
+    let body = server
+        .post_json(
+            "/api/chat",
+            &json!({"message": "tell me", "context": {"page": "settings", "user": "ada"}}),
+        )
+        .await;
+    assert_eq!(body["reply"]["status"], "failed", "{body}");
+    let (session, token) = (
+        body["session"]["sessionId"].as_str().unwrap(),
+        body["session"]["token"].as_str().unwrap(),
+    );
+    let reply_id = body["reply"]["id"].as_str().unwrap();
+    server.fake.set(Behaviour::reply(&["Whole ", "answer."]));
+    let mut ws = server.ws().await;
+    ws.hello_existing(session, token).await;
+    ws.send(json!({"type": "retry", "data": {"messageId": reply_id}}))
+        .await;
+    let frames = ws.until_reply_ends().await;
+    assert_eq!(delta_text(&frames), "Whole answer.");
+    let requests = server.fake.requests();
+    let (first, retry) = (&requests[0].body, &requests[requests.len() - 1].body);
+    assert!(requests.len() >= 2);
+    assert_eq!(first, retry);
+}

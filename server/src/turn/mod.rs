@@ -15,7 +15,7 @@ pub mod load_tools;
 use std::sync::Arc;
 
 use glassbox_core::context::items::ItemRef;
-use glassbox_core::context::{CurrentReply, Receipt, TurnPlan, record_tool_round};
+use glassbox_core::context::{CurrentReply, Receipt, SessionSettings, TurnPlan, record_tool_round};
 use glassbox_core::limits::{InputError, validate_chat};
 use glassbox_core::vocab::Role;
 use glassbox_core::vocab::{MessageStatus, ToolExchange, ToolRound, Usage};
@@ -156,11 +156,20 @@ impl Reply {
 }
 
 /// The message a turn answers.
-enum Answered {
+pub enum Answered {
     /// The stored message with this id.
     Stored(String),
+    /// A new session's first message, stored with it just now: what the turn would read back is
+    /// known (the session's settings, no topics, this one message), so it is not read.
+    First(Box<FirstMessage>),
     /// A draft after the newest message (a preview).
     Draft(Box<ChatMessage>),
+}
+
+/// A new session's first message and the settings the session was stored with.
+pub struct FirstMessage {
+    pub settings: SessionSettings,
+    pub message: ChatMessage,
 }
 
 impl TurnEngine {
@@ -177,7 +186,10 @@ impl TurnEngine {
         planning: Planning,
     ) -> Result<(ToolSet, Gathered, TurnPlan), TurnError> {
         let session_id = hub.session_id.as_str();
-        let (settings, topics) = self.store.settings_and_topics(session_id).await?;
+        let (settings, topics) = match &answered {
+            Answered::First(first) => (first.settings.clone(), None),
+            _ => self.store.settings_and_topics(session_id).await?,
+        };
         let standing = topics.as_ref().map_or(&[][..], |t| &t.sticky_ids[..]);
         let info = self
             .windows
@@ -187,11 +199,22 @@ impl TurnEngine {
             standing,
             filtered: !settings.topics.filter.is_empty(),
         };
-        let (through, draft) = match &answered {
-            Answered::Stored(id) => (history::Through::Message(id), None),
-            Answered::Draft(draft) => (history::Through::Newest, Some(draft.as_ref().clone())),
+        let read_through =
+            |through| history::read(&self.store, &self.tokens, session_id, through, &reach);
+        let (read, draft) = match &answered {
+            Answered::Stored(id) => (read_through(history::Through::Message(id)).await?, None),
+            Answered::First(first) => (
+                history::ReadHistory {
+                    messages: vec![first.message.clone()],
+                    unread: None,
+                },
+                None,
+            ),
+            Answered::Draft(draft) => (
+                read_through(history::Through::Newest).await?,
+                Some(draft.as_ref().clone()),
+            ),
         };
-        let read = history::read(&self.store, &self.tokens, session_id, through, &reach).await?;
         if read.messages.is_empty() && draft.is_none() {
             return Err(StorageError::Corrupt("the message answered is not stored".into()).into());
         }
@@ -260,14 +283,14 @@ impl TurnEngine {
         Ok(plan.receipt)
     }
 
-    /// Runs the reply `reply_id` to the user message `user_message_id` with `model`: plans it,
+    /// Runs the reply `reply_id` to the user message `answered` with `model`: plans it,
     /// streams it through the tool loop, stores it and tells the session's clients. `starting` is
     /// let go at the first token (background work waits for it until then).
     pub async fn run(
         &self,
         hub: &Hub,
         model: &str,
-        user_message_id: &str,
+        answered: Answered,
         reply_id: &str,
         starting: TurnStarting,
         stop: &StopHandle,
@@ -275,7 +298,6 @@ impl TurnEngine {
         let _running = crate::background::TurnRunning::begin();
         let mut starting = Some(starting);
         let session_id = hub.session_id.as_str();
-        let answered = Answered::Stored(user_message_id.to_owned());
         let (tools, gathered, mut plan) =
             self.plan_for(hub, model, answered, Planning::Reply).await?;
         let mut reply = Reply::default();
