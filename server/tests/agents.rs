@@ -251,3 +251,55 @@ async fn an_agents_greeting_comes_with_its_sessions_and_is_checked() {
     );
     assert!(text.contains("starters: at most 4"), "{text}");
 }
+
+/// A new session's first message (REST, no session yet) is planned from what was just stored with
+/// it, nothing read back; the model gets exactly what a retry of that reply sends it, which reads
+/// the session back from the database: the agent's prompt, its rule, the page context.
+#[tokio::test]
+async fn a_first_message_sends_the_model_what_reading_the_session_back_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = configure(dir.path());
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::Status {
+            status: 400,
+            message: "refused".into(),
+        },
+        &[("GLASSBOX_CONFIG", file.as_str())],
+    )
+    .await;
+    let body = server
+        .post_json(
+            "/api/chat",
+            &json!({"agent": "alpha", "message": "tell me", "context": {"page": "settings"}}),
+        )
+        .await;
+    assert_eq!(body["reply"]["status"], "failed", "{body}");
+    let (session, token) = (
+        body["session"]["sessionId"].as_str().unwrap(),
+        body["session"]["token"].as_str().unwrap(),
+    );
+    let reply_id = body["reply"]["id"].as_str().unwrap();
+    server.fake.set(Behaviour::reply(&["Whole ", "answer."]));
+    let mut ws = server.ws().await;
+    // Joined: an agent's session answers `items` among the hello's frames; `filter` is the last.
+    ws.send(json!({"type": "hello", "data": {"sessionId": session, "token": token}}))
+        .await;
+    while ws.next_any().await.1["type"] != "filter" {}
+    ws.send(json!({"type": "retry", "data": {"messageId": reply_id}}))
+        .await;
+    let frames = ws.until_reply_ends().await;
+    assert!(matches!(
+        frames.last().map(|f| &f.event),
+        Some(ServerEvent::Done(_))
+    ));
+    let requests = server.fake.requests();
+    assert!(requests.len() >= 2, "{} requests", requests.len());
+    let (first, retry) = (&requests[0].body, &requests[requests.len() - 1].body);
+    let sent = first.to_string();
+    assert!(
+        system_of(first).contains("You are Alpha.") && sent.contains("Answer briefly."),
+        "{sent}"
+    );
+    assert_eq!(first, retry);
+}

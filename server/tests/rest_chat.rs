@@ -445,7 +445,8 @@ async fn a_message_whose_client_hangs_up_while_it_is_stored_still_gets_its_reply
         None,
         session.unsaved.as_ref(),
     ));
-    // Polled until it waits for the database, then dropped: the client went away.
+    // Polled until it waits for the task that stores the message (every check before it answers
+    // at once here: limits and budgets are off), then dropped: the client went away.
     assert!(futures::poll!(submit.as_mut()).is_pending());
     drop(submit);
     let id = &session.info.session_id;

@@ -298,14 +298,32 @@ impl MarkdownStream {
         })
     }
 
-    /// A finished block parsed again with every definition known now.
+    /// A finished block parsed again with every definition known now. Parsed from the end of the
+    /// block before: what lies between makes no block (blank lines, definitions), but a definition
+    /// there may be what opened this block's paragraph (an indented line after it continues the
+    /// paragraph; alone it would be code).
     fn render_again(&self, index: usize) -> Vec<MdNode> {
         let range = &self.blocks[index].range;
-        let from = line_start(&self.text, range.start);
-        self.scan_with_borrowed(&self.text[from..range.end])
+        let from = index
+            .checked_sub(1)
+            .map_or(0, |before| {
+                next_line(&self.text, self.blocks[before].range.end)
+            })
+            .min(line_start(&self.text, range.start));
+        self.blocks_with_borrowed(&self.text[from..range.end])
+            .pop()
+            .map(|b| b.nodes)
+            .unwrap_or_default()
     }
 
     fn scan_with_borrowed(&self, text: &str) -> Vec<MdNode> {
+        self.blocks_with_borrowed(text)
+            .into_iter()
+            .flat_map(|b| b.nodes)
+            .collect()
+    }
+
+    fn blocks_with_borrowed(&self, text: &str) -> Vec<Block> {
         scan(text, &|label| {
             self.defs
                 .get(label)
@@ -313,9 +331,6 @@ impl MarkdownStream {
                 .cloned()
         })
         .blocks
-        .into_iter()
-        .flat_map(|b| b.nodes)
-        .collect()
     }
 }
 

@@ -291,6 +291,21 @@ fn a_reference_defined_later_renders_the_finished_block_again() {
     );
 }
 
+/// A finished block rendered again is parsed with the definitions before it on its lines: an
+/// indented line after a definition continues a paragraph, alone it would be code (found by the
+/// property test above).
+#[test]
+fn a_block_rendered_again_keeps_the_definition_that_opened_its_paragraph() {
+    let text =
+        "[a]: https://x.org/a \"a\"\n    [ref one]\n- a\n\n[ref one]: https://x.org/a \"a\"\n";
+    let mut stream = MarkdownStream::new();
+    stream.push(text);
+    stream.update();
+    assert_eq!(stream.nodes(), parse(text));
+    stream.finish();
+    assert_eq!(stream.nodes(), parse(text));
+}
+
 #[test]
 fn half_typed_syntax_shows_as_it_will_look_while_streaming() {
     let mut stream = MarkdownStream::new();

@@ -94,11 +94,14 @@ pub async fn start(
                         Ok(())
                     } else {
                         // Long enough to start over: the rest between two of the writer's writes.
-                        due = log.saturating_add(schedule.restart_pages);
-                        match writer.acquire().await {
+                        let ran = match writer.acquire().await {
                             Ok(mut w) => checkpoint(&mut w).await.map(drop),
                             Err(e) => Err(e),
+                        };
+                        if ran.is_ok() {
+                            due = log.saturating_add(schedule.restart_pages);
                         }
+                        ran
                     }
                 }
                 Err(e) => Err(e),

@@ -75,8 +75,17 @@ impl Write {
     /// statement's place, where the write's answer has its rows.
     pub fn push(&mut self, sql: impl Into<Cow<'static, str>>, values: Vec<Value>) -> usize {
         let sql = sql.into();
-        // Too few values would take the next statement's on SQLite, and fail on PostgreSQL.
+        // Too few values would take the next statement's on SQLite, and fail on PostgreSQL; a
+        // statement that is none or two (or has a comment, whose quotes renumbering would misread)
+        // would shift every later statement's rows.
         debug_assert_eq!(highest_param(&sql), values.len(), "{sql}");
+        debug_assert!(
+            !sql.trim().is_empty()
+                && !sql.contains(';')
+                && !sql.contains("--")
+                && !sql.contains("/*"),
+            "one statement without comments: {sql}"
+        );
         self.statements.push(Statement { sql, values });
         self.statements.len() - 1
     }
@@ -111,8 +120,17 @@ impl Write {
             each
         })
         .await
-        .map_err(|_| sqlx::Error::WorkerCrashed)??;
-        // `BEGIN`'s (none), then each statement's, then `COMMIT`'s.
+        .map_err(|e| match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => sqlx::Error::WorkerCrashed,
+        })??;
+        // Before `BEGIN`'s end (none), then each statement's rows, then `COMMIT`'s, then after it.
+        if ran.len() != statements + 3 {
+            return Err(sqlx::Error::Protocol(format!(
+                "a write of {statements} statements ended {} of them",
+                ran.len().saturating_sub(3)
+            )));
+        }
         Ok(ran.into_iter().skip(1).take(statements).collect())
     }
 
