@@ -2,6 +2,7 @@
 //! client that reconnects with its last seen id gets exactly the frames it missed (or a snapshot).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::wire::{ServerEvent, ServerFrame};
 
@@ -9,7 +10,7 @@ use crate::wire::{ServerEvent, ServerFrame};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resume {
     /// These frames, in order (possibly none).
-    Frames(Vec<ServerFrame>),
+    Frames(Vec<Arc<ServerFrame>>),
     /// The gap is not covered by the log: send the full history instead.
     Snapshot,
 }
@@ -20,7 +21,9 @@ pub struct ReplayLog {
     last_id: u64,
     /// Every logged frame with an id at or below this is gone (evicted, or from before this log).
     forgotten_up_to: u64,
-    frames: VecDeque<ServerFrame>,
+    /// Shared with the connections they were sent to (a reply's last frame holds the whole
+    /// message, not copied again here).
+    frames: VecDeque<Arc<ServerFrame>>,
     capacity: usize,
 }
 
@@ -41,8 +44,8 @@ impl ReplayLog {
     }
 
     /// Numbers an event and keeps it for replay.
-    pub fn push(&mut self, event: ServerEvent) -> ServerFrame {
-        let frame = self.number(event);
+    pub fn push(&mut self, event: ServerEvent) -> Arc<ServerFrame> {
+        let frame = Arc::new(self.number(event));
         if self.frames.len() == self.capacity
             && let Some(evicted) = self.frames.pop_front()
         {

@@ -352,10 +352,13 @@ impl Items {
     /// The chunk vectors of `items`, in order: indexed ones from memory, the others chunked and
     /// embedded now (vectors from the database cache when it has them), all in one batch.
     async fn index_of(&self, items: &[&Item]) -> Result<Vec<Arc<Indexed>>, EmbedServiceError> {
-        let hashes: Vec<String> = items.iter().map(|i| content_hash(&index_text(i))).collect();
+        let hashes: Vec<&str> = items
+            .iter()
+            .map(|i| i.search_key.get_or_init(|| content_hash(&index_text(i))))
+            .collect();
         let mut out: Vec<Option<Arc<Indexed>>> = {
             let index = self.indexed();
-            hashes.iter().map(|h| index.get(h).cloned()).collect()
+            hashes.iter().map(|h| index.get(*h).cloned()).collect()
         };
         let missing: Vec<usize> = (0..items.len()).filter(|&i| out[i].is_none()).collect();
         if !missing.is_empty() {
@@ -384,7 +387,7 @@ impl Items {
                     chunks: vectors.by_ref().take(chunks.len()).collect(),
                     keys: chunks.iter().map(|c| chunk_key(c)).collect(),
                 });
-                index.insert(hashes[i].clone(), indexed.clone());
+                index.insert(hashes[i].to_owned(), indexed.clone());
                 out[i] = Some(indexed);
             }
         }

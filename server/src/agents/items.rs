@@ -27,6 +27,26 @@ pub struct Item {
     pub text: String,
     /// The file it was read from (`None`: an MCP server's tool).
     pub file: Option<PathBuf>,
+    /// The hash the search finds its vectors by, worked out at its first search.
+    pub search_key: Memo,
+}
+
+/// A value worked out once from what the item holds (an item does not change once read), and left
+/// out of comparisons: two equal items would work out equal values.
+#[derive(Debug, Clone, Default)]
+pub struct Memo(std::sync::OnceLock<String>);
+
+impl Memo {
+    /// The value, worked out by `make` the first time.
+    pub fn get_or_init(&self, make: impl FnOnce() -> String) -> &str {
+        self.0.get_or_init(make)
+    }
+}
+
+impl PartialEq for Memo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl Item {
@@ -167,6 +187,7 @@ pub(super) fn read_item(file: &Path) -> Result<Item, AgentConfigError> {
         },
         text: body.to_owned(),
         file: Some(file.to_owned()),
+        search_key: Memo::default(),
     })
 }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
-pub use items::Item;
+pub use items::{Item, Memo};
 pub use mcp_servers::McpServerConfig;
 
 /// How long a tool call waits for the user's answer when no agent says otherwise.

@@ -101,7 +101,7 @@ impl Hub {
                 state.partial.apply(&event);
                 let frame = state.log.push(event);
                 // Sent under the lock so every receiver sees frames in id order.
-                let _ = self.frames.send(Arc::new(frame));
+                let _ = self.frames.send(frame);
             }
             Log::Shared(log) => log.publish(event),
         }

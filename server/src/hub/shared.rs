@@ -184,7 +184,9 @@ impl SharedLog {
                 .await
         };
         match read.await {
-            Ok(Since::Frames(frames)) => Resume::Frames(frames.iter().map(Logged::frame).collect()),
+            Ok(Since::Frames(frames)) => {
+                Resume::Frames(frames.iter().map(|f| Arc::new(Logged::frame(f))).collect())
+            }
             Ok(Since::Gap) => Resume::Snapshot,
             Err(e) => {
                 tracing::warn!(session = %self.session_id, error = %e, "frame log unreadable: snapshot instead");

@@ -18,7 +18,7 @@ use rmcp::{Peer, RoleClient};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::agents::{Item, McpServerConfig};
+use crate::agents::{Item, McpServerConfig, Memo};
 use crate::approvals::Subject;
 use crate::tools::{MAX_RESULT_BYTES, Tool, ToolCtx, ToolError, ToolOutput};
 
@@ -62,6 +62,7 @@ impl McpTool {
             },
             text: String::new(),
             file: None,
+            search_key: Memo::default(),
         });
         Self {
             offered,

@@ -696,7 +696,7 @@ async fn drain_before<W: Sink<Message> + Unpin>(
             // last one this connection has. (Past the log, they are gone; so were they before.)
             Err(broadcast::error::TryRecvError::Lagged(_)) => {
                 if let Resume::Frames(logged) = a.hub.resume(a.last_sent).await {
-                    queued.extend(logged.into_iter().map(Arc::new));
+                    queued.extend(logged);
                 }
             }
             Err(_) => break,
