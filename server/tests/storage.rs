@@ -1020,6 +1020,59 @@ async fn interrupted_replies_fail_at_start(store: Store) {
     assert_eq!(reply.error.map(|e| e.message), Some("restarted".into()));
 }
 
+/// PostgreSQL: a call settled while its session is deleted (the delete holds the session's row,
+/// then takes its reservations with it) waits for the delete, and neither fails. A settle that
+/// took the reservation's row before the session's deadlocked with it, and one of the two failed
+/// (a 500 on `DELETE /api/sessions/{id}` in CI).
+#[tokio::test]
+async fn on_postgres_a_call_settled_while_its_session_is_deleted_waits_for_it() {
+    let store = postgres().await.store;
+    session(&store, "s1", None).await;
+    let hold = Hold {
+        id: "r1",
+        session_id: "s1",
+        day: 100,
+        prompt: 10,
+        output: 100,
+        whole: false,
+        now: 0,
+        expires_at: 1_000_000,
+    };
+    assert_eq!(
+        store.reserve_tokens(&hold, Caps::default()).await.unwrap(),
+        Ok(100)
+    );
+    let pool = store.postgres().expect("a PostgreSQL store").clone();
+    // The delete's first step (`Store::delete_session`): the session's row.
+    let mut deleting = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM sessions WHERE id = 's1' FOR NO KEY UPDATE")
+        .execute(&mut *deleting)
+        .await
+        .unwrap();
+    let settling = tokio::spawn({
+        let store = store.clone();
+        async move { store.settle_tokens("s1", spend(Some("r1"), 100, 60)).await }
+    });
+    // The settle runs what it can, then waits for the session's row.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !settling.is_finished(),
+        "the settle did not wait for the session's row"
+    );
+    sqlx::query("DELETE FROM sessions WHERE id = 's1'")
+        .execute(&mut *deleting)
+        .await
+        .expect("the delete (a deadlock fails one of the two after a second)");
+    deleting.commit().await.unwrap();
+    // The session is gone: nothing is added to it; the server's day counts the tokens spent.
+    assert_eq!(settling.await.unwrap().unwrap(), 0);
+    let day: i64 = sqlx::query_scalar("SELECT tokens FROM usage_days WHERE day = 100")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(day, 60);
+}
+
 /// `glassbox-server migrate`: everything in a SQLite database reaches a PostgreSQL one, and a
 /// second copy adds nothing.
 #[tokio::test]

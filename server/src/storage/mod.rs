@@ -320,8 +320,16 @@ fn insert_session(w: &mut write::Write, session: &NewSession<'_>) {
 /// Adds to `w`: end `spend`'s reservation and add its tokens to session `session_id`'s total,
 /// the server's day and (for a verified user's session) the user's day. Answers the place of the
 /// statement whose rows have the session's total ([`tokens_used`]).
+///
+/// The session's row is written first, as every writer takes it: on PostgreSQL a write that held
+/// the reservation's row while it waited for the session's would deadlock with the session's
+/// delete, which holds the session's row and deletes its reservations with it.
 fn settle(w: &mut write::Write, session_id: &str, spend: &Spend<'_>) -> usize {
     let tokens = i64::try_from(spend.tokens).unwrap_or(i64::MAX);
+    let used_at = w.push(
+        "UPDATE sessions SET tokens_used = tokens_used + $1 WHERE id = $2 RETURNING tokens_used",
+        vec![tokens.into(), session_id.into()],
+    );
     if let Some(id) = spend.reservation {
         w.push(
             "DELETE FROM budget_reservations WHERE id = $1",
@@ -332,10 +340,6 @@ fn settle(w: &mut write::Write, session_id: &str, spend: &Spend<'_>) -> usize {
         "INSERT INTO usage_days (day, tokens) VALUES ($1, $2) \
          ON CONFLICT (day) DO UPDATE SET tokens = usage_days.tokens + excluded.tokens",
         vec![spend.day.into(), tokens.into()],
-    );
-    let used_at = w.push(
-        "UPDATE sessions SET tokens_used = tokens_used + $1 WHERE id = $2 RETURNING tokens_used",
-        vec![tokens.into(), session_id.into()],
     );
     // An anonymous session (most) has no user's day to add to. (SQLite reads the `ON` of an
     // upsert after a `SELECT` as a join's unless the `SELECT` has a `WHERE`, as this one does.)
