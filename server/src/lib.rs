@@ -1,19 +1,17 @@
 //! Glassbox server: WebSocket + REST chat that forwards to LLM providers, with persistence.
 //!
 //! The modules are in three layers, each using only the ones below it:
-//! - foundations: `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
+//! - foundations: `allocator`, `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
 //!   `providers`, `embed`, `tokens`, `stops`, `hub`, `background`, `wire_error`, `metrics`, `drain`;
 //! - services, each with its own error: `approvals`, `budgets`, `calls`, `context_sets`, `files`, `tools`, `mcp`, `items`,
 //!   `context`, `topics`, `sessions`, `turn`, `chat`;
 //! - the edge: `routes` and `error` (the wire error built from the services' errors), with
 //!   `state` as the composition root.
 
-/// The memory allocator the server's binaries use (`#[global_allocator]`): mimalloc, which
-/// spends less time per request than glibc's on the server's many small, short-lived
-/// allocations across threads (`cargo xtask bench gateway`).
-pub use mimalloc::MiMalloc as Allocator;
+pub use allocator::Allocator;
 
 pub mod agents;
+pub mod allocator;
 pub mod approvals;
 pub mod background;
 pub mod budgets;

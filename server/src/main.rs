@@ -10,6 +10,7 @@ static ALLOCATOR: glassbox_server::Allocator = glassbox_server::Allocator;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let huge_pages = glassbox_server::allocator::disable_transparent_huge_pages();
     if std::env::args().nth(1).as_deref() == Some("migrate") {
         return migrate(std::env::args().skip(1)).await;
     }
@@ -36,6 +37,9 @@ async fn main() -> anyhow::Result<()> {
             .init();
     } else {
         logs.with_ansi(terminal).init();
+    }
+    if let Err(e) = huge_pages {
+        tracing::warn!(error = %e, "memory: serving with transparent huge pages on");
     }
     let (addr, metrics_addr) = (config.addr, config.metrics_addr);
     let provider: &'static str = ProviderName::from(&config.provider).into();

@@ -94,6 +94,8 @@ mod cpu {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // As the server's `main` does, so the process measured behaves as the one that ships.
+    glassbox_server::allocator::disable_transparent_huge_pages()?;
     let mut args = std::env::args().skip(1);
     let dist = PathBuf::from(
         args.next()
