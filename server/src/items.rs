@@ -165,7 +165,7 @@ impl Items {
         agent
             .items
             .iter()
-            .map(|i| Arc::new(i.clone()))
+            .cloned()
             .chain(self.tools.agent_items(&agent.name))
             .collect()
     }
@@ -495,6 +495,43 @@ impl Items {
                 .collect(),
             near_misses,
             status: SearchStatus::Done,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The repository's demo agent's items, over an empty database with embeddings off.
+    async fn demo_items() -> (Items, Arc<Agent>, tempfile::TempDir) {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../glassbox.toml");
+        let catalog = AgentCatalog::open(Some(&file)).unwrap();
+        let agent = catalog.current().pick(None).cloned().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let items = Items::new(
+            catalog,
+            Store::open(dir.path()).await.unwrap(),
+            EmbeddingService::disabled("none".into()),
+            Arc::new(RateLimits::new(Default::default())),
+            AgentSettings::default(),
+            ToolRegistry::default(),
+            Arc::new(|text: &str| text.split_whitespace().count() as u32),
+        );
+        (items, agent, dir)
+    }
+
+    #[tokio::test]
+    async fn an_items_search_key_worked_out_at_one_turn_is_there_at_the_next() {
+        let (items, agent, _dir) = demo_items().await;
+        assert!(agent.items.len() >= 12, "the demo agent has its references");
+        for item in items.items_of(&agent) {
+            item.search_key
+                .get_or_init(|| content_hash(&index_text(&item)));
+        }
+        for item in items.items_of(&agent) {
+            item.search_key
+                .get_or_init(|| panic!("{}'s search key was worked out again", item.name()));
         }
     }
 }

@@ -220,7 +220,10 @@ pub(super) fn read(
                     ),
                 ));
             }
-            Some(dir) => read_items(dir)?,
+            Some(dir) => read_items(dir)?
+                .into_iter()
+                .map(std::sync::Arc::new)
+                .collect(),
         };
         agents.push(Agent {
             name: a.name,

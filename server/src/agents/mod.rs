@@ -49,8 +49,9 @@ pub struct Agent {
     pub defaults: glassbox_core::context::agent_settings::AgentSettings,
     /// The folder its items are read from.
     pub items_dir: Option<PathBuf>,
-    /// Rules and references, by priority (lower first), then name.
-    pub items: Vec<Item>,
+    /// Rules and references, by priority (lower first), then name; shared with every turn that
+    /// offers them, so what a turn works out of an item once (its search key) stays.
+    pub items: Vec<std::sync::Arc<Item>>,
     /// The MCP servers whose tools it offers, in the file's order.
     pub mcp_servers: Vec<McpServerConfig>,
     /// How long a tool call waits for the user's answer before it counts as denied.
@@ -62,7 +63,7 @@ pub struct Agent {
 impl Agent {
     /// The item called `name`.
     pub fn item(&self, name: &str) -> Option<&Item> {
-        self.items.iter().find(|i| i.name() == name)
+        self.items.iter().find(|i| i.name() == name).map(|i| &**i)
     }
 }
 
@@ -211,7 +212,7 @@ impl AgentCatalog {
 
 /// The items that differ between two readings: new, changed (any field) or gone.
 fn changed_items(old: &Agents, new: &Agents) -> Vec<(String, String)> {
-    let index = |agents: &Agents| -> BTreeMap<(String, String), Item> {
+    let index = |agents: &Agents| -> BTreeMap<(String, String), std::sync::Arc<Item>> {
         agents
             .all()
             .iter()
