@@ -168,3 +168,73 @@ async fn many_idle_sessions_are_purged_in_batches() {
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     assert_eq!(server.state.sessions.purge_idle().await.unwrap(), 450);
 }
+
+/// The tokens every session spent today (and yesterday, should the test cross midnight).
+async fn server_days(server: &TestServer, session_id: &str) -> u64 {
+    let today = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        / 86_400_000;
+    let mut total = 0;
+    for day in [today - 1, today] {
+        total += server
+            .state
+            .store
+            .tokens_spent(session_id, day)
+            .await
+            .unwrap()
+            .server_day;
+    }
+    total
+}
+
+#[tokio::test]
+async fn a_reply_whose_session_is_deleted_while_it_streams_counts_its_tokens_once() {
+    let gate = glassbox_fake_provider::Gate::new();
+    let server = TestServer::start_with(
+        Api::OpenAi,
+        Behaviour::hold(&["Half ", "and the rest."], 1, &gate),
+        &[],
+    )
+    .await;
+    let (gone, gone_token, _) = server.new_session().await;
+    let request = server
+        .http
+        .post(server.url("/api/chat"))
+        .bearer_auth(&gone_token)
+        .json(&json!({"sessionId": gone, "message": "count me once"}))
+        .send();
+    let streaming = tokio::spawn(request);
+    gate.reached(1).await;
+    let deleted = server
+        .http
+        .delete(server.url(&format!("/api/sessions/{gone}")))
+        .bearer_auth(&gone_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    gate.release();
+    // The answer ends, with the message stored and no reply.
+    let answered: serde_json::Value = streaming.await.unwrap().unwrap().json().await.unwrap();
+    assert!(answered["reply"].is_null(), "{answered}");
+    assert!(server.state.store.messages(&gone).await.unwrap().is_empty());
+
+    // The same turn again, in a session that stays: what one such turn spends.
+    let (kept, kept_token, _) = server.new_session().await;
+    server.chat(&kept, &kept_token, "count me once").await;
+    let one_turn = server
+        .state
+        .store
+        .tokens_spent(&kept, 0)
+        .await
+        .unwrap()
+        .session;
+    assert!(one_turn > 0);
+    assert_eq!(
+        server_days(&server, &kept).await,
+        2 * one_turn,
+        "the deleted session's turn counts once for the server's day, as the kept one's"
+    );
+}

@@ -1009,14 +1009,15 @@ impl Store {
 
     /// Stores the final state of a reply and returns it; with `spend` (the reply's last provider
     /// call), settles that call in the same transaction ([`Store::settle_tokens`]) and returns
-    /// the session's total too.
+    /// the session's total too. `None` for the reply when it is gone (its session deleted while
+    /// it streamed): the spend is recorded all the same, so it must not be settled again.
     pub async fn finish_reply(
         &self,
         session_id: &str,
         id: &str,
         outcome: ReplyOutcome<'_>,
         spend: Option<Spend<'_>>,
-    ) -> Result<(ChatMessage, Option<u64>), StorageError> {
+    ) -> Result<(Option<ChatMessage>, Option<u64>), StorageError> {
         let sql = format!(
             "UPDATE messages SET content = $1, status = $2, usage_json = $3, \
              context_report_json = $4, tool_rounds_json = $5, error_json = $6 \
@@ -1052,10 +1053,7 @@ impl Store {
             used = used.or(tokens);
             row = row.or(messages.into_iter().next());
         }
-        let message = row
-            .map(ChatMessage::from)
-            .ok_or_else(|| StorageError::Corrupt(format!("reply {id} vanished")))?;
-        Ok((message, used))
+        Ok((row.map(ChatMessage::from), used))
     }
 
     /// A session's settings record (defaults when it never changed any).

@@ -97,6 +97,9 @@ pub enum TurnError {
     RateLimited(#[from] RateLimited),
     #[error(transparent)]
     Files(#[from] crate::files::FilesError),
+    /// The session was deleted while its reply streamed (the reply's spend is recorded).
+    #[error("this session was deleted")]
+    SessionDeleted,
 }
 
 impl ToWire for TurnError {
@@ -108,6 +111,7 @@ impl ToWire for TurnError {
             TurnError::Input(e) => e.code(),
             TurnError::RateLimited(e) => e.code(),
             TurnError::Files(e) => e.code(),
+            TurnError::SessionDeleted => glassbox_core::ErrorCode::Unauthorized,
         }
     }
 
@@ -644,7 +648,9 @@ impl TurnEngine {
             )
             .await;
         let (stored, used) = match finished {
-            Ok(finished) => finished,
+            Ok((Some(stored), used)) => (stored, used),
+            // The write settled the last call all the same: not settled again.
+            Ok((None, _)) => return Err(TurnError::SessionDeleted),
             Err(e) => {
                 // The reply's state is lost to the error; its last call's tokens are not.
                 if let Some(call) = last
