@@ -1,8 +1,9 @@
 //! Glassbox server: WebSocket + REST chat that forwards to LLM providers, with persistence.
 //!
 //! The modules are in three layers, each using only the ones below it:
-//! - foundations: `allocator`, `config` (with `origins`, `rate_limits`, `client_addr`), `agents`, `ids`, `storage`,
-//!   `providers`, `embed`, `tokens`, `stops`, `hub`, `background`, `wire_error`, `metrics`, `drain`;
+//! - foundations: `allocator`, `config` (with `origins`, `rate_limits`, `client_addr`), `agents`,
+//!   `ids`, `storage`, `providers`, `embed`, `tokens`, `stops`, `hub`, `background`, `wire_error`,
+//!   `metrics`, `drain`;
 //! - services, each with its own error: `approvals`, `budgets`, `calls`, `context_sets`, `files`, `tools`, `mcp`, `items`,
 //!   `context`, `topics`, `sessions`, `turn`, `chat`;
 //! - the edge: `routes` and `error` (the wire error built from the services' errors), with

@@ -217,7 +217,12 @@ async fn a_reply_whose_session_is_deleted_while_it_streams_counts_its_tokens_onc
     assert_eq!(deleted.status(), 204);
     gate.release();
     // The answer ends, with the message stored and no reply.
-    let answered: serde_json::Value = streaming.await.unwrap().unwrap().json().await.unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(30), async {
+        let answer = streaming.await.unwrap().unwrap();
+        answer.json::<serde_json::Value>().await.unwrap()
+    })
+    .await
+    .expect("the answer ends once the turn has");
     assert!(answered["reply"].is_null(), "{answered}");
     assert!(server.state.store.messages(&gone).await.unwrap().is_empty());
 

@@ -286,7 +286,18 @@ impl SharedLog {
             attempt += 1;
             match self.frames.append(&self.session_id, events.clone()).await {
                 Ok(written) => break written,
-                Err(e) if attempt >= WRITE_ATTEMPTS || is_gone(&e) => {
+                // Deleted: its tabs here still hear the end of what was under way (a reply's
+                // error), numbered for them alone, as the deletion notice is; a request waiting
+                // for that end would otherwise wait forever.
+                Err(e) if is_gone(&e) => {
+                    let _in_order = self.delivery.lock().await;
+                    for event in events {
+                        let sync_id = self.private_id();
+                        let _ = self.sender.send(Arc::new(ServerFrame { sync_id, event }));
+                    }
+                    return;
+                }
+                Err(e) if attempt >= WRITE_ATTEMPTS => {
                     // Lost: a tab has the text again from the stored reply when it reloads.
                     tracing::error!(session = %self.session_id, frames = events.len(), error = %e, "frames lost: not written to the frame log");
                     return;
