@@ -5,6 +5,7 @@ pub mod bench_postgres;
 pub mod cpu_profile;
 pub mod markdown_fixture;
 pub mod ort_anchor;
+pub mod pass_through;
 pub mod widget_page;
 
 use std::net::SocketAddr;

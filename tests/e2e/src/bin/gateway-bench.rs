@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
-use glassbox_e2e::{bench_postgres, start_server};
+use glassbox_e2e::{bench_postgres, pass_through, start_server};
 use glassbox_fake_provider::{Behaviour, FakeProvider};
 use serde_json::json;
 
@@ -145,21 +145,33 @@ async fn main() -> Result<()> {
         end_marker: "event: done",
     };
     let sqlite = ours(&[&server]);
+    // The floor: what a proxy that only forwards bytes adds on this machine.
+    let bare = pass_through::start(format!("{base}/chat/completions")).await?;
+    let floor = Target {
+        urls: vec![format!("http://{}/", bare.addr)],
+        body: direct.body.clone(),
+        end_marker: direct.end_marker,
+    };
 
     eprintln!(
         "gateway-bench: {requests} streamed requests each, concurrency {concurrency}, after {WARMUP} warm-up"
     );
     load(&http, &direct, WARMUP, concurrency).await?;
+    load(&http, &floor, WARMUP, concurrency).await?;
     load(&http, &sqlite, WARMUP, concurrency).await?;
     let mut out = std::io::stdout().lock();
     // Unloaded first (what one user feels), then the loaded run the anchor is about.
     let cases = [(2_000.min(requests), 1), (requests, concurrency)];
+    let mut floors = Vec::new();
     for (n, c) in cases {
         let d = load(&http, &direct, n, c).await?;
+        let f = load(&http, &floor, n, c).await?;
         let o = load(&http, &sqlite, n, c).await?;
         latency_table(&mut out, "SQLite, one instance", n, c, &d, &o)?;
+        floors.push((c, d, f, o));
     }
-    drop(server);
+    floor_table(&mut out, &floors)?;
+    drop((server, bare));
 
     if let Some(admin) = bench_postgres::cluster() {
         let db = bench_postgres::Database::create(&admin, "glassbox_gateway_bench").await?;
@@ -295,6 +307,36 @@ fn latency_table(
         "| failed requests | {} | {} | — | 0 | — |",
         direct.failures, ours.failures
     )?;
+    Ok(())
+}
+
+/// Glassbox's added latency beside a pass-through proxy's, per concurrency: `(concurrency, direct,
+/// pass-through, Glassbox)` runs of one case each.
+fn floor_table(out: &mut impl Write, runs: &[(usize, Run, Run, Run)]) -> Result<()> {
+    let ms = |r: &Run, p: f64| percentile(&r.latencies, p).as_secs_f64() * 1e3;
+    writeln!(
+        out,
+        "\n## The floor: what a proxy that only forwards the bytes adds on this machine (same run, SQLite case)\n"
+    )?;
+    writeln!(
+        out,
+        "| concurrency | pass-through p50 / p99 added (ms) | pass-through req/s | Glassbox p50 / p99 added (ms) | Glassbox req/s | ratio of p99 added (Glassbox / pass-through) |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|")?;
+    for (c, d, f, o) in runs {
+        let added = |r: &Run, p: f64| ms(r, p) - ms(d, p);
+        writeln!(
+            out,
+            "| {c} | {:.3} / {:.3} | {:.0} | {:.3} / {:.3} | {:.0} | {:.2} |",
+            added(f, 50.0),
+            added(f, 99.0),
+            f.rate,
+            added(o, 50.0),
+            added(o, 99.0),
+            o.rate,
+            added(o, 99.0) / added(f, 99.0).max(f64::MIN_POSITIVE)
+        )?;
+    }
     Ok(())
 }
 
