@@ -501,13 +501,7 @@ async fn a_session_deleted_on_one_instance_is_gone_from_the_tabs_of_another() {
     let [a, b, _c] = three(&pieces(2), Duration::ZERO, 2, &gate).await;
     let mut on_b = ws_to(&b).await;
     let (id, token) = on_b.hello_new().await;
-    let resp = a
-        .http
-        .delete(a.url(&format!("/api/sessions/{id}")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .expect("answered");
+    let resp = a.delete_session(&id, &token).await;
     assert!(resp.status().is_success(), "{}", resp.status());
     let told = tokio::time::timeout(Duration::from_secs(5), async {
         loop {

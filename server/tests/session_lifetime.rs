@@ -50,21 +50,9 @@ async fn delete_removes_everything_and_tells_the_open_tabs() {
     tab.hello_existing(&id, &token).await;
 
     let url = server.url(&format!("/api/sessions/{id}"));
-    let wrong = server
-        .http
-        .delete(&url)
-        .bearer_auth("nope")
-        .send()
-        .await
-        .unwrap();
+    let wrong = server.delete_session(&id, "nope").await;
     assert_eq!(wrong.status(), 401);
-    let resp = server
-        .http
-        .delete(&url)
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let resp = server.delete_session(&id, &token).await;
     assert_eq!(resp.status(), 204);
 
     let (frame, raw) = tab.next().await;
@@ -93,13 +81,7 @@ async fn delete_removes_everything_and_tells_the_open_tabs() {
     );
     assert!(!cached(&server, &format!("{first}:hash")).await);
     // Deleting again: the session is unknown.
-    let again = server
-        .http
-        .delete(&url)
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let again = server.delete_session(&id, &token).await;
     assert_eq!(again.status(), 401);
 }
 
@@ -207,13 +189,7 @@ async fn a_reply_whose_session_is_deleted_while_it_streams_counts_its_tokens_onc
         .send();
     let streaming = tokio::spawn(request);
     gate.reached(1).await;
-    let deleted = server
-        .http
-        .delete(server.url(&format!("/api/sessions/{gone}")))
-        .bearer_auth(&gone_token)
-        .send()
-        .await
-        .unwrap();
+    let deleted = server.delete_session(&gone, &gone_token).await;
     assert_eq!(deleted.status(), 204);
     gate.release();
     // The answer ends, with the message stored and no reply.

@@ -505,13 +505,7 @@ async fn deleting_a_session_forgets_its_vectors_in_memory_too() {
         server.state.embeddings.remembers(&key),
         "extraction embedded the first message"
     );
-    let gone = server
-        .http
-        .delete(server.url(&format!("/api/sessions/{id}")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let gone = server.delete_session(&id, &token).await;
     assert!(gone.status().is_success(), "{}", gone.status());
     assert!(!server.state.embeddings.remembers(&key));
 }

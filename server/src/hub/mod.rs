@@ -21,6 +21,9 @@ use crate::cluster::frames::PartialText;
 use crate::cluster::{FrameLog, FrameLogError};
 use shared::SharedLog;
 
+/// What a deleted session's tabs are told, and a reply whose session was deleted ends with.
+pub const SESSION_DELETED: &str = "this session was deleted";
+
 /// Frames kept per session for replay to reconnecting clients.
 const REPLAY_CAPACITY: usize = 4096;
 /// Frames a slow connection may fall behind before it resumes from the replay log. The channel
@@ -365,15 +368,14 @@ impl Hubs {
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id);
         if let Some(hub) = hub {
-            let gone = ServerEvent::Error(WireError::new(
-                ErrorCode::Unauthorized,
-                "this session was deleted",
-            ));
+            let gone = ServerEvent::Error(WireError::new(ErrorCode::Unauthorized, SESSION_DELETED));
             match &hub.log {
                 Log::Memory(_) => hub.publish(gone),
-                // Its frame log went with it: this instance's tabs are told directly.
-                Log::Shared(_) => {
-                    let _ = hub.frames.send(Arc::new(hub.private(gone)));
+                // Its frame log went with it: this instance's tabs are told directly, in order
+                // with the frames being sent to them.
+                Log::Shared(log) => {
+                    let log = Arc::clone(log);
+                    tokio::spawn(async move { log.send_here(vec![gone]).await });
                 }
             }
         }

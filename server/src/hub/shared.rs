@@ -107,6 +107,17 @@ impl SharedLog {
         self.wake.notify_one();
     }
 
+    /// Sends `events` to this instance's connections only, each numbered as a frame for one
+    /// connection (after every frame sent so far, in order with them): what a deleted session's
+    /// tabs here still hear, once its frame log is gone.
+    pub async fn send_here(&self, events: Vec<ServerEvent>) {
+        let _in_order = self.delivery.lock().await;
+        for event in events {
+            let sync_id = self.private_id();
+            let _ = self.sender.send(Arc::new(ServerFrame { sync_id, event }));
+        }
+    }
+
     /// The id of a frame for one connection: after every frame sent so far.
     pub fn private_id(&self) -> u64 {
         let mut ids = self.ids();
@@ -289,14 +300,7 @@ impl SharedLog {
                 // Deleted: its tabs here still hear the end of what was under way (a reply's
                 // error), numbered for them alone, as the deletion notice is; a request waiting
                 // for that end would otherwise wait forever.
-                Err(e) if is_gone(&e) => {
-                    let _in_order = self.delivery.lock().await;
-                    for event in events {
-                        let sync_id = self.private_id();
-                        let _ = self.sender.send(Arc::new(ServerFrame { sync_id, event }));
-                    }
-                    return;
-                }
+                Err(e) if is_gone(&e) => return self.send_here(events).await,
                 Err(e) if attempt >= WRITE_ATTEMPTS => {
                     // Lost: a tab has the text again from the stored reply when it reloads.
                     tracing::error!(session = %self.session_id, frames = events.len(), error = %e, "frames lost: not written to the frame log");

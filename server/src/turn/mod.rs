@@ -98,7 +98,7 @@ pub enum TurnError {
     #[error(transparent)]
     Files(#[from] crate::files::FilesError),
     /// The session was deleted while its reply streamed (the reply's spend is recorded).
-    #[error("this session was deleted")]
+    #[error("{}", crate::hub::SESSION_DELETED)]
     SessionDeleted,
 }
 

@@ -185,6 +185,16 @@ impl TestServer {
         ws_at(&self.addr.to_string(), origin).await
     }
 
+    /// `DELETE /api/sessions/{id}` with `token`; the answer as it came.
+    pub async fn delete_session(&self, id: &str, token: &str) -> reqwest::Response {
+        self.http
+            .delete(self.url(&format!("/api/sessions/{id}")))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("DELETE")
+    }
+
     /// POSTs `body` as JSON to `path`.
     pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
         self.http
