@@ -29,7 +29,7 @@ mod named;
 mod reservations;
 mod rows;
 mod users;
-mod wal;
+pub mod wal;
 mod write;
 
 pub use copy::Copied;
