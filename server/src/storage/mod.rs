@@ -409,6 +409,18 @@ fn params(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// How the store opens the SQLite database at `path`: WAL, `synchronous = NORMAL`, foreign keys
+/// on, a 5 s busy timeout.
+pub fn sqlite_options(path: &Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(5))
+}
+
 /// The message store.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -470,25 +482,8 @@ impl Store {
                 source,
             })?;
         }
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
-        // An in-process database's connection cannot have gone away: no ping on each acquire
-        // (a round trip to the connection's thread, several per request).
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .test_before_acquire(false)
-            .connect_with(
-                options
-                    .clone()
-                    .pragma("wal_autocheckpoint", wal::BACKSTOP_PAGES.to_string())
-                    .pragma("journal_size_limit", wal::FILE_LIMIT_BYTES.to_string()),
-            )
-            .await?;
+        let options = sqlite_options(path);
+        let writer = wal::open_writer(&options).await?;
         sqlx_macros::migrate!("./migrations/sqlite")
             .run(&writer)
             .await?;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use sqlx::ConnectOptions as _;
 use sqlx::Connection as _;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// When the task checkpoints.
@@ -52,6 +52,23 @@ pub const BACKSTOP_PAGES: u32 = 20_000;
 /// Bytes the log file is cut back to when it starts over (it would otherwise keep the largest
 /// size it ever reached, such as the backstop's).
 pub const FILE_LIMIT_BYTES: u64 = 64 << 20;
+
+/// The one writer connection to the database `options` open, with the log's limits for the
+/// checkpoint task ([`BACKSTOP_PAGES`], [`FILE_LIMIT_BYTES`]).
+pub async fn open_writer(options: &SqliteConnectOptions) -> Result<SqlitePool, sqlx::Error> {
+    // An in-process database's connection cannot have gone away: no ping on each acquire
+    // (a round trip to the connection's thread, several per request).
+    SqlitePoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect_with(
+            options
+                .clone()
+                .pragma("wal_autocheckpoint", BACKSTOP_PAGES.to_string())
+                .pragma("journal_size_limit", FILE_LIMIT_BYTES.to_string()),
+        )
+        .await
+}
 
 /// The running checkpoint task; it ends when this is dropped (with the store's last clone), and
 /// lets go of its clone of the writer's pool then.

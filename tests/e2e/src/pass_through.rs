@@ -11,7 +11,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::Result;
 use axum::body::{Body, Bytes};
@@ -21,9 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures::StreamExt as _;
 use glassbox_server::storage::wal;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::SqlitePool;
 
 /// What the proxy keeps of each exchange.
 pub enum Keeping<'a> {
@@ -94,22 +91,8 @@ pub async fn start(upstream: String, keeping: Keeping<'_>) -> Result<PassThrough
 /// A database of exchanges in `dir`, opened as Glassbox opens its own, with the task that
 /// checkpoints its log (it runs while the pool does).
 async fn open(dir: &Path) -> Result<(SqlitePool, wal::Checkpointer)> {
-    let options = SqliteConnectOptions::new()
-        .filename(dir.join("pass-through.db"))
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(5));
-    let db = SqlitePoolOptions::new()
-        .max_connections(1)
-        .test_before_acquire(false)
-        .connect_with(
-            options
-                .clone()
-                .pragma("wal_autocheckpoint", wal::BACKSTOP_PAGES.to_string())
-                .pragma("journal_size_limit", wal::FILE_LIMIT_BYTES.to_string()),
-        )
-        .await?;
+    let options = glassbox_server::storage::sqlite_options(&dir.join("pass-through.db"));
+    let db = wal::open_writer(&options).await?;
     let checkpointer = wal::start(&options, db.clone(), wal::Schedule::DEFAULT).await?;
     sqlx::raw_sql(
         "CREATE TABLE IF NOT EXISTS messages (id TEXT PRIMARY KEY, exchange TEXT NOT NULL, \
